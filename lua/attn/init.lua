@@ -1,0 +1,2 @@
+local core = require "attn.core"
+return core

@@ -1,0 +1,40 @@
+# C unit tests: spec/c/test_*.c, each its own executable and ctest test.
+file(GLOB ATTN_C_TESTS CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/spec/c/test_*.c)
+foreach(src IN LISTS ATTN_C_TESTS)
+  get_filename_component(name ${src} NAME_WE)
+  add_executable(${name} ${src})
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/src/core
+    ${PROJECT_SOURCE_DIR}/spec/c)
+  target_link_libraries(${name} PRIVATE attn_static)
+  add_test(NAME c/${name} COMMAND ${name} WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+endforeach()
+
+# busted specs: spec/*_spec.lua, each run by stock lua5.4 against the
+# freshly built attn/core.so and lua/attn, so the module path is what a user
+# of `require "attn"` gets.
+find_program(BUSTED_EXECUTABLE busted)
+set(ATTN_SPEC_ENV
+  "LUA_PATH_5_4=${PROJECT_SOURCE_DIR}/lua/?.lua\;${PROJECT_SOURCE_DIR}/lua/?/init.lua\;${PROJECT_SOURCE_DIR}/spec/?.lua\;\;"
+  "LUA_CPATH_5_4=${CMAKE_BINARY_DIR}/?.so\;\;"
+  "ATTN_BIN=$<TARGET_FILE:attn>"
+  "ATTN_SOURCE_DIR=${PROJECT_SOURCE_DIR}"
+  "ATTN_BUILD_DIR=${CMAKE_BINARY_DIR}")
+file(GLOB ATTN_SPECS CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/spec/*_spec.lua)
+if(BUSTED_EXECUTABLE AND LUA_EXECUTABLE)
+  foreach(spec IN LISTS ATTN_SPECS)
+    get_filename_component(name ${spec} NAME_WE)
+    add_test(NAME lua/${name}
+      COMMAND ${LUA_EXECUTABLE} ${BUSTED_EXECUTABLE} --output=TAP ${spec}
+      WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+    set_tests_properties(lua/${name} PROPERTIES ENVIRONMENT "${ATTN_SPEC_ENV}")
+  endforeach()
+  # The same specs again, run by the attn interpreter itself with its
+  # embedded package (no LUA_PATH for attn), proving the CLI is a full Lua.
+  add_test(NAME cli/busted-under-attn
+    COMMAND $<TARGET_FILE:attn> ${BUSTED_EXECUTABLE} --output=TAP ${ATTN_SPECS}
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(cli/busted-under-attn PROPERTIES ENVIRONMENT
+    "LUA_PATH_5_4=${PROJECT_SOURCE_DIR}/spec/?.lua\;\;;ATTN_BIN=$<TARGET_FILE:attn>;ATTN_SOURCE_DIR=${PROJECT_SOURCE_DIR};ATTN_BUILD_DIR=${CMAKE_BINARY_DIR}")
+else()
+  message(WARNING "busted or lua5.4 not found: the Lua specs are not registered")
+endif()

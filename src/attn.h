@@ -1,0 +1,338 @@
+/*
+ * attn.h - the C core of attn: float32 N-d tensors with refcounted storage
+ * and strided views, broadcasting math, reductions, matmul on OpenBLAS and a
+ * PyTorch-compatible random number generator.
+ *
+ * Conventions
+ *  - Every index and dim in this API is 0-based; dims must already be
+ *    normalised (0 <= dim < ndim).  Negative dims and 1-based indices are a
+ *    Lua-side convenience converted by the binding.
+ *  - Functions that can fail return an attn_status.  On failure the output
+ *    pointers are left untouched (NULL for fresh results), inputs are never
+ *    half-modified, and attn_last_error() gives a message naming the
+ *    function, the argument and the shapes, e.g.
+ *    "matmul: cannot multiply [6,3] by [2,4]".  Nothing here aborts, exits
+ *    or longjmps.
+ *  - Ownership: a function that hands out an attn_tensor ** gives the caller
+ *    one reference; release it with attn_tensor_release().  Inputs are
+ *    borrowed for the duration of the call.
+ *  - Index tensors (gather, index_select, one_hot, ...) are float32 tensors
+ *    holding integral 0-based values.
+ *  - Thread safety: distinct tensors may be used from distinct threads.
+ *    Reference counts are atomic, so views of one storage may be released
+ *    from several threads; writes to shared data need the caller's locking.
+ */
+#ifndef ATTN_H
+#define ATTN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ATTN_VERSION "0.1.0"
+#define ATTN_MAX_DIMS 8
+
+typedef enum attn_status {
+  ATTN_OK = 0,
+  ATTN_ERR_ARG,    /* bad argument value (negative size, bad option...) */
+  ATTN_ERR_SHAPE,  /* shapes do not fit together */
+  ATTN_ERR_INDEX,  /* index out of range */
+  ATTN_ERR_NOMEM,  /* allocation failed or size overflows */
+  ATTN_ERR_IO,     /* file or library loading problem */
+  ATTN_ERR_STATE   /* operation not allowed in the object's state */
+} attn_status;
+
+/* Message of the last failure in the calling thread ("" if none). */
+const char *attn_last_error(void);
+/* Records a message (printf format) for the calling thread; returns st. */
+attn_status attn_set_error(attn_status st, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* Formats a shape as "[6,3]" into buf (always NUL-terminated). */
+const char *attn_shape_str(int ndim, const int64_t *shape, char *buf, size_t size);
+
+/* ------------------------------------------------------------------------ */
+/* Storage and tensors                                                       */
+
+/* Called when the last reference to a wrapped buffer goes away. */
+typedef void (*attn_release_fn)(void *ctx, float *data);
+
+typedef struct attn_storage {
+  float *data;
+  int64_t numel;              /* capacity in floats */
+  long refcount;              /* atomic; use the functions below */
+  attn_release_fn release;    /* NULL: data was allocated by attn */
+  void *release_ctx;
+  int gc_reported;            /* set by a binding once it told its GC */
+} attn_storage;
+
+struct attn_autograd;         /* defined by the autograd layer */
+
+typedef struct attn_tensor {
+  attn_storage *storage;
+  int64_t offset;                   /* in floats */
+  int ndim;                         /* 0 .. ATTN_MAX_DIMS; 0 is a scalar */
+  int64_t shape[ATTN_MAX_DIMS];
+  int64_t stride[ATTN_MAX_DIMS];    /* in floats; 0 for broadcast dims */
+  long refcount;                    /* atomic */
+  struct attn_autograd *autograd;   /* NULL unless gradients are tracked */
+} attn_tensor;
+
+static inline float *attn_tensor_data(const attn_tensor *t) {
+  return t->storage->data + t->offset;
+}
+int64_t attn_tensor_numel(const attn_tensor *t);
+bool attn_tensor_is_contiguous(const attn_tensor *t);
+bool attn_same_shape(const attn_tensor *a, const attn_tensor *b);
+
+attn_tensor *attn_tensor_retain(attn_tensor *t);
+void attn_tensor_release(attn_tensor *t);   /* NULL is fine */
+
+/* Element access by a full 0-based index (no bounds check). */
+float attn_tensor_get(const attn_tensor *t, const int64_t *index);
+void attn_tensor_set(attn_tensor *t, const int64_t *index, float v);
+/* Value of the flat element i in row-major order (works for any strides). */
+float attn_tensor_get_flat(const attn_tensor *t, int64_t i);
+
+/* Creation.  Every shape entry must be >= 0 and numel must fit. */
+attn_status attn_empty(int ndim, const int64_t *shape, attn_tensor **out);
+attn_status attn_zeros(int ndim, const int64_t *shape, attn_tensor **out);
+attn_status attn_ones(int ndim, const int64_t *shape, attn_tensor **out);
+attn_status attn_full(int ndim, const int64_t *shape, float value, attn_tensor **out);
+attn_status attn_scalar(float value, attn_tensor **out);   /* 0-d */
+/* Copies n floats laid out row-major into a fresh tensor of the shape. */
+attn_status attn_from_data(int ndim, const int64_t *shape, const float *data, attn_tensor **out);
+/* Wraps a caller's buffer without copying.  release (may be NULL: the
+   caller keeps ownership and must outlive every view) is called once the
+   last view is gone.  strides may be NULL for row-major. */
+attn_status attn_wrap(float *data, int ndim, const int64_t *shape, const int64_t *strides,
+                      attn_release_fn release, void *ctx, attn_tensor **out);
+/* [start, end) in steps of step, like torch.arange. */
+attn_status attn_arange(double start, double end, double step, attn_tensor **out);
+attn_status attn_linspace(double start, double end, int64_t steps, attn_tensor **out);
+attn_status attn_eye(int64_t n, int64_t m, attn_tensor **out);
+/* indices (any shape, 0-based integral values) -> shape + [num_classes];
+   num_classes < 0 means max(indices) + 1. */
+attn_status attn_one_hot(const attn_tensor *indices, int64_t num_classes, attn_tensor **out);
+
+/* Copies. */
+attn_status attn_contiguous(const attn_tensor *t, attn_tensor **out); /* retains t if already */
+attn_status attn_clone(const attn_tensor *t, attn_tensor **out);
+/* dst[...] = src broadcast to dst's shape.  src may alias dst. */
+attn_status attn_copy_(attn_tensor *dst, const attn_tensor *src);
+attn_status attn_fill_(attn_tensor *t, float value);
+
+/* Views: share storage with the input. */
+attn_status attn_transpose(const attn_tensor *t, int d0, int d1, attn_tensor **out);
+attn_status attn_t(const attn_tensor *t, attn_tensor **out); /* <= 2-d */
+attn_status attn_permute(const attn_tensor *t, const int *dims, attn_tensor **out);
+/* shape may hold one -1 to be inferred.  view fails when the strides do
+   not allow it; reshape copies in that case. */
+attn_status attn_view(const attn_tensor *t, int ndim, const int64_t *shape, attn_tensor **out);
+attn_status attn_reshape(const attn_tensor *t, int ndim, const int64_t *shape, attn_tensor **out);
+attn_status attn_narrow(const attn_tensor *t, int dim, int64_t start, int64_t length, attn_tensor **out);
+/* Python-style slice: start/end already clamped, step > 0. */
+attn_status attn_slice(const attn_tensor *t, int dim, int64_t start, int64_t end, int64_t step,
+                       attn_tensor **out);
+attn_status attn_select(const attn_tensor *t, int dim, int64_t index, attn_tensor **out);
+attn_status attn_unsqueeze(const attn_tensor *t, int dim, attn_tensor **out);
+/* dim < 0: drop every size-1 dim. */
+attn_status attn_squeeze(const attn_tensor *t, int dim, attn_tensor **out);
+/* shape entries of -1 keep the input's size. */
+attn_status attn_expand(const attn_tensor *t, int ndim, const int64_t *shape, attn_tensor **out);
+attn_status attn_flatten(const attn_tensor *t, int start_dim, int end_dim, attn_tensor **out);
+/* Shape both tensors broadcast to, or ATTN_ERR_SHAPE (message names op). */
+attn_status attn_broadcast_shape(const char *op, const attn_tensor *a, const attn_tensor *b,
+                                 int *ndim, int64_t *shape);
+
+/* ------------------------------------------------------------------------ */
+/* Elementwise math (NumPy broadcasting)                                     */
+
+typedef enum attn_binary_op {
+  ATTN_ADD, ATTN_SUB, ATTN_MUL, ATTN_DIV, ATTN_POW,
+  ATTN_EQ, ATTN_NE, ATTN_LT, ATTN_LE, ATTN_GT, ATTN_GE,
+  ATTN_MAXIMUM, ATTN_MINIMUM, ATTN_ATAN2, ATTN_FMOD,
+  ATTN_BINARY_OP_COUNT
+} attn_binary_op;
+
+typedef enum attn_unary_op {
+  ATTN_NEG, ATTN_EXP, ATTN_LOG, ATTN_SQRT, ATTN_RSQRT, ATTN_TANH, ATTN_SIGMOID,
+  ATTN_RELU, ATTN_GELU, ATTN_GELU_TANH, ATTN_ABS, ATTN_SIN, ATTN_COS,
+  ATTN_SIGN, ATTN_RECIPROCAL, ATTN_SQUARE, ATTN_LOG1P, ATTN_EXPM1, ATTN_FLOOR,
+  ATTN_CEIL, ATTN_ROUND, ATTN_SILU, ATTN_ERF,
+  ATTN_UNARY_OP_COUNT
+} attn_unary_op;
+
+const char *attn_binary_op_name(attn_binary_op op);
+const char *attn_unary_op_name(attn_unary_op op);
+
+attn_status attn_binary(attn_binary_op op, const attn_tensor *a, const attn_tensor *b, attn_tensor **out);
+/* a op= b; b must broadcast to a's shape.  b may alias a. */
+attn_status attn_binary_(attn_binary_op op, attn_tensor *a, const attn_tensor *b);
+/* a op s, or s op a when reversed. */
+attn_status attn_binary_scalar(attn_binary_op op, const attn_tensor *a, float s, bool reversed,
+                               attn_tensor **out);
+attn_status attn_binary_scalar_(attn_binary_op op, attn_tensor *a, float s, bool reversed);
+attn_status attn_unary(attn_unary_op op, const attn_tensor *a, attn_tensor **out);
+attn_status attn_unary_(attn_unary_op op, attn_tensor *a);
+/* NaN bounds mean "no bound". */
+attn_status attn_clamp(const attn_tensor *a, float lo, float hi, attn_tensor **out);
+attn_status attn_clamp_(attn_tensor *a, float lo, float hi);
+/* cond != 0 ? a : b, all three broadcast together. */
+attn_status attn_where(const attn_tensor *cond, const attn_tensor *a, const attn_tensor *b,
+                       attn_tensor **out);
+/* t where mask == 0, value where mask != 0; mask broadcasts to t. */
+attn_status attn_masked_fill(const attn_tensor *t, const attn_tensor *mask, float value, attn_tensor **out);
+attn_status attn_masked_fill_(attn_tensor *t, const attn_tensor *mask, float value);
+/* a + alpha * b (broadcast) */
+attn_status attn_add_scaled(const attn_tensor *a, const attn_tensor *b, float alpha, attn_tensor **out);
+
+/* ------------------------------------------------------------------------ */
+/* Reductions                                                                */
+
+typedef enum attn_reduce_op {
+  ATTN_SUM, ATTN_MEAN, ATTN_PROD, ATTN_MAX, ATTN_MIN, ATTN_ARGMAX, ATTN_ARGMIN,
+  ATTN_VAR, ATTN_STD, ATTN_NORM, ATTN_LOGSUMEXP, ATTN_ALL, ATTN_ANY,
+  ATTN_REDUCE_OP_COUNT
+} attn_reduce_op;
+
+typedef struct attn_reduce_opts {
+  double correction;   /* var/std: 1 = unbiased (torch default) */
+  double p;            /* norm order: 2 default; INFINITY allowed */
+} attn_reduce_opts;
+
+/* Reduces along dim (0-based); keepdim keeps a size-1 dim.  ARGMAX/ARGMIN
+   give 0-based indices (first occurrence; NaN wins, like torch). */
+attn_status attn_reduce_dim(attn_reduce_op op, const attn_tensor *t, int dim, bool keepdim,
+                            const attn_reduce_opts *opts, attn_tensor **out);
+/* Over all elements: a 0-d tensor (ARGMAX: flat index). */
+attn_status attn_reduce_all(attn_reduce_op op, const attn_tensor *t, const attn_reduce_opts *opts,
+                            attn_tensor **out);
+/* max/min along dim giving both values and 0-based indices. */
+attn_status attn_max_dim(const attn_tensor *t, int dim, bool keepdim, bool is_min,
+                         attn_tensor **values, attn_tensor **indices);
+/* cumulative sum along dim */
+attn_status attn_cumsum(const attn_tensor *t, int dim, attn_tensor **out);
+
+/* ------------------------------------------------------------------------ */
+/* Linear algebra (cblas_sgemm)                                              */
+
+/* torch.matmul semantics: 1-d x 1-d dot, 2-d mm, batched with broadcasting
+   of the batch dims, 1-d operands promoted and the added dim removed. */
+attn_status attn_matmul(const attn_tensor *a, const attn_tensor *b, attn_tensor **out);
+attn_status attn_mm(const attn_tensor *a, const attn_tensor *b, attn_tensor **out);
+attn_status attn_bmm(const attn_tensor *a, const attn_tensor *b, attn_tensor **out);
+attn_status attn_outer(const attn_tensor *a, const attn_tensor *b, attn_tensor **out);
+attn_status attn_dot(const attn_tensor *a, const attn_tensor *b, attn_tensor **out);
+
+/* ------------------------------------------------------------------------ */
+/* Softmax                                                                   */
+
+attn_status attn_softmax(const attn_tensor *t, int dim, attn_tensor **out);
+attn_status attn_log_softmax(const attn_tensor *t, int dim, attn_tensor **out);
+
+/* ------------------------------------------------------------------------ */
+/* Shape operations                                                          */
+
+attn_status attn_tril(const attn_tensor *t, int64_t diagonal, attn_tensor **out);
+attn_status attn_triu(const attn_tensor *t, int64_t diagonal, attn_tensor **out);
+attn_status attn_cat(int n, const attn_tensor *const *ts, int dim, attn_tensor **out);
+attn_status attn_stack(int n, const attn_tensor *const *ts, int dim, attn_tensor **out);
+/* index: 1-d, values in [0, size(dim)) */
+attn_status attn_index_select(const attn_tensor *t, int dim, const attn_tensor *index, attn_tensor **out);
+/* out[i][j][k] = t[i][index[i][j][k]][k] for dim 1 (torch.gather) */
+attn_status attn_gather(const attn_tensor *t, int dim, const attn_tensor *index, attn_tensor **out);
+/* Views of consecutive pieces of size `size` (last may be smaller).
+   *outs is a malloc'd array of *n tensors; free it with free() after
+   releasing each tensor. */
+attn_status attn_split(const attn_tensor *t, int64_t size, int dim, int *n, attn_tensor ***outs);
+/* Pieces of the given sizes, which must add up to size(dim). */
+attn_status attn_split_sizes(const attn_tensor *t, int nsizes, const int64_t *sizes, int dim,
+                             int *n, attn_tensor ***outs);
+attn_status attn_chunk(const attn_tensor *t, int64_t chunks, int dim, int *n, attn_tensor ***outs);
+/* torch.Tensor.repeat: nreps >= ndim */
+attn_status attn_repeat(const attn_tensor *t, int nreps, const int64_t *reps, attn_tensor **out);
+attn_status attn_flip(const attn_tensor *t, int ndims, const int *dims, attn_tensor **out);
+
+/* ------------------------------------------------------------------------ */
+/* Random numbers: bit-exact with torch 1.13's CPU generator (mt19937)      */
+
+typedef struct attn_generator attn_generator;
+
+attn_status attn_generator_new(uint64_t seed, attn_generator **out);
+void attn_generator_free(attn_generator *g);
+void attn_generator_seed(attn_generator *g, uint64_t seed);
+uint64_t attn_generator_initial_seed(const attn_generator *g);
+/* The process-wide default generator (torch.manual_seed's); guarded by a
+   mutex inside the sampling functions. */
+attn_generator *attn_default_generator(void);
+/* Opaque state for get_state/set_state (torch's layout is not mirrored). */
+size_t attn_generator_state_size(void);
+void attn_generator_get_state(const attn_generator *g, void *buf);
+attn_status attn_generator_set_state(attn_generator *g, const void *buf, size_t size);
+
+/* In-place fills, each consuming the stream exactly as torch does for a
+   float32 tensor of that shape (g NULL = default generator). */
+attn_status attn_uniform_(attn_tensor *t, double from, double to, attn_generator *g);
+attn_status attn_normal_(attn_tensor *t, double mean, double std, attn_generator *g);
+/* uniform integers in [low, high) */
+attn_status attn_random_int_(attn_tensor *t, int64_t low, int64_t high, attn_generator *g);
+attn_status attn_bernoulli_(attn_tensor *t, double p, attn_generator *g);
+/* t[i] = bernoulli(probs[i]); probs has t's shape */
+attn_status attn_bernoulli_tensor(const attn_tensor *probs, attn_generator *g, attn_tensor **out);
+attn_status attn_exponential_(attn_tensor *t, double lambda, attn_generator *g);
+/* 0-based permutation of [0, n) as a float tensor */
+attn_status attn_randperm(int64_t n, attn_generator *g, attn_tensor **out);
+/* probs: 1-d or 2-d rows of non-negative weights; out: 0-based indices */
+attn_status attn_multinomial(const attn_tensor *probs, int64_t num_samples, bool replacement,
+                             attn_generator *g, attn_tensor **out);
+
+/* ------------------------------------------------------------------------ */
+/* Printing                                                                  */
+
+typedef struct attn_print_opts {
+  int precision;     /* digits after the point (torch default 4) */
+  int linewidth;     /* 80 */
+  int64_t threshold; /* summarise above this many elements (1000) */
+  int edgeitems;     /* 3 */
+  const char *suffix;/* appended inside the parens, e.g. "requires_grad=True"; may be NULL */
+} attn_print_opts;
+
+void attn_print_opts_default(attn_print_opts *opts);
+/* torch's repr: "tensor([[ 0.3374, -0.1778]])".  *out is malloc'd. */
+attn_status attn_tensor_format(const attn_tensor *t, const attn_print_opts *opts, char **out);
+
+/* ------------------------------------------------------------------------ */
+/* BLAS                                                                      */
+
+/* Loads OpenBLAS on first use.  On x86 CPUs that Debian's OpenBLAS 0.3.21
+   does not know it would fall back to SSE3 "Prescott" kernels; unless the
+   user set OPENBLAS_CORETYPE, attn picks the core from cpuid (SkylakeX
+   with AVX-512, Haswell with AVX2) before OpenBLAS initialises.
+   ATTN_BLAS_CORETYPE=off disables that. */
+attn_status attn_blas_init(void);
+typedef struct attn_blas_info {
+  const char *library;     /* path or soname that was loaded */
+  const char *core;        /* openblas_get_corename() */
+  const char *config;      /* openblas_get_config() */
+  const char *coretype_source; /* "user", "attn", or "openblas" */
+  int num_threads;
+} attn_blas_info;
+attn_status attn_blas_get_info(attn_blas_info *info);
+attn_status attn_set_num_threads(int n);
+int attn_get_num_threads(void);
+/* Row-major C[m,n] = alpha * op(A)[m,k] op(B)[k,n] + beta * C. */
+attn_status attn_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                       const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+                       float *c, int64_t ldc);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

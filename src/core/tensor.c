@@ -1,0 +1,851 @@
+/* Storage, tensor lifetime, creation, views and copies. */
+#include "internal.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+/* ------------------------------------------------------------------------ */
+/* Errors                                                                    */
+
+static _Thread_local char attn__errbuf[512];
+
+const char *attn_last_error(void) { return attn__errbuf; }
+
+attn_status attn_set_error(attn_status st, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(attn__errbuf, sizeof attn__errbuf, fmt, ap);
+  va_end(ap);
+  return st;
+}
+
+const char *attn_shape_str(int ndim, const int64_t *shape, char *buf, size_t size) {
+  size_t n = 0;
+  if (size == 0) return buf;
+  buf[0] = '\0';
+  n += (size_t)snprintf(buf + n, n < size ? size - n : 0, "[");
+  for (int i = 0; i < ndim && n < size; i++)
+    n += (size_t)snprintf(buf + n, size - n, i ? ",%lld" : "%lld", (long long)shape[i]);
+  if (n < size) snprintf(buf + n, size - n, "]");
+  return buf;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Memory                                                                    */
+
+void *attn__malloc(size_t n) { return malloc(n ? n : 1); }
+void *attn__calloc(size_t n, size_t size) { return calloc(n ? n : 1, size ? size : 1); }
+
+int64_t attn__shape_numel(int ndim, const int64_t *shape) {
+  int64_t n = 1;
+  for (int i = 0; i < ndim; i++) {
+    if (shape[i] < 0) return -1;
+    if (shape[i] == 0) n = 0;
+  }
+  if (n == 0) return 0;
+  for (int i = 0; i < ndim; i++) {
+    if (shape[i] > ATTN_MAX_NUMEL / n) return -1;
+    n *= shape[i];
+  }
+  return n;
+}
+
+void attn__contiguous_strides(int ndim, const int64_t *shape, int64_t *stride) {
+  int64_t s = 1;
+  for (int i = ndim - 1; i >= 0; i--) {
+    stride[i] = s;
+    s *= shape[i] > 1 ? shape[i] : 1;
+  }
+}
+
+static attn_storage *storage_new(int64_t numel) {
+  attn_storage *s = attn__calloc(1, sizeof *s);
+  if (!s) return NULL;
+  /* 64-byte alignment keeps AVX-512 loads on one cache line. */
+  size_t bytes = (size_t)(numel ? numel : 1) * sizeof(float);
+  bytes = (bytes + 63) & ~(size_t)63;
+  s->data = aligned_alloc(64, bytes);
+  if (!s->data) {
+    free(s);
+    return NULL;
+  }
+  s->numel = numel;
+  s->refcount = 1;
+  return s;
+}
+
+static void storage_release(attn_storage *s) {
+  if (!s) return;
+  if (__atomic_sub_fetch(&s->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
+  if (s->release)
+    s->release(s->release_ctx, s->data);
+  else if (!s->release_ctx)
+    free(s->data);
+  free(s);
+}
+
+attn_tensor *attn__tensor_new(attn_storage *s, int64_t offset, int ndim, const int64_t *shape,
+                              const int64_t *stride) {
+  attn_tensor *t = attn__calloc(1, sizeof *t);
+  if (!t) return NULL;
+  __atomic_add_fetch(&s->refcount, 1, __ATOMIC_RELAXED);
+  t->storage = s;
+  t->offset = offset;
+  t->ndim = ndim;
+  for (int i = 0; i < ndim; i++) {
+    t->shape[i] = shape[i];
+    t->stride[i] = stride[i];
+  }
+  t->refcount = 1;
+  return t;
+}
+
+attn_status attn__alloc(const char *fn, int ndim, const int64_t *shape, attn_tensor **out) {
+  char sb[ATTN_SHAPE_BUF];
+  if (ndim < 0 || ndim > ATTN_MAX_DIMS)
+    return attn_set_error(ATTN_ERR_ARG, "%s: %d dims requested, at most %d are supported", fn, ndim,
+                          ATTN_MAX_DIMS);
+  int64_t numel = attn__shape_numel(ndim, shape);
+  if (numel < 0) {
+    for (int i = 0; i < ndim; i++)
+      if (shape[i] < 0)
+        return attn_set_error(ATTN_ERR_ARG, "%s: negative size in shape %s", fn,
+                              attn_shape_str(ndim, shape, sb, sizeof sb));
+    return attn_set_error(ATTN_ERR_NOMEM, "%s: shape %s has too many elements", fn,
+                          attn_shape_str(ndim, shape, sb, sizeof sb));
+  }
+  attn_storage *s = storage_new(numel);
+  if (!s)
+    return attn_set_error(ATTN_ERR_NOMEM, "%s: out of memory allocating %s (%lld bytes)", fn,
+                          attn_shape_str(ndim, shape, sb, sizeof sb),
+                          (long long)numel * (long long)sizeof(float));
+  int64_t stride[ATTN_MAX_DIMS];
+  attn__contiguous_strides(ndim, shape, stride);
+  attn_tensor *t = attn__tensor_new(s, 0, ndim, shape, stride);
+  storage_release(s); /* the tensor holds the only reference now */
+  if (!t) return attn_set_error(ATTN_ERR_NOMEM, "%s: out of memory", fn);
+  *out = t;
+  return ATTN_OK;
+}
+
+attn_tensor *attn_tensor_retain(attn_tensor *t) {
+  if (t) __atomic_add_fetch(&t->refcount, 1, __ATOMIC_RELAXED);
+  return t;
+}
+
+/* Set by the autograd layer so that releasing a tensor frees its graph. */
+void (*attn__autograd_free_hook)(struct attn_autograd *) = NULL;
+
+void attn_tensor_release(attn_tensor *t) {
+  if (!t) return;
+  if (__atomic_sub_fetch(&t->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
+  if (t->autograd && attn__autograd_free_hook) attn__autograd_free_hook(t->autograd);
+  storage_release(t->storage);
+  free(t);
+}
+
+int64_t attn_tensor_numel(const attn_tensor *t) {
+  int64_t n = 1;
+  for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
+  return n;
+}
+
+bool attn_tensor_is_contiguous(const attn_tensor *t) {
+  int64_t s = 1;
+  for (int i = t->ndim - 1; i >= 0; i--) {
+    if (t->shape[i] == 1) continue;
+    if (t->shape[i] == 0) return true;
+    if (t->stride[i] != s) return false;
+    s *= t->shape[i];
+  }
+  return true;
+}
+
+bool attn_same_shape(const attn_tensor *a, const attn_tensor *b) {
+  if (a->ndim != b->ndim) return false;
+  for (int i = 0; i < a->ndim; i++)
+    if (a->shape[i] != b->shape[i]) return false;
+  return true;
+}
+
+float attn_tensor_get(const attn_tensor *t, const int64_t *index) {
+  int64_t pos = t->offset;
+  for (int i = 0; i < t->ndim; i++) pos += index[i] * t->stride[i];
+  return t->storage->data[pos];
+}
+
+void attn_tensor_set(attn_tensor *t, const int64_t *index, float v) {
+  int64_t pos = t->offset;
+  for (int i = 0; i < t->ndim; i++) pos += index[i] * t->stride[i];
+  t->storage->data[pos] = v;
+}
+
+float attn_tensor_get_flat(const attn_tensor *t, int64_t i) {
+  int64_t pos = t->offset;
+  for (int d = t->ndim - 1; d >= 0; d--) {
+    int64_t n = t->shape[d];
+    pos += (i % n) * t->stride[d];
+    i /= n;
+  }
+  return t->storage->data[pos];
+}
+
+/* ------------------------------------------------------------------------ */
+/* Iteration helpers                                                         */
+
+void attn__iter_init(attn__iter *it, const attn_tensor *t) {
+  it->ndim = t->ndim;
+  for (int i = 0; i < t->ndim; i++) {
+    it->shape[i] = t->shape[i];
+    it->stride[i] = t->stride[i];
+    it->idx[i] = 0;
+  }
+  it->pos = t->offset;
+}
+
+int attn__coalesce(int ndim, int64_t *shape, int ntensors, int64_t (*strides)[ATTN_MAX_DIMS]) {
+  if (ndim == 0) return 0;
+  /* Drop size-1 dims first; they never affect addressing. */
+  int n = 0;
+  for (int d = 0; d < ndim; d++) {
+    if (shape[d] == 1) continue;
+    shape[n] = shape[d];
+    for (int k = 0; k < ntensors; k++) strides[k][n] = strides[k][d];
+    n++;
+  }
+  if (n == 0) {
+    shape[0] = 1;
+    for (int k = 0; k < ntensors; k++) strides[k][0] = 0;
+    return 1;
+  }
+  int out = 0;
+  for (int d = 1; d < n; d++) {
+    bool merge = true;
+    for (int k = 0; k < ntensors && merge; k++)
+      if (strides[k][out] != strides[k][d] * shape[d]) merge = false;
+    if (merge) {
+      shape[out] *= shape[d];
+      for (int k = 0; k < ntensors; k++) strides[k][out] = strides[k][d];
+    } else {
+      out++;
+      shape[out] = shape[d];
+      for (int k = 0; k < ntensors; k++) strides[k][out] = strides[k][d];
+    }
+  }
+  return out + 1;
+}
+
+void attn__broadcast_strides(const attn_tensor *t, int ndim, const int64_t *shape, int64_t *stride) {
+  int off = ndim - t->ndim;
+  for (int d = 0; d < ndim; d++) {
+    int td = d - off;
+    if (td < 0 || t->shape[td] == 1)
+      stride[d] = 0;
+    else
+      stride[d] = t->stride[td];
+    (void)shape;
+  }
+}
+
+void attn__gather_contiguous(const attn_tensor *src, float *dst) {
+  int64_t shape[ATTN_MAX_DIMS], strides[1][ATTN_MAX_DIMS];
+  for (int i = 0; i < src->ndim; i++) {
+    shape[i] = src->shape[i];
+    strides[0][i] = src->stride[i];
+  }
+  int64_t numel = attn_tensor_numel(src);
+  if (numel == 0) return;
+  const float *base = attn_tensor_data(src);
+  int nd = attn__coalesce(src->ndim, shape, 1, strides);
+  if (src->ndim == 0) {
+    dst[0] = base[0];
+    return;
+  }
+  int64_t inner = shape[nd - 1], is = strides[0][nd - 1];
+  int64_t idx[ATTN_MAX_DIMS] = {0};
+  int64_t pos = 0;
+  for (;;) {
+    const float *p = base + pos;
+    if (is == 1)
+      memcpy(dst, p, (size_t)inner * sizeof(float));
+    else
+      for (int64_t i = 0; i < inner; i++) dst[i] = p[i * is];
+    dst += inner;
+    int d = nd - 2;
+    for (; d >= 0; d--) {
+      if (++idx[d] < shape[d]) {
+        pos += strides[0][d];
+        break;
+      }
+      pos -= strides[0][d] * (shape[d] - 1);
+      idx[d] = 0;
+    }
+    if (d < 0) break;
+  }
+}
+
+attn_status attn__check_dim(const char *fn, const attn_tensor *t, int dim) {
+  if (dim < 0 || dim >= t->ndim)
+    return attn_set_error(ATTN_ERR_INDEX, "%s: dim %d out of range for a %d-d tensor", fn, dim,
+                          t->ndim);
+  return ATTN_OK;
+}
+
+attn_status attn__check_index(const char *fn, const attn_tensor *index, int64_t limit) {
+  int64_t n = attn_tensor_numel(index);
+  for (int64_t i = 0; i < n; i++) {
+    float v = attn_tensor_get_flat(index, i);
+    if (!(v == floorf(v)))
+      return attn_set_error(ATTN_ERR_ARG, "%s: index %g is not an integer", fn, (double)v);
+    if (v < 0 || v >= (float)limit)
+      return attn_set_error(ATTN_ERR_INDEX, "%s: index %g out of range [0, %lld)", fn, (double)v,
+                            (long long)limit);
+  }
+  return ATTN_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Creation                                                                  */
+
+attn_status attn_empty(int ndim, const int64_t *shape, attn_tensor **out) {
+  return attn__alloc("empty", ndim, shape, out);
+}
+
+attn_status attn_full(int ndim, const int64_t *shape, float value, attn_tensor **out) {
+  attn_tensor *t;
+  attn_status st = attn__alloc("full", ndim, shape, &t);
+  if (st) return st;
+  float *p = attn_tensor_data(t);
+  int64_t n = attn_tensor_numel(t);
+  for (int64_t i = 0; i < n; i++) p[i] = value;
+  *out = t;
+  return ATTN_OK;
+}
+
+attn_status attn_zeros(int ndim, const int64_t *shape, attn_tensor **out) {
+  return attn_full(ndim, shape, 0.0f, out);
+}
+
+attn_status attn_ones(int ndim, const int64_t *shape, attn_tensor **out) {
+  return attn_full(ndim, shape, 1.0f, out);
+}
+
+attn_status attn_scalar(float value, attn_tensor **out) { return attn_full(0, NULL, value, out); }
+
+attn_status attn_from_data(int ndim, const int64_t *shape, const float *data, attn_tensor **out) {
+  attn_tensor *t;
+  attn_status st = attn__alloc("tensor", ndim, shape, &t);
+  if (st) return st;
+  memcpy(attn_tensor_data(t), data, (size_t)attn_tensor_numel(t) * sizeof(float));
+  *out = t;
+  return ATTN_OK;
+}
+
+attn_status attn_wrap(float *data, int ndim, const int64_t *shape, const int64_t *strides,
+                      attn_release_fn release, void *ctx, attn_tensor **out) {
+  char sb[ATTN_SHAPE_BUF];
+  if (!data) return attn_set_error(ATTN_ERR_ARG, "wrap: data is NULL");
+  if (ndim < 0 || ndim > ATTN_MAX_DIMS)
+    return attn_set_error(ATTN_ERR_ARG, "wrap: %d dims, at most %d supported", ndim, ATTN_MAX_DIMS);
+  int64_t numel = attn__shape_numel(ndim, shape);
+  if (numel < 0)
+    return attn_set_error(ATTN_ERR_ARG, "wrap: invalid shape %s",
+                          attn_shape_str(ndim, shape, sb, sizeof sb));
+  int64_t st[ATTN_MAX_DIMS];
+  int64_t extent = numel ? 1 : 0;
+  if (strides) {
+    for (int i = 0; i < ndim; i++) {
+      if (strides[i] < 0) return attn_set_error(ATTN_ERR_ARG, "wrap: negative stride");
+      st[i] = strides[i];
+      if (numel) extent += (shape[i] - 1) * strides[i];
+    }
+  } else {
+    attn__contiguous_strides(ndim, shape, st);
+    extent = numel;
+  }
+  attn_storage *s = attn__calloc(1, sizeof *s);
+  if (!s) return attn_set_error(ATTN_ERR_NOMEM, "wrap: out of memory");
+  s->data = data;
+  s->numel = extent;
+  s->refcount = 1;
+  s->release = release;
+  /* A non-NULL ctx with no release marks "borrowed": never freed by us. */
+  s->release_ctx = release ? ctx : (void *)s;
+  attn_tensor *t = attn__tensor_new(s, 0, ndim, shape, st);
+  if (!t) {
+    free(s);
+    return attn_set_error(ATTN_ERR_NOMEM, "wrap: out of memory");
+  }
+  storage_release(s);
+  *out = t;
+  return ATTN_OK;
+}
+
+attn_status attn_arange(double start, double end, double step, attn_tensor **out) {
+  if (step == 0 || !isfinite(step) || !isfinite(start) || !isfinite(end))
+    return attn_set_error(ATTN_ERR_ARG, "arange: need finite start, end and a non-zero step (got %g, %g, %g)",
+                          start, end, step);
+  if ((step > 0 && end < start) || (step < 0 && end > start))
+    return attn_set_error(ATTN_ERR_ARG,
+                          "arange: upper bound and step sign are inconsistent (start %g, end %g, step %g)",
+                          start, end, step);
+  double n = ceil((end - start) / step);
+  if (n > (double)ATTN_MAX_NUMEL) return attn_set_error(ATTN_ERR_NOMEM, "arange: too many elements");
+  int64_t shape[1] = {(int64_t)n};
+  attn_tensor *t;
+  attn_status st = attn__alloc("arange", 1, shape, &t);
+  if (st) return st;
+  float *p = attn_tensor_data(t);
+  for (int64_t i = 0; i < shape[0]; i++) p[i] = (float)(start + (double)i * step);
+  *out = t;
+  return ATTN_OK;
+}
+
+attn_status attn_linspace(double start, double end, int64_t steps, attn_tensor **out) {
+  if (steps < 0) return attn_set_error(ATTN_ERR_ARG, "linspace: number of steps must be non-negative (got %lld)", (long long)steps);
+  int64_t shape[1] = {steps};
+  attn_tensor *t;
+  attn_status st = attn__alloc("linspace", 1, shape, &t);
+  if (st) return st;
+  float *p = attn_tensor_data(t);
+  if (steps == 1) p[0] = (float)start;
+  if (steps > 1) {
+    /* torch fills the first half from start and the second from end so
+       that both endpoints are exact. */
+    double step = (end - start) / (double)(steps - 1);
+    int64_t half = steps / 2;
+    for (int64_t i = 0; i < steps; i++)
+      p[i] = i < half ? (float)(start + step * (double)i) : (float)(end - step * (double)(steps - i - 1));
+  }
+  *out = t;
+  return ATTN_OK;
+}
+
+attn_status attn_eye(int64_t n, int64_t m, attn_tensor **out) {
+  if (m < 0) m = n;
+  int64_t shape[2] = {n, m};
+  attn_tensor *t;
+  attn_status st = attn__alloc("eye", 2, shape, &t);
+  if (st) return st;
+  float *p = attn_tensor_data(t);
+  memset(p, 0, (size_t)(n * m) * sizeof(float));
+  for (int64_t i = 0; i < n && i < m; i++) p[i * m + i] = 1.0f;
+  *out = t;
+  return ATTN_OK;
+}
+
+attn_status attn_one_hot(const attn_tensor *indices, int64_t num_classes, attn_tensor **out) {
+  char sb[ATTN_SHAPE_BUF];
+  int64_t n = attn_tensor_numel(indices);
+  if (indices->ndim >= ATTN_MAX_DIMS)
+    return attn_set_error(ATTN_ERR_ARG, "one_hot: indices %s have too many dims", ATTN_SHAPE(indices, sb));
+  if (num_classes < 0) {
+    if (n == 0) return attn_set_error(ATTN_ERR_ARG, "one_hot: cannot infer num_classes from empty indices");
+    float mx = 0;
+    for (int64_t i = 0; i < n; i++) {
+      float v = attn_tensor_get_flat(indices, i);
+      if (v > mx) mx = v;
+    }
+    num_classes = (int64_t)mx + 1;
+  }
+  attn_status st = attn__check_index("one_hot", indices, num_classes);
+  if (st) return st;
+  int64_t shape[ATTN_MAX_DIMS];
+  for (int i = 0; i < indices->ndim; i++) shape[i] = indices->shape[i];
+  shape[indices->ndim] = num_classes;
+  attn_tensor *t;
+  st = attn_zeros(indices->ndim + 1, shape, &t);
+  if (st) return st;
+  float *p = attn_tensor_data(t);
+  for (int64_t i = 0; i < n; i++) p[i * num_classes + (int64_t)attn_tensor_get_flat(indices, i)] = 1.0f;
+  *out = t;
+  return ATTN_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Copies                                                                    */
+
+attn_status attn_contiguous(const attn_tensor *t, attn_tensor **out) {
+  if (attn_tensor_is_contiguous(t)) {
+    *out = attn_tensor_retain((attn_tensor *)t);
+    return ATTN_OK;
+  }
+  return attn_clone(t, out);
+}
+
+attn_status attn_clone(const attn_tensor *t, attn_tensor **out) {
+  attn_tensor *c;
+  attn_status st = attn__alloc("clone", t->ndim, t->shape, &c);
+  if (st) return st;
+  attn__gather_contiguous(t, attn_tensor_data(c));
+  *out = c;
+  return ATTN_OK;
+}
+
+/* Whether the memory ranges two tensors can touch overlap. */
+static bool may_overlap(const attn_tensor *a, const attn_tensor *b) {
+  if (a->storage != b->storage) return false;
+  int64_t alo = a->offset, ahi = a->offset, blo = b->offset, bhi = b->offset;
+  for (int i = 0; i < a->ndim; i++) ahi += (a->shape[i] - 1) * a->stride[i];
+  for (int i = 0; i < b->ndim; i++) bhi += (b->shape[i] - 1) * b->stride[i];
+  return !(ahi < blo || bhi < alo);
+}
+
+attn_status attn_copy_(attn_tensor *dst, const attn_tensor *src) {
+  char sa[ATTN_SHAPE_BUF], sb[ATTN_SHAPE_BUF];
+  int ndim;
+  int64_t shape[ATTN_MAX_DIMS];
+  attn_status st = attn_broadcast_shape("copy_", dst, src, &ndim, shape);
+  if (st == ATTN_OK) {
+    bool ok = ndim == dst->ndim;
+    for (int i = 0; ok && i < ndim; i++) ok = shape[i] == dst->shape[i];
+    if (!ok) st = ATTN_ERR_SHAPE;
+  }
+  if (st)
+    return attn_set_error(ATTN_ERR_SHAPE, "copy_: source %s cannot be broadcast to destination %s",
+                          ATTN_SHAPE(src, sb), ATTN_SHAPE(dst, sa));
+  attn_tensor *tmp = NULL;
+  if (may_overlap(dst, src)) {
+    st = attn_clone(src, &tmp);
+    if (st) return st;
+    src = tmp;
+  }
+  int64_t strides[2][ATTN_MAX_DIMS];
+  for (int i = 0; i < ndim; i++) strides[0][i] = dst->stride[i];
+  attn__broadcast_strides(src, ndim, shape, strides[1]);
+  int nd = attn__coalesce(ndim, shape, 2, strides);
+  float *d = attn_tensor_data(dst);
+  const float *s = attn_tensor_data(src);
+  if (attn_tensor_numel(dst) > 0) {
+    if (ndim == 0) {
+      d[0] = s[0];
+    } else {
+      int64_t idx[ATTN_MAX_DIMS] = {0}, pd = 0, ps = 0;
+      int64_t inner = shape[nd - 1], ds = strides[0][nd - 1], ss = strides[1][nd - 1];
+      for (;;) {
+        for (int64_t i = 0; i < inner; i++) d[pd + i * ds] = s[ps + i * ss];
+        int k = nd - 2;
+        for (; k >= 0; k--) {
+          if (++idx[k] < shape[k]) {
+            pd += strides[0][k];
+            ps += strides[1][k];
+            break;
+          }
+          pd -= strides[0][k] * (shape[k] - 1);
+          ps -= strides[1][k] * (shape[k] - 1);
+          idx[k] = 0;
+        }
+        if (k < 0) break;
+      }
+    }
+  }
+  attn_tensor_release(tmp);
+  return ATTN_OK;
+}
+
+attn_status attn_fill_(attn_tensor *t, float value) {
+  attn__iter it;
+  if (attn_tensor_numel(t) == 0) return ATTN_OK;
+  attn__iter_init(&it, t);
+  float *base = t->storage->data;
+  do base[it.pos] = value;
+  while (attn__iter_next(&it));
+  return ATTN_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Views                                                                     */
+
+attn_status attn__make_view(const attn_tensor *t, int64_t offset, int ndim, const int64_t *shape,
+                            const int64_t *stride, attn_tensor **out) {
+  attn_tensor *v = attn__tensor_new(t->storage, offset, ndim, shape, stride);
+  if (!v) return attn_set_error(ATTN_ERR_NOMEM, "view: out of memory");
+  *out = v;
+  return ATTN_OK;
+}
+
+attn_status attn_transpose(const attn_tensor *t, int d0, int d1, attn_tensor **out) {
+  attn_status st;
+  if ((st = attn__check_dim("transpose", t, d0)) || (st = attn__check_dim("transpose", t, d1)))
+    return st;
+  int64_t shape[ATTN_MAX_DIMS], stride[ATTN_MAX_DIMS];
+  memcpy(shape, t->shape, sizeof shape);
+  memcpy(stride, t->stride, sizeof stride);
+  shape[d0] = t->shape[d1];
+  shape[d1] = t->shape[d0];
+  stride[d0] = t->stride[d1];
+  stride[d1] = t->stride[d0];
+  return attn__make_view(t, t->offset, t->ndim, shape, stride, out);
+}
+
+attn_status attn_t(const attn_tensor *t, attn_tensor **out) {
+  char sb[ATTN_SHAPE_BUF];
+  if (t->ndim > 2)
+    return attn_set_error(ATTN_ERR_SHAPE, "t: expects a tensor with <= 2 dims, got %s (use transpose)",
+                          ATTN_SHAPE(t, sb));
+  if (t->ndim < 2) return attn__make_view(t, t->offset, t->ndim, t->shape, t->stride, out);
+  return attn_transpose(t, 0, 1, out);
+}
+
+attn_status attn_permute(const attn_tensor *t, const int *dims, attn_tensor **out) {
+  int seen[ATTN_MAX_DIMS] = {0};
+  int64_t shape[ATTN_MAX_DIMS], stride[ATTN_MAX_DIMS];
+  for (int i = 0; i < t->ndim; i++) {
+    int d = dims[i];
+    if (d < 0 || d >= t->ndim)
+      return attn_set_error(ATTN_ERR_INDEX, "permute: dim %d out of range for a %d-d tensor", d, t->ndim);
+    if (seen[d]++) return attn_set_error(ATTN_ERR_ARG, "permute: dim %d repeated", d);
+    shape[i] = t->shape[d];
+    stride[i] = t->stride[d];
+  }
+  return attn__make_view(t, t->offset, t->ndim, shape, stride, out);
+}
+
+/* Resolves a requested shape (with at most one -1) against numel. */
+static attn_status infer_shape(const char *fn, const attn_tensor *t, int ndim, const int64_t *req,
+                               int64_t *shape) {
+  char sa[ATTN_SHAPE_BUF], sb[ATTN_SHAPE_BUF];
+  if (ndim < 0 || ndim > ATTN_MAX_DIMS)
+    return attn_set_error(ATTN_ERR_ARG, "%s: %d dims requested, at most %d supported", fn, ndim, ATTN_MAX_DIMS);
+  int infer = -1;
+  int64_t known = 1;
+  for (int i = 0; i < ndim; i++) {
+    shape[i] = req[i];
+    if (req[i] == -1) {
+      if (infer >= 0) return attn_set_error(ATTN_ERR_ARG, "%s: only one dimension can be inferred", fn);
+      infer = i;
+    } else if (req[i] < 0) {
+      return attn_set_error(ATTN_ERR_ARG, "%s: invalid size %lld in shape %s", fn, (long long)req[i],
+                            attn_shape_str(ndim, req, sa, sizeof sa));
+    } else {
+      if (req[i] != 0 && known > ATTN_MAX_NUMEL / req[i])
+        return attn_set_error(ATTN_ERR_SHAPE, "%s: shape %s is invalid for input of size %lld", fn,
+                              attn_shape_str(ndim, req, sa, sizeof sa), (long long)attn_tensor_numel(t));
+      known *= req[i];
+    }
+  }
+  int64_t numel = attn_tensor_numel(t);
+  if (infer >= 0) {
+    if (known == 0 || numel % known != 0)
+      return attn_set_error(ATTN_ERR_SHAPE, "%s: shape %s is invalid for input of size %lld", fn,
+                            attn_shape_str(ndim, req, sa, sizeof sa), (long long)numel);
+    shape[infer] = numel / known;
+  } else if (known != numel) {
+    return attn_set_error(ATTN_ERR_SHAPE, "%s: shape %s is invalid for input of size %lld (input %s)", fn,
+                          attn_shape_str(ndim, req, sa, sizeof sa), (long long)numel, ATTN_SHAPE(t, sb));
+  }
+  return ATTN_OK;
+}
+
+/* Strides for viewing t as shape without copying, following torch's
+   computeStride: groups of input dims that are contiguous among
+   themselves map onto groups of output dims.  Returns false if impossible. */
+static bool view_strides(const attn_tensor *t, int ndim, const int64_t *shape, int64_t *stride) {
+  int64_t numel = attn_tensor_numel(t);
+  if (numel == 0) {
+    attn__contiguous_strides(ndim, shape, stride);
+    return true;
+  }
+  int view_d = ndim - 1;
+  int64_t chunk_base_stride = t->ndim ? t->stride[t->ndim - 1] : 1;
+  int64_t tensor_numel = 1, view_numel = 1;
+  for (int td = t->ndim - 1; td >= 0; td--) {
+    tensor_numel *= t->shape[td];
+    if (td == 0 || (t->shape[td - 1] != 1 && t->stride[td - 1] != tensor_numel * chunk_base_stride)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || shape[view_d] == 1)) {
+        stride[view_d] = view_numel * chunk_base_stride;
+        view_numel *= shape[view_d];
+        view_d--;
+      }
+      if (view_numel != tensor_numel) return false;
+      if (td > 0) {
+        chunk_base_stride = t->stride[td - 1];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  if (view_d != -1) return false;
+  return true;
+}
+
+attn_status attn_view(const attn_tensor *t, int ndim, const int64_t *req, attn_tensor **out) {
+  char sa[ATTN_SHAPE_BUF], sb[ATTN_SHAPE_BUF];
+  int64_t shape[ATTN_MAX_DIMS], stride[ATTN_MAX_DIMS];
+  attn_status st = infer_shape("view", t, ndim, req, shape);
+  if (st) return st;
+  if (!view_strides(t, ndim, shape, stride))
+    return attn_set_error(ATTN_ERR_SHAPE,
+                          "view: cannot view a non-contiguous %s tensor as %s (use reshape or contiguous)",
+                          ATTN_SHAPE(t, sb), attn_shape_str(ndim, shape, sa, sizeof sa));
+  return attn__make_view(t, t->offset, ndim, shape, stride, out);
+}
+
+attn_status attn_reshape(const attn_tensor *t, int ndim, const int64_t *req, attn_tensor **out) {
+  int64_t shape[ATTN_MAX_DIMS], stride[ATTN_MAX_DIMS];
+  attn_status st = infer_shape("reshape", t, ndim, req, shape);
+  if (st) return st;
+  if (view_strides(t, ndim, shape, stride)) return attn__make_view(t, t->offset, ndim, shape, stride, out);
+  attn_tensor *c;
+  st = attn_clone(t, &c);
+  if (st) return st;
+  attn__contiguous_strides(ndim, shape, stride);
+  st = attn__make_view(c, c->offset, ndim, shape, stride, out);
+  attn_tensor_release(c);
+  return st;
+}
+
+attn_status attn_narrow(const attn_tensor *t, int dim, int64_t start, int64_t length, attn_tensor **out) {
+  char sb[ATTN_SHAPE_BUF];
+  attn_status st = attn__check_dim("narrow", t, dim);
+  if (st) return st;
+  if (start < 0 || length < 0 || start > t->shape[dim] || length > t->shape[dim] - start)
+    return attn_set_error(ATTN_ERR_INDEX,
+                          "narrow: start %lld + length %lld exceeds dim %d of size %lld (tensor %s)",
+                          (long long)start, (long long)length, dim, (long long)t->shape[dim],
+                          ATTN_SHAPE(t, sb));
+  int64_t shape[ATTN_MAX_DIMS];
+  memcpy(shape, t->shape, sizeof shape);
+  shape[dim] = length;
+  return attn__make_view(t, t->offset + (length ? start * t->stride[dim] : 0), t->ndim, shape, t->stride,
+                         out);
+}
+
+attn_status attn_slice(const attn_tensor *t, int dim, int64_t start, int64_t end, int64_t step,
+                       attn_tensor **out) {
+  attn_status st = attn__check_dim("slice", t, dim);
+  if (st) return st;
+  if (step <= 0) return attn_set_error(ATTN_ERR_ARG, "slice: step must be positive (got %lld)", (long long)step);
+  if (start < 0) start = 0;
+  if (end > t->shape[dim]) end = t->shape[dim];
+  if (end < start) end = start;
+  int64_t shape[ATTN_MAX_DIMS], stride[ATTN_MAX_DIMS];
+  memcpy(shape, t->shape, sizeof shape);
+  memcpy(stride, t->stride, sizeof stride);
+  shape[dim] = (end - start + step - 1) / step;
+  stride[dim] = t->stride[dim] * step;
+  return attn__make_view(t, t->offset + (shape[dim] ? start * t->stride[dim] : 0), t->ndim, shape, stride,
+                         out);
+}
+
+attn_status attn_select(const attn_tensor *t, int dim, int64_t index, attn_tensor **out) {
+  char sb[ATTN_SHAPE_BUF];
+  attn_status st = attn__check_dim("select", t, dim);
+  if (st) return st;
+  if (index < 0 || index >= t->shape[dim])
+    return attn_set_error(ATTN_ERR_INDEX, "select: index %lld out of range for dim %d of size %lld (tensor %s)",
+                          (long long)index, dim, (long long)t->shape[dim], ATTN_SHAPE(t, sb));
+  int64_t shape[ATTN_MAX_DIMS], stride[ATTN_MAX_DIMS];
+  int n = 0;
+  for (int i = 0; i < t->ndim; i++) {
+    if (i == dim) continue;
+    shape[n] = t->shape[i];
+    stride[n++] = t->stride[i];
+  }
+  return attn__make_view(t, t->offset + index * t->stride[dim], n, shape, stride, out);
+}
+
+attn_status attn_unsqueeze(const attn_tensor *t, int dim, attn_tensor **out) {
+  if (dim < 0 || dim > t->ndim)
+    return attn_set_error(ATTN_ERR_INDEX, "unsqueeze: dim %d out of range for a %d-d tensor", dim, t->ndim);
+  if (t->ndim >= ATTN_MAX_DIMS)
+    return attn_set_error(ATTN_ERR_ARG, "unsqueeze: tensor already has %d dims", ATTN_MAX_DIMS);
+  int64_t shape[ATTN_MAX_DIMS], stride[ATTN_MAX_DIMS];
+  int n = 0;
+  for (int i = 0; i <= t->ndim; i++) {
+    if (i == dim) {
+      shape[n] = 1;
+      stride[n++] = i < t->ndim ? t->shape[i] * t->stride[i] : 1;
+    }
+    if (i < t->ndim) {
+      shape[n] = t->shape[i];
+      stride[n++] = t->stride[i];
+    }
+  }
+  return attn__make_view(t, t->offset, n, shape, stride, out);
+}
+
+attn_status attn_squeeze(const attn_tensor *t, int dim, attn_tensor **out) {
+  if (dim >= t->ndim) return attn__check_dim("squeeze", t, dim);
+  int64_t shape[ATTN_MAX_DIMS], stride[ATTN_MAX_DIMS];
+  int n = 0;
+  for (int i = 0; i < t->ndim; i++) {
+    bool drop = t->shape[i] == 1 && (dim < 0 || dim == i);
+    if (drop) continue;
+    shape[n] = t->shape[i];
+    stride[n++] = t->stride[i];
+  }
+  return attn__make_view(t, t->offset, n, shape, stride, out);
+}
+
+attn_status attn_expand(const attn_tensor *t, int ndim, const int64_t *req, attn_tensor **out) {
+  char sa[ATTN_SHAPE_BUF], sb[ATTN_SHAPE_BUF];
+  if (ndim < t->ndim || ndim > ATTN_MAX_DIMS)
+    return attn_set_error(ATTN_ERR_SHAPE, "expand: cannot expand %s to %d dims", ATTN_SHAPE(t, sb), ndim);
+  int64_t shape[ATTN_MAX_DIMS], stride[ATTN_MAX_DIMS];
+  int off = ndim - t->ndim;
+  for (int d = 0; d < ndim; d++) {
+    int td = d - off;
+    int64_t want = req[d];
+    if (td < 0) {
+      if (want < 0)
+        return attn_set_error(ATTN_ERR_ARG, "expand: -1 not allowed for new leading dim %d of %s", d,
+                              attn_shape_str(ndim, req, sa, sizeof sa));
+      shape[d] = want;
+      stride[d] = 0;
+    } else if (want == -1 || want == t->shape[td]) {
+      shape[d] = t->shape[td];
+      stride[d] = t->stride[td];
+    } else if (t->shape[td] == 1 && want >= 0) {
+      shape[d] = want;
+      stride[d] = 0;
+    } else {
+      return attn_set_error(ATTN_ERR_SHAPE, "expand: cannot expand %s to %s (size %lld at dim %d is not 1)",
+                            ATTN_SHAPE(t, sb), attn_shape_str(ndim, req, sa, sizeof sa),
+                            (long long)t->shape[td], d);
+    }
+  }
+  if (attn__shape_numel(ndim, shape) < 0)
+    return attn_set_error(ATTN_ERR_NOMEM, "expand: shape %s has too many elements",
+                          attn_shape_str(ndim, shape, sa, sizeof sa));
+  return attn__make_view(t, t->offset, ndim, shape, stride, out);
+}
+
+attn_status attn_flatten(const attn_tensor *t, int start, int end, attn_tensor **out) {
+  if (t->ndim == 0) {
+    int64_t one = 1;
+    return attn_reshape(t, 1, &one, out);
+  }
+  attn_status st;
+  if ((st = attn__check_dim("flatten", t, start)) || (st = attn__check_dim("flatten", t, end))) return st;
+  if (start > end)
+    return attn_set_error(ATTN_ERR_ARG, "flatten: start dim %d comes after end dim %d", start, end);
+  int64_t shape[ATTN_MAX_DIMS];
+  int n = 0;
+  for (int i = 0; i < start; i++) shape[n++] = t->shape[i];
+  int64_t m = 1;
+  for (int i = start; i <= end; i++) m *= t->shape[i];
+  shape[n++] = m;
+  for (int i = end + 1; i < t->ndim; i++) shape[n++] = t->shape[i];
+  return attn_reshape(t, n, shape, out);
+}
+
+attn_status attn_broadcast_shape(const char *op, const attn_tensor *a, const attn_tensor *b, int *ndim,
+                                 int64_t *shape) {
+  char sa[ATTN_SHAPE_BUF], sb[ATTN_SHAPE_BUF];
+  int n = a->ndim > b->ndim ? a->ndim : b->ndim;
+  for (int d = 0; d < n; d++) {
+    int da = d - (n - a->ndim), db = d - (n - b->ndim);
+    int64_t x = da >= 0 ? a->shape[da] : 1, y = db >= 0 ? b->shape[db] : 1;
+    if (x == y || y == 1)
+      shape[d] = x;
+    else if (x == 1)
+      shape[d] = y;
+    else
+      return attn_set_error(ATTN_ERR_SHAPE, "%s: shapes %s and %s cannot be broadcast together", op,
+                            ATTN_SHAPE(a, sa), ATTN_SHAPE(b, sb));
+  }
+  *ndim = n;
+  return ATTN_OK;
+}
