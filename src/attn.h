@@ -147,6 +147,10 @@ attn_status attn_squeeze(const attn_tensor *t, int dim, attn_tensor **out);
 /* shape entries of -1 keep the input's size. */
 attn_status attn_expand(const attn_tensor *t, int ndim, const int64_t *shape, attn_tensor **out);
 attn_status attn_flatten(const attn_tensor *t, int start_dim, int end_dim, attn_tensor **out);
+/* A view with explicit geometry (offset and strides in floats) on t's
+   storage; every reachable element must lie inside the storage. */
+attn_status attn_as_strided(const attn_tensor *t, int ndim, const int64_t *shape, const int64_t *stride,
+                            int64_t offset, attn_tensor **out);
 /* Shape both tensors broadcast to, or ATTN_ERR_SHAPE (message names op). */
 attn_status attn_broadcast_shape(const char *op, const attn_tensor *a, const attn_tensor *b,
                                  int *ndim, int64_t *shape);

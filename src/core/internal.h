@@ -62,6 +62,51 @@ void attn__broadcast_strides(const attn_tensor *t, int ndim, const int64_t *shap
 /* Checks an index tensor: integral values in [0, limit). */
 attn_status attn__check_index(const char *fn, const attn_tensor *index, int64_t limit);
 
+/* Runs fn over the common shape of nt tensors given as base pointers and
+   (broadcast) strides: coalesces dims, then calls fn once per innermost
+   row with n elements, row pointers and the inner strides. */
+typedef void (*attn__inner_fn)(int64_t n, float **p, const int64_t *s, void *ctx);
+void attn__foreach(int ndim, const int64_t *shape, int nt, float *const *base,
+                   const int64_t (*strides)[ATTN_MAX_DIMS], attn__inner_fn fn, void *ctx);
+
+/* Whether the memory two tensors can reach overlaps (conservative). */
+bool attn__may_overlap(const attn_tensor *a, const attn_tensor *b);
+/* Whether writing through t would hit one element twice (stride-0 dims). */
+bool attn__has_internal_overlap(const attn_tensor *t);
+
+/* Naive reference kernels kept beside the optimised ones for the tests. */
+attn_status attn__matmul_reference(const attn_tensor *a, const attn_tensor *b, attn_tensor **out);
+
+/* A tensor split around one dim for kernels that work along it (reductions,
+   softmax, cumsum).  The other dims, coalesced together with the matching
+   strides of a contiguous output, form an outer odometer over dims
+   0..nd-2 and an innermost run of m "columns" (input stride vs, output
+   stride vos); the split dim has n elements (input stride in_stride,
+   output stride out_stride).  A 0-d tensor split at dim 0 is one element. */
+typedef struct attn__dimsplit {
+  int nd;
+  int64_t shape[ATTN_MAX_DIMS];
+  int64_t strides[2][ATTN_MAX_DIMS]; /* [0] input, [1] output */
+  int64_t outer;                     /* product of shape[0..nd-2] */
+  int64_t m, vs, vos;                /* innermost: shape[nd-1] and its strides */
+  int64_t n, in_stride, out_stride;  /* the split dim */
+} attn__dimsplit;
+/* ostride: the output's strides for each of t's dims (ignored at dim). */
+void attn__dimsplit_init(attn__dimsplit *s, const attn_tensor *t, int dim, const int64_t *ostride);
+/* Advances the outer odometer idx (nd-1 entries) and the two offsets. */
+static inline void attn__dimsplit_next(const attn__dimsplit *s, int64_t *idx, int64_t *ip, int64_t *op) {
+  for (int d = s->nd - 2; d >= 0; d--) {
+    if (++idx[d] < s->shape[d]) {
+      *ip += s->strides[0][d];
+      *op += s->strides[1][d];
+      return;
+    }
+    *ip -= s->strides[0][d] * (s->shape[d] - 1);
+    *op -= s->strides[1][d] * (s->shape[d] - 1);
+    idx[d] = 0;
+  }
+}
+
 /* Allocation that never aborts. */
 void *attn__malloc(size_t n);
 void *attn__calloc(size_t n, size_t size);
@@ -70,5 +115,13 @@ void *attn__calloc(size_t n, size_t size);
 void attn__gather_contiguous(const attn_tensor *src, float *dst);
 
 #define ATTN_SHAPE(t, buf) attn_shape_str((t)->ndim, (t)->shape, (buf), sizeof(buf))
+
+/* GCC builds AVX-512, AVX2 and baseline copies of a hot loop and picks one
+   at load time, so the default build stays portable. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(ATTN_NO_CLONES)
+#define ATTN_HOT __attribute__((target_clones("arch=skylake-avx512", "arch=haswell", "default")))
+#else
+#define ATTN_HOT
+#endif
 
 #endif

@@ -483,8 +483,7 @@ attn_status attn_clone(const attn_tensor *t, attn_tensor **out) {
   return ATTN_OK;
 }
 
-/* Whether the memory ranges two tensors can touch overlap. */
-static bool may_overlap(const attn_tensor *a, const attn_tensor *b) {
+bool attn__may_overlap(const attn_tensor *a, const attn_tensor *b) {
   if (a->storage != b->storage) return false;
   int64_t alo = a->offset, ahi = a->offset, blo = b->offset, bhi = b->offset;
   for (int i = 0; i < a->ndim; i++) ahi += (a->shape[i] - 1) * a->stride[i];
@@ -506,7 +505,7 @@ attn_status attn_copy_(attn_tensor *dst, const attn_tensor *src) {
     return attn_set_error(ATTN_ERR_SHAPE, "copy_: source %s cannot be broadcast to destination %s",
                           ATTN_SHAPE(src, sb), ATTN_SHAPE(dst, sa));
   attn_tensor *tmp = NULL;
-  if (may_overlap(dst, src)) {
+  if (attn__may_overlap(dst, src)) {
     st = attn_clone(src, &tmp);
     if (st) return st;
     src = tmp;
@@ -544,6 +543,46 @@ attn_status attn_copy_(attn_tensor *dst, const attn_tensor *src) {
   return ATTN_OK;
 }
 
+bool attn__has_internal_overlap(const attn_tensor *t) {
+  for (int i = 0; i < t->ndim; i++)
+    if (t->stride[i] == 0 && t->shape[i] > 1) return true;
+  return false;
+}
+
+void attn__foreach(int ndim, const int64_t *shape_in, int nt, float *const *base,
+                   const int64_t (*strides_in)[ATTN_MAX_DIMS], attn__inner_fn fn, void *ctx) {
+  int64_t shape[ATTN_MAX_DIMS], strides[4][ATTN_MAX_DIMS];
+  float *p[4];
+  if (attn__shape_numel(ndim, shape_in) == 0) return;
+  for (int d = 0; d < ndim; d++) shape[d] = shape_in[d];
+  for (int k = 0; k < nt; k++) {
+    for (int d = 0; d < ndim; d++) strides[k][d] = strides_in[k][d];
+    p[k] = base[k];
+  }
+  if (ndim == 0) {
+    int64_t zero[4] = {0, 0, 0, 0};
+    fn(1, p, zero, ctx);
+    return;
+  }
+  int nd = attn__coalesce(ndim, shape, nt, strides);
+  int64_t inner[4];
+  for (int k = 0; k < nt; k++) inner[k] = strides[k][nd - 1];
+  int64_t idx[ATTN_MAX_DIMS] = {0};
+  for (;;) {
+    fn(shape[nd - 1], p, inner, ctx);
+    int d = nd - 2;
+    for (; d >= 0; d--) {
+      if (++idx[d] < shape[d]) {
+        for (int k = 0; k < nt; k++) p[k] += strides[k][d];
+        break;
+      }
+      for (int k = 0; k < nt; k++) p[k] -= strides[k][d] * (shape[d] - 1);
+      idx[d] = 0;
+    }
+    if (d < 0) break;
+  }
+}
+
 attn_status attn_fill_(attn_tensor *t, float value) {
   attn__iter it;
   if (attn_tensor_numel(t) == 0) return ATTN_OK;
@@ -563,6 +602,30 @@ attn_status attn__make_view(const attn_tensor *t, int64_t offset, int ndim, cons
   if (!v) return attn_set_error(ATTN_ERR_NOMEM, "view: out of memory");
   *out = v;
   return ATTN_OK;
+}
+
+attn_status attn_as_strided(const attn_tensor *t, int ndim, const int64_t *shape, const int64_t *stride,
+                            int64_t offset, attn_tensor **out) {
+  char sa[ATTN_SHAPE_BUF];
+  if (ndim < 0 || ndim > ATTN_MAX_DIMS)
+    return attn_set_error(ATTN_ERR_ARG, "as_strided: %d dims, at most %d supported", ndim, ATTN_MAX_DIMS);
+  int64_t numel = attn__shape_numel(ndim, shape);
+  if (numel < 0)
+    return attn_set_error(ATTN_ERR_ARG, "as_strided: invalid shape %s", attn_shape_str(ndim, shape, sa, sizeof sa));
+  if (offset < 0) return attn_set_error(ATTN_ERR_INDEX, "as_strided: negative offset %lld", (long long)offset);
+  int64_t last = offset;
+  for (int i = 0; i < ndim && numel; i++) {
+    if (stride[i] < 0) return attn_set_error(ATTN_ERR_ARG, "as_strided: negative stride");
+    if (shape[i] > 1 && stride[i] > (ATTN_MAX_NUMEL - last) / (shape[i] - 1))
+      return attn_set_error(ATTN_ERR_INDEX, "as_strided: view %s reaches past the storage",
+                            attn_shape_str(ndim, shape, sa, sizeof sa));
+    last += (shape[i] - 1) * stride[i];
+  }
+  if (numel && last >= t->storage->numel)
+    return attn_set_error(ATTN_ERR_INDEX, "as_strided: view %s reaches element %lld of a storage of %lld",
+                          attn_shape_str(ndim, shape, sa, sizeof sa), (long long)last,
+                          (long long)t->storage->numel);
+  return attn__make_view(t, offset, ndim, shape, stride, out);
 }
 
 attn_status attn_transpose(const attn_tensor *t, int d0, int d1, attn_tensor **out) {

@@ -1,0 +1,460 @@
+/* Elementwise math with NumPy broadcasting.
+ *
+ * Shapes: out = broadcast(a, b); every kernel below works on one innermost
+ * row of n elements with per-operand strides (0 = broadcast scalar), after
+ * attn__foreach has merged all the dims it can.  The unit-stride cases are
+ * separate loops so GCC vectorises them (ATTN_HOT builds AVX-512/AVX2
+ * copies picked at run time).
+ */
+#include "internal.h"
+
+#include <math.h>
+#include <stdio.h>
+
+static const char *binary_names[ATTN_BINARY_OP_COUNT] = {
+    "add", "sub", "mul", "div", "pow", "eq", "ne", "lt", "le", "gt", "ge", "maximum", "minimum", "atan2", "fmod"};
+static const char *unary_names[ATTN_UNARY_OP_COUNT] = {
+    "neg",  "exp",        "log",    "sqrt", "rsqrt", "tanh",  "sigmoid", "relu",  "gelu", "gelu",  "abs", "sin",
+    "cos",  "sign",       "reciprocal", "square", "log1p", "expm1", "floor", "ceil", "round", "silu", "erf"};
+
+const char *attn_binary_op_name(attn_binary_op op) {
+  return (unsigned)op < ATTN_BINARY_OP_COUNT ? binary_names[op] : "?";
+}
+const char *attn_unary_op_name(attn_unary_op op) {
+  return (unsigned)op < ATTN_UNARY_OP_COUNT ? unary_names[op] : "?";
+}
+
+/* ------------------------------------------------------------------------ */
+/* Scalar definitions (torch's float semantics)                              */
+
+static inline float f_pow(float x, float y) {
+  if (y == 2.0f) return x * x;
+  if (y == 0.5f) return sqrtf(x);
+  if (y == 1.0f) return x;
+  return powf(x, y);
+}
+static inline float f_max(float x, float y) { return (x != x || y != y) ? NAN : (x > y ? x : y); }
+static inline float f_min(float x, float y) { return (x != x || y != y) ? NAN : (x < y ? x : y); }
+
+#define OP_ADD(x, y) ((x) + (y))
+#define OP_SUB(x, y) ((x) - (y))
+#define OP_MUL(x, y) ((x) * (y))
+#define OP_DIV(x, y) ((x) / (y))
+#define OP_POW(x, y) f_pow((x), (y))
+#define OP_EQ(x, y) ((x) == (y) ? 1.0f : 0.0f)
+#define OP_NE(x, y) ((x) != (y) ? 1.0f : 0.0f)
+#define OP_LT(x, y) ((x) < (y) ? 1.0f : 0.0f)
+#define OP_LE(x, y) ((x) <= (y) ? 1.0f : 0.0f)
+#define OP_GT(x, y) ((x) > (y) ? 1.0f : 0.0f)
+#define OP_GE(x, y) ((x) >= (y) ? 1.0f : 0.0f)
+#define OP_MAXIMUM(x, y) f_max((x), (y))
+#define OP_MINIMUM(x, y) f_min((x), (y))
+#define OP_ATAN2(x, y) atan2f((x), (y))
+#define OP_FMOD(x, y) fmodf((x), (y))
+
+/* One row: o[i*os] = OP(a[i*as], b[i*bs]) for i < n. */
+#define BINARY_ROW(NAME, OP)                                                               \
+  ATTN_HOT static void NAME(int64_t n, float *restrict o, int64_t os, const float *a, int64_t as, \
+                            const float *b, int64_t bs) {                                  \
+    if (os == 1 && as == 1 && bs == 1) {                                                   \
+      for (int64_t i = 0; i < n; i++) o[i] = OP(a[i], b[i]);                               \
+    } else if (os == 1 && as == 1 && bs == 0) {                                            \
+      const float y = b[0];                                                                \
+      for (int64_t i = 0; i < n; i++) o[i] = OP(a[i], y);                                  \
+    } else if (os == 1 && as == 0 && bs == 1) {                                            \
+      const float x = a[0];                                                                \
+      for (int64_t i = 0; i < n; i++) o[i] = OP(x, b[i]);                                  \
+    } else {                                                                               \
+      for (int64_t i = 0; i < n; i++) o[i * os] = OP(a[i * as], b[i * bs]);                \
+    }                                                                                      \
+  }
+
+BINARY_ROW(row_add, OP_ADD)
+BINARY_ROW(row_sub, OP_SUB)
+BINARY_ROW(row_mul, OP_MUL)
+BINARY_ROW(row_div, OP_DIV)
+BINARY_ROW(row_pow, OP_POW)
+BINARY_ROW(row_eq, OP_EQ)
+BINARY_ROW(row_ne, OP_NE)
+BINARY_ROW(row_lt, OP_LT)
+BINARY_ROW(row_le, OP_LE)
+BINARY_ROW(row_gt, OP_GT)
+BINARY_ROW(row_ge, OP_GE)
+BINARY_ROW(row_maximum, OP_MAXIMUM)
+BINARY_ROW(row_minimum, OP_MINIMUM)
+BINARY_ROW(row_atan2, OP_ATAN2)
+BINARY_ROW(row_fmod, OP_FMOD)
+
+typedef void (*binary_row_fn)(int64_t, float *restrict, int64_t, const float *, int64_t, const float *,
+                              int64_t);
+static const binary_row_fn binary_rows[ATTN_BINARY_OP_COUNT] = {
+    row_add, row_sub, row_mul,     row_div,     row_pow,   row_eq,  row_ne, row_lt,
+    row_le,  row_gt,  row_ge,      row_maximum, row_minimum, row_atan2, row_fmod};
+
+static void binary_inner(int64_t n, float **p, const int64_t *s, void *ctx) {
+  binary_row_fn fn = *(binary_row_fn *)ctx;
+  fn(n, p[0], s[0], p[1], s[1], p[2], s[2]);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Unary                                                                     */
+
+static inline float f_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+static inline float f_relu(float x) { return (x > 0.0f || x != x) ? x : 0.0f; }
+/* torch's exact GELU: x * Phi(x) via erf */
+static inline float f_gelu(float x) { return x * 0.5f * (1.0f + erff(x * 0.70710678118654752440f)); }
+static inline float f_gelu_tanh(float x) {
+  const float k = 0.7978845608028654f; /* sqrt(2/pi) */
+  return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+}
+static inline float f_sign(float x) { return x != x ? x : (float)((x > 0.0f) - (x < 0.0f)); }
+
+#define UNARY_ROW(NAME, EXPR)                                                               \
+  ATTN_HOT static void NAME(int64_t n, float *restrict o, int64_t os, const float *a, int64_t as) { \
+    if (os == 1 && as == 1) {                                                               \
+      for (int64_t i = 0; i < n; i++) {                                                     \
+        const float x = a[i];                                                               \
+        o[i] = (EXPR);                                                                      \
+      }                                                                                     \
+    } else {                                                                                \
+      for (int64_t i = 0; i < n; i++) {                                                     \
+        const float x = a[i * as];                                                          \
+        o[i * os] = (EXPR);                                                                 \
+      }                                                                                     \
+    }                                                                                       \
+  }
+
+UNARY_ROW(row_neg, -x)
+UNARY_ROW(row_exp, expf(x))
+UNARY_ROW(row_log, logf(x))
+UNARY_ROW(row_sqrt, sqrtf(x))
+UNARY_ROW(row_rsqrt, 1.0f / sqrtf(x))
+UNARY_ROW(row_tanh, tanhf(x))
+UNARY_ROW(row_sigmoid, f_sigmoid(x))
+UNARY_ROW(row_relu, f_relu(x))
+UNARY_ROW(row_gelu, f_gelu(x))
+UNARY_ROW(row_gelu_tanh, f_gelu_tanh(x))
+UNARY_ROW(row_abs, fabsf(x))
+UNARY_ROW(row_sin, sinf(x))
+UNARY_ROW(row_cos, cosf(x))
+UNARY_ROW(row_sign, f_sign(x))
+UNARY_ROW(row_reciprocal, 1.0f / x)
+UNARY_ROW(row_square, x * x)
+UNARY_ROW(row_log1p, log1pf(x))
+UNARY_ROW(row_expm1, expm1f(x))
+UNARY_ROW(row_floor, floorf(x))
+UNARY_ROW(row_ceil, ceilf(x))
+UNARY_ROW(row_round, nearbyintf(x))
+UNARY_ROW(row_silu, x * f_sigmoid(x))
+UNARY_ROW(row_erf, erff(x))
+
+typedef void (*unary_row_fn)(int64_t, float *restrict, int64_t, const float *, int64_t);
+static const unary_row_fn unary_rows[ATTN_UNARY_OP_COUNT] = {
+    row_neg,  row_exp,        row_log,    row_sqrt,   row_rsqrt, row_tanh,  row_sigmoid, row_relu,
+    row_gelu, row_gelu_tanh,  row_abs,    row_sin,    row_cos,   row_sign,  row_reciprocal,
+    row_square, row_log1p,    row_expm1,  row_floor,  row_ceil,  row_round, row_silu,    row_erf};
+
+static void unary_inner(int64_t n, float **p, const int64_t *s, void *ctx) {
+  unary_row_fn fn = *(unary_row_fn *)ctx;
+  fn(n, p[0], s[0], p[1], s[1]);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Drivers                                                                   */
+
+static attn_status check_writable(const char *fn, const attn_tensor *t) {
+  char sb[ATTN_SHAPE_BUF];
+  if (attn__has_internal_overlap(t))
+    return attn_set_error(ATTN_ERR_ARG,
+                          "%s: the destination %s is an expanded view whose elements share memory; "
+                          "clone it before writing in place",
+                          fn, ATTN_SHAPE(t, sb));
+  return ATTN_OK;
+}
+
+/* A private copy of src when it overlaps dst in anything but the exact same
+   layout (a.add_(a) is fine, a.add_(a.t()) is not). */
+static attn_status unalias(const attn_tensor *dst, const attn_tensor *src, attn_tensor **tmp) {
+  *tmp = NULL;
+  if (!attn__may_overlap(dst, src)) return ATTN_OK;
+  bool same = dst->offset == src->offset && dst->ndim == src->ndim;
+  for (int i = 0; same && i < dst->ndim; i++)
+    same = dst->shape[i] == src->shape[i] && dst->stride[i] == src->stride[i];
+  if (same) return ATTN_OK;
+  return attn_clone(src, tmp);
+}
+
+static attn_status check_binary(attn_binary_op op) {
+  if ((unsigned)op >= ATTN_BINARY_OP_COUNT) return attn_set_error(ATTN_ERR_ARG, "binary: unknown op %d", (int)op);
+  return ATTN_OK;
+}
+
+attn_status attn_binary(attn_binary_op op, const attn_tensor *a, const attn_tensor *b, attn_tensor **out) {
+  attn_status st = check_binary(op);
+  if (st) return st;
+  int ndim;
+  int64_t shape[ATTN_MAX_DIMS];
+  if ((st = attn_broadcast_shape(binary_names[op], a, b, &ndim, shape))) return st;
+  attn_tensor *o;
+  if ((st = attn__alloc(binary_names[op], ndim, shape, &o))) return st;
+  int64_t strides[3][ATTN_MAX_DIMS];
+  for (int d = 0; d < ndim; d++) strides[0][d] = o->stride[d];
+  attn__broadcast_strides(a, ndim, shape, strides[1]);
+  attn__broadcast_strides(b, ndim, shape, strides[2]);
+  float *base[3] = {attn_tensor_data(o), attn_tensor_data(a), attn_tensor_data(b)};
+  binary_row_fn fn = binary_rows[op];
+  attn__foreach(ndim, shape, 3, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, binary_inner, &fn);
+  *out = o;
+  return ATTN_OK;
+}
+
+attn_status attn_binary_(attn_binary_op op, attn_tensor *a, const attn_tensor *b) {
+  char sa[ATTN_SHAPE_BUF], sb[ATTN_SHAPE_BUF];
+  attn_status st = check_binary(op);
+  if (st) return st;
+  int ndim;
+  int64_t shape[ATTN_MAX_DIMS];
+  char name[32];
+  snprintf(name, sizeof name, "%s_", binary_names[op]);
+  if ((st = attn_broadcast_shape(name, a, b, &ndim, shape))) return st;
+  bool fits = ndim == a->ndim;
+  for (int d = 0; fits && d < ndim; d++) fits = shape[d] == a->shape[d];
+  if (!fits)
+    return attn_set_error(ATTN_ERR_SHAPE, "%s: the result of shape %s does not fit in place into %s (other is %s)",
+                          name, attn_shape_str(ndim, shape, sa, sizeof sa), ATTN_SHAPE(a, sb),
+                          ATTN_SHAPE(b, sa));
+  if ((st = check_writable(name, a))) return st;
+  attn_tensor *tmp;
+  if ((st = unalias(a, b, &tmp))) return st;
+  if (tmp) b = tmp;
+  int64_t strides[3][ATTN_MAX_DIMS];
+  for (int d = 0; d < ndim; d++) strides[0][d] = strides[1][d] = a->stride[d];
+  attn__broadcast_strides(b, ndim, shape, strides[2]);
+  float *base[3] = {attn_tensor_data(a), attn_tensor_data(a), attn_tensor_data(b)};
+  binary_row_fn fn = binary_rows[op];
+  attn__foreach(ndim, shape, 3, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, binary_inner, &fn);
+  attn_tensor_release(tmp);
+  return ATTN_OK;
+}
+
+/* Scalars ride along as a stride-0 operand: no 0-d tensor is allocated. */
+static void scalar_operand(const attn_tensor *a, int64_t *stride) {
+  for (int d = 0; d < a->ndim; d++) stride[d] = 0;
+}
+
+attn_status attn_binary_scalar(attn_binary_op op, const attn_tensor *a, float s, bool reversed,
+                               attn_tensor **out) {
+  attn_status st = check_binary(op);
+  if (st) return st;
+  attn_tensor *o;
+  if ((st = attn__alloc(binary_names[op], a->ndim, a->shape, &o))) return st;
+  int64_t strides[3][ATTN_MAX_DIMS];
+  int at = reversed ? 2 : 1, sc = reversed ? 1 : 2;
+  for (int d = 0; d < a->ndim; d++) {
+    strides[0][d] = o->stride[d];
+    strides[at][d] = a->stride[d];
+  }
+  scalar_operand(a, strides[sc]);
+  float *base[3];
+  base[0] = attn_tensor_data(o);
+  base[at] = attn_tensor_data(a);
+  base[sc] = &s;
+  binary_row_fn fn = binary_rows[op];
+  attn__foreach(a->ndim, a->shape, 3, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, binary_inner, &fn);
+  *out = o;
+  return ATTN_OK;
+}
+
+attn_status attn_binary_scalar_(attn_binary_op op, attn_tensor *a, float s, bool reversed) {
+  attn_status st = check_binary(op);
+  if (st) return st;
+  char name[32];
+  snprintf(name, sizeof name, "%s_", binary_names[op]);
+  if ((st = check_writable(name, a))) return st;
+  int64_t strides[3][ATTN_MAX_DIMS];
+  int at = reversed ? 2 : 1, sc = reversed ? 1 : 2;
+  for (int d = 0; d < a->ndim; d++) strides[0][d] = strides[at][d] = a->stride[d];
+  scalar_operand(a, strides[sc]);
+  float *base[3];
+  base[0] = base[at] = attn_tensor_data(a);
+  base[sc] = &s;
+  binary_row_fn fn = binary_rows[op];
+  attn__foreach(a->ndim, a->shape, 3, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, binary_inner, &fn);
+  return ATTN_OK;
+}
+
+attn_status attn_unary(attn_unary_op op, const attn_tensor *a, attn_tensor **out) {
+  if ((unsigned)op >= ATTN_UNARY_OP_COUNT) return attn_set_error(ATTN_ERR_ARG, "unary: unknown op %d", (int)op);
+  attn_tensor *o;
+  attn_status st = attn__alloc(unary_names[op], a->ndim, a->shape, &o);
+  if (st) return st;
+  int64_t strides[2][ATTN_MAX_DIMS];
+  for (int d = 0; d < a->ndim; d++) {
+    strides[0][d] = o->stride[d];
+    strides[1][d] = a->stride[d];
+  }
+  float *base[2] = {attn_tensor_data(o), attn_tensor_data(a)};
+  unary_row_fn fn = unary_rows[op];
+  attn__foreach(a->ndim, a->shape, 2, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, unary_inner, &fn);
+  *out = o;
+  return ATTN_OK;
+}
+
+attn_status attn_unary_(attn_unary_op op, attn_tensor *a) {
+  if ((unsigned)op >= ATTN_UNARY_OP_COUNT) return attn_set_error(ATTN_ERR_ARG, "unary: unknown op %d", (int)op);
+  char name[32];
+  snprintf(name, sizeof name, "%s_", unary_names[op]);
+  attn_status st = check_writable(name, a);
+  if (st) return st;
+  int64_t strides[2][ATTN_MAX_DIMS];
+  for (int d = 0; d < a->ndim; d++) strides[0][d] = strides[1][d] = a->stride[d];
+  float *base[2] = {attn_tensor_data(a), attn_tensor_data(a)};
+  unary_row_fn fn = unary_rows[op];
+  attn__foreach(a->ndim, a->shape, 2, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, unary_inner, &fn);
+  return ATTN_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* clamp, where, masked_fill, add_scaled                                     */
+
+typedef struct {
+  float lo, hi;
+} clamp_ctx;
+
+ATTN_HOT static void clamp_inner(int64_t n, float **p, const int64_t *s, void *vctx) {
+  const clamp_ctx *c = vctx;
+  float *o = p[0];
+  const float *a = p[1];
+  const float lo = c->lo, hi = c->hi;
+  const bool has_lo = lo == lo, has_hi = hi == hi;
+  for (int64_t i = 0; i < n; i++) {
+    float x = a[i * s[1]];
+    /* torch: min(max(x, lo), hi), NaN input stays NaN */
+    if (has_lo && x < lo) x = lo;
+    if (has_hi && x > hi) x = hi;
+    o[i * s[0]] = x;
+  }
+}
+
+static attn_status clamp_into(attn_tensor *o, const attn_tensor *a, float lo, float hi) {
+  int64_t strides[2][ATTN_MAX_DIMS];
+  for (int d = 0; d < a->ndim; d++) {
+    strides[0][d] = o->stride[d];
+    strides[1][d] = a->stride[d];
+  }
+  float *base[2] = {attn_tensor_data(o), attn_tensor_data(a)};
+  clamp_ctx c = {lo, hi};
+  attn__foreach(a->ndim, a->shape, 2, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, clamp_inner, &c);
+  return ATTN_OK;
+}
+
+attn_status attn_clamp(const attn_tensor *a, float lo, float hi, attn_tensor **out) {
+  attn_tensor *o;
+  attn_status st = attn__alloc("clamp", a->ndim, a->shape, &o);
+  if (st) return st;
+  clamp_into(o, a, lo, hi);
+  *out = o;
+  return ATTN_OK;
+}
+
+attn_status attn_clamp_(attn_tensor *a, float lo, float hi) {
+  attn_status st = check_writable("clamp_", a);
+  if (st) return st;
+  return clamp_into(a, a, lo, hi);
+}
+
+static void where_inner(int64_t n, float **p, const int64_t *s, void *ctx) {
+  for (int64_t i = 0; i < n; i++) p[0][i * s[0]] = p[1][i * s[1]] != 0.0f ? p[2][i * s[2]] : p[3][i * s[3]];
+}
+
+attn_status attn_where(const attn_tensor *cond, const attn_tensor *a, const attn_tensor *b, attn_tensor **out) {
+  int n1, ndim;
+  int64_t s1[ATTN_MAX_DIMS], shape[ATTN_MAX_DIMS];
+  attn_status st;
+  if ((st = attn_broadcast_shape("where", cond, a, &n1, s1))) return st;
+  attn_tensor tmp = {.ndim = n1};
+  for (int i = 0; i < n1; i++) tmp.shape[i] = s1[i];
+  if ((st = attn_broadcast_shape("where", &tmp, b, &ndim, shape))) return st;
+  attn_tensor *o;
+  if ((st = attn__alloc("where", ndim, shape, &o))) return st;
+  int64_t strides[4][ATTN_MAX_DIMS];
+  for (int d = 0; d < ndim; d++) strides[0][d] = o->stride[d];
+  attn__broadcast_strides(cond, ndim, shape, strides[1]);
+  attn__broadcast_strides(a, ndim, shape, strides[2]);
+  attn__broadcast_strides(b, ndim, shape, strides[3]);
+  float *base[4] = {attn_tensor_data(o), attn_tensor_data(cond), attn_tensor_data(a), attn_tensor_data(b)};
+  attn__foreach(ndim, shape, 4, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, where_inner, NULL);
+  *out = o;
+  return ATTN_OK;
+}
+
+static void masked_fill_inner(int64_t n, float **p, const int64_t *s, void *ctx) {
+  const float v = *(const float *)ctx;
+  for (int64_t i = 0; i < n; i++) p[0][i * s[0]] = p[2][i * s[2]] != 0.0f ? v : p[1][i * s[1]];
+}
+
+static attn_status masked_fill_into(const char *fn, attn_tensor *o, const attn_tensor *t, const attn_tensor *mask,
+                                    float value) {
+  char sa[ATTN_SHAPE_BUF], sb[ATTN_SHAPE_BUF];
+  int ndim;
+  int64_t shape[ATTN_MAX_DIMS];
+  attn_status st = attn_broadcast_shape(fn, t, mask, &ndim, shape);
+  bool fits = st == ATTN_OK && ndim == t->ndim;
+  for (int d = 0; fits && d < ndim; d++) fits = shape[d] == t->shape[d];
+  if (!fits)
+    return attn_set_error(ATTN_ERR_SHAPE, "%s: mask of shape %s cannot be broadcast to the tensor's shape %s", fn,
+                          ATTN_SHAPE(mask, sa), ATTN_SHAPE(t, sb));
+  attn_tensor *tmp = NULL;
+  if (o == t && (st = unalias(o, mask, &tmp))) return st;
+  if (tmp) mask = tmp;
+  int64_t strides[3][ATTN_MAX_DIMS];
+  for (int d = 0; d < ndim; d++) {
+    strides[0][d] = o->stride[d];
+    strides[1][d] = t->stride[d];
+  }
+  attn__broadcast_strides(mask, ndim, shape, strides[2]);
+  float *base[3] = {attn_tensor_data(o), attn_tensor_data(t), attn_tensor_data(mask)};
+  attn__foreach(ndim, shape, 3, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, masked_fill_inner, &value);
+  attn_tensor_release(tmp);
+  return ATTN_OK;
+}
+
+attn_status attn_masked_fill(const attn_tensor *t, const attn_tensor *mask, float value, attn_tensor **out) {
+  attn_tensor *o;
+  attn_status st = attn__alloc("masked_fill", t->ndim, t->shape, &o);
+  if (st) return st;
+  if ((st = masked_fill_into("masked_fill", o, t, mask, value))) {
+    attn_tensor_release(o);
+    return st;
+  }
+  *out = o;
+  return ATTN_OK;
+}
+
+attn_status attn_masked_fill_(attn_tensor *t, const attn_tensor *mask, float value) {
+  attn_status st = check_writable("masked_fill_", t);
+  if (st) return st;
+  return masked_fill_into("masked_fill_", t, t, mask, value);
+}
+
+static void add_scaled_inner(int64_t n, float **p, const int64_t *s, void *ctx) {
+  const float alpha = *(const float *)ctx;
+  for (int64_t i = 0; i < n; i++) p[0][i * s[0]] = p[1][i * s[1]] + alpha * p[2][i * s[2]];
+}
+
+attn_status attn_add_scaled(const attn_tensor *a, const attn_tensor *b, float alpha, attn_tensor **out) {
+  int ndim;
+  int64_t shape[ATTN_MAX_DIMS];
+  attn_status st = attn_broadcast_shape("add", a, b, &ndim, shape);
+  if (st) return st;
+  attn_tensor *o;
+  if ((st = attn__alloc("add", ndim, shape, &o))) return st;
+  int64_t strides[3][ATTN_MAX_DIMS];
+  for (int d = 0; d < ndim; d++) strides[0][d] = o->stride[d];
+  attn__broadcast_strides(a, ndim, shape, strides[1]);
+  attn__broadcast_strides(b, ndim, shape, strides[2]);
+  float *base[3] = {attn_tensor_data(o), attn_tensor_data(a), attn_tensor_data(b)};
+  attn__foreach(ndim, shape, 3, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, add_scaled_inner, &alpha);
+  *out = o;
+  return ATTN_OK;
+}

@@ -1,0 +1,220 @@
+/* matmul and friends on cblas_sgemm.
+ *
+ * Shapes (torch.matmul): a [..., m, k] x b [..., k, n] -> [..., m, n] with
+ * the batch dims broadcast; a 1-d a is [1, k] and a 1-d b is [k, 1], the
+ * added dim being dropped from the result.  Operands are handed to sgemm in
+ * place whenever their strides are a (possibly transposed) BLAS layout, so
+ * transposed views cost no copy.  A batch whose right operand is a plain
+ * matrix is folded into one big GEMM ([B*m, k] x [k, n]).
+ */
+#include "internal.h"
+
+#include <stdio.h>
+
+/* Below this many multiply-adds the sgemm call costs more than the work. */
+#define SMALL_GEMM_FLOPS 4096
+
+/* Whether a rows x cols matrix with strides (rs, cs) can go to sgemm, and
+   how: row-major (trans false) or column-major (trans true), with its
+   leading dimension. */
+static bool blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, bool *trans, int64_t *ld) {
+  int64_t c1 = cols > 1 ? cols : 1, r1 = rows > 1 ? rows : 1;
+  if ((cs == 1 || cols == 1) && (rows == 1 || rs >= c1)) {
+    *trans = false;
+    *ld = rows == 1 ? c1 : rs;
+    if (*ld < c1) *ld = c1;
+    return true;
+  }
+  if ((rs == 1 || rows == 1) && (cols == 1 || cs >= r1)) {
+    *trans = true;
+    *ld = cols == 1 ? r1 : cs;
+    if (*ld < r1) *ld = r1;
+    return true;
+  }
+  return false;
+}
+
+/* c[m,n] (row stride ldc) = a[m,k] (strides ars, acs) x b[k,n] (brs, bcs).
+   The simple kernel: used for tiny products and as the test reference. */
+static void gemm_naive(int64_t m, int64_t n, int64_t k, const float *a, int64_t ars, int64_t acs, const float *b,
+                       int64_t brs, int64_t bcs, float *c, int64_t ldc) {
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) {
+      float acc = 0.0f;
+      for (int64_t p = 0; p < k; p++) acc += a[i * ars + p * acs] * b[p * brs + j * bcs];
+      c[i * ldc + j] = acc;
+    }
+}
+
+typedef struct {
+  const float *data;
+  int64_t rs, cs; /* strides of the matrix dims */
+} mat;
+
+static attn_status gemm_one(mat A, mat B, int64_t m, int64_t n, int64_t k, float *c, bool reference) {
+  if (m == 0 || n == 0) return ATTN_OK;
+  if (k == 0) {
+    memset(c, 0, (size_t)(m * n) * sizeof(float));
+    return ATTN_OK;
+  }
+  bool ta, tb;
+  int64_t lda, ldb;
+  if (reference || m * n * k <= SMALL_GEMM_FLOPS || !blas_layout(m, k, A.rs, A.cs, &ta, &lda) ||
+      !blas_layout(k, n, B.rs, B.cs, &tb, &ldb)) {
+    gemm_naive(m, n, k, A.data, A.rs, A.cs, B.data, B.rs, B.cs, c, n);
+    return ATTN_OK;
+  }
+  return attn_sgemm(ta, tb, m, n, k, 1.0f, A.data, lda, B.data, ldb, 0.0f, c, n);
+}
+
+static attn_status matmul_impl(const char *fn, const attn_tensor *a_in, const attn_tensor *b_in, bool reference,
+                               attn_tensor **out) {
+  char sa[ATTN_SHAPE_BUF], sb[ATTN_SHAPE_BUF];
+  if (a_in->ndim == 0 || b_in->ndim == 0)
+    return attn_set_error(ATTN_ERR_SHAPE, "%s: both arguments need at least 1 dimension, got %s and %s", fn,
+                          ATTN_SHAPE(a_in, sa), ATTN_SHAPE(b_in, sb));
+  /* Promote 1-d operands to matrices (views, no copy). */
+  attn_tensor a = *a_in, b = *b_in;
+  bool drop_m = false, drop_n = false;
+  if (a.ndim == 1) {
+    a.ndim = 2;
+    a.shape[1] = a.shape[0];
+    a.stride[1] = a.stride[0];
+    a.shape[0] = 1;
+    a.stride[0] = a.shape[1] * a.stride[1];
+    drop_m = true;
+  }
+  if (b.ndim == 1) {
+    b.ndim = 2;
+    b.shape[1] = 1;
+    b.stride[1] = 1;
+    drop_n = true;
+  }
+  int64_t m = a.shape[a.ndim - 2], k = a.shape[a.ndim - 1];
+  int64_t k2 = b.shape[b.ndim - 2], n = b.shape[b.ndim - 1];
+  if (k != k2)
+    return attn_set_error(ATTN_ERR_SHAPE, "%s: cannot multiply %s by %s", fn, ATTN_SHAPE(a_in, sa),
+                          ATTN_SHAPE(b_in, sb));
+  /* Broadcast batch dims. */
+  attn_tensor ab = {.ndim = a.ndim - 2}, bb = {.ndim = b.ndim - 2};
+  for (int i = 0; i < ab.ndim; i++) ab.shape[i] = a.shape[i], ab.stride[i] = a.stride[i];
+  for (int i = 0; i < bb.ndim; i++) bb.shape[i] = b.shape[i], bb.stride[i] = b.stride[i];
+  int nbatch;
+  int64_t batch[ATTN_MAX_DIMS];
+  if (attn_broadcast_shape(fn, &ab, &bb, &nbatch, batch))
+    return attn_set_error(ATTN_ERR_SHAPE, "%s: batch dims of %s and %s cannot be broadcast together", fn,
+                          ATTN_SHAPE(a_in, sa), ATTN_SHAPE(b_in, sb));
+  int64_t oshape[ATTN_MAX_DIMS];
+  int ond = 0;
+  for (int i = 0; i < nbatch; i++) oshape[ond++] = batch[i];
+  if (!drop_m) oshape[ond++] = m;
+  if (!drop_n) oshape[ond++] = n;
+  if (ond > ATTN_MAX_DIMS) return attn_set_error(ATTN_ERR_ARG, "%s: result has too many dims", fn);
+  attn_tensor *o;
+  attn_status st = attn__alloc(fn, ond, oshape, &o);
+  if (st) return st;
+  float *c = attn_tensor_data(o);
+  int64_t nb = attn__shape_numel(nbatch, batch);
+
+  mat A = {attn_tensor_data(&a), a.stride[a.ndim - 2], a.stride[a.ndim - 1]};
+  mat B = {attn_tensor_data(&b), b.stride[b.ndim - 2], b.stride[b.ndim - 1]};
+
+  /* Fold a's batch into its rows when b has no batch of its own and a's
+     batch and row dims collapse into one stride. */
+  if (nb > 1 && bb.ndim == 0 && !reference) {
+    bool foldable = true;
+    for (int i = 0; i < a.ndim - 2 && foldable; i++)
+      foldable = a.shape[i] == 1 || a.stride[i] == a.stride[i + 1] * a.shape[i + 1];
+    if (foldable) {
+      mat F = {A.data, A.rs, A.cs};
+      st = gemm_one(F, B, nb * m, n, k, c, false);
+      if (st) attn_tensor_release(o);
+      else *out = o;
+      return st;
+    }
+  }
+  int64_t astr[ATTN_MAX_DIMS], bstr[ATTN_MAX_DIMS];
+  attn__broadcast_strides(&ab, nbatch, batch, astr);
+  attn__broadcast_strides(&bb, nbatch, batch, bstr);
+  int64_t idx[ATTN_MAX_DIMS] = {0};
+  int64_t aoff = 0, boff = 0;
+  for (int64_t bi = 0; bi < nb; bi++) {
+    mat Ai = {A.data + aoff, A.rs, A.cs}, Bi = {B.data + boff, B.rs, B.cs};
+    st = gemm_one(Ai, Bi, m, n, k, c + bi * m * n, reference);
+    if (st) {
+      attn_tensor_release(o);
+      return st;
+    }
+    for (int d = nbatch - 1; d >= 0; d--) {
+      if (++idx[d] < batch[d]) {
+        aoff += astr[d];
+        boff += bstr[d];
+        break;
+      }
+      aoff -= astr[d] * (batch[d] - 1);
+      boff -= bstr[d] * (batch[d] - 1);
+      idx[d] = 0;
+    }
+  }
+  *out = o;
+  return ATTN_OK;
+}
+
+attn_status attn_matmul(const attn_tensor *a, const attn_tensor *b, attn_tensor **out) {
+  if (a->ndim == 1 && b->ndim == 1) return attn_dot(a, b, out);
+  return matmul_impl("matmul", a, b, false, out);
+}
+
+attn_status attn__matmul_reference(const attn_tensor *a, const attn_tensor *b, attn_tensor **out) {
+  return matmul_impl("matmul", a, b, true, out);
+}
+
+attn_status attn_mm(const attn_tensor *a, const attn_tensor *b, attn_tensor **out) {
+  char sa[ATTN_SHAPE_BUF], sb[ATTN_SHAPE_BUF];
+  if (a->ndim != 2 || b->ndim != 2)
+    return attn_set_error(ATTN_ERR_SHAPE, "mm: expects two matrices, got %s and %s", ATTN_SHAPE(a, sa),
+                          ATTN_SHAPE(b, sb));
+  return matmul_impl("mm", a, b, false, out);
+}
+
+attn_status attn_bmm(const attn_tensor *a, const attn_tensor *b, attn_tensor **out) {
+  char sa[ATTN_SHAPE_BUF], sb[ATTN_SHAPE_BUF];
+  if (a->ndim != 3 || b->ndim != 3 || a->shape[0] != b->shape[0])
+    return attn_set_error(ATTN_ERR_SHAPE, "bmm: expects two 3-d tensors with the same batch size, got %s and %s",
+                          ATTN_SHAPE(a, sa), ATTN_SHAPE(b, sb));
+  return matmul_impl("bmm", a, b, false, out);
+}
+
+attn_status attn_dot(const attn_tensor *a, const attn_tensor *b, attn_tensor **out) {
+  char sa[ATTN_SHAPE_BUF], sb[ATTN_SHAPE_BUF];
+  if (a->ndim != 1 || b->ndim != 1 || a->shape[0] != b->shape[0])
+    return attn_set_error(ATTN_ERR_SHAPE, "dot: expects two 1-d tensors of the same size, got %s and %s",
+                          ATTN_SHAPE(a, sa), ATTN_SHAPE(b, sb));
+  attn_tensor *o;
+  attn_status st = attn__alloc("dot", 0, NULL, &o);
+  if (st) return st;
+  const float *x = attn_tensor_data(a), *y = attn_tensor_data(b);
+  int64_t n = a->shape[0], sx = a->stride[0], sy = b->stride[0];
+  double acc = 0.0;
+  for (int64_t i = 0; i < n; i++) acc += (double)x[i * sx] * (double)y[i * sy];
+  attn_tensor_data(o)[0] = (float)acc;
+  *out = o;
+  return ATTN_OK;
+}
+
+attn_status attn_outer(const attn_tensor *a, const attn_tensor *b, attn_tensor **out) {
+  char sa[ATTN_SHAPE_BUF], sb[ATTN_SHAPE_BUF];
+  if (a->ndim != 1 || b->ndim != 1)
+    return attn_set_error(ATTN_ERR_SHAPE, "outer: expects two 1-d tensors, got %s and %s", ATTN_SHAPE(a, sa),
+                          ATTN_SHAPE(b, sb));
+  int64_t shape[2] = {a->shape[0], b->shape[0]};
+  attn_tensor *o;
+  attn_status st = attn__alloc("outer", 2, shape, &o);
+  if (st) return st;
+  float *c = attn_tensor_data(o);
+  const float *x = attn_tensor_data(a), *y = attn_tensor_data(b);
+  for (int64_t i = 0; i < shape[0]; i++)
+    for (int64_t j = 0; j < shape[1]; j++) c[i * shape[1] + j] = x[i * a->stride[0]] * y[j * b->stride[0]];
+  *out = o;
+  return ATTN_OK;
+}

@@ -1,0 +1,248 @@
+/* Lua binding: elementwise math, operators, where/masked_fill, matmul. */
+#include "binding.h"
+
+#include <math.h>
+#include <stdio.h>
+
+/* ------------------------------------------------------------------------ */
+/* Binary ops: tensor op tensor|number|table, either side a number          */
+
+static int binary(lua_State *L, attn_binary_op op) {
+  const char *fn = attn_binary_op_name(op);
+  attn_tensor **box;
+  /* number op tensor (operators put the number first) */
+  if (lua_type(L, 1) == LUA_TNUMBER && attnL_test(L, 2)) {
+    attn_tensor *b = attnL_check(L, 2);
+    float s = (float)lua_tonumber(L, 1);
+    box = attnL_newbox(L);
+    return attnL_result(L, attn_binary_scalar(op, b, s, true, box));
+  }
+  attn_tensor *a = attnL_totensor(L, 1, fn, "self");
+  if (lua_type(L, 2) == LUA_TNUMBER) {
+    float s = (float)lua_tonumber(L, 2);
+    box = attnL_newbox(L);
+    return attnL_result(L, attn_binary_scalar(op, a, s, false, box));
+  }
+  attn_tensor *b = attnL_totensor(L, 2, fn, "other");
+  box = attnL_newbox(L);
+  return attnL_result(L, attn_binary(op, a, b, box));
+}
+
+static int binary_(lua_State *L, attn_binary_op op) {
+  char fn[32];
+  snprintf(fn, sizeof fn, "%s_", attn_binary_op_name(op));
+  attn_tensor *a = attnL_check(L, 1);
+  attn_status st;
+  if (lua_type(L, 2) == LUA_TNUMBER) {
+    st = attn_binary_scalar_(op, a, (float)lua_tonumber(L, 2), false);
+  } else {
+    attn_tensor *b = attnL_totensor(L, 2, fn, "other");
+    st = attn_binary_(op, a, b);
+  }
+  if (st) return attnL_error(L);
+  lua_settop(L, 1);
+  return 1;
+}
+
+/* add/sub take torch's optional alpha: a + alpha * b */
+static int add_sub(lua_State *L, attn_binary_op op) {
+  if (lua_isnoneornil(L, 3)) return binary(L, op);
+  const char *fn = attn_binary_op_name(op);
+  attn_tensor *a = attnL_totensor(L, 1, fn, "self");
+  attn_tensor *b = attnL_totensor(L, 2, fn, "other");
+  float alpha = (float)luaL_checknumber(L, 3);
+  attn_tensor **box = attnL_newbox(L);
+  return attnL_result(L, attn_add_scaled(a, b, op == ATTN_SUB ? -alpha : alpha, box));
+}
+
+#define BINARY_FNS(NAME, OP)                                    \
+  static int lm_##NAME(lua_State *L) { return binary(L, OP); }   \
+  static int lm_##NAME##_(lua_State *L) { return binary_(L, OP); }
+
+static int lm_add(lua_State *L) { return add_sub(L, ATTN_ADD); }
+static int lm_sub(lua_State *L) { return add_sub(L, ATTN_SUB); }
+static int lm_add_(lua_State *L) { return binary_(L, ATTN_ADD); }
+static int lm_sub_(lua_State *L) { return binary_(L, ATTN_SUB); }
+BINARY_FNS(mul, ATTN_MUL)
+BINARY_FNS(div, ATTN_DIV)
+BINARY_FNS(pow, ATTN_POW)
+BINARY_FNS(eq, ATTN_EQ)
+BINARY_FNS(ne, ATTN_NE)
+BINARY_FNS(lt, ATTN_LT)
+BINARY_FNS(le, ATTN_LE)
+BINARY_FNS(gt, ATTN_GT)
+BINARY_FNS(ge, ATTN_GE)
+BINARY_FNS(maximum, ATTN_MAXIMUM)
+BINARY_FNS(minimum, ATTN_MINIMUM)
+BINARY_FNS(atan2, ATTN_ATAN2)
+BINARY_FNS(fmod, ATTN_FMOD)
+
+/* Metamethods: Lua passes the operands in source order. */
+static int mm_add(lua_State *L) { return binary(L, ATTN_ADD); }
+static int mm_sub(lua_State *L) { return binary(L, ATTN_SUB); }
+static int mm_unm(lua_State *L) {
+  attn_tensor *a = attnL_check(L, 1);
+  attn_tensor **box = attnL_newbox(L);
+  return attnL_result(L, attn_unary(ATTN_NEG, a, box));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Unary ops                                                                 */
+
+static int unary(lua_State *L, attn_unary_op op) {
+  attn_tensor *a = attnL_totensor(L, 1, attn_unary_op_name(op), "self");
+  attn_tensor **box = attnL_newbox(L);
+  return attnL_result(L, attn_unary(op, a, box));
+}
+
+static int unary_(lua_State *L, attn_unary_op op) {
+  attn_tensor *a = attnL_check(L, 1);
+  if (attn_unary_(op, a)) return attnL_error(L);
+  lua_settop(L, 1);
+  return 1;
+}
+
+#define UNARY_FNS(NAME, OP)                                    \
+  static int lm_##NAME(lua_State *L) { return unary(L, OP); }   \
+  static int lm_##NAME##_(lua_State *L) { return unary_(L, OP); }
+
+UNARY_FNS(neg, ATTN_NEG)
+UNARY_FNS(exp, ATTN_EXP)
+UNARY_FNS(log, ATTN_LOG)
+UNARY_FNS(sqrt, ATTN_SQRT)
+UNARY_FNS(rsqrt, ATTN_RSQRT)
+UNARY_FNS(tanh, ATTN_TANH)
+UNARY_FNS(sigmoid, ATTN_SIGMOID)
+UNARY_FNS(relu, ATTN_RELU)
+UNARY_FNS(abs, ATTN_ABS)
+UNARY_FNS(sin, ATTN_SIN)
+UNARY_FNS(cos, ATTN_COS)
+UNARY_FNS(sign, ATTN_SIGN)
+UNARY_FNS(reciprocal, ATTN_RECIPROCAL)
+UNARY_FNS(square, ATTN_SQUARE)
+UNARY_FNS(log1p, ATTN_LOG1P)
+UNARY_FNS(expm1, ATTN_EXPM1)
+UNARY_FNS(floor, ATTN_FLOOR)
+UNARY_FNS(ceil, ATTN_CEIL)
+UNARY_FNS(round, ATTN_ROUND)
+UNARY_FNS(silu, ATTN_SILU)
+UNARY_FNS(erf, ATTN_ERF)
+
+/* gelu(t [, approximate]) with approximate "none" (default) or "tanh" */
+static attn_unary_op gelu_kind(lua_State *L, int arg) {
+  static const char *const kinds[] = {"none", "tanh", NULL};
+  return luaL_checkoption(L, arg, "none", kinds) ? ATTN_GELU_TANH : ATTN_GELU;
+}
+static int lm_gelu(lua_State *L) { return unary(L, gelu_kind(L, 2)); }
+static int lm_gelu_(lua_State *L) { return unary_(L, gelu_kind(L, 2)); }
+
+/* clamp(t, min, max): nil for an open side */
+static void clamp_bounds(lua_State *L, float *lo, float *hi) {
+  *lo = lua_isnoneornil(L, 2) ? NAN : (float)luaL_checknumber(L, 2);
+  *hi = lua_isnoneornil(L, 3) ? NAN : (float)luaL_checknumber(L, 3);
+  if (*lo != *lo && *hi != *hi) luaL_error(L, "clamp: at least one of min and max must be given");
+}
+
+static int lm_clamp(lua_State *L) {
+  attn_tensor *a = attnL_totensor(L, 1, "clamp", "self");
+  float lo, hi;
+  clamp_bounds(L, &lo, &hi);
+  attn_tensor **box = attnL_newbox(L);
+  return attnL_result(L, attn_clamp(a, lo, hi, box));
+}
+
+static int lm_clamp_(lua_State *L) {
+  attn_tensor *a = attnL_check(L, 1);
+  float lo, hi;
+  clamp_bounds(L, &lo, &hi);
+  if (attn_clamp_(a, lo, hi)) return attnL_error(L);
+  lua_settop(L, 1);
+  return 1;
+}
+
+/* attn.where(cond, a, b): numbers allowed for a and b */
+static int lm_where(lua_State *L) {
+  attn_tensor *c = attnL_totensor(L, 1, "where", "condition");
+  attn_tensor *a = attnL_totensor(L, 2, "where", "input");
+  attn_tensor *b = attnL_totensor(L, 3, "where", "other");
+  attn_tensor **box = attnL_newbox(L);
+  return attnL_result(L, attn_where(c, a, b, box));
+}
+
+/* t:masked_fill(mask, value): value where mask is non-zero (true) */
+static int lm_masked_fill(lua_State *L) {
+  attn_tensor *t = attnL_totensor(L, 1, "masked_fill", "self");
+  attn_tensor *m = attnL_totensor(L, 2, "masked_fill", "mask");
+  float v = (float)luaL_checknumber(L, 3);
+  attn_tensor **box = attnL_newbox(L);
+  return attnL_result(L, attn_masked_fill(t, m, v, box));
+}
+
+static int lm_masked_fill_(lua_State *L) {
+  attn_tensor *t = attnL_check(L, 1);
+  attn_tensor *m = attnL_totensor(L, 2, "masked_fill_", "mask");
+  float v = (float)luaL_checknumber(L, 3);
+  if (attn_masked_fill_(t, m, v)) return attnL_error(L);
+  lua_settop(L, 1);
+  return 1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Products                                                                  */
+
+typedef attn_status (*product_fn)(const attn_tensor *, const attn_tensor *, attn_tensor **);
+
+static int product(lua_State *L, const char *fn, product_fn f) {
+  attn_tensor *a = attnL_totensor(L, 1, fn, "self");
+  attn_tensor *b = attnL_totensor(L, 2, fn, "other");
+  attn_tensor **box = attnL_newbox(L);
+  return attnL_result(L, f(a, b, box));
+}
+static int lm_matmul(lua_State *L) { return product(L, "matmul", attn_matmul); }
+static int lm_mm(lua_State *L) { return product(L, "mm", attn_mm); }
+static int lm_bmm(lua_State *L) { return product(L, "bmm", attn_bmm); }
+static int lm_outer(lua_State *L) { return product(L, "outer", attn_outer); }
+static int lm_dot(lua_State *L) { return product(L, "dot", attn_dot); }
+
+static const luaL_Reg fns[] = {
+    {"add", lm_add},         {"add_", lm_add_},         {"sub", lm_sub},       {"sub_", lm_sub_},
+    {"mul", lm_mul},         {"mul_", lm_mul_},         {"div", lm_div},       {"div_", lm_div_},
+    {"pow", lm_pow},         {"pow_", lm_pow_},         {"eq", lm_eq},         {"eq_", lm_eq_},
+    {"ne", lm_ne},           {"ne_", lm_ne_},           {"lt", lm_lt},         {"lt_", lm_lt_},
+    {"le", lm_le},           {"le_", lm_le_},           {"gt", lm_gt},         {"gt_", lm_gt_},
+    {"ge", lm_ge},           {"ge_", lm_ge_},           {"maximum", lm_maximum}, {"maximum_", lm_maximum_},
+    {"minimum", lm_minimum}, {"minimum_", lm_minimum_}, {"atan2", lm_atan2},   {"atan2_", lm_atan2_},
+    {"fmod", lm_fmod},       {"fmod_", lm_fmod_},       {"neg", lm_neg},       {"neg_", lm_neg_},
+    {"exp", lm_exp},         {"exp_", lm_exp_},         {"log", lm_log},       {"log_", lm_log_},
+    {"sqrt", lm_sqrt},       {"sqrt_", lm_sqrt_},       {"rsqrt", lm_rsqrt},   {"rsqrt_", lm_rsqrt_},
+    {"tanh", lm_tanh},       {"tanh_", lm_tanh_},       {"sigmoid", lm_sigmoid}, {"sigmoid_", lm_sigmoid_},
+    {"relu", lm_relu},       {"relu_", lm_relu_},       {"gelu", lm_gelu},     {"gelu_", lm_gelu_},
+    {"abs", lm_abs},         {"abs_", lm_abs_},         {"sin", lm_sin},       {"sin_", lm_sin_},
+    {"cos", lm_cos},         {"cos_", lm_cos_},         {"sign", lm_sign},     {"sign_", lm_sign_},
+    {"reciprocal", lm_reciprocal}, {"reciprocal_", lm_reciprocal_},
+    {"square", lm_square},   {"square_", lm_square_},   {"log1p", lm_log1p},   {"log1p_", lm_log1p_},
+    {"expm1", lm_expm1},     {"expm1_", lm_expm1_},     {"floor", lm_floor},   {"floor_", lm_floor_},
+    {"ceil", lm_ceil},       {"ceil_", lm_ceil_},       {"round", lm_round},   {"round_", lm_round_},
+    {"silu", lm_silu},       {"silu_", lm_silu_},       {"erf", lm_erf},       {"erf_", lm_erf_},
+    {"clamp", lm_clamp},     {"clamp_", lm_clamp_},     {"where", lm_where},
+    {"masked_fill", lm_masked_fill}, {"masked_fill_", lm_masked_fill_},
+    {"matmul", lm_matmul},   {"mm", lm_mm},             {"bmm", lm_bmm},       {"outer", lm_outer},
+    {"dot", lm_dot},         {NULL, NULL}};
+
+void attnL_open_math(lua_State *L, int module, int methods) {
+  attnL_register(L, module, methods, fns);
+  luaL_getmetatable(L, ATTN_TENSOR_MT);
+  lua_pushcfunction(L, mm_add);
+  lua_setfield(L, -2, "__add");
+  lua_pushcfunction(L, mm_sub);
+  lua_setfield(L, -2, "__sub");
+  lua_pushcfunction(L, lm_mul);
+  lua_setfield(L, -2, "__mul");
+  lua_pushcfunction(L, lm_div);
+  lua_setfield(L, -2, "__div");
+  lua_pushcfunction(L, lm_pow);
+  lua_setfield(L, -2, "__pow");
+  lua_pushcfunction(L, mm_unm);
+  lua_setfield(L, -2, "__unm");
+  lua_pop(L, 1);
+}
