@@ -1,0 +1,70 @@
+--- Helpers shared by the specs: loading fixtures written by the
+-- scripts/fixtures/gen_*.py generators and comparing tensors with them.
+local attn = require "attn"
+
+local M = {}
+
+local source_dir = os.getenv("ATTN_SOURCE_DIR") or "."
+
+--- Loads spec/fixtures/<name>.lua (a file that returns a table).
+function M.load(name)
+  local path = source_dir .. "/spec/fixtures/" .. name .. ".lua"
+  local chunk, err = loadfile(path, "t", {math = math})
+  assert(chunk, err)
+  return chunk()
+end
+
+--- A fixture tensor {shape = {...}, data = {...}} as an attn tensor.
+function M.tensor(f)
+  local t = attn.tensor(f.data)
+  if #f.shape == 0 then return t:reshape({}) end
+  return t:reshape(f.shape)
+end
+
+local function same_shape(a, b)
+  if #a ~= #b then return false end
+  for i = 1, #a do if a[i] ~= b[i] then return false end end
+  return true
+end
+
+local function fmt_shape(s) return "[" .. table.concat(s, ",") .. "]" end
+
+--- Flat list of a tensor's values in row-major order.
+function M.flat(t)
+  local n = t:numel()
+  local v = t:reshape(n):totable()
+  if type(v) == "number" then v = {v} end
+  return v
+end
+
+--- Asserts that tensor t equals the fixture f elementwise within
+-- atol + rtol * |expected|; NaNs must match NaNs, infinities must match.
+function M.assert_close(t, f, atol, rtol, what)
+  atol = atol or 1e-5
+  rtol = rtol or 0
+  what = what or "tensor"
+  local shape = t:shape()
+  assert(same_shape(shape, f.shape),
+    ("%s: shape %s, expected %s"):format(what, fmt_shape(shape), fmt_shape(f.shape)))
+  local got = M.flat(t)
+  -- round the expected values to float32 the same way the tensor did
+  local expected = #f.data > 0 and M.flat(attn.tensor(f.data)) or {}
+  for i, e in ipairs(expected) do
+    local g = got[i]
+    local ok
+    if e ~= e then ok = g ~= g
+    elseif e == math.huge or e == -math.huge then ok = g == e
+    else ok = math.abs(g - e) <= atol + rtol * math.abs(e) end
+    if not ok then
+      error(("%s: element %d is %.9g, expected %.9g (atol %g)"):format(what, i, g, e, atol), 2)
+    end
+  end
+  return true
+end
+
+--- Bit-exact comparison (for RNG streams and data movement).
+function M.assert_equal(t, f, what)
+  return M.assert_close(t, f, 0, 0, what)
+end
+
+return M
