@@ -1,9 +1,11 @@
+#define _POSIX_C_SOURCE 200809L
 /* Lua binding: tensor creation, metadata, views, indexing and metamethods. */
 #include "binding.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ------------------------------------------------------------------------ */
 /* Lifetime                                                                  */
@@ -520,6 +522,15 @@ static int l_get_num_threads(lua_State *L) {
   return 1;
 }
 
+/* attn.now(): monotonic wall-clock seconds, for timing (os.clock counts
+   CPU time of every thread, which misleads with threaded BLAS). */
+static int l_now(lua_State *L) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  lua_pushnumber(L, (lua_Number)ts.tv_sec + (lua_Number)ts.tv_nsec * 1e-9);
+  return 1;
+}
+
 static int l_is_tensor(lua_State *L) {
   lua_pushboolean(L, luaL_testudata(L, 1, ATTN_TENSOR_MT) != NULL);
   return 1;
@@ -535,7 +546,8 @@ static const luaL_Reg module_fns[] = {
     {"one_hot", l_one_hot},       {"info", l_info},
     {"set_num_threads", l_set_num_threads},
     {"get_num_threads", l_get_num_threads},
-    {"is_tensor", l_is_tensor},   {NULL, NULL}};
+    {"is_tensor", l_is_tensor},   {"now", l_now},
+    {NULL, NULL}};
 
 static const luaL_Reg methods[] = {
     {"shape", m_shape},         {"size", m_size},

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what attn needs on Debian 12 (as root; uses sudo when not root)
+# and configures + builds it in ./build.
+#   scripts/setup.sh          build dependencies only
+#   scripts/setup.sh --test   also the test tools (busted) and PyTorch, the oracle
+# Set ATTN_NO_TORCH=1 to skip installing python3-torch (the live-oracle specs
+# then report themselves as skipped; fixture specs still run).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+want=(cmake pkg-config gcc make lua5.4 liblua5.4-dev libopenblas-dev libreadline-dev)
+if [[ "${1:-}" == "--test" ]]; then
+  want+=(lua-busted)
+  [[ "${ATTN_NO_TORCH:-0}" == 1 ]] || want+=(python3-torch python3-numpy)
+fi
+
+missing=()
+for p in "${want[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo=""
+  [[ $(id -u) -eq 0 ]] || sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$(nproc)"
