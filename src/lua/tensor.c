@@ -51,10 +51,20 @@ static int l_empty(lua_State *L) { return make_filled(L, "empty", attn_zeros); /
 /* attn.full(shape, value) with shape a table, or attn.full(2, 3, value) */
 static int l_full(lua_State *L) {
   int64_t shape[ATTN_MAX_DIMS];
-  int nd = attnL_checkshape(L, 1, shape, 0, "full");
-  int value_arg = lua_type(L, 1) == LUA_TTABLE ? 2 : nd;
-  if (lua_type(L, 1) != LUA_TTABLE) nd--; /* the last number is the value */
-  if (nd < 0) return luaL_error(L, "full: expected a shape and a fill value");
+  int nd, value_arg;
+  if (lua_type(L, 1) == LUA_TTABLE) {
+    nd = attnL_checkshape(L, 1, shape, 0, "full");
+    value_arg = 2;
+  } else {
+    value_arg = lua_gettop(L);
+    if (value_arg < 1) return luaL_error(L, "full: expected a shape and a fill value");
+    nd = value_arg - 1;
+    if (nd > ATTN_MAX_DIMS) return luaL_error(L, "full: at most %d dims supported", ATTN_MAX_DIMS);
+    for (int i = 0; i < nd; i++) {
+      shape[i] = attnL_checkint(L, i + 1, "full", "size");
+      if (shape[i] < 0) return luaL_error(L, "full: invalid size %d at position %d of the shape", (int)shape[i], i + 1);
+    }
+  }
   float v = (float)luaL_checknumber(L, value_arg);
   attn_tensor **box = attnL_newbox(L);
   return attnL_result(L, attn_full(nd, shape, v, box));
