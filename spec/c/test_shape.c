@@ -643,6 +643,15 @@ static void test_errors(void) {
   check_err(attn_gather(a, 1, i4, &o), ATTN_ERR_INDEX, o, "index 3 out of range [0, 3)");
   CHECK(attn_gather(a, 0, i4, &o) == ATTN_ERR_INDEX);
   CHECK(o == SENTINEL);
+  /* values are checked while copying: the half-filled output must go */
+  const float g5[4] = {0, 1, 2, 0.5f}, g6[4] = {0, 1, 2, NAN};
+  attn_tensor *i5, *i6;
+  CHECK_OK(attn_from_data(2, s22, g5, &i5));
+  CHECK_OK(attn_from_data(2, s22, g6, &i6));
+  check_err(attn_gather(a, 1, i5, &o), ATTN_ERR_ARG, o, "gather: index 0.5 is not an integer");
+  check_err(attn_gather(a, 1, i6, &o), ATTN_ERR_ARG, o, "is not an integer");
+  attn_tensor_release(i5);
+  attn_tensor_release(i6);
 
   /* split / chunk: outputs untouched */
   int n = -7;
