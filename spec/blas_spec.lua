@@ -15,7 +15,11 @@ end
 local probe = [[local a = require 'attn'; local i = a.info(); ]] ..
   [[print(i.blas_core .. ' ' .. i.blas_coretype_source .. ' ' .. tostring(os.getenv('OPENBLAS_CORETYPE')))]]
 
-local interpreters = {{"lua5.4", "lua5.4"}}
+-- stock lua5.4 finds the package through the source and build trees
+local src, build = os.getenv("ATTN_SOURCE_DIR") or ".", os.getenv("ATTN_BUILD_DIR") or "build"
+local lua_env = ("LUA_PATH_5_4='%s/lua/?.lua;%s/lua/?/init.lua;;' LUA_CPATH_5_4='%s/?.so;;' lua5.4"):format(
+  src, src, build)
+local interpreters = {{"lua5.4", lua_env}}
 if bin then interpreters[#interpreters + 1] = {"attn", bin} end
 
 for _, interp in ipairs(interpreters) do

@@ -293,15 +293,18 @@ attn_status attn__check_dim(const char *fn, const attn_tensor *t, int dim) {
 }
 
 attn_status attn__check_index(const char *fn, const attn_tensor *index, int64_t limit) {
-  int64_t n = attn_tensor_numel(index);
-  for (int64_t i = 0; i < n; i++) {
-    float v = attn_tensor_get_flat(index, i);
+  if (attn_tensor_numel(index) == 0) return ATTN_OK;
+  attn__iter it;
+  attn__iter_init(&it, index);
+  const float *base = index->storage->data;
+  do {
+    float v = base[it.pos];
     if (!(v == floorf(v)))
       return attn_set_error(ATTN_ERR_ARG, "%s: index %g is not an integer", fn, (double)v);
     if (v < 0 || v >= (float)limit)
       return attn_set_error(ATTN_ERR_INDEX, "%s: index %g out of range [0, %lld)", fn, (double)v,
                             (long long)limit);
-  }
+  } while (attn__iter_next(&it));
   return ATTN_OK;
 }
 

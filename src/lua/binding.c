@@ -195,10 +195,12 @@ attn_tensor *attnL_checkindex(lua_State *L, int arg, int64_t limit, const char *
   attn_tensor *src = attnL_totensor(L, arg, fn, name);
   attn_tensor **box = attnL_newbox(L);
   if (attn_empty(src->ndim, src->shape, box)) attnL_error(L);
+  /* contiguous copy first, then one linear pass: convert and validate */
+  if (attn_copy_(*box, src)) attnL_error(L);
   float *dst = attn_tensor_data(*box);
   int64_t n = attn_tensor_numel(src);
   for (int64_t i = 0; i < n; i++) {
-    float v = attn_tensor_get_flat(src, i);
+    float v = dst[i];
     if (!(v == floorf(v)))
       luaL_error(L, "%s: argument '%s' must hold integer indices (found %f)", fn, name, (double)v);
     if (v < 1 || (limit >= 0 && v > (float)limit))
