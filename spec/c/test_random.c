@@ -482,7 +482,25 @@ static void test_threads(void) {
   attn_tensor_release(skip);
 }
 
+/* Before anything seeds it, the default generator stands at
+   67280421310721 (torch's default_rng_seed_val, what torch.Generator()
+   starts from; torch itself seeds its default generator randomly at
+   start-up, attn keeps unseeded runs reproducible). */
+static void test_unseeded_default(void) {
+  CHECK(attn_generator_initial_seed(NULL) == 67280421310721ull);
+  attn_generator *g;
+  CHECK_OK(attn_generator_new(67280421310721ull, &g));
+  attn_tensor *a = vec(5), *b = vec(5);
+  CHECK_OK(attn_normal_(a, 0, 1, NULL));
+  CHECK_OK(attn_normal_(b, 0, 1, g));
+  CHECK(same_bits(a, b));
+  attn_tensor_release(a);
+  attn_tensor_release(b);
+  attn_generator_free(g);
+}
+
 int main(void) {
+  test_unseeded_default();
   test_acceptance();
   test_default_seed();
   test_seed_truncation();
