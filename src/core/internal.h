@@ -119,7 +119,7 @@ void attn__gather_contiguous(const attn_tensor *src, float *dst);
 /* GCC builds AVX-512, AVX2 and baseline copies of a hot loop and picks one
    at load time, so the default build stays portable. */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(ATTN_NO_CLONES)
-#define ATTN_HOT __attribute__((target_clones("arch=skylake-avx512", "arch=haswell", "default")))
+#define ATTN_HOT __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define ATTN_HOT
 #endif
