@@ -44,7 +44,9 @@ for _ in range(%d):
     t0 = time.perf_counter(); c = a @ b; best = min(best, time.perf_counter() - t0)
 print(best)
 ]]):format(threads, n, n, n, n, reps)
-  local env = "OPENBLAS_CORETYPE=" .. info.blas_core .. " "
+  -- torch.set_num_threads does not reach the pthread OpenBLAS: pin it too
+  local env = ("OPENBLAS_CORETYPE=%s OPENBLAS_NUM_THREADS=%d OMP_NUM_THREADS=%d "):format(info.blas_core, threads,
+    threads)
   local f = io.popen(env .. "/usr/bin/python3 -c '" .. py .. "' 2>/dev/null")
   local out = f and f:read("a")
   if f then f:close() end
