@@ -70,6 +70,7 @@ typedef struct attn_storage {
   attn_release_fn release;    /* NULL: data was allocated by attn */
   void *release_ctx;
   int gc_reported;            /* set by a binding once it told its GC */
+  long version;               /* bumped by every in-place write (autograd checks) */
 } attn_storage;
 
 struct attn_autograd;         /* defined by the autograd layer */
@@ -298,6 +299,45 @@ attn_status attn_multinomial(const attn_tensor *probs, int64_t num_samples, bool
                              attn_generator *g, attn_tensor **out);
 
 /* ------------------------------------------------------------------------ */
+/* Autograd                                                                  */
+/*
+ * Every differentiable op above records itself when gradient mode is on
+ * (the default, per thread) and one of its inputs requires grad: the result
+ * gets a grad_fn node that keeps what the backward pass needs.  Results of
+ * non-differentiable ops (comparisons, argmax, random fills) never require
+ * grad.  In-place ops on tensors that take part in a graph are recorded as
+ * the out-of-place op followed by a rebase of the target's history; they
+ * are refused on leaves that require grad and on views of such tensors.
+ * Storage version counters catch tensors modified after being saved for
+ * backward.
+ */
+bool attn_grad_enabled(void);
+/* Sets gradient mode for the calling thread; returns the previous mode. */
+bool attn_set_grad_enabled(bool enabled);
+bool attn_requires_grad(const attn_tensor *t);
+/* Turns gradient tracking on/off for a leaf (non-leaves cannot be turned off). */
+attn_status attn_requires_grad_(attn_tensor *t, bool requires_grad);
+bool attn_is_leaf(const attn_tensor *t);
+/* The accumulated gradient (borrowed, NULL if none). */
+attn_tensor *attn_grad(const attn_tensor *t);
+/* Replaces the gradient (g retained; NULL clears).  Shape must match. */
+attn_status attn_set_grad(attn_tensor *t, attn_tensor *g);
+/* "MmBackward0" etc. for results of recorded ops, NULL for leaves. */
+const char *attn_grad_fn_name(const attn_tensor *t);
+/* Keeps .grad on a non-leaf after backward. */
+attn_status attn_retain_grad(attn_tensor *t);
+/* A view sharing t's storage, cut from the graph. */
+attn_status attn_detach(const attn_tensor *t, attn_tensor **out);
+/* Runs the backward pass from t.  grad NULL means 1 (t must have one
+   element).  Gradients accumulate into leaves' .grad.  Without
+   retain_graph the saved tensors are freed as each node finishes. */
+attn_status attn_backward(attn_tensor *t, const attn_tensor *grad, bool retain_graph);
+/* Embedding lookup: weight [V, D], ids (any shape, 0-based) -> ids.shape + [D].
+   Rows at padding_idx (>= 0) get no gradient. */
+attn_status attn_embedding(const attn_tensor *weight, const attn_tensor *ids, int64_t padding_idx,
+                           attn_tensor **out);
+
+/* ------------------------------------------------------------------------ */
 /* Printing                                                                  */
 
 typedef struct attn_print_opts {
@@ -335,6 +375,84 @@ int attn_get_num_threads(void);
 attn_status attn_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                        const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
                        float *c, int64_t ldc);
+
+/* ------------------------------------------------------------------------ */
+/* Weight files                                                              */
+/*
+ * safetensors, NumPy .npy and .npz (a ZIP of .npy members, as np.savez and
+ * np.savez_compressed write them).  Tensors are float32 in memory; loaders
+ * convert what the file holds:
+ *   safetensors F32 F16 BF16 F64 I64 I32 I16 I8 U64 U32 U16 U8 BOOL
+ *   .npy/.npz   f4 f8 f2 i8 i4 i2 i1 u8 u4 u2 u1 b1, little- or big-endian,
+ *               C or Fortran order, format versions 1.0, 2.0 and 3.0
+ * F16/BF16 and integers up to 16 bits convert exactly; F64 and wider
+ * integers round to the nearest float32; BOOL gives 0/1.  A Fortran-order
+ * array loads as a column-major (non-contiguous) view, like np.load.
+ *
+ * Loaders never trust the file: every size, offset, count and shape
+ * product is checked against the file's length and for overflow before
+ * anything is allocated or read, and data is read straight into the
+ * tensors' storage (a file needs no second copy in memory).  A safetensors
+ * file must be what the reference library accepts: header JSON with an
+ * object per tensor, data ranges that tile the byte buffer exactly (no
+ * gaps, overlaps or trailing bytes), unique names.
+ *
+ * Writers write float32 (non-contiguous tensors in row-major order) to a
+ * temporary "<path>.tmp.XXXXXX" in the destination's directory, fsync it and
+ * rename it over path, so path always holds either its old or its new
+ * complete contents; on failure the temporary is removed.  A process killed
+ * during a save leaves its temporary behind.
+ *  - safetensors: tensors sorted by name (byte order), like the reference
+ *    library's save_file for one dtype; __metadata__ first; the header is
+ *    padded with spaces to a multiple of 8 bytes.
+ *  - .npy: byte-identical to numpy 1.24's np.save of a float32 C array.
+ *  - .npz: members "<name>.npy" stored (ZIP_STORED) in the order given,
+ *    CRC-32 set, ZIP64 records only where sizes or offsets need them.
+ */
+
+/* What a file says about one tensor. */
+typedef struct attn_weight_info {
+  char dtype[8];                /* as in the file: "F16", "BF16", "<f4", "|b1", ... */
+  int ndim;
+  int64_t shape[ATTN_MAX_DIMS];
+  uint64_t offset;              /* start of the raw data (file, or zip member) */
+  uint64_t nbytes;              /* length of the raw data */
+} attn_weight_info;
+
+/* A list of named tensors plus optional string metadata.  Names are unique. */
+typedef struct attn_named_tensors {
+  int n;
+  char **names;                 /* malloc'd strings */
+  attn_tensor **tensors;        /* one reference each; NULL after attn_safetensors_info */
+  attn_weight_info *info;       /* filled by the loaders, NULL in lists built by the caller */
+  int nmeta;
+  char **meta_keys;             /* safetensors __metadata__ */
+  char **meta_values;
+} attn_named_tensors;
+
+attn_status attn_named_tensors_new(attn_named_tensors **out);
+/* Frees the list, its strings and its references; NULL is fine. */
+void attn_named_tensors_free(attn_named_tensors *nt);
+/* Appends (name copied, t retained); a name already present is an error. */
+attn_status attn_named_tensors_add(attn_named_tensors *nt, const char *name, attn_tensor *t);
+/* Sets a metadata entry (replacing an earlier value of key). */
+attn_status attn_named_tensors_set_meta(attn_named_tensors *nt, const char *key, const char *value);
+/* Borrowed lookups; NULL when absent. */
+attn_tensor *attn_named_tensors_get(const attn_named_tensors *nt, const char *name);
+const char *attn_named_tensors_meta(const attn_named_tensors *nt, const char *key);
+
+/* Tensors in the order of their data in the file. */
+attn_status attn_safetensors_load(const char *path, attn_named_tensors **out);
+/* Names, dtypes, shapes and metadata only (tensors[] all NULL); reads the
+   header, not the data. */
+attn_status attn_safetensors_info(const char *path, attn_named_tensors **out);
+attn_status attn_safetensors_save(const char *path, const attn_named_tensors *nt);
+/* info may be NULL. */
+attn_status attn_npy_load(const char *path, attn_tensor **out, attn_weight_info *info);
+attn_status attn_npy_save(const char *path, const attn_tensor *t);
+/* Members in archive order; names lose their ".npy" suffix. */
+attn_status attn_npz_load(const char *path, attn_named_tensors **out);
+attn_status attn_npz_save(const char *path, const attn_named_tensors *nt);
 
 #ifdef __cplusplus
 }

@@ -204,6 +204,10 @@ attn_status attn_binary(attn_binary_op op, const attn_tensor *a, const attn_tens
   float *base[3] = {attn_tensor_data(o), attn_tensor_data(a), attn_tensor_data(b)};
   binary_row_fn fn = binary_rows[op];
   attn__foreach(ndim, shape, 3, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, binary_inner, &fn);
+  if ((st = attn__record_binary(op, a, b, o))) {
+    attn_tensor_release(o);
+    return st;
+  }
   *out = o;
   return ATTN_OK;
 }
@@ -224,6 +228,12 @@ attn_status attn_binary_(attn_binary_op op, attn_tensor *a, const attn_tensor *b
                           name, attn_shape_str(ndim, shape, sa, sizeof sa), ATTN_SHAPE(a, sb),
                           ATTN_SHAPE(b, sa));
   if ((st = check_writable(name, a))) return st;
+  if (attn__ag_inplace_needed(a, 1, &b)) {
+    attn_tensor *r;
+    if ((st = attn__ag_inplace_check(name, a)) || (st = attn_binary(op, a, b, &r))) return st;
+    return attn__ag_inplace_commit(a, r);
+  }
+  attn__bump_version(a);
   attn_tensor *tmp;
   if ((st = unalias(a, b, &tmp))) return st;
   if (tmp) b = tmp;
@@ -261,6 +271,10 @@ attn_status attn_binary_scalar(attn_binary_op op, const attn_tensor *a, float s,
   base[sc] = &s;
   binary_row_fn fn = binary_rows[op];
   attn__foreach(a->ndim, a->shape, 3, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, binary_inner, &fn);
+  if ((st = attn__record_binary_scalar(op, a, s, reversed, o))) {
+    attn_tensor_release(o);
+    return st;
+  }
   *out = o;
   return ATTN_OK;
 }
@@ -271,6 +285,12 @@ attn_status attn_binary_scalar_(attn_binary_op op, attn_tensor *a, float s, bool
   char name[32];
   snprintf(name, sizeof name, "%s_", binary_names[op]);
   if ((st = check_writable(name, a))) return st;
+  if (attn__ag_inplace_needed(a, 0, NULL)) {
+    attn_tensor *r;
+    if ((st = attn__ag_inplace_check(name, a)) || (st = attn_binary_scalar(op, a, s, reversed, &r))) return st;
+    return attn__ag_inplace_commit(a, r);
+  }
+  attn__bump_version(a);
   int64_t strides[3][ATTN_MAX_DIMS];
   int at = reversed ? 2 : 1, sc = reversed ? 1 : 2;
   for (int d = 0; d < a->ndim; d++) strides[0][d] = strides[at][d] = a->stride[d];
@@ -296,6 +316,10 @@ attn_status attn_unary(attn_unary_op op, const attn_tensor *a, attn_tensor **out
   float *base[2] = {attn_tensor_data(o), attn_tensor_data(a)};
   unary_row_fn fn = unary_rows[op];
   attn__foreach(a->ndim, a->shape, 2, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, unary_inner, &fn);
+  if ((st = attn__record_unary(op, a, o))) {
+    attn_tensor_release(o);
+    return st;
+  }
   *out = o;
   return ATTN_OK;
 }
@@ -306,6 +330,12 @@ attn_status attn_unary_(attn_unary_op op, attn_tensor *a) {
   snprintf(name, sizeof name, "%s_", unary_names[op]);
   attn_status st = check_writable(name, a);
   if (st) return st;
+  if (attn__ag_inplace_needed(a, 0, NULL)) {
+    attn_tensor *r;
+    if ((st = attn__ag_inplace_check(name, a)) || (st = attn_unary(op, a, &r))) return st;
+    return attn__ag_inplace_commit(a, r);
+  }
+  attn__bump_version(a);
   int64_t strides[2][ATTN_MAX_DIMS];
   for (int d = 0; d < a->ndim; d++) strides[0][d] = strides[1][d] = a->stride[d];
   float *base[2] = {attn_tensor_data(a), attn_tensor_data(a)};
@@ -353,6 +383,10 @@ attn_status attn_clamp(const attn_tensor *a, float lo, float hi, attn_tensor **o
   attn_status st = attn__alloc("clamp", a->ndim, a->shape, &o);
   if (st) return st;
   clamp_into(o, a, lo, hi);
+  if ((st = attn__record_clamp(a, lo, hi, o))) {
+    attn_tensor_release(o);
+    return st;
+  }
   *out = o;
   return ATTN_OK;
 }
@@ -360,6 +394,12 @@ attn_status attn_clamp(const attn_tensor *a, float lo, float hi, attn_tensor **o
 attn_status attn_clamp_(attn_tensor *a, float lo, float hi) {
   attn_status st = check_writable("clamp_", a);
   if (st) return st;
+  if (attn__ag_inplace_needed(a, 0, NULL)) {
+    attn_tensor *r;
+    if ((st = attn__ag_inplace_check("clamp_", a)) || (st = attn_clamp(a, lo, hi, &r))) return st;
+    return attn__ag_inplace_commit(a, r);
+  }
+  attn__bump_version(a);
   return clamp_into(a, a, lo, hi);
 }
 
@@ -384,6 +424,10 @@ attn_status attn_where(const attn_tensor *cond, const attn_tensor *a, const attn
   attn__broadcast_strides(b, ndim, shape, strides[3]);
   float *base[4] = {attn_tensor_data(o), attn_tensor_data(cond), attn_tensor_data(a), attn_tensor_data(b)};
   attn__foreach(ndim, shape, 4, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, where_inner, NULL);
+  if ((st = attn__record_where(cond, a, b, o))) {
+    attn_tensor_release(o);
+    return st;
+  }
   *out = o;
   return ATTN_OK;
 }
@@ -423,7 +467,7 @@ attn_status attn_masked_fill(const attn_tensor *t, const attn_tensor *mask, floa
   attn_tensor *o;
   attn_status st = attn__alloc("masked_fill", t->ndim, t->shape, &o);
   if (st) return st;
-  if ((st = masked_fill_into("masked_fill", o, t, mask, value))) {
+  if ((st = masked_fill_into("masked_fill", o, t, mask, value)) || (st = attn__record_masked_fill(t, mask, o))) {
     attn_tensor_release(o);
     return st;
   }
@@ -434,6 +478,12 @@ attn_status attn_masked_fill(const attn_tensor *t, const attn_tensor *mask, floa
 attn_status attn_masked_fill_(attn_tensor *t, const attn_tensor *mask, float value) {
   attn_status st = check_writable("masked_fill_", t);
   if (st) return st;
+  if (attn__ag_inplace_needed(t, 0, NULL)) {
+    attn_tensor *r;
+    if ((st = attn__ag_inplace_check("masked_fill_", t)) || (st = attn_masked_fill(t, mask, value, &r))) return st;
+    return attn__ag_inplace_commit(t, r);
+  }
+  attn__bump_version(t);
   return masked_fill_into("masked_fill_", t, t, mask, value);
 }
 
@@ -455,6 +505,10 @@ attn_status attn_add_scaled(const attn_tensor *a, const attn_tensor *b, float al
   attn__broadcast_strides(b, ndim, shape, strides[2]);
   float *base[3] = {attn_tensor_data(o), attn_tensor_data(a), attn_tensor_data(b)};
   attn__foreach(ndim, shape, 3, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, add_scaled_inner, &alpha);
+  if ((st = attn__record_add_scaled(a, b, alpha, o))) {
+    attn_tensor_release(o);
+    return st;
+  }
   *out = o;
   return ATTN_OK;
 }

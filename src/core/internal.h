@@ -116,6 +116,99 @@ void attn__gather_contiguous(const attn_tensor *src, float *dst);
 
 #define ATTN_SHAPE(t, buf) attn_shape_str((t)->ndim, (t)->shape, (buf), sizeof(buf))
 
+/* ------------------------------------------------------------------------ */
+/* Autograd internals (autograd.c)                                           */
+
+typedef struct attn_node attn_node;
+/* Computes the gradients of a node's inputs from the gradient of its output.
+   grads[i] is only wanted when node->next[i].node is non-NULL; leave the
+   others NULL.  Runs with gradient mode off. */
+typedef attn_status (*attn__backward_fn)(attn_node *node, const attn_tensor *grad, attn_tensor **grads);
+
+#define ATTN_NODE_SAVED 4
+#define ATTN_NODE_IARGS (2 * ATTN_MAX_DIMS + 4)
+
+typedef struct attn__edge {
+  attn_node *node;                 /* NULL: this input needs no gradient */
+  int ndim;                        /* the input's shape, for broadcasting */
+  int64_t shape[ATTN_MAX_DIMS];
+} attn__edge;
+
+struct attn_node {
+  long refcount;
+  const char *name;                /* "MmBackward0", ... */
+  attn__backward_fn backward;
+  bool is_view;                    /* output shares its input's storage */
+  bool released;                   /* saved state freed after backward */
+  int n_next;
+  attn__edge *next;
+  attn_tensor *saved[ATTN_NODE_SAVED];   /* detached aliases */
+  long saved_version[ATTN_NODE_SAVED];
+  int64_t iargs[ATTN_NODE_IARGS];        /* op parameters */
+  double fargs[4];
+  void *extra;                     /* op data owned by the node, freed with free() */
+  attn_tensor *leaf;               /* AccumulateGrad: the leaf (strong) */
+  attn_tensor *retained;           /* non-leaf output that retains grad (weak) */
+  /* engine scratch */
+  unsigned long epoch;
+  int deps;
+  attn_tensor *grad_acc;
+};
+
+struct attn_autograd {
+  bool requires_grad;
+  bool retains_grad;
+  attn_tensor *grad;
+  attn_node *grad_fn;              /* strong; NULL for leaves */
+  attn_node *accumulator;          /* leaf's AccumulateGrad (weak) */
+};
+
+/* Whether an op over these inputs must be recorded. */
+bool attn__ag_needed(int n, const attn_tensor *const *inputs);
+/* Records out = op(inputs): a node named name with backward fn, edges to
+   the inputs that require grad, and nsave saved inputs (detached aliases,
+   version-checked).  On success out requires grad and *node (optional)
+   points at the node for setting iargs/fargs/extra.  On failure out is
+   untouched and the caller releases it. */
+attn_status attn__ag_record(attn_tensor *out, const char *name, attn__backward_fn fn, int n,
+                            const attn_tensor *const *inputs, int nsave, const attn_tensor *const *saved,
+                            attn_node **node);
+/* Sum of grad over the dims that broadcasting added or expanded so that it
+   has the given shape (returns a retained grad when nothing to do). */
+attn_status attn__sum_to_shape(const attn_tensor *grad, int ndim, const int64_t *shape, attn_tensor **out);
+/* In-place ops under autograd: whether target or any other input takes
+   part in a graph, so the op must go through attn__ag_inplace_commit. */
+bool attn__ag_inplace_needed(const attn_tensor *target, int n, const attn_tensor *const *others);
+/* Refuses in-place writes autograd cannot follow (leaf that requires grad,
+   views); call before computing result. */
+attn_status attn__ag_inplace_check(const char *fn, const attn_tensor *target);
+/* Finishes an in-place op computed out of place: copies result into
+   target, moves result's history onto target, releases result. */
+attn_status attn__ag_inplace_commit(attn_tensor *target, attn_tensor *result);
+/* Recorders called by the ops after computing o (no-ops unless needed). */
+attn_status attn__record_binary(attn_binary_op op, const attn_tensor *a, const attn_tensor *b, attn_tensor *o);
+attn_status attn__record_binary_scalar(attn_binary_op op, const attn_tensor *a, float s, bool reversed,
+                                       attn_tensor *o);
+attn_status attn__record_add_scaled(const attn_tensor *a, const attn_tensor *b, float alpha, attn_tensor *o);
+attn_status attn__record_unary(attn_unary_op op, const attn_tensor *a, attn_tensor *o);
+attn_status attn__record_clamp(const attn_tensor *a, float lo, float hi, attn_tensor *o);
+attn_status attn__record_where(const attn_tensor *cond, const attn_tensor *a, const attn_tensor *b, attn_tensor *o);
+attn_status attn__record_masked_fill(const attn_tensor *t, const attn_tensor *mask, attn_tensor *o);
+
+typedef enum attn__view_kind {
+  ATTN__VIEW_RESHAPE, ATTN__VIEW_TRANSPOSE, ATTN__VIEW_PERMUTE, ATTN__VIEW_EXPAND, ATTN__VIEW_IDENTITY,
+  ATTN__VIEW_SLICE, ATTN__VIEW_SELECT
+} attn__view_kind;
+/* Records a view (or clone, kind IDENTITY) o of t with its parameters. */
+attn_status attn__record_view(const attn_tensor *t, attn_tensor *o, const char *name, attn__view_kind kind,
+                              int niargs, const int64_t *iargs);
+
+/* Frees t's autograd record (called when t's last reference goes). */
+void attn__autograd_release(attn_tensor *t);
+static inline void attn__bump_version(attn_tensor *t) {
+  __atomic_add_fetch(&t->storage->version, 1, __ATOMIC_RELAXED);
+}
+
 /* GCC builds AVX-512, AVX2 and baseline copies of a hot loop and picks one
    at load time, so the default build stays portable. */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(ATTN_NO_CLONES)

@@ -160,9 +160,91 @@ static attn_status matmul_impl(const char *fn, const attn_tensor *a_in, const at
   return ATTN_OK;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Backward                                                                  */
+
+/* x as a matrix stack: a 1-d x becomes [1, k] (left) or [k, 1] (right). */
+static attn_status promote(const attn_tensor *x, bool left, attn_tensor **out) {
+  if (x->ndim != 1) return attn__make_view(x, x->offset, x->ndim, x->shape, x->stride, out);
+  int64_t shape[2], stride[2];
+  if (left) {
+    shape[0] = 1, shape[1] = x->shape[0];
+    stride[0] = x->shape[0] * x->stride[0], stride[1] = x->stride[0];
+  } else {
+    shape[0] = x->shape[0], shape[1] = 1;
+    stride[0] = x->stride[0], stride[1] = 1;
+  }
+  return attn__make_view(x, x->offset, 2, shape, stride, out);
+}
+
+/* Shapes: a [..., m, k], b [..., k, n], g [..., m, n] (1-d operands were
+   promoted and their dim dropped from g).
+   ga = g @ b^T summed over a's broadcast batch dims, gb = a^T @ g. */
+static attn_status matmul_backward(attn_node *node, const attn_tensor *g_in, attn_tensor **grads) {
+  const attn_tensor *a_in = node->saved[0], *b_in = node->saved[1];
+  attn_tensor *a = NULL, *b = NULL, *g = NULL, *t = NULL, *r = NULL, *s = NULL;
+  attn_status st;
+  if ((st = promote(a_in, true, &a)) || (st = promote(b_in, false, &b))) goto out;
+  /* g with the dropped dims put back */
+  {
+    int64_t shape[ATTN_MAX_DIMS];
+    int nd = 0;
+    int bnd = (a->ndim > b->ndim ? a->ndim : b->ndim) - 2;
+    for (int i = 0; i < bnd; i++) shape[nd++] = g_in->shape[i];
+    shape[nd++] = a->shape[a->ndim - 2];
+    shape[nd++] = b->shape[b->ndim - 1];
+    if ((st = attn_reshape(g_in, nd, shape, &g))) goto out;
+  }
+  if (node->next[0].node) {
+    if ((st = attn_transpose(b, b->ndim - 2, b->ndim - 1, &t)) || (st = attn_matmul(g, t, &r)) ||
+        (st = attn__sum_to_shape(r, a->ndim, a->shape, &s)) ||
+        (st = attn_reshape(s, a_in->ndim, a_in->shape, &grads[0])))
+      goto out;
+    attn_tensor_release(t), attn_tensor_release(r), attn_tensor_release(s);
+    t = r = s = NULL;
+  }
+  if (node->next[1].node) {
+    if ((st = attn_transpose(a, a->ndim - 2, a->ndim - 1, &t)) || (st = attn_matmul(t, g, &r)) ||
+        (st = attn__sum_to_shape(r, b->ndim, b->shape, &s)) ||
+        (st = attn_reshape(s, b_in->ndim, b_in->shape, &grads[1])))
+      goto out;
+  }
+out:
+  attn_tensor_release(a), attn_tensor_release(b), attn_tensor_release(g);
+  attn_tensor_release(t), attn_tensor_release(r), attn_tensor_release(s);
+  return st;
+}
+
+static attn_status record_matmul(const char *name, const attn_tensor *a, const attn_tensor *b, attn_tensor *o) {
+  const attn_tensor *in[2] = {a, b};
+  if (!attn__ag_needed(2, in)) return ATTN_OK;
+  return attn__ag_record(o, name, matmul_backward, 2, in, 2, in, NULL);
+}
+
+/* torch's grad_fn names, so printed results read like the notebooks. */
+static const char *matmul_name(const attn_tensor *a, const attn_tensor *b) {
+  if (a->ndim == 2 && b->ndim == 2) return "MmBackward0";
+  if (a->ndim == 2 && b->ndim == 1) return "MvBackward0";
+  if (a->ndim == 1 && b->ndim == 2) return "SqueezeBackward4";
+  return "UnsafeViewBackward0";
+}
+
+static attn_status matmul_recorded(const char *fn, const char *name, const attn_tensor *a, const attn_tensor *b,
+                                   attn_tensor **out) {
+  attn_tensor *o;
+  attn_status st = matmul_impl(fn, a, b, false, &o);
+  if (st) return st;
+  if ((st = record_matmul(name, a, b, o))) {
+    attn_tensor_release(o);
+    return st;
+  }
+  *out = o;
+  return ATTN_OK;
+}
+
 attn_status attn_matmul(const attn_tensor *a, const attn_tensor *b, attn_tensor **out) {
   if (a->ndim == 1 && b->ndim == 1) return attn_dot(a, b, out);
-  return matmul_impl("matmul", a, b, false, out);
+  return matmul_recorded("matmul", a->ndim && b->ndim ? matmul_name(a, b) : "", a, b, out);
 }
 
 attn_status attn__matmul_reference(const attn_tensor *a, const attn_tensor *b, attn_tensor **out) {
@@ -174,7 +256,7 @@ attn_status attn_mm(const attn_tensor *a, const attn_tensor *b, attn_tensor **ou
   if (a->ndim != 2 || b->ndim != 2)
     return attn_set_error(ATTN_ERR_SHAPE, "mm: expects two matrices, got %s and %s", ATTN_SHAPE(a, sa),
                           ATTN_SHAPE(b, sb));
-  return matmul_impl("mm", a, b, false, out);
+  return matmul_recorded("mm", "MmBackward0", a, b, out);
 }
 
 attn_status attn_bmm(const attn_tensor *a, const attn_tensor *b, attn_tensor **out) {
@@ -182,7 +264,28 @@ attn_status attn_bmm(const attn_tensor *a, const attn_tensor *b, attn_tensor **o
   if (a->ndim != 3 || b->ndim != 3 || a->shape[0] != b->shape[0])
     return attn_set_error(ATTN_ERR_SHAPE, "bmm: expects two 3-d tensors with the same batch size, got %s and %s",
                           ATTN_SHAPE(a, sa), ATTN_SHAPE(b, sb));
-  return matmul_impl("bmm", a, b, false, out);
+  return matmul_recorded("bmm", "BmmBackward0", a, b, out);
+}
+
+/* dot: a [n], b [n] -> []; ga = g * b, gb = g * a */
+static attn_status dot_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
+  attn_status st = ATTN_OK;
+  if (node->next[0].node && (st = attn_binary(ATTN_MUL, g, node->saved[1], &grads[0]))) return st;
+  if (node->next[1].node) st = attn_binary(ATTN_MUL, g, node->saved[0], &grads[1]);
+  return st;
+}
+
+/* outer: a [m], b [n] -> [m, n]; ga = g @ b, gb = g^T @ a */
+static attn_status outer_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
+  attn_status st = ATTN_OK;
+  if (node->next[0].node && (st = attn_matmul(g, node->saved[1], &grads[0]))) return st;
+  if (node->next[1].node) {
+    attn_tensor *gt;
+    if ((st = attn_t(g, &gt))) return st;
+    st = attn_matmul(gt, node->saved[0], &grads[1]);
+    attn_tensor_release(gt);
+  }
+  return st;
 }
 
 attn_status attn_dot(const attn_tensor *a, const attn_tensor *b, attn_tensor **out) {
@@ -198,6 +301,11 @@ attn_status attn_dot(const attn_tensor *a, const attn_tensor *b, attn_tensor **o
   double acc = 0.0;
   for (int64_t i = 0; i < n; i++) acc += (double)x[i * sx] * (double)y[i * sy];
   attn_tensor_data(o)[0] = (float)acc;
+  const attn_tensor *in[2] = {a, b};
+  if (attn__ag_needed(2, in) && (st = attn__ag_record(o, "DotBackward0", dot_backward, 2, in, 2, in, NULL))) {
+    attn_tensor_release(o);
+    return st;
+  }
   *out = o;
   return ATTN_OK;
 }
@@ -215,6 +323,11 @@ attn_status attn_outer(const attn_tensor *a, const attn_tensor *b, attn_tensor *
   const float *x = attn_tensor_data(a), *y = attn_tensor_data(b);
   for (int64_t i = 0; i < shape[0]; i++)
     for (int64_t j = 0; j < shape[1]; j++) c[i * shape[1] + j] = x[i * a->stride[0]] * y[j * b->stride[0]];
+  const attn_tensor *in[2] = {a, b};
+  if (attn__ag_needed(2, in) && (st = attn__ag_record(o, "OuterBackward0", outer_backward, 2, in, 2, in, NULL))) {
+    attn_tensor_release(o);
+    return st;
+  }
   *out = o;
   return ATTN_OK;
 }

@@ -134,13 +134,10 @@ attn_tensor *attn_tensor_retain(attn_tensor *t) {
   return t;
 }
 
-/* Set by the autograd layer so that releasing a tensor frees its graph. */
-void (*attn__autograd_free_hook)(struct attn_autograd *) = NULL;
-
 void attn_tensor_release(attn_tensor *t) {
   if (!t) return;
   if (__atomic_sub_fetch(&t->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
-  if (t->autograd && attn__autograd_free_hook) attn__autograd_free_hook(t->autograd);
+  if (t->autograd) attn__autograd_release(t);
   storage_release(t->storage);
   free(t);
 }
@@ -469,6 +466,17 @@ attn_status attn_one_hot(const attn_tensor *indices, int64_t num_classes, attn_t
 /* ------------------------------------------------------------------------ */
 /* Copies                                                                    */
 
+/* Completes a view op: records it for autograd, or undoes it on failure. */
+static attn_status rec(attn_status st, const attn_tensor *t, attn_tensor **out, const char *name,
+                       attn__view_kind kind, int n, const int64_t *iargs) {
+  if (st) return st;
+  if ((st = attn__record_view(t, *out, name, kind, n, iargs))) {
+    attn_tensor_release(*out);
+    *out = NULL;
+  }
+  return st;
+}
+
 attn_status attn_contiguous(const attn_tensor *t, attn_tensor **out) {
   if (attn_tensor_is_contiguous(t)) {
     *out = attn_tensor_retain((attn_tensor *)t);
@@ -483,7 +491,7 @@ attn_status attn_clone(const attn_tensor *t, attn_tensor **out) {
   if (st) return st;
   attn__gather_contiguous(t, attn_tensor_data(c));
   *out = c;
-  return ATTN_OK;
+  return rec(ATTN_OK, t, out, "CloneBackward0", ATTN__VIEW_IDENTITY, 0, NULL);
 }
 
 bool attn__may_overlap(const attn_tensor *a, const attn_tensor *b) {
@@ -507,6 +515,7 @@ attn_status attn_copy_(attn_tensor *dst, const attn_tensor *src) {
   if (st)
     return attn_set_error(ATTN_ERR_SHAPE, "copy_: source %s cannot be broadcast to destination %s",
                           ATTN_SHAPE(src, sb), ATTN_SHAPE(dst, sa));
+  attn__bump_version(dst);
   attn_tensor *tmp = NULL;
   if (attn__may_overlap(dst, src)) {
     st = attn_clone(src, &tmp);
@@ -588,6 +597,7 @@ void attn__foreach(int ndim, const int64_t *shape_in, int nt, float *const *base
 
 attn_status attn_fill_(attn_tensor *t, float value) {
   attn__iter it;
+  attn__bump_version(t);
   if (attn_tensor_numel(t) == 0) return ATTN_OK;
   attn__iter_init(&it, t);
   float *base = t->storage->data;
@@ -624,6 +634,8 @@ attn_status attn_as_strided(const attn_tensor *t, int ndim, const int64_t *shape
                             attn_shape_str(ndim, shape, sa, sizeof sa));
     last += (shape[i] - 1) * stride[i];
   }
+  if (attn__ag_needed(1, &t))
+    return attn_set_error(ATTN_ERR_STATE, "as_strided: not differentiable; use select/narrow/view instead");
   if (numel && last >= t->storage->numel)
     return attn_set_error(ATTN_ERR_INDEX, "as_strided: view %s reaches element %lld of a storage of %lld",
                           attn_shape_str(ndim, shape, sa, sizeof sa), (long long)last,
@@ -642,7 +654,9 @@ attn_status attn_transpose(const attn_tensor *t, int d0, int d1, attn_tensor **o
   shape[d1] = t->shape[d0];
   stride[d0] = t->stride[d1];
   stride[d1] = t->stride[d0];
-  return attn__make_view(t, t->offset, t->ndim, shape, stride, out);
+  const int64_t args[2] = {d0, d1};
+  return rec(attn__make_view(t, t->offset, t->ndim, shape, stride, out), t, out, "TransposeBackward0",
+             ATTN__VIEW_TRANSPOSE, 2, args);
 }
 
 attn_status attn_t(const attn_tensor *t, attn_tensor **out) {
@@ -650,7 +664,9 @@ attn_status attn_t(const attn_tensor *t, attn_tensor **out) {
   if (t->ndim > 2)
     return attn_set_error(ATTN_ERR_SHAPE, "t: expects a tensor with <= 2 dims, got %s (use transpose)",
                           ATTN_SHAPE(t, sb));
-  if (t->ndim < 2) return attn__make_view(t, t->offset, t->ndim, t->shape, t->stride, out);
+  if (t->ndim < 2)
+    return rec(attn__make_view(t, t->offset, t->ndim, t->shape, t->stride, out), t, out, "TBackward0",
+               ATTN__VIEW_RESHAPE, 0, NULL);
   return attn_transpose(t, 0, 1, out);
 }
 
@@ -665,7 +681,10 @@ attn_status attn_permute(const attn_tensor *t, const int *dims, attn_tensor **ou
     shape[i] = t->shape[d];
     stride[i] = t->stride[d];
   }
-  return attn__make_view(t, t->offset, t->ndim, shape, stride, out);
+  int64_t args[ATTN_MAX_DIMS];
+  for (int i = 0; i < t->ndim; i++) args[i] = dims[i];
+  return rec(attn__make_view(t, t->offset, t->ndim, shape, stride, out), t, out, "PermuteBackward0",
+             ATTN__VIEW_PERMUTE, t->ndim, args);
 }
 
 /* Resolves a requested shape (with at most one -1) against numel. */
@@ -745,19 +764,23 @@ attn_status attn_view(const attn_tensor *t, int ndim, const int64_t *req, attn_t
     return attn_set_error(ATTN_ERR_SHAPE,
                           "view: cannot view a non-contiguous %s tensor as %s (use reshape or contiguous)",
                           ATTN_SHAPE(t, sb), attn_shape_str(ndim, shape, sa, sizeof sa));
-  return attn__make_view(t, t->offset, ndim, shape, stride, out);
+  return rec(attn__make_view(t, t->offset, ndim, shape, stride, out), t, out, "ViewBackward0",
+             ATTN__VIEW_RESHAPE, 0, NULL);
 }
 
 attn_status attn_reshape(const attn_tensor *t, int ndim, const int64_t *req, attn_tensor **out) {
   int64_t shape[ATTN_MAX_DIMS], stride[ATTN_MAX_DIMS];
   attn_status st = infer_shape("reshape", t, ndim, req, shape);
   if (st) return st;
-  if (view_strides(t, ndim, shape, stride)) return attn__make_view(t, t->offset, ndim, shape, stride, out);
+  if (view_strides(t, ndim, shape, stride))
+    return rec(attn__make_view(t, t->offset, ndim, shape, stride, out), t, out, "ViewBackward0",
+               ATTN__VIEW_RESHAPE, 0, NULL);
   attn_tensor *c;
   st = attn_clone(t, &c);
   if (st) return st;
   attn__contiguous_strides(ndim, shape, stride);
-  st = attn__make_view(c, c->offset, ndim, shape, stride, out);
+  st = rec(attn__make_view(c, c->offset, ndim, shape, stride, out), c, out, "UnsafeViewBackward0",
+           ATTN__VIEW_RESHAPE, 0, NULL);
   attn_tensor_release(c);
   return st;
 }
@@ -774,8 +797,9 @@ attn_status attn_narrow(const attn_tensor *t, int dim, int64_t start, int64_t le
   int64_t shape[ATTN_MAX_DIMS];
   memcpy(shape, t->shape, sizeof shape);
   shape[dim] = length;
-  return attn__make_view(t, t->offset + (length ? start * t->stride[dim] : 0), t->ndim, shape, t->stride,
-                         out);
+  const int64_t args[4] = {dim, start, start + length, 1};
+  return rec(attn__make_view(t, t->offset + (length ? start * t->stride[dim] : 0), t->ndim, shape, t->stride, out),
+             t, out, "SliceBackward0", ATTN__VIEW_SLICE, 4, args);
 }
 
 attn_status attn_slice(const attn_tensor *t, int dim, int64_t start, int64_t end, int64_t step,
@@ -791,8 +815,9 @@ attn_status attn_slice(const attn_tensor *t, int dim, int64_t start, int64_t end
   memcpy(stride, t->stride, sizeof stride);
   shape[dim] = (end - start + step - 1) / step;
   stride[dim] = t->stride[dim] * step;
-  return attn__make_view(t, t->offset + (shape[dim] ? start * t->stride[dim] : 0), t->ndim, shape, stride,
-                         out);
+  const int64_t args[4] = {dim, start, end, step};
+  return rec(attn__make_view(t, t->offset + (shape[dim] ? start * t->stride[dim] : 0), t->ndim, shape, stride, out),
+             t, out, "SliceBackward0", ATTN__VIEW_SLICE, 4, args);
 }
 
 attn_status attn_select(const attn_tensor *t, int dim, int64_t index, attn_tensor **out) {
@@ -809,7 +834,9 @@ attn_status attn_select(const attn_tensor *t, int dim, int64_t index, attn_tenso
     shape[n] = t->shape[i];
     stride[n++] = t->stride[i];
   }
-  return attn__make_view(t, t->offset + index * t->stride[dim], n, shape, stride, out);
+  const int64_t args[2] = {dim, index};
+  return rec(attn__make_view(t, t->offset + index * t->stride[dim], n, shape, stride, out), t, out,
+             "SelectBackward0", ATTN__VIEW_SELECT, 2, args);
 }
 
 attn_status attn_unsqueeze(const attn_tensor *t, int dim, attn_tensor **out) {
@@ -829,7 +856,8 @@ attn_status attn_unsqueeze(const attn_tensor *t, int dim, attn_tensor **out) {
       stride[n++] = t->stride[i];
     }
   }
-  return attn__make_view(t, t->offset, n, shape, stride, out);
+  return rec(attn__make_view(t, t->offset, n, shape, stride, out), t, out, "UnsqueezeBackward0",
+             ATTN__VIEW_RESHAPE, 0, NULL);
 }
 
 attn_status attn_squeeze(const attn_tensor *t, int dim, attn_tensor **out) {
@@ -842,7 +870,8 @@ attn_status attn_squeeze(const attn_tensor *t, int dim, attn_tensor **out) {
     shape[n] = t->shape[i];
     stride[n++] = t->stride[i];
   }
-  return attn__make_view(t, t->offset, n, shape, stride, out);
+  return rec(attn__make_view(t, t->offset, n, shape, stride, out), t, out,
+             dim < 0 ? "SqueezeBackward0" : "SqueezeBackward1", ATTN__VIEW_RESHAPE, 0, NULL);
 }
 
 attn_status attn_expand(const attn_tensor *t, int ndim, const int64_t *req, attn_tensor **out) {
@@ -875,7 +904,8 @@ attn_status attn_expand(const attn_tensor *t, int ndim, const int64_t *req, attn
   if (attn__shape_numel(ndim, shape) < 0)
     return attn_set_error(ATTN_ERR_NOMEM, "expand: shape %s has too many elements",
                           attn_shape_str(ndim, shape, sa, sizeof sa));
-  return attn__make_view(t, t->offset, ndim, shape, stride, out);
+  return rec(attn__make_view(t, t->offset, ndim, shape, stride, out), t, out, "ExpandBackward0",
+             ATTN__VIEW_EXPAND, 0, NULL);
 }
 
 attn_status attn_flatten(const attn_tensor *t, int start, int end, attn_tensor **out) {

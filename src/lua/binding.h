@@ -72,5 +72,11 @@ void attnL_open_math(lua_State *L, int module, int methods);
 void attnL_open_reduce(lua_State *L, int module, int methods);
 void attnL_open_shape(lua_State *L, int module, int methods);
 void attnL_open_random(lua_State *L, int module, int methods);
+void attnL_open_autograd(lua_State *L, int module, int methods);
+/* t.grad, t.requires_grad, t.grad_fn, t.is_leaf: pushes the value and
+   returns 1, or returns 0 for an unknown key. */
+int attnL_property(lua_State *L, attn_tensor *t, const char *key);
+/* t.grad = g, t.requires_grad = b: returns 0 for an unknown key. */
+int attnL_set_property(lua_State *L, attn_tensor *t, const char *key, int value);
 
 #endif

@@ -4,6 +4,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -217,8 +218,17 @@ static int m_tostring(lua_State *L) {
   }
   attn_print_opts opts;
   attn_print_opts_default(&opts);
-  /* The Lua layer may pass a suffix such as "requires_grad=True". */
-  if (lua_type(L, 2) == LUA_TSTRING) opts.suffix = lua_tostring(L, 2);
+  /* torch's suffixes; a caller may pass its own */
+  char suffix[96];
+  const char *fn = attn_grad_fn_name(*box);
+  if (lua_type(L, 2) == LUA_TSTRING) {
+    opts.suffix = lua_tostring(L, 2);
+  } else if (fn) {
+    snprintf(suffix, sizeof suffix, "grad_fn=<%s>", fn);
+    opts.suffix = suffix;
+  } else if (attn_requires_grad(*box)) {
+    opts.suffix = "requires_grad=True";
+  }
   char *s = NULL;
   if (attn_tensor_format(*box, &opts, &s)) return attnL_error(L);
   lua_pushstring(L, s);
@@ -456,7 +466,10 @@ static int t_index(lua_State *L) {
   int ty = lua_type(L, 2);
   if (ty == LUA_TSTRING) {
     lua_pushvalue(L, 2);
-    lua_gettable(L, lua_upvalueindex(1)); /* methods */
+    if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1; /* a method */
+    attn_tensor *t = attnL_check(L, 1);
+    if (attnL_property(L, t, lua_tostring(L, 2))) return 1;
+    lua_pushnil(L);
     return 1;
   }
   if (ty == LUA_TNUMBER || ty == LUA_TTABLE) {
@@ -470,8 +483,10 @@ static int t_index(lua_State *L) {
 
 static int t_newindex(lua_State *L) {
   int ty = lua_type(L, 2);
+  if (ty == LUA_TSTRING && attnL_set_property(L, attnL_check(L, 1), lua_tostring(L, 2), 3)) return 0;
   if (ty != LUA_TNUMBER && ty != LUA_TTABLE)
-    return luaL_error(L, "newindex: cannot set field '%s' on a tensor (assign t[i] = value)",
+    return luaL_error(L, "newindex: cannot set field '%s' on a tensor (assign t[i] = value, t.grad or "
+                         "t.requires_grad)",
                       ty == LUA_TSTRING ? lua_tostring(L, 2) : luaL_typename(L, 2));
   index_view(L, 1, 2, "newindex");
   attn_tensor *v = attnL_check(L, -1);

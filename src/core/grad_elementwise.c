@@ -1,0 +1,501 @@
+/* Backward of the elementwise ops (torch 1.13's derivative formulas).
+ * Every gradient has the output's (broadcast) shape and is summed back to
+ * each input's shape with attn__sum_to_shape. */
+#include "internal.h"
+
+#include <math.h>
+
+/* Short names for the core ops used by the formulas (grad mode is off). */
+static attn_status mul(const attn_tensor *a, const attn_tensor *b, attn_tensor **o) {
+  return attn_binary(ATTN_MUL, a, b, o);
+}
+static attn_status mul_s(const attn_tensor *a, float s, attn_tensor **o) {
+  return attn_binary_scalar(ATTN_MUL, a, s, false, o);
+}
+
+/* grads[i] = g summed to input i's shape, taking ownership of g. */
+static attn_status give(attn_node *node, int i, attn_tensor *g, attn_tensor **grads) {
+  attn_status st = attn__sum_to_shape(g, node->next[i].ndim, node->next[i].shape, &grads[i]);
+  attn_tensor_release(g);
+  return st;
+}
+
+#define TRY(expr)                \
+  do {                           \
+    if ((st = (expr))) goto out; \
+  } while (0)
+
+/* ------------------------------------------------------------------------ */
+/* Binary                                                                    */
+
+static bool binary_differentiable(attn_binary_op op) {
+  return op == ATTN_ADD || op == ATTN_SUB || op == ATTN_MUL || op == ATTN_DIV || op == ATTN_POW ||
+         op == ATTN_MAXIMUM || op == ATTN_MINIMUM || op == ATTN_ATAN2 || op == ATTN_FMOD;
+}
+
+/* d max(a, b): g where a wins, g/2 on ties (torch splits ties evenly). */
+static attn_status minmax_share(const attn_tensor *g, const attn_tensor *a, const attn_tensor *b, bool is_max,
+                                attn_tensor **out) {
+  attn_tensor *win = NULL, *tie = NULL, *w = NULL;
+  attn_status st;
+  TRY(attn_binary(is_max ? ATTN_GT : ATTN_LT, a, b, &win));
+  TRY(attn_binary(ATTN_EQ, a, b, &tie));
+  TRY(attn_binary_scalar_(ATTN_MUL, tie, 0.5f, false));
+  TRY(attn_binary(ATTN_ADD, win, tie, &w));
+  st = mul(g, w, out);
+out:
+  attn_tensor_release(win);
+  attn_tensor_release(tie);
+  attn_tensor_release(w);
+  return st;
+}
+
+static attn_status binary_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
+  attn_binary_op op = (attn_binary_op)node->iargs[0];
+  const attn_tensor *a = node->saved[0], *b = node->saved[1], *o = node->saved[2];
+  bool need_a = node->next[0].node != NULL, need_b = node->next[1].node != NULL;
+  attn_status st = ATTN_OK;
+  attn_tensor *t1 = NULL, *t2 = NULL, *t3 = NULL, *r = NULL;
+  switch (op) {
+  case ATTN_ADD:
+    if (need_a) TRY(give(node, 0, attn_tensor_retain((attn_tensor *)g), grads));
+    if (need_b) TRY(give(node, 1, attn_tensor_retain((attn_tensor *)g), grads));
+    break;
+  case ATTN_SUB:
+    if (need_a) TRY(give(node, 0, attn_tensor_retain((attn_tensor *)g), grads));
+    if (need_b) {
+      TRY(attn_unary(ATTN_NEG, g, &r));
+      TRY(give(node, 1, r, grads));
+      r = NULL;
+    }
+    break;
+  case ATTN_MUL:
+    if (need_a) {
+      TRY(mul(g, b, &r));
+      TRY(give(node, 0, r, grads));
+      r = NULL;
+    }
+    if (need_b) {
+      TRY(mul(g, a, &r));
+      TRY(give(node, 1, r, grads));
+      r = NULL;
+    }
+    break;
+  case ATTN_DIV: /* ga = g / b, gb = -g * a / b^2 */
+    if (need_a) {
+      TRY(attn_binary(ATTN_DIV, g, b, &r));
+      TRY(give(node, 0, r, grads));
+      r = NULL;
+    }
+    if (need_b) {
+      TRY(attn_binary(ATTN_MUL, b, b, &t1));
+      TRY(attn_binary(ATTN_DIV, a, t1, &t2));
+      TRY(mul(g, t2, &r));
+      TRY(attn_unary_(ATTN_NEG, r));
+      TRY(give(node, 1, r, grads));
+      r = NULL;
+    }
+    break;
+  case ATTN_POW: /* ga = g * b * a^(b-1); gb = g * a^b * log(a), 0 where a == 0 and b >= 0 */
+    if (need_a) {
+      TRY(attn_binary_scalar(ATTN_SUB, b, 1.0f, false, &t1));
+      TRY(attn_binary(ATTN_POW, a, t1, &t2));
+      attn_tensor_release(t1);
+      t1 = NULL;
+      TRY(mul(t2, b, &t1));
+      TRY(mul(g, t1, &r));
+      /* b == 0 gives 0 * a^-1: torch masks it to 0 */
+      attn_tensor_release(t2);
+      t2 = NULL;
+      TRY(attn_binary_scalar(ATTN_EQ, b, 0.0f, false, &t2));
+      attn_tensor *m;
+      TRY(attn_masked_fill(r, t2, 0.0f, &m));
+      attn_tensor_release(r);
+      r = NULL;
+      TRY(give(node, 0, m, grads));
+      attn_tensor_release(t1);
+      attn_tensor_release(t2);
+      t1 = t2 = NULL;
+    }
+    if (need_b) {
+      TRY(attn_unary(ATTN_LOG, a, &t1));
+      TRY(mul(o, t1, &t2));
+      TRY(mul(g, t2, &t3));
+      attn_tensor_release(t1);
+      t1 = NULL;
+      attn_tensor *z = NULL, *nb = NULL;
+      TRY(attn_binary_scalar(ATTN_EQ, a, 0.0f, false, &z));
+      st = attn_binary_scalar(ATTN_GE, b, 0.0f, false, &nb);
+      if (st == ATTN_OK) st = attn_binary(ATTN_MUL, z, nb, &t1);
+      attn_tensor_release(z);
+      attn_tensor_release(nb);
+      if (st) goto out;
+      TRY(attn_masked_fill(t3, t1, 0.0f, &r));
+      TRY(give(node, 1, r, grads));
+      r = NULL;
+    }
+    break;
+  case ATTN_MAXIMUM:
+  case ATTN_MINIMUM:
+    if (need_a) {
+      TRY(minmax_share(g, a, b, op == ATTN_MAXIMUM, &r));
+      TRY(give(node, 0, r, grads));
+      r = NULL;
+    }
+    if (need_b) {
+      TRY(minmax_share(g, b, a, op == ATTN_MAXIMUM, &r));
+      TRY(give(node, 1, r, grads));
+      r = NULL;
+    }
+    break;
+  case ATTN_ATAN2: /* d/da = b / (a^2 + b^2), d/db = -a / (a^2 + b^2) */
+    TRY(attn_binary(ATTN_MUL, a, a, &t1));
+    TRY(attn_binary(ATTN_MUL, b, b, &t2));
+    TRY(attn_binary_(ATTN_ADD, t1, t2));
+    if (need_a) {
+      TRY(attn_binary(ATTN_DIV, b, t1, &t3));
+      TRY(mul(g, t3, &r));
+      TRY(give(node, 0, r, grads));
+      r = NULL;
+      attn_tensor_release(t3);
+      t3 = NULL;
+    }
+    if (need_b) {
+      TRY(attn_binary(ATTN_DIV, a, t1, &t3));
+      TRY(mul(g, t3, &r));
+      TRY(attn_unary_(ATTN_NEG, r));
+      TRY(give(node, 1, r, grads));
+      r = NULL;
+    }
+    break;
+  case ATTN_FMOD: /* ga = g, gb = -g * trunc(a / b) */
+    if (need_a) TRY(give(node, 0, attn_tensor_retain((attn_tensor *)g), grads));
+    if (need_b) {
+      TRY(attn_binary(ATTN_DIV, a, b, &t1));
+      /* trunc = sign * floor(|x|) */
+      TRY(attn_unary(ATTN_ABS, t1, &t2));
+      TRY(attn_unary_(ATTN_FLOOR, t2));
+      TRY(attn_unary_(ATTN_SIGN, t1));
+      TRY(attn_binary_(ATTN_MUL, t2, t1));
+      TRY(mul(g, t2, &r));
+      TRY(attn_unary_(ATTN_NEG, r));
+      TRY(give(node, 1, r, grads));
+      r = NULL;
+    }
+    break;
+  default:
+    st = attn_set_error(ATTN_ERR_STATE, "backward: %s is not differentiable", attn_binary_op_name(op));
+  }
+out:
+  attn_tensor_release(t1);
+  attn_tensor_release(t2);
+  attn_tensor_release(t3);
+  attn_tensor_release(r);
+  return st;
+}
+
+static const char *binary_node_names[ATTN_BINARY_OP_COUNT] = {
+    "AddBackward0", "SubBackward0", "MulBackward0", "DivBackward0", "PowBackward1", NULL, NULL, NULL, NULL, NULL,
+    NULL,           "MaximumBackward0", "MinimumBackward0", "Atan2Backward0", "FmodBackward1"};
+
+attn_status attn__record_binary(attn_binary_op op, const attn_tensor *a, const attn_tensor *b, attn_tensor *o) {
+  const attn_tensor *in[2] = {a, b};
+  if (!binary_differentiable(op) || !attn__ag_needed(2, in)) return ATTN_OK;
+  const attn_tensor *saved[3] = {NULL, NULL, NULL};
+  if (op != ATTN_ADD && op != ATTN_SUB) {
+    saved[0] = a;
+    saved[1] = b;
+  }
+  if (op == ATTN_POW) saved[2] = o;
+  attn_node *n;
+  attn_status st = attn__ag_record(o, binary_node_names[op], binary_backward, 2, in, 3, saved, &n);
+  if (st == ATTN_OK) n->iargs[0] = op;
+  return st;
+}
+
+/* tensor op scalar (or scalar op tensor when reversed) */
+static attn_status binary_scalar_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
+  attn_binary_op op = (attn_binary_op)node->iargs[0];
+  bool rev = node->iargs[1] != 0;
+  float s = (float)node->fargs[0];
+  const attn_tensor *a = node->saved[0], *o = node->saved[1];
+  attn_tensor *r = NULL, *t1 = NULL, *t2 = NULL;
+  attn_status st = ATTN_OK;
+  switch (op) {
+  case ATTN_ADD:
+    r = attn_tensor_retain((attn_tensor *)g);
+    break;
+  case ATTN_SUB:
+    if (rev) TRY(attn_unary(ATTN_NEG, g, &r));
+    else r = attn_tensor_retain((attn_tensor *)g);
+    break;
+  case ATTN_MUL:
+    TRY(mul_s(g, s, &r));
+    break;
+  case ATTN_DIV:
+    if (!rev) {
+      TRY(attn_binary_scalar(ATTN_DIV, g, s, false, &r));
+    } else { /* s / a: -g * s / a^2 */
+      TRY(attn_binary(ATTN_MUL, a, a, &t1));
+      TRY(attn_binary_scalar(ATTN_DIV, t1, -s, true, &t2));
+      TRY(mul(g, t2, &r));
+    }
+    break;
+  case ATTN_POW:
+    if (!rev) { /* a^s: g * s * a^(s-1), 0 when s == 0 */
+      if (s == 0.0f) {
+        TRY(attn_zeros(g->ndim, g->shape, &r));
+      } else {
+        TRY(attn_binary_scalar(ATTN_POW, a, s - 1.0f, false, &t1));
+        TRY(attn_binary_scalar_(ATTN_MUL, t1, s, false));
+        TRY(mul(g, t1, &r));
+      }
+    } else { /* s^a: g * s^a * log(s) */
+      TRY(mul_s(o, logf(s), &t1));
+      TRY(mul(g, t1, &r));
+    }
+    break;
+  case ATTN_MAXIMUM:
+  case ATTN_MINIMUM: {
+    attn_tensor *st_t;
+    TRY(attn_scalar(s, &st_t));
+    st = minmax_share(g, a, st_t, op == ATTN_MAXIMUM, &r);
+    attn_tensor_release(st_t);
+    if (st) goto out;
+    break;
+  }
+  case ATTN_ATAN2: /* atan2(a, s): s/(a^2+s^2); atan2(s, a): -s/(s^2+a^2) */
+    TRY(attn_binary(ATTN_MUL, a, a, &t1));
+    TRY(attn_binary_scalar_(ATTN_ADD, t1, s * s, false));
+    TRY(attn_binary_scalar(ATTN_DIV, t1, rev ? -s : s, true, &t2));
+    TRY(mul(g, t2, &r));
+    break;
+  case ATTN_FMOD:
+    if (!rev) {
+      r = attn_tensor_retain((attn_tensor *)g);
+    } else { /* fmod(s, a): -g * trunc(s / a) */
+      TRY(attn_binary_scalar(ATTN_DIV, a, s, true, &t1));
+      TRY(attn_unary(ATTN_ABS, t1, &t2));
+      TRY(attn_unary_(ATTN_FLOOR, t2));
+      TRY(attn_unary_(ATTN_SIGN, t1));
+      TRY(attn_binary_(ATTN_MUL, t2, t1));
+      TRY(mul(g, t2, &r));
+      TRY(attn_unary_(ATTN_NEG, r));
+    }
+    break;
+  default:
+    st = attn_set_error(ATTN_ERR_STATE, "backward: %s is not differentiable", attn_binary_op_name(op));
+    goto out;
+  }
+  st = give(node, 0, r, grads);
+  r = NULL;
+out:
+  attn_tensor_release(r);
+  attn_tensor_release(t1);
+  attn_tensor_release(t2);
+  return st;
+}
+
+attn_status attn__record_binary_scalar(attn_binary_op op, const attn_tensor *a, float s, bool reversed,
+                                       attn_tensor *o) {
+  if (!binary_differentiable(op) || !attn__ag_needed(1, &a)) return ATTN_OK;
+  const attn_tensor *saved[2] = {a, op == ATTN_POW && reversed ? o : NULL};
+  attn_node *n;
+  attn_status st = attn__ag_record(o, binary_node_names[op], binary_scalar_backward, 1, &a, 2, saved, &n);
+  if (st == ATTN_OK) {
+    n->iargs[0] = op;
+    n->iargs[1] = reversed;
+    n->fargs[0] = s;
+  }
+  return st;
+}
+
+static attn_status add_scaled_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
+  attn_status st = ATTN_OK;
+  if (node->next[0].node && (st = give(node, 0, attn_tensor_retain((attn_tensor *)g), grads))) return st;
+  if (node->next[1].node) {
+    attn_tensor *r;
+    if ((st = mul_s(g, (float)node->fargs[0], &r))) return st;
+    st = give(node, 1, r, grads);
+  }
+  return st;
+}
+
+attn_status attn__record_add_scaled(const attn_tensor *a, const attn_tensor *b, float alpha, attn_tensor *o) {
+  const attn_tensor *in[2] = {a, b};
+  if (!attn__ag_needed(2, in)) return ATTN_OK;
+  attn_node *n;
+  attn_status st = attn__ag_record(o, "AddBackward0", add_scaled_backward, 2, in, 0, NULL, &n);
+  if (st == ATTN_OK) n->fargs[0] = alpha;
+  return st;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Unary                                                                     */
+
+/* Elementwise derivative of the op at x (output y), times g: written as
+   one pass per element so that no temporaries pile up. */
+typedef struct {
+  attn_unary_op op;
+} unary_ctx;
+
+static inline float dunary(attn_unary_op op, float x, float y) {
+  switch (op) {
+  case ATTN_NEG: return -1.0f;
+  case ATTN_EXP: return y;
+  case ATTN_LOG: return 1.0f / x;
+  case ATTN_SQRT: return 0.5f / y;
+  case ATTN_RSQRT: return -0.5f * y * y * y;
+  case ATTN_TANH: return 1.0f - y * y;
+  case ATTN_SIGMOID: return y * (1.0f - y);
+  case ATTN_RELU: return y > 0.0f ? 1.0f : 0.0f;
+  case ATTN_GELU: {
+    const float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752440f));
+    const float pdf = expf(-0.5f * x * x) * 0.39894228040143267794f;
+    return cdf + x * pdf;
+  }
+  case ATTN_GELU_TANH: {
+    const float k = 0.7978845608028654f, c = 0.044715f;
+    const float inner = k * (x + c * x * x * x);
+    const float th = tanhf(inner);
+    return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * k * (1.0f + 3.0f * c * x * x);
+  }
+  case ATTN_ABS: return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f);
+  case ATTN_SIN: return cosf(x);
+  case ATTN_COS: return -sinf(x);
+  case ATTN_RECIPROCAL: return -y * y;
+  case ATTN_SQUARE: return 2.0f * x;
+  case ATTN_LOG1P: return 1.0f / (1.0f + x);
+  case ATTN_EXPM1: return y + 1.0f;
+  case ATTN_SILU: {
+    const float s = 1.0f / (1.0f + expf(-x));
+    return s * (1.0f + x * (1.0f - s));
+  }
+  case ATTN_ERF: return 1.12837916709551257390f * expf(-x * x);
+  default: return 0.0f; /* sign, floor, ceil, round: zero almost everywhere */
+  }
+}
+
+static void dunary_inner(int64_t n, float **p, const int64_t *s, void *vctx) {
+  const attn_unary_op op = ((const unary_ctx *)vctx)->op;
+  for (int64_t i = 0; i < n; i++) {
+    const float g = p[1][i * s[1]], x = p[2][i * s[2]], y = p[3][i * s[3]];
+    p[0][i * s[0]] = g * dunary(op, x, y);
+  }
+}
+
+static attn_status unary_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
+  const attn_tensor *x = node->saved[0], *y = node->saved[1];
+  attn_tensor *r;
+  attn_status st = attn_empty(g->ndim, g->shape, &r);
+  if (st) return st;
+  int64_t strides[4][ATTN_MAX_DIMS];
+  for (int d = 0; d < g->ndim; d++) {
+    strides[0][d] = r->stride[d];
+    strides[1][d] = g->stride[d];
+    strides[2][d] = x->stride[d];
+    strides[3][d] = y->stride[d];
+  }
+  float *base[4] = {attn_tensor_data(r), attn_tensor_data(g), attn_tensor_data(x), attn_tensor_data(y)};
+  unary_ctx ctx = {(attn_unary_op)node->iargs[0]};
+  attn__foreach(g->ndim, g->shape, 4, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, dunary_inner, &ctx);
+  grads[0] = r;
+  return ATTN_OK;
+}
+
+static const char *unary_node_names[ATTN_UNARY_OP_COUNT] = {
+    "NegBackward0",   "ExpBackward0",   "LogBackward0",   "SqrtBackward0",  "RsqrtBackward0",
+    "TanhBackward0",  "SigmoidBackward0", "ReluBackward0", "GeluBackward0", "GeluBackward0",
+    "AbsBackward0",   "SinBackward0",   "CosBackward0",   "SignBackward0",  "ReciprocalBackward0",
+    "PowBackward0",   "Log1PBackward0", "Expm1Backward0", "FloorBackward0", "CeilBackward0",
+    "RoundBackward0", "SiluBackward0",  "ErfBackward0"};
+
+attn_status attn__record_unary(attn_unary_op op, const attn_tensor *a, attn_tensor *o) {
+  if (!attn__ag_needed(1, &a)) return ATTN_OK;
+  const attn_tensor *saved[2] = {a, o};
+  attn_node *n;
+  attn_status st = attn__ag_record(o, unary_node_names[op], unary_backward, 1, &a, 2, saved, &n);
+  if (st == ATTN_OK) n->iargs[0] = op;
+  return st;
+}
+
+/* ------------------------------------------------------------------------ */
+/* clamp, where, masked_fill                                                 */
+
+static void clamp_grad_inner(int64_t n, float **p, const int64_t *s, void *vctx) {
+  const float *b = vctx;
+  const float lo = b[0], hi = b[1];
+  for (int64_t i = 0; i < n; i++) {
+    const float x = p[2][i * s[2]];
+    const bool in = (lo != lo || x >= lo) && (hi != hi || x <= hi);
+    p[0][i * s[0]] = in ? p[1][i * s[1]] : 0.0f;
+  }
+}
+
+static attn_status clamp_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
+  const attn_tensor *x = node->saved[0];
+  attn_tensor *r;
+  attn_status st = attn_empty(g->ndim, g->shape, &r);
+  if (st) return st;
+  int64_t strides[3][ATTN_MAX_DIMS];
+  for (int d = 0; d < g->ndim; d++) {
+    strides[0][d] = r->stride[d];
+    strides[1][d] = g->stride[d];
+    strides[2][d] = x->stride[d];
+  }
+  float bounds[2] = {(float)node->fargs[0], (float)node->fargs[1]};
+  float *base[3] = {attn_tensor_data(r), attn_tensor_data(g), attn_tensor_data(x)};
+  attn__foreach(g->ndim, g->shape, 3, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, clamp_grad_inner, bounds);
+  grads[0] = r;
+  return ATTN_OK;
+}
+
+attn_status attn__record_clamp(const attn_tensor *a, float lo, float hi, attn_tensor *o) {
+  if (!attn__ag_needed(1, &a)) return ATTN_OK;
+  attn_node *n;
+  attn_status st = attn__ag_record(o, "ClampBackward1", clamp_backward, 1, &a, 1, &a, &n);
+  if (st == ATTN_OK) {
+    n->fargs[0] = lo;
+    n->fargs[1] = hi;
+  }
+  return st;
+}
+
+static attn_status where_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
+  const attn_tensor *c = node->saved[0];
+  attn_tensor *zero, *r = NULL;
+  attn_status st = attn_scalar(0.0f, &zero);
+  if (st) return st;
+  if (node->next[0].node) {
+    TRY(attn_where(c, g, zero, &r));
+    TRY(give(node, 0, r, grads));
+    r = NULL;
+  }
+  if (node->next[1].node) {
+    TRY(attn_where(c, zero, g, &r));
+    TRY(give(node, 1, r, grads));
+    r = NULL;
+  }
+out:
+  attn_tensor_release(zero);
+  attn_tensor_release(r);
+  return st;
+}
+
+attn_status attn__record_where(const attn_tensor *cond, const attn_tensor *a, const attn_tensor *b, attn_tensor *o) {
+  const attn_tensor *in[2] = {a, b};
+  if (!attn__ag_needed(2, in)) return ATTN_OK;
+  return attn__ag_record(o, "WhereBackward0", where_backward, 2, in, 1, &cond, NULL);
+}
+
+static attn_status masked_fill_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
+  attn_tensor *r;
+  attn_status st = attn_masked_fill(g, node->saved[0], 0.0f, &r);
+  if (st) return st;
+  return give(node, 0, r, grads);
+}
+
+attn_status attn__record_masked_fill(const attn_tensor *t, const attn_tensor *mask, attn_tensor *o) {
+  if (!attn__ag_needed(1, &t)) return ATTN_OK;
+  return attn__ag_record(o, "MaskedFillBackward0", masked_fill_backward, 1, &t, 1, &mask, NULL);
+}
