@@ -1,10 +1,14 @@
 --- attn: a Lua-scriptable attention toolkit.
 -- `local attn = require "attn"` gives this table; nothing is made global.
 -- The tensor engine is the C module attn.core; this file adds what is
--- easier to write in Lua and hands back one flat namespace.
+-- easier to write in Lua and hands back one flat namespace.  Submodules
+-- (attn.nn, attn.F, attn.optim, ...) load on first use.
 local core = require "attn.core"
 
 local attn = {}
+-- Submodules may `require "attn"` while this file is still running.
+package.loaded["attn"] = attn
+
 for name, fn in pairs(core) do
   if name:sub(1, 1) ~= "_" then attn[name] = fn end
 end
@@ -12,9 +16,28 @@ end
 attn._VERSION = "attn " .. core.info().version
 
 --- Tensor methods defined in Lua, shared with the C ones (t:name(...)).
+attn._methods = core._methods
 local methods = core._methods
 
 --- t:type(): "attn.Tensor", like the userdata's __name.
 function methods.type() return "attn.Tensor" end
 
-return attn
+local submodules = {
+  nn = "attn.nn",
+  F = "attn.functional",
+  functional = "attn.functional",
+  optim = "attn.optim",
+  init = "attn.nn_init",
+}
+
+return setmetatable(attn, {
+  __index = function(t, key)
+    local mod = submodules[key]
+    if mod then
+      local m = require(mod)
+      rawset(t, key, m)
+      return m
+    end
+    return nil
+  end,
+})
