@@ -61,8 +61,25 @@ static int add_sub(lua_State *L, attn_binary_op op) {
 
 static int lm_add(lua_State *L) { return add_sub(L, ATTN_ADD); }
 static int lm_sub(lua_State *L) { return add_sub(L, ATTN_SUB); }
-static int lm_add_(lua_State *L) { return binary_(L, ATTN_ADD); }
-static int lm_sub_(lua_State *L) { return binary_(L, ATTN_SUB); }
+/* a:add_(b [, alpha]) / a:sub_(b [, alpha]): a +-= alpha * b */
+static int add_sub_(lua_State *L, attn_binary_op op) {
+  if (lua_isnoneornil(L, 3)) return binary_(L, op);
+  attn_tensor *a = attnL_check(L, 1);
+  float alpha = (float)luaL_checknumber(L, 3);
+  attn_status st;
+  if (lua_type(L, 2) == LUA_TNUMBER) {
+    st = attn_binary_scalar_(op, a, alpha * (float)lua_tonumber(L, 2), false);
+  } else {
+    attn_tensor *b = attnL_totensor(L, 2, op == ATTN_ADD ? "add_" : "sub_", "other");
+    attn_tensor **box = attnL_newbox(L);
+    if ((st = attn_binary_scalar(ATTN_MUL, b, alpha, false, box)) == ATTN_OK) st = attn_binary_(op, a, *box);
+  }
+  if (st) return attnL_error(L);
+  lua_settop(L, 1);
+  return 1;
+}
+static int lm_add_(lua_State *L) { return add_sub_(L, ATTN_ADD); }
+static int lm_sub_(lua_State *L) { return add_sub_(L, ATTN_SUB); }
 BINARY_FNS(mul, ATTN_MUL)
 BINARY_FNS(div, ATTN_DIV)
 BINARY_FNS(pow, ATTN_POW)
