@@ -515,6 +515,26 @@ attn_status attn_copy_(attn_tensor *dst, const attn_tensor *src) {
   if (st)
     return attn_set_error(ATTN_ERR_SHAPE, "copy_: source %s cannot be broadcast to destination %s",
                           ATTN_SHAPE(src, sb), ATTN_SHAPE(dst, sa));
+  if (attn__ag_inplace_needed(dst, 1, &src)) {
+    /* dst's new history is src broadcast to its shape; its old history
+       gets a zero gradient (where with an all-true condition) */
+    attn_tensor *e = NULL, *r = NULL, *one = NULL, *w = NULL;
+    if ((st = attn__ag_inplace_check("copy_", dst))) return st;
+    if ((st = attn_expand(src, dst->ndim, dst->shape, &e))) return st;
+    st = attn_clone(e, &r);
+    attn_tensor_release(e);
+    if (st == ATTN_OK && attn_requires_grad(dst) && (st = attn_scalar(1.0f, &one)) == ATTN_OK) {
+      st = attn_where(one, r, dst, &w);
+      attn_tensor_release(one);
+      attn_tensor_release(r);
+      r = w;
+    }
+    if (st) {
+      attn_tensor_release(r);
+      return st;
+    }
+    return attn__ag_inplace_commit(dst, r);
+  }
   attn__bump_version(dst);
   attn_tensor *tmp = NULL;
   if (attn__may_overlap(dst, src)) {
@@ -596,6 +616,15 @@ void attn__foreach(int ndim, const int64_t *shape_in, int nt, float *const *base
 }
 
 attn_status attn_fill_(attn_tensor *t, float value) {
+  if (attn__ag_inplace_needed(t, 0, NULL)) {
+    /* recorded as a masked_fill everywhere: the old values get zero gradient */
+    attn_tensor *one, *r;
+    attn_status st = attn__ag_inplace_check("fill_", t);
+    if (st || (st = attn_scalar(1.0f, &one))) return st;
+    st = attn_masked_fill(t, one, value, &r);
+    attn_tensor_release(one);
+    return st ? st : attn__ag_inplace_commit(t, r);
+  }
   attn__iter it;
   attn__bump_version(t);
   if (attn_tensor_numel(t) == 0) return ATTN_OK;
