@@ -1,0 +1,215 @@
+--- attn.init: parameter initialisers after torch.nn.init (PyTorch 1.13).
+--
+-- Every function fills its tensor in place under attn.no_grad, returns it,
+-- and draws from the random stream exactly as torch does, so that
+-- `attn.manual_seed(s)` followed by the same calls gives torch's values bit
+-- for bit.  The arithmetic on the bounds is done in Lua numbers (doubles),
+-- like Python floats, before the sampler rounds them to float32 as torch's
+-- kernels do.
+--
+-- The random initialisers take an optional trailing attn.Generator (torch
+-- 1.13 has none; later torch added `generator=`); without it they use the
+-- default generator.
+--
+--   calculate_gain(nonlinearity [, param])
+--   uniform_(t [, a = 0, b = 1 [, gen]])     normal_(t [, mean = 0, std = 1 [, gen]])
+--   constant_(t, val)   zeros_(t)   ones_(t)   eye_(t)
+--   xavier_uniform_(t [, gain = 1 [, gen]])  xavier_normal_(t [, gain = 1 [, gen]])
+--   kaiming_uniform_(t [, a = 0, mode = "fan_in", nonlinearity = "leaky_relu" [, gen]])
+--   kaiming_normal_(t [, a = 0, mode = "fan_in", nonlinearity = "leaky_relu" [, gen]])
+--   sparse_(t, sparsity [, std = 0.01 [, gen]])
+--   calculate_fan_in_and_fan_out(t) -> fan_in, fan_out
+-- kaiming_*_ also take an options table as second argument:
+--   kaiming_uniform_(t, {a = 0, mode = "fan_in", nonlinearity = "leaky_relu", generator = g}).
+-- Not provided: trunc_normal_ (needs erfinv), orthogonal_ (needs QR), dirac_.
+local attn = require "attn"
+
+local M = {}
+
+local function check_tensor(t, fn)
+  if not attn.is_tensor(t) then
+    error(("init.%s: expected a tensor (got %s)"):format(fn, type(t)), 3)
+  end
+end
+
+local function check_number(v, fn, name)
+  if type(v) ~= "number" then
+    error(("init.%s: %s must be a number (got %s)"):format(fn, name, type(v)), 3)
+  end
+end
+
+-- Runs fill(t) with autograd off, restoring the previous mode.
+local function no_grad(fill, t, ...)
+  local guard <close> = attn.no_grad()
+  fill(t, ...)
+  return t
+end
+
+--- The recommended gain for a nonlinearity (torch.nn.init.calculate_gain).
+function M.calculate_gain(nonlinearity, param)
+  local linear = {
+    linear = true, conv1d = true, conv2d = true, conv3d = true,
+    conv_transpose1d = true, conv_transpose2d = true, conv_transpose3d = true,
+  }
+  if linear[nonlinearity] or nonlinearity == "sigmoid" then
+    return 1
+  elseif nonlinearity == "tanh" then
+    return 5.0 / 3
+  elseif nonlinearity == "relu" then
+    return math.sqrt(2.0)
+  elseif nonlinearity == "leaky_relu" then
+    local slope
+    if param == nil then
+      slope = 0.01
+    elseif type(param) == "number" then
+      slope = param
+    else
+      error(("init.calculate_gain: negative_slope %s is not a valid number"):format(tostring(param)), 2)
+    end
+    return math.sqrt(2.0 / (1 + slope ^ 2))
+  elseif nonlinearity == "selu" then
+    return 3.0 / 4
+  end
+  error(("init.calculate_gain: unsupported nonlinearity %s"):format(tostring(nonlinearity)), 2)
+end
+
+--- fan_in, fan_out of a weight of at least 2 dims: [out, in, k...] gives
+-- in * prod(k) and out * prod(k) (torch's _calculate_fan_in_and_fan_out).
+function M.calculate_fan_in_and_fan_out(t)
+  check_tensor(t, "calculate_fan_in_and_fan_out")
+  local shape = t:shape()
+  if #shape < 2 then
+    error("init: fan in and fan out can not be computed for a tensor with fewer than 2 dimensions", 2)
+  end
+  local receptive = 1
+  for i = 3, #shape do receptive = receptive * shape[i] end
+  return shape[2] * receptive, shape[1] * receptive
+end
+
+local function correct_fan(t, mode, fn)
+  if type(mode) ~= "string" or (mode:lower() ~= "fan_in" and mode:lower() ~= "fan_out") then
+    error(("init.%s: mode %s not supported, please use one of fan_in, fan_out"):format(fn, tostring(mode)), 3)
+  end
+  local fan_in, fan_out = M.calculate_fan_in_and_fan_out(t)
+  return mode:lower() == "fan_in" and fan_in or fan_out
+end
+
+local function uniform(t, a, b, gen) t:uniform_(a, b, gen) end
+local function normal(t, mean, std, gen) t:normal_(mean, std, gen) end
+
+function M.uniform_(t, a, b, gen)
+  check_tensor(t, "uniform_")
+  a, b = a or 0.0, b or 1.0
+  check_number(a, "uniform_", "a"); check_number(b, "uniform_", "b")
+  return no_grad(uniform, t, a, b, gen)
+end
+
+function M.normal_(t, mean, std, gen)
+  check_tensor(t, "normal_")
+  mean, std = mean or 0.0, std or 1.0
+  check_number(mean, "normal_", "mean"); check_number(std, "normal_", "std")
+  return no_grad(normal, t, mean, std, gen)
+end
+
+function M.constant_(t, val)
+  check_tensor(t, "constant_")
+  check_number(val, "constant_", "val")
+  return no_grad(function(x) x:fill_(val) end, t)
+end
+
+function M.zeros_(t)
+  check_tensor(t, "zeros_")
+  return no_grad(function(x) x:zero_() end, t)
+end
+
+function M.ones_(t)
+  check_tensor(t, "ones_")
+  return no_grad(function(x) x:fill_(1) end, t)
+end
+
+--- Fills a 2-d tensor with the identity (ones on the main diagonal).
+function M.eye_(t)
+  check_tensor(t, "eye_")
+  local shape = t:shape()
+  if #shape ~= 2 then error("init.eye_: only tensors with 2 dimensions are supported", 2) end
+  return no_grad(function(x) x:copy_(attn.eye(shape[1], shape[2])) end, t)
+end
+
+function M.xavier_uniform_(t, gain, gen)
+  check_tensor(t, "xavier_uniform_")
+  gain = gain or 1.0
+  check_number(gain, "xavier_uniform_", "gain")
+  local fan_in, fan_out = M.calculate_fan_in_and_fan_out(t)
+  local std = gain * math.sqrt(2.0 / (fan_in + fan_out))
+  local a = math.sqrt(3.0) * std -- uniform bound with that standard deviation
+  return no_grad(uniform, t, -a, a, gen)
+end
+
+function M.xavier_normal_(t, gain, gen)
+  check_tensor(t, "xavier_normal_")
+  gain = gain or 1.0
+  check_number(gain, "xavier_normal_", "gain")
+  local fan_in, fan_out = M.calculate_fan_in_and_fan_out(t)
+  local std = gain * math.sqrt(2.0 / (fan_in + fan_out))
+  return no_grad(normal, t, 0.0, std, gen)
+end
+
+-- kaiming_*_(t, a, mode, nonlinearity, gen) or kaiming_*_(t, {a=, mode=, nonlinearity=, generator=})
+local function kaiming_args(fn, a, mode, nonlinearity, gen)
+  if type(a) == "table" then
+    local o = a
+    for k in pairs(o) do
+      if k ~= "a" and k ~= "mode" and k ~= "nonlinearity" and k ~= "generator" then
+        error(("init.%s: unknown option '%s' (expected a, mode, nonlinearity, generator)"):format(fn, tostring(k)), 3)
+      end
+    end
+    a, mode, nonlinearity, gen = o.a, o.mode, o.nonlinearity, o.generator
+  end
+  a = a or 0
+  check_number(a, fn, "a")
+  return a, mode or "fan_in", nonlinearity or "leaky_relu", gen
+end
+
+local function kaiming_std(t, fn, a, mode, nonlinearity)
+  local fan = correct_fan(t, mode, fn)
+  local gain = M.calculate_gain(nonlinearity, a)
+  return gain / math.sqrt(fan)
+end
+
+function M.kaiming_uniform_(t, a, mode, nonlinearity, gen)
+  check_tensor(t, "kaiming_uniform_")
+  a, mode, nonlinearity, gen = kaiming_args("kaiming_uniform_", a, mode, nonlinearity, gen)
+  if t:numel() == 0 then return t end -- torch warns and does nothing
+  local std = kaiming_std(t, "kaiming_uniform_", a, mode, nonlinearity)
+  local bound = math.sqrt(3.0) * std
+  return no_grad(uniform, t, -bound, bound, gen)
+end
+
+function M.kaiming_normal_(t, a, mode, nonlinearity, gen)
+  check_tensor(t, "kaiming_normal_")
+  a, mode, nonlinearity, gen = kaiming_args("kaiming_normal_", a, mode, nonlinearity, gen)
+  if t:numel() == 0 then return t end
+  local std = kaiming_std(t, "kaiming_normal_", a, mode, nonlinearity)
+  return no_grad(normal, t, 0.0, std, gen)
+end
+
+--- 2-d sparse init: normal(0, std), then in each column ceil(sparsity * rows)
+-- entries, picked by a random permutation of the rows, set to zero.
+function M.sparse_(t, sparsity, std, gen)
+  check_tensor(t, "sparse_")
+  check_number(sparsity, "sparse_", "sparsity")
+  std = std or 0.01
+  local shape = t:shape()
+  if #shape ~= 2 then error("init.sparse_: only tensors with 2 dimensions are supported", 2) end
+  local rows, cols = shape[1], shape[2]
+  local num_zeros = math.ceil(sparsity * rows)
+  return no_grad(function(x)
+    x:normal_(0, std, gen)
+    for col = 1, cols do
+      local perm = attn.randperm(rows, gen):totable()
+      for i = 1, num_zeros do x[{perm[i], col}] = 0 end
+    end
+  end, t)
+end
+
+return M
