@@ -28,6 +28,7 @@ local submodules = {
   functional = "attn.functional",
   optim = "attn.optim",
   init = "attn.nn_init",
+  gradcheck = "attn.gradcheck",
 }
 
 return setmetatable(attn, {

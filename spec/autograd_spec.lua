@@ -1,0 +1,449 @@
+-- The autograd engine's semantics, following torch 1.13: accumulation,
+-- explicit gradients, retain_graph, grad mode, detach, leaves and
+-- retain_grad, in-place ops and version counters, graph shapes (diamonds,
+-- 100,000-deep chains) and memory.  Numbers come from torch through
+-- spec/fixtures/grads_autograd.lua (scripts/fixtures/gen_grads.py) or from
+-- closed forms.
+local attn = require "attn"
+local fx = require "support.fixture"
+
+local scenarios = {}
+for _, s in ipairs(fx.load("grads_autograd")) do scenarios[s.name] = s end
+
+local function input(s, i, requires)
+  local t = fx.tensor(s.inputs[i])
+  if requires then t:requires_grad_(true) end
+  return t
+end
+
+local function close(t, expected, atol)
+  fx.assert_close(t, expected, atol or 1e-5)
+end
+
+describe("backward", function()
+  it("accumulates into .grad over two backward calls (torch's values)", function()
+    local s = scenarios.accumulate
+    local x = input(s, 1, true)
+    ;(x * x):backward(fx.tensor(s.w[1]))
+    fx.assert_close(x.grad, s.expected.first, 1e-5)
+    x:exp():backward(fx.tensor(s.w[2]))
+    fx.assert_close(x.grad, s.expected.x_grad, 1e-5)
+  end)
+
+  it("does not alias the first gradient it stores", function()
+    local x = attn.ones(3):requires_grad_(true)
+    local g = attn.full({3}, 2)
+    x:backward(g) -- a leaf's own gradient is the seed itself
+    g:fill_(5)
+    assert.are.same({2, 2, 2}, x.grad:totable())
+    x:backward(g)
+    assert.are.same({7, 7, 7}, x.grad:totable())
+  end)
+
+  it("takes an explicit gradient for a non-scalar output", function()
+    local x = attn.tensor({0.5, -1, 2}):requires_grad_(true)
+    local g = attn.tensor({1, 2, 3})
+    x:sin():backward(g)
+    local expected = {}
+    for i, v in ipairs({0.5, -1, 2}) do expected[i] = math.cos(v) * i end
+    for i, v in ipairs(x.grad:totable()) do assert.is_true(math.abs(v - expected[i]) < 1e-6) end
+  end)
+
+  it("implies a gradient of 1 only for one-element outputs", function()
+    local x = attn.tensor({1, 2}):requires_grad_(true)
+    local y = x * x
+    assert.error_matches(function() y:backward() end, "gradient can be implied only for a tensor with one element")
+    assert.error_matches(function() y:backward(attn.ones(3)) end, "gradient of shape %[3%] for a tensor of shape %[2%]")
+    local z = (x * x):sum()
+    z:backward()
+    assert.are.same({2, 4}, x.grad:totable())
+    local w = attn.tensor({3}):requires_grad_(true)
+    ;(w * w):backward() -- shape [1] counts too
+    assert.are.same({6}, w.grad:totable())
+  end)
+
+  it("refuses tensors that do not require grad", function()
+    assert.error_matches(function() attn.ones(2):sum():backward() end, "does not require grad")
+  end)
+
+  it("raises a clear error on a second backward without retain_graph", function()
+    local x = attn.tensor({1, 2, 3}):requires_grad_(true)
+    local y = x * x -- MulBackward0 saves x
+    y:backward(attn.ones(3))
+    assert.are.same({2, 4, 6}, x.grad:totable())
+    assert.error_matches(function() y:backward(attn.ones(3)) end, "second time.*retain_graph")
+    assert.are.same({2, 4, 6}, x.grad:totable()) -- untouched by the failed call
+  end)
+
+  it("runs a second time with retain_graph, doubling the gradients", function()
+    local x = attn.tensor({1, 2, 3}):requires_grad_(true)
+    local y = (x * x):exp()
+    y:backward(attn.ones(3), true)
+    local once = x.grad:totable()
+    y:backward(attn.ones(3), true)
+    for i, v in ipairs(x.grad:totable()) do assert.is_true(math.abs(v - 2 * once[i]) <= 1e-6 * math.abs(v)) end
+    y:backward(attn.ones(3)) -- the last pass may free the graph
+    for i, v in ipairs(x.grad:totable()) do assert.is_true(math.abs(v - 3 * once[i]) <= 1e-6 * math.abs(v)) end
+  end)
+
+  it("walks a graph that saved nothing again without retain_graph (like torch)", function()
+    local x = attn.tensor({1, 2}):requires_grad_(true)
+    local y = (x + x):view(2, 1)
+    y:backward(attn.ones(2, 1))
+    y:backward(attn.ones(2, 1))
+    assert.are.same({4, 4}, x.grad:totable())
+  end)
+
+  it("accumulates a shared sub-expression used twice (diamond graph)", function()
+    local s = scenarios.diamond
+    local x = input(s, 1, true)
+    local a = x:tanh()
+    local b = a * a:exp() + a:sin()
+    close(b, s.expected.b)
+    b:backward(fx.tensor(s.w[1]))
+    close(x.grad, s.expected.x_grad)
+  end)
+
+  it("adds the gradients of a tensor used twice by one op", function()
+    local x = attn.tensor({1.5, -2}):requires_grad_(true)
+    ;(x * x + x):backward(attn.ones(2))
+    assert.are.same({4, -3}, x.grad:totable())
+  end)
+end)
+
+describe("grad mode", function()
+  local x
+  before_each(function() x = attn.ones(2):requires_grad_(true) end)
+
+  it("no_grad(fn, ...) runs fn without recording and returns its results", function()
+    local y, n = attn.no_grad(function(a, k) return a * k, 42 end, x, 3)
+    assert.are.equal(42, n)
+    assert.is_false(y.requires_grad)
+    assert.is_nil(y.grad_fn)
+    assert.is_true(y.is_leaf)
+    assert.is_true(attn.is_grad_enabled())
+    assert.is_true((x * 3).requires_grad)
+  end)
+
+  it("no_grad() as a <close> guard", function()
+    do
+      local g <close> = attn.no_grad()
+      assert.is_false(attn.is_grad_enabled())
+      assert.is_false((x * 2).requires_grad)
+    end
+    assert.is_true(attn.is_grad_enabled())
+    assert.is_true((x * 2).requires_grad)
+  end)
+
+  it("nests, and enable_grad turns recording back on inside", function()
+    attn.no_grad(function()
+      assert.is_false(attn.is_grad_enabled())
+      attn.no_grad(function() assert.is_false(attn.is_grad_enabled()) end)
+      assert.is_false(attn.is_grad_enabled())
+      local y = attn.enable_grad(function() return x * 2 end)
+      assert.is_true(y.requires_grad)
+      do
+        local g <close> = attn.enable_grad()
+        assert.is_true((x * 2).requires_grad)
+        do
+          local h <close> = attn.no_grad()
+          assert.is_false((x * 2).requires_grad)
+        end
+        assert.is_true(attn.is_grad_enabled())
+      end
+      assert.is_false(attn.is_grad_enabled())
+    end)
+    assert.is_true(attn.is_grad_enabled())
+  end)
+
+  it("is restored when fn raises, and the error goes through", function()
+    local ok, err = pcall(attn.no_grad, function() error("inside") end)
+    assert.is_false(ok)
+    assert.matches("inside", err)
+    assert.is_true(attn.is_grad_enabled())
+    ok = pcall(function()
+      local g <close> = attn.no_grad()
+      error("inside too")
+    end)
+    assert.is_false(ok)
+    assert.is_true(attn.is_grad_enabled())
+    attn.no_grad(function()
+      pcall(attn.enable_grad, function() error("x") end)
+      assert.is_false(attn.is_grad_enabled())
+    end)
+  end)
+
+  it("set_grad_enabled returns the previous mode", function()
+    assert.is_true(attn.set_grad_enabled(false))
+    assert.is_false((x * 2).requires_grad)
+    assert.is_false(attn.set_grad_enabled(true))
+    assert.is_true(attn.is_grad_enabled())
+  end)
+end)
+
+describe("leaves, detach, requires_grad, retain_grad", function()
+  it("is_leaf: created tensors, detach results and no_grad results are leaves", function()
+    local x = attn.randn(3)
+    assert.is_true(x.is_leaf)
+    x:requires_grad_(true)
+    assert.is_true(x.is_leaf)
+    local y = x * 2
+    assert.is_false(y.is_leaf)
+    assert.are.equal("MulBackward0", y.grad_fn)
+    assert.is_true(y:detach().is_leaf)
+    assert.is_true(attn.no_grad(function() return x * 2 end).is_leaf)
+    assert.is_true((attn.randn(3) * 2).is_leaf)
+  end)
+
+  it("detach cuts the graph but shares the storage", function()
+    local x = attn.tensor({1, 2, 3}):requires_grad_(true)
+    local y = x * 2
+    local d = y:detach()
+    assert.is_false(d.requires_grad)
+    assert.is_nil(d.grad_fn)
+    assert.is_true(d.is_leaf)
+    d:fill_(7) -- like torch, writes through to y
+    assert.are.same({7, 7, 7}, y:totable())
+    assert.is_false((d * x:detach()).requires_grad)
+  end)
+
+  it("requires_grad_ on a non-leaf: true is a no-op, false is refused", function()
+    local x = attn.ones(2):requires_grad_(true)
+    local y = x * 2
+    assert.is_true(rawequal(y, y:requires_grad_(true)))
+    assert.is_true(y.requires_grad)
+    assert.error_matches(function() y:requires_grad_(false) end, "only leaf tensors")
+    assert.error_matches(function() y.requires_grad = false end, "only leaf tensors")
+    assert.is_true(y.requires_grad)
+    x.requires_grad = false -- a leaf may
+    assert.is_false(x.requires_grad)
+    assert.is_false((x * 2).requires_grad)
+  end)
+
+  it("retain_grad keeps a non-leaf's gradient (torch's values)", function()
+    local s = scenarios.retain_grad
+    local x = input(s, 1, true)
+    local h = x * 3 + 1
+    h:retain_grad()
+    local k = x * 3 + 1 -- the same without retain_grad
+    local out = (h * h):sin()
+    out:backward(fx.tensor(s.w[1]))
+    close(h.grad, s.expected.h_grad)
+    close(x.grad, s.expected.x_grad)
+    ;(k * 1):backward(attn.ones(3))
+    assert.is_nil(k.grad)
+    assert.has_no_error(function() x:retain_grad() end) -- leaves keep theirs anyway
+    assert.error_matches(function() attn.ones(2):retain_grad() end, "does not require grad")
+  end)
+
+  it("t.grad = nil clears the gradient, t.grad = g sets it", function()
+    local x = attn.ones(3):requires_grad_(true)
+    ;(x * 2):backward(attn.ones(3))
+    assert.are.same({2, 2, 2}, x.grad:totable())
+    x.grad = nil
+    assert.is_nil(x.grad)
+    ;(x * 2):backward(attn.ones(3))
+    assert.are.same({2, 2, 2}, x.grad:totable()) -- starts from zero again
+    x.grad = attn.full({3}, 5)
+    ;(x * 2):backward(attn.ones(3))
+    assert.are.same({7, 7, 7}, x.grad:totable())
+    assert.error_matches(function() x.grad = attn.ones(4) end, "shape")
+  end)
+end)
+
+describe("non-differentiable outputs", function()
+  it("comparisons, argmax/argmin, max indices, all/any need no grad", function()
+    local x = attn.tensor({{0.5, -1, 2}, {3, 0.1, -0.2}}):requires_grad_(true)
+    local outs = {
+      gt = x:gt(0), lt = x:lt(0), eq = x:eq(x), ne = attn.ne(x, 1), ge = x:ge(0), le = x:le(0),
+      argmax = x:argmax(), argmin = x:argmin(2), all = x:all(), any = x:any(1),
+      max_indices = select(2, x:max(2)), min_indices = select(2, x:min(1)),
+    }
+    for name, o in pairs(outs) do
+      assert.is_false(o.requires_grad, name)
+      assert.is_nil(o.grad_fn, name)
+      assert.error_matches(function() o:sum():backward() end, "does not require grad")
+    end
+    -- the values of max(dim) do
+    assert.is_true(x:max(2).requires_grad)
+  end)
+end)
+
+describe("in-place operations", function()
+  it("are allowed on non-leaf results: masked_fill_ with -inf then softmax (torch's gradient)", function()
+    local s = scenarios.masked_softmax
+    local x = input(s, 1, true)
+    local scores = x * 2
+    scores:masked_fill_(input(s, 2), -math.huge)
+    assert.are.equal("MaskedFillBackward0", scores.grad_fn)
+    local p = scores:softmax(-1)
+    close(p, s.expected.p)
+    p:backward(fx.tensor(s.w[1]))
+    close(x.grad, s.expected.x_grad)
+  end)
+
+  it("chain on a non-leaf: add_, mul_, tanh_ (torch's gradient)", function()
+    local s = scenarios.inplace_chain
+    local x, b, c = input(s, 1, true), input(s, 2, true), input(s, 3)
+    local z = x * 1.5
+    z:add_(b)
+    z:mul_(c)
+    z:tanh_()
+    close(z, s.expected.z)
+    z:backward(fx.tensor(s.w[1]))
+    close(x.grad, s.expected.x_grad)
+    close(b.grad, s.expected.b_grad)
+  end)
+
+  it("are refused on a leaf that requires grad, which keeps its values", function()
+    local x = attn.tensor({1, 2, 3}):requires_grad_(true)
+    for _, f in ipairs({
+      function() x:mul_(2) end, function() x:add_(1) end, function() x:exp_() end,
+      function() x:fill_(0) end, function() x:zero_() end, function() x:copy_(attn.zeros(3)) end,
+      function() x:masked_fill_(attn.ones(3), 0) end, function() x:clamp_(0, 1) end,
+    }) do
+      assert.error_matches(f, "leaf tensor that requires grad")
+    end
+    assert.are.same({1, 2, 3}, x:totable())
+    attn.no_grad(function() x:mul_(2) end) -- allowed under no_grad (optimizer steps)
+    assert.are.same({2, 4, 6}, x:totable())
+    assert.is_true(x.requires_grad)
+    assert.is_true(x.is_leaf)
+  end)
+
+  it("are refused on views of tensors in a graph", function()
+    local x = attn.tensor({{1, 2}, {3, 4}}):requires_grad_(true)
+    assert.error_matches(function() x:narrow(1, 1, 1):mul_(2) end, "view")
+    assert.error_matches(function() x[1]:add_(1) end, "view")
+    local y = x * 2
+    assert.error_matches(function() y:t():mul_(2) end, "view")
+    assert.error_matches(function() y:select(2, 1):zero_() end, "view")
+    assert.are.same({{2, 4}, {6, 8}}, y:totable())
+    assert.are.same({{1, 2}, {3, 4}}, x:totable())
+  end)
+
+  it("raise the version error when a saved tensor was modified before backward", function()
+    local x = attn.tensor({1, 2, 3}):requires_grad_(true)
+    local w = attn.tensor({4, 5, 6})
+    local y = x * w -- saves w
+    w:mul_(2)       -- w is in no graph: the write itself is allowed
+    assert.error_matches(function() y:backward(attn.ones(3)) end, "modified in place")
+    -- a leaf changed under no_grad after being saved
+    local z = x * x
+    attn.no_grad(function() x:add_(1) end)
+    assert.error_matches(function() z:backward(attn.ones(3)) end, "modified in place")
+    assert.is_nil(x.grad)
+  end)
+
+  it("are refused on a result whose storage a backward node saved", function()
+    -- torch lets y:mul_(2) through and fails at backward; attn refuses the
+    -- write itself, leaving y as it was
+    local x = attn.tensor({0, 1}):requires_grad_(true)
+    local y = x:exp() -- ExpBackward0 saves its output
+    local before = y:totable()
+    assert.has_error(function() y:mul_(2) end)
+    assert.are.same(before, y:totable())
+    y:backward(attn.ones(2))
+    assert.are.same(before, x.grad:totable())
+  end)
+end)
+
+---------------------------------------------------------------------------
+
+local function rss_kb()
+  local f = io.open("/proc/self/status")
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return tonumber(s:match("VmRSS:%s*(%d+)"))
+end
+
+local function full_gc()
+  collectgarbage()
+  collectgarbage()
+end
+
+describe("deep graphs and memory", function()
+  it("backpropagates a 100,000-op chain without a stack overflow, and frees it", function()
+    local function chain()
+      local x = attn.ones(4):requires_grad_(true)
+      local y = x
+      for _ = 1, 100000 do y = y * 1.0001 end
+      return x, y
+    end
+    full_gc()
+    local base = rss_kb()
+    local x, y = chain()
+    full_gc()
+    local built = rss_kb()
+    y:backward(attn.ones(4))
+    -- each step multiplies the gradient by float32(1.0001)
+    local f = attn.tensor(1.0001):item()
+    local expected = f ^ 100000
+    for _, v in ipairs(x.grad:totable()) do assert.is_true(math.abs(v - expected) < 1e-2 * expected) end
+    x, y = nil, nil
+    full_gc()
+    if not base then return pending("no /proc/self/status here") end
+    local after_first = rss_kb()
+    -- dropping the output frees the whole chain: building it again reuses
+    -- that memory instead of adding as much again
+    x, y = chain()
+    y:backward(attn.ones(4))
+    x, y = nil, nil
+    full_gc()
+    local after_second = rss_kb()
+    local cost = built - base
+    assert.is_true(cost > 4 * 1024, ("the chain cost only %d kB: the test measures nothing"):format(cost))
+    assert.is_true(after_second - after_first < cost / 4,
+      ("RSS grew by %d kB on the second chain (one chain costs %d kB)"):format(after_second - after_first, cost))
+    -- and dropping the output without any backward frees it too
+    x, y = chain()
+    x, y = nil, nil
+    full_gc()
+    assert.is_true(rss_kb() - after_first < cost / 4, "a chain dropped without backward leaked")
+  end)
+
+  it("keeps RSS flat over 10,000 build -> backward iterations", function()
+    if not rss_kb() then return pending("no /proc/self/status here") end
+    local w = attn.randn(256)
+    local x = attn.randn(256):requires_grad_(true)
+    local function step()
+      local h = (x * w):tanh()
+      local loss = (h * h + h:exp()):sum() / 256
+      loss:backward()
+      x.grad = nil
+    end
+    for _ = 1, 1000 do step() end
+    full_gc()
+    local before = rss_kb()
+    for _ = 1, 10000 do step() end
+    full_gc()
+    local growth = rss_kb() - before
+    -- a leaked graph would cost ~10 kB per iteration (100 MB here)
+    assert.is_true(growth < 8 * 1024, ("RSS grew by %d kB over 10,000 iterations"):format(growth))
+  end)
+
+  it("frees the saved tensors when backward finishes without retain_graph", function()
+    if not rss_kb() then return pending("no /proc/self/status here") end
+    local n = 16 * 1024 * 1024 -- 64 MB tensors: always their own mapping
+    local x = attn.zeros(n):requires_grad_(true)
+    local seed = attn.ones(n)
+    -- the middle exp's output is held by the graph alone
+    local function run(retain)
+      local y = x:exp():exp()
+      full_gc()
+      y:backward(seed, retain)
+      x.grad = nil
+      full_gc()
+      local kb = rss_kb()
+      return kb, y
+    end
+    local kept, y1 = run(true)
+    y1 = nil
+    full_gc()
+    local freed, y2 = run(false)
+    assert.is_true(kept - freed > 48 * 1024,
+      ("RSS with retain_graph %d kB, without %d kB: the saved tensor was not freed"):format(kept, freed))
+    assert.is_true(y2.requires_grad)
+  end)
+end)
