@@ -149,9 +149,12 @@ static attn_status binary_backward(attn_node *node, const attn_tensor *g, attn_t
     }
     break;
   case ATTN_ATAN2: /* d/da = b / (a^2 + b^2), d/db = -a / (a^2 + b^2) */
-    TRY(attn_binary(ATTN_MUL, a, a, &t1));
+    TRY(attn_binary(ATTN_MUL, a, a, &t3));
     TRY(attn_binary(ATTN_MUL, b, b, &t2));
-    TRY(attn_binary_(ATTN_ADD, t1, t2));
+    /* out of place: a and b may broadcast to a larger shape */
+    TRY(attn_binary(ATTN_ADD, t3, t2, &t1));
+    attn_tensor_release(t3);
+    t3 = NULL;
     if (need_a) {
       TRY(attn_binary(ATTN_DIV, b, t1, &t3));
       TRY(mul(g, t3, &r));
