@@ -367,8 +367,12 @@ static attn_status run_node(attn_node *node, attn_tensor *g, bool retain_graph, 
   for (int i = 0; i < node->n_next; i++) attn_tensor_release(gs[i]);
   if (gs != grads) free(gs);
   if (st == ATTN_OK && !retain_graph) {
+    /* Like torch, only a node whose saved state was freed refuses a second
+       pass; nodes that saved nothing (views, add, neg) may run again. */
+    bool had_state = node->extra != NULL;
+    for (int i = 0; i < ATTN_NODE_SAVED; i++) had_state = had_state || node->saved[i];
     node_free_saved(node);
-    node->released = true;
+    if (had_state) node->released = true;
   }
   return st;
 }
