@@ -456,6 +456,21 @@ static int index_view(lua_State *L, int tidx, int kidx, const char *fn) {
       lua_pop(L, 1);
     }
   }
+  if (attn_grad_enabled() && attn_requires_grad(t)) {
+    /* as_strided is not differentiable: select dim 1 once per index, so
+       autograd records SelectBackward0 like torch's t[i][j] */
+    if (n == 0) {
+      lua_pushvalue(L, tidx);
+      return 1;
+    }
+    const attn_tensor *cur = t;
+    for (int i = 0; i < n; i++) {
+      attn_tensor **box = attnL_newbox(L);
+      attnL_result(L, attn_select(cur, 0, idx[i], box));
+      cur = *box;
+    }
+    return 1;
+  }
   int64_t offset = t->offset;
   for (int i = 0; i < n; i++) offset += idx[i] * t->stride[i];
   attn_tensor **box = attnL_newbox(L);
