@@ -303,8 +303,13 @@ attn_status attn__record_binary_scalar(attn_binary_op op, const attn_tensor *a, 
                                        attn_tensor *o) {
   if (!binary_differentiable(op) || !attn__ag_needed(1, &a)) return ATTN_OK;
   const attn_tensor *saved[2] = {a, op == ATTN_POW && reversed ? o : NULL};
+  /* torch's names for the scalar overloads: t ^ s, fmod(t, s), s - t */
+  const char *name = binary_node_names[op];
+  if (op == ATTN_POW && !reversed) name = "PowBackward0";
+  if (op == ATTN_FMOD && !reversed) name = "FmodBackward0";
+  if (op == ATTN_SUB && reversed) name = "RsubBackward1";
   attn_node *n;
-  attn_status st = attn__ag_record(o, binary_node_names[op], binary_scalar_backward, 1, &a, 2, saved, &n);
+  attn_status st = attn__ag_record(o, name, binary_scalar_backward, 1, &a, 2, saved, &n);
   if (st == ATTN_OK) {
     n->iargs[0] = op;
     n->iargs[1] = reversed;

@@ -696,7 +696,11 @@ attn_status attn_t(const attn_tensor *t, attn_tensor **out) {
   if (t->ndim < 2)
     return rec(attn__make_view(t, t->offset, t->ndim, t->shape, t->stride, out), t, out, "TBackward0",
                ATTN__VIEW_RESHAPE, 0, NULL);
-  return attn_transpose(t, 0, 1, out);
+  /* transpose(0, 1) recorded under torch's name for t() */
+  const int64_t shape[2] = {t->shape[1], t->shape[0]}, stride[2] = {t->stride[1], t->stride[0]};
+  const int64_t args[2] = {0, 1};
+  return rec(attn__make_view(t, t->offset, 2, shape, stride, out), t, out, "TBackward0", ATTN__VIEW_TRANSPOSE, 2,
+             args);
 }
 
 attn_status attn_permute(const attn_tensor *t, const int *dims, attn_tensor **out) {
