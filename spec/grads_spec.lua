@@ -1,7 +1,9 @@
 -- Gradients against torch 1.13: for every differentiable op, the output and
 -- the gradients of sum(output * w) (w fixed random weights) for every
 -- input, from spec/fixtures/grads_*.lua (scripts/fixtures/gen_grads.py),
--- and torch's grad_fn names where they are stable.
+-- and torch's grad_fn names where they are stable.  grads_kinks holds
+-- torch's choices where the derivative is not defined (relu at 0, ties,
+-- norms at zero, -inf inputs), which gradcheck cannot see.
 local attn = require "attn"
 local fx = require "support.fixture"
 
@@ -158,6 +160,31 @@ local ops = {
   tril_neg = function(x) return x:tril(-1) end,
   embedding = function(w, i) return attn.embedding(w, i) end,
   embedding_pad = function(w, i) return attn.embedding(w, i, 2) end,
+  -- torch's conventions at kinks, ties, zeros, infinities
+  relu_at_zero = function(a) return a:relu() end,
+  abs_at_zero = function(a) return a:abs() end,
+  clamp_at_bounds = function(a) return a:clamp(-0.5, 0.5) end,
+  clamp_min_at_bound = function(a) return a:clamp(0) end,
+  clamp_max_at_bound = function(a) return a:clamp(nil, 0) end,
+  maximum_ties = function(a, b) return attn.maximum(a, b) end,
+  minimum_ties = function(a, b) return attn.minimum(a, b) end,
+  max_all_ties = function(x) return x:max() end,
+  min_all_ties = function(x) return x:min() end,
+  max_dim_ties = function(x) return (x:max(2)) end,
+  norm_of_zeros = function(x) return x:norm() end,
+  norm_dim_zero_row = function(x) return x:norm(2, 2) end,
+  norm_p1_zeros = function(x) return x:norm(1) end,
+  norm_inf_ties = function(x) return x:norm(math.huge) end,
+  std_of_constant = function(x) return x:std(2) end,
+  sqrt_at_zero = function(a) return a:sqrt() end,
+  pow_zero_base = function(a, b) return a ^ b end,
+  pow_scalar_zero_base = function(a) return a ^ 2 end,
+  pow_scalar_zero_exponent = function(a) return a ^ 0 end,
+  prod_zero_rows = function(x) return x:prod(2) end,
+  logsumexp_neg_inf = function(x) return x:logsumexp(2) end,
+  softmax_neg_inf = function(x) return x:softmax(2) end,
+  log_softmax_neg_inf = function(x) return x:log_softmax(2) end,
+  masked_fill_everything = function(x, m) return x:masked_fill(m, 0) end,
 }
 
 -- torch's grad_fn names that are its own implementation details rather
@@ -203,7 +230,9 @@ local function fmt_list(t)
   return "{" .. table.concat(s, ", ") .. "}"
 end
 
-for _, group in ipairs({"elementwise", "linalg", "reduce", "shape"}) do
+local groups = {"elementwise", "linalg", "reduce", "shape", "kinks"}
+
+for _, group in ipairs(groups) do
   local cases = fx.load("grads_" .. group)
   describe("gradients vs torch: " .. group, function()
     for _, c in ipairs(cases) do
@@ -245,7 +274,7 @@ end
 describe("gradient fixtures", function()
   it("cover every attn op listed here and nothing else", function()
     local seen = {}
-    for _, group in ipairs({"elementwise", "linalg", "reduce", "shape"}) do
+    for _, group in ipairs(groups) do
       for _, c in ipairs(fx.load("grads_" .. group)) do seen[c.name] = true end
     end
     for name in pairs(ops) do assert(seen[name], "no fixture for " .. name) end
