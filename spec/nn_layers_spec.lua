@@ -170,6 +170,8 @@ describe("nn.LayerNorm", function()
 
   it("checks the trailing dims", function()
     assert.has_error(function() nn.LayerNorm(4)(attn.zeros(2, 5)) end)
+    assert.has_error(function() nn.LayerNorm({}) end)
+    assert.has_error(function() nn.LayerNorm("4") end)
   end)
 end)
 

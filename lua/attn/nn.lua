@@ -162,6 +162,9 @@ setmetatable(Module, ClassMeta)
 
 --- Cls:extend(name) -> a subclass of Cls named name (shown by tostring).
 function Module.extend(cls, name)
+  if type(cls) ~= "table" or getmetatable(cls) ~= ClassMeta then
+    error("Module.extend: call it with a colon, as Class:extend(\"Name\")", 2)
+  end
   if name ~= nil and type(name) ~= "string" then
     error("Module.extend: the class name must be a string", 2)
   end
@@ -885,6 +888,9 @@ function LayerNorm:init(normalized_shape, eps, elementwise_affine)
     eps, elementwise_affine = o.eps, o.elementwise_affine
   end
   local shape = type(normalized_shape) == "table" and normalized_shape or {normalized_shape}
+  if type(shape) ~= "table" or #shape == 0 then
+    error("LayerNorm: normalized_shape must be a size or a non-empty list of sizes", 2)
+  end
   local norm_shape = {}
   for i, v in ipairs(shape) do norm_shape[i] = check_size(v, "LayerNorm", "normalized_shape") end
   self.normalized_shape = norm_shape
