@@ -323,12 +323,9 @@ static bool vec_push(node_vec *v, attn_node *n) {
 
 static attn_status run_node(attn_node *node, attn_tensor *g, bool retain_graph, node_vec *ready) {
   attn_status st = ATTN_OK;
-  if (node->retained) {
-    struct attn_autograd *ag = ag_get(node->retained);
-    if (!ag) return attn_set_error(ATTN_ERR_NOMEM, "backward: out of memory");
-    if ((st = attn_set_grad(node->retained, NULL))) return st;
-    if ((st = attn_clone(g, &ag->grad))) return st;
-  }
+  /* a non-leaf that retains grad accumulates over backward calls, like a
+     leaf (torch's retain_grad hook) */
+  if (node->retained && (st = accumulate_leaf(node->retained, g))) return st;
   if (node->leaf) return accumulate_leaf(node->leaf, g);
   if (node->released)
     return attn_set_error(ATTN_ERR_STATE,
