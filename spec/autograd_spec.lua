@@ -238,6 +238,20 @@ describe("leaves, detach, requires_grad, retain_grad", function()
     assert.error_matches(function() attn.ones(2):retain_grad() end, "does not require grad")
   end)
 
+  it("retain_grad accumulates over backward calls, like torch", function()
+    local x = attn.ones(2):requires_grad_(true)
+    local h = x * 2
+    h:retain_grad()
+    local y = h * h
+    y:backward(attn.ones(2), true)
+    assert.are.same({4, 4}, h.grad:totable())
+    y:backward(attn.ones(2))
+    assert.are.same({8, 8}, h.grad:totable()) -- torch: tensor([8., 8.])
+    assert.are.same({16, 16}, x.grad:totable())
+    h.grad = nil
+    assert.is_nil(h.grad)
+  end)
+
   it("t.grad = nil clears the gradient, t.grad = g sets it", function()
     local x = attn.ones(3):requires_grad_(true)
     ;(x * 2):backward(attn.ones(3))
@@ -403,6 +417,20 @@ describe("deep graphs and memory", function()
     x, y = nil, nil
     full_gc()
     assert.is_true(rss_kb() - after_first < cost / 4, "a chain dropped without backward leaked")
+  end)
+
+  it("backpropagates 100,000 in-place steps on a non-leaf and 100,000 stacked views", function()
+    local x = attn.ones(2):requires_grad_(true)
+    local z = x * 1
+    for _ = 1, 100000 do z:mul_(1.0001) end
+    z:backward(attn.ones(2))
+    local expected = attn.tensor(1.0001):item() ^ 100000
+    for _, v in ipairs(x.grad:totable()) do assert.is_true(math.abs(v - expected) < 1e-2 * expected) end
+    x.grad = nil
+    local v = x
+    for i = 1, 100000 do v = i % 2 == 0 and v:view(2) or v:unsqueeze(1):squeeze(1) end
+    v:backward(attn.full({2}, 3))
+    assert.are.same({3, 3}, x.grad:totable())
   end)
 
   it("keeps RSS flat over 10,000 build -> backward iterations", function()

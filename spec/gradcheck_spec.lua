@@ -301,6 +301,56 @@ case("embedding with padding_idx (not looked up)", function(w, i) return attn.em
   function() return {randn(5, 3), attn.tensor({{2, 5, 2}, {1, 2, 4}})} end)
 
 ---------------------------------------------------------------------------
+-- Strided layouts: non-contiguous leaves, gradients that arrive transposed
+-- (an op's output transposed afterwards) or expanded (a sum afterwards)
+local function tleaf(r, c) return leaf(attn.randn(c, r):t()) end -- [r, c], column-major
+local strided = {
+  {"softmax", function(x) return x:softmax(2) end},
+  {"log_softmax", function(x) return x:log_softmax(1) end},
+  {"sum dim", function(x) return x:sum(2) end},
+  {"mean dim", function(x) return x:mean(1, true) end},
+  {"prod dim", function(x) return x:prod(2) end},
+  {"var dim", function(x) return x:var(2) end},
+  {"std", function(x) return x:std() end},
+  {"norm dim", function(x) return x:norm(2, 1) end},
+  {"logsumexp", function(x) return x:logsumexp(2) end},
+  {"cumsum", function(x) return x:cumsum(2) end},
+  {"max dim", function(x) return (x:max(2)) end},
+  {"tril", function(x) return x:tril() end},
+  {"flip", function(x) return x:flip(2) end},
+  {"repeat", function(x) return x:rep(2, 1) end},
+  {"index_select", function(x) return x:index_select(2, {3, 1, 3}) end},
+  {"gather", function(x) return x:gather(2, attn.tensor({{1, 4}, {2, 2}, {4, 3}})) end},
+  {"cat", function(x) return attn.cat({x, x * 2}, 2) end},
+  {"stack", function(x) return attn.stack({x, x:exp()}, 2) end},
+  {"split", function(x) return x:split(1, 1) end},
+  {"matmul", function(x) return x:matmul(x:t()) end},
+  {"exp", function(x) return x:exp() end},
+  {"view after contiguous", function(x) return x:contiguous():view(12) end},
+}
+for _, s in ipairs(strided) do
+  local f = s[2]
+  case(s[1] .. " of a non-contiguous leaf", f, function() return {tleaf(3, 4)} end)
+  case(s[1] .. ", gradient arriving transposed", function(x)
+    local r = f(x)
+    if type(r) == "table" then r = r[1] end
+    local d = r:dim()
+    if d == 0 then return r:expand(2, 3):t() end
+    if d == 1 then return r:unsqueeze(2):expand(r:size(1), 2):t() end
+    return r:transpose(1, d)
+  end, function() return {randn(3, 4)} end)
+  case(s[1] .. ", gradient arriving expanded (then sum)", function(x)
+    local r = f(x)
+    if type(r) == "table" then r = r[1] end
+    return r:sum()
+  end, function() return {randn(3, 4)} end)
+end
+case("reductions of an expanded (stride 0) input", function(x)
+  local e = x:expand(3, 4)
+  return {e:softmax(1), e:var(1), e:cumsum(1), e:prod(1), e:logsumexp(1)}
+end, function() return {randn(1, 4)} end)
+
+---------------------------------------------------------------------------
 
 describe("attn.gradcheck", function()
   local function bits(t) return t:reshape(t:numel()):totable() end
