@@ -1,0 +1,504 @@
+--- attn.F (also attn.functional): stateless building blocks with torch 1.13
+-- semantics (torch.nn.functional), written on top of the tensor ops so that
+-- autograd differentiates them.
+--
+-- Everything lives in the one table F returned at the end.  The file is cut
+-- into sections; to add a function, put it in the section it belongs to (or
+-- a new section before "Losses") as `function F.name(...)`, using the local
+-- helpers defined right below.
+--
+--   1. Helpers (local): argument checking, reductions
+--   2. Activations: relu, gelu, tanh, sigmoid, silu, softmax, log_softmax
+--   3. Layers: linear, dropout, layer_norm, normalize, one_hot
+--   4. Losses: cross_entropy, nll_loss, mse_loss, l1_loss, smooth_l1_loss,
+--      huber_loss, binary_cross_entropy, binary_cross_entropy_with_logits,
+--      kl_div
+--
+-- Conventions (the whole package's): dims and class numbers are 1-based;
+-- options come in a trailing table ({reduction = "sum", weight = w, ...}).
+-- Class targets are float tensors (or tables, or a number for a single
+-- sample) holding 1-based class numbers.
+local attn = require "attn"
+
+local F = {}
+
+---------------------------------------------------------------------------
+-- 1. Helpers
+---------------------------------------------------------------------------
+
+local function fmt_shape(s) return "[" .. table.concat(s, ",") .. "]" end
+
+local function same_shape(a, b)
+  if #a ~= #b then return false end
+  for i = 1, #a do if a[i] ~= b[i] then return false end end
+  return true
+end
+
+-- A tensor argument; tables and numbers are converted (numbers give 0-d).
+local function as_tensor(x, fn, name)
+  if attn.is_tensor(x) then return x end
+  local tx = type(x)
+  if tx == "table" or tx == "number" then return attn.tensor(x) end
+  error(("%s: %s must be a tensor, a table or a number (got %s)"):format(fn, name, tx), 3)
+end
+
+local function opt_tensor(x, fn, name)
+  if x == nil then return nil end
+  return as_tensor(x, fn, name)
+end
+
+local function check_opts(opts, fn)
+  if opts == nil then return {} end
+  if type(opts) ~= "table" or attn.is_tensor(opts) then
+    error(("%s: options must be a table such as {reduction = \"sum\"} (got %s)"):format(fn, type(opts)), 3)
+  end
+  return opts
+end
+
+local reductions = {mean = true, sum = true, none = true}
+
+local function check_reduction(r, fn, extra)
+  r = r or "mean"
+  if not (reductions[r] or (extra and r == extra)) then
+    error(("%s: reduction must be \"mean\", \"sum\"%s or \"none\" (got %s)"):format(
+      fn, extra and (", \"" .. extra .. "\"") or "", tostring(r)), 3)
+  end
+  return r
+end
+
+-- torch's apply_loss_reduction
+local function reduce(loss, reduction)
+  if reduction == "mean" then return loss:mean() end
+  if reduction == "sum" then return loss:sum() end
+  return loss
+end
+
+-- Element-wise losses take input and target of the same shape after
+-- broadcasting (torch warns and broadcasts; we broadcast).
+local function pair(input, target, fn)
+  input = as_tensor(input, fn, "input")
+  target = as_tensor(target, fn, "target")
+  return input, target
+end
+
+-- `value` (computed without a graph) whose gradient with respect to x is
+-- dx: value + (x - x.detach()) * dx.  The second term is exactly 0 in the
+-- forward pass and carries dx backward.  Used where torch's backward is
+-- not the derivative of the composed forward (clamped logs in
+-- binary_cross_entropy) so that gradients match torch's exactly.
+local function with_grad(value, x, dx)
+  if not (x.requires_grad and attn.is_grad_enabled()) then return value end
+  return value + (x - x:detach()) * dx
+end
+
+---------------------------------------------------------------------------
+-- 2. Activations
+---------------------------------------------------------------------------
+
+function F.relu(x) return attn.relu(x) end
+--- gelu(x, approximate): approximate = "none" (default, erf) or "tanh".
+function F.gelu(x, approximate) return attn.gelu(x, approximate) end
+function F.tanh(x) return attn.tanh(x) end
+function F.sigmoid(x) return attn.sigmoid(x) end
+function F.silu(x) return attn.silu(x) end
+
+--- softmax(x, dim) / log_softmax(x, dim): dim is required (1-based or
+-- negative), unlike torch's deprecated implicit choice.
+function F.softmax(x, dim)
+  if dim == nil then error("softmax: dim is required", 2) end
+  return attn.softmax(x, dim)
+end
+
+function F.log_softmax(x, dim)
+  if dim == nil then error("log_softmax: dim is required", 2) end
+  return attn.log_softmax(x, dim)
+end
+
+---------------------------------------------------------------------------
+-- 3. Layers
+---------------------------------------------------------------------------
+
+--- linear(x, w, b): x [..., in] @ w[out, in]^T + b[out] -> [..., out].
+-- w may be 1-d [in] (result [...]); b is optional.
+function F.linear(x, w, b)
+  x = as_tensor(x, "linear", "input")
+  local wd = w:dim()
+  if wd ~= 1 and wd ~= 2 then
+    error(("linear: weight must be 1-d or 2-d [out, in], got %s"):format(fmt_shape(w:shape())), 2)
+  end
+  local in_features = w:size(wd)
+  if x:dim() == 0 or x:size(-1) ~= in_features then
+    error(("linear: input %s does not end in weight's in_features %d (weight %s)"):format(
+      fmt_shape(x:shape()), in_features, fmt_shape(w:shape())), 2)
+  end
+  local y = x:matmul(wd == 2 and w:t() or w)
+  if b ~= nil then y = y + b end
+  return y
+end
+
+--- dropout(x, p = 0.5, training = true): torch 1.13's CPU algorithm, so a
+-- seeded run draws the same mask: noise = bernoulli(1 - p), scaled by
+-- 1 / (1 - p), times x.  p = 0 or training = false returns x itself;
+-- p = 1 gives zeros (no random numbers drawn).
+function F.dropout(x, p, training)
+  if p == nil then p = 0.5 end
+  if training == nil then training = true end
+  if type(p) ~= "number" or p < 0 or p > 1 then
+    error(("dropout: probability has to be between 0 and 1, but got %s"):format(tostring(p)), 2)
+  end
+  if p == 0 or not training or x:numel() == 0 then return x end
+  if p == 1 then return x * 0 end
+  local noise = attn.empty_like(x):bernoulli_(1 - p):div_(1 - p)
+  return x * noise
+end
+
+--- layer_norm(x, normalized_shape, weight, bias, eps = 1e-5): normalizes
+-- over the trailing dims given by normalized_shape (a number or a list that
+-- must match x's last dims), biased variance, then * weight + bias.
+function F.layer_norm(x, normalized_shape, weight, bias, eps)
+  eps = eps or 1e-5
+  local ns = type(normalized_shape) == "number" and {normalized_shape} or normalized_shape
+  if type(ns) ~= "table" or #ns == 0 then
+    error("layer_norm: normalized_shape must be a number or a non-empty list of sizes", 2)
+  end
+  local shape = x:shape()
+  local k, nd = #ns, #shape
+  local ok = k <= nd
+  for i = 1, k do ok = ok and shape[nd - k + i] == ns[i] end
+  if not ok then
+    error(("layer_norm: input %s does not end in normalized_shape %s"):format(fmt_shape(shape),
+      fmt_shape(ns)), 2)
+  end
+  -- flatten the normalized dims into one so that one reduction covers them
+  local lead = {}
+  for i = 1, nd - k do lead[i] = shape[i] end
+  lead[#lead + 1] = -1
+  local flat = x:reshape(lead)
+  local mean = flat:mean(-1, true)
+  local centered = flat - mean
+  local var = (centered * centered):mean(-1, true)
+  local y = (centered * (var + eps):rsqrt()):reshape(shape)
+  if weight ~= nil then y = y * weight end
+  if bias ~= nil then y = y + bias end
+  return y
+end
+
+--- normalize(x, p = 2, dim = 2, eps = 1e-12): x / max(||x||_p along dim,
+-- eps), torch's F.normalize (whose default dim 1 is our 2).
+function F.normalize(x, p, dim, eps)
+  p = p or 2
+  dim = dim or 2
+  eps = eps or 1e-12
+  local denom = x:norm(p, dim, true):clamp(eps, nil)
+  return x / denom
+end
+
+--- one_hot(ids, num_classes): ids hold 1-based class numbers; the result
+-- has a trailing dim of num_classes (default: the largest id) with 1 at
+-- each id (a float tensor, where torch's is int64).
+function F.one_hot(ids, num_classes) return attn.one_hot(ids, num_classes) end
+
+---------------------------------------------------------------------------
+-- 4. Losses
+---------------------------------------------------------------------------
+-- Common options: reduction = "mean" (default) | "sum" | "none".
+-- Gradients flow to `input` (and, where the formula allows, to target).
+
+-- Checks that target holds class numbers 1..C (or the ignore class).
+local function check_classes(target, C, ignore, fn)
+  if target:numel() == 0 then return end
+  local ok = target:ge(1) * target:le(C) * target:eq(target:floor())
+  if ignore ~= nil then ok = attn.maximum(ok, target:eq(ignore)) end
+  if ok:min():item() == 0 then
+    local t, o = target:reshape(-1):totable(), ok:reshape(-1):totable()
+    for i = 1, #o do
+      if o[i] == 0 then
+        error(("%s: target %g is not a class number in 1..%d%s"):format(fn, t[i], C,
+          ignore ~= nil and (" or the ignore_index " .. tostring(ignore)) or ""), 3)
+      end
+    end
+  end
+end
+
+-- The class dim of an input [C] or [N, C, d1, ...] and the shape a class
+-- target must have (input's shape without the class dim).
+local function class_layout(input, fn)
+  local nd = input:dim()
+  if nd == 0 then error(fn .. ": input must have a class dim ([C] or [N, C, ...]), got a 0-d tensor", 3) end
+  local cdim = nd == 1 and 1 or 2
+  local shape = input:shape()
+  local tshape = {}
+  for i = 1, nd do if i ~= cdim then tshape[#tshape + 1] = shape[i] end end
+  return cdim, shape[cdim], tshape
+end
+
+local function check_weight(weight, C, fn)
+  if weight == nil then return nil end
+  weight = as_tensor(weight, fn, "weight")
+  if weight:dim() ~= 1 or weight:size(1) ~= C then
+    error(("%s: weight must be 1-d with one entry per class (%d), got %s"):format(fn, C,
+      fmt_shape(weight:shape())), 3)
+  end
+  return weight
+end
+
+-- weight [C] viewed so that it broadcasts along the class dim of input.
+local function weight_along(weight, nd, cdim)
+  if nd == 1 then return weight end
+  local s = {}
+  for i = 1, nd do s[i] = 1 end
+  s[cdim] = weight:size(1)
+  return weight:reshape(s)
+end
+
+-- nll on checked arguments: lp [N, C, ...] log-probabilities, t the class
+-- numbers [N, ...].  Returns the reduced loss and the per-element weights
+-- w_t (nil when every element weighs 1) and the kept mask (nil without
+-- ignore_index), which the label smoothing term reuses.
+local function nll(lp, t, cdim, weight, ignore, reduction)
+  local mask, safe = nil, t
+  if ignore ~= nil then
+    mask = t:ne(ignore)
+    safe = attn.where(mask, t, 1) -- any valid class; masked out below
+  end
+  local picked = lp:gather(cdim, safe:unsqueeze(cdim)):squeeze(cdim)
+  local w = mask
+  if weight ~= nil then
+    w = weight:index_select(1, safe:reshape(-1)):reshape(t:shape())
+    if mask then w = w * mask end
+  end
+  local loss = w and -(picked * w) or -picked
+  -- ignored elements are exactly 0 even where lp is -inf (-inf * 0 = nan)
+  if mask then loss = attn.where(mask, loss, 0) end
+  if reduction == "none" then return loss, w, mask end
+  if reduction == "sum" then return loss:sum(), w, mask end
+  if w then return loss:sum() / w:sum(), w, mask end
+  return loss:mean(), w, mask
+end
+
+-- Shared front end of nll_loss and cross_entropy's class-number path.
+local function class_args(input, target, opts, fn)
+  local cdim, C, tshape = class_layout(input, fn)
+  if not same_shape(target:shape(), tshape) then
+    error(("%s: target of shape %s does not fit input %s (expected %s)"):format(fn,
+      fmt_shape(target:shape()), fmt_shape(input:shape()), fmt_shape(tshape)), 3)
+  end
+  local ignore = opts.ignore_index
+  if ignore ~= nil and math.type(ignore) == nil then
+    error(fn .. ": ignore_index must be a class number", 3)
+  end
+  check_classes(target, C, ignore, fn)
+  return cdim, C, check_weight(opts.weight, C, fn), ignore
+end
+
+--- nll_loss(input, target, opts): input [C] | [N, C] | [N, C, d1, ...] holds
+-- log-probabilities, target [] | [N] | [N, d1, ...] class numbers (1-based).
+-- opts: weight ([C] per-class weights), ignore_index (a class number whose
+-- targets are skipped: they add nothing to the loss nor to the weight sum;
+-- there is no default, torch's -100 has no 1-based meaning), reduction.
+-- "mean" divides by the sum of the targets' weights (their count without
+-- weight), like torch.
+function F.nll_loss(input, target, opts)
+  opts = check_opts(opts, "nll_loss")
+  input = as_tensor(input, "nll_loss", "input")
+  target = as_tensor(target, "nll_loss", "target")
+  local reduction = check_reduction(opts.reduction, "nll_loss")
+  local cdim, _, weight, ignore = class_args(input, target, opts, "nll_loss")
+  return (nll(input, target, cdim, weight, ignore, reduction))
+end
+
+--- cross_entropy(input, target, opts): log_softmax over the class dim, then
+-- either
+--  * class numbers: target [] | [N] | [N, d1, ...] (1-based), as nll_loss,
+--    with opts weight, ignore_index, reduction, label_smoothing (in [0, 1]:
+--    (1 - ls) * nll + ls / C * the smoothing term, weighted and reduced as
+--    torch 1.13 does); or
+--  * class probabilities: target of input's shape; opts weight, reduction,
+--    label_smoothing (target * (1 - ls) + ls / C); "mean" divides by the
+--    number of samples (numel / C).  ignore_index is an error here, as in
+--    torch.
+function F.cross_entropy(input, target, opts)
+  local fn = "cross_entropy"
+  opts = check_opts(opts, fn)
+  input = as_tensor(input, fn, "input")
+  target = as_tensor(target, fn, "target")
+  local reduction = check_reduction(opts.reduction, fn)
+  local ls = opts.label_smoothing or 0
+  if type(ls) ~= "number" or ls < 0 or ls > 1 then
+    error(("%s: label_smoothing must be between 0.0 and 1.0 (got %s)"):format(fn, tostring(ls)), 2)
+  end
+  local cdim, C = class_layout(input, fn)
+  local nd = input:dim()
+  local lp = input:log_softmax(cdim)
+
+  if same_shape(target:shape(), input:shape()) then
+    -- class probabilities
+    if opts.ignore_index ~= nil then
+      error(fn .. ": ignore_index is not supported for probability targets", 2)
+    end
+    local weight = check_weight(opts.weight, C, fn)
+    if ls > 0 then target = target * (1 - ls) + ls / C end
+    local prod = lp * target
+    if weight then prod = prod * weight_along(weight, nd, cdim) end
+    if reduction == "none" then return -prod:sum(cdim) end
+    if reduction == "sum" then return -prod:sum() end
+    return -prod:sum() / (input:numel() // C)
+  end
+
+  local _, _, weight, ignore = class_args(input, target, opts, fn)
+  local loss, w, mask = nll(lp, target, cdim, weight, ignore, reduction)
+  if ls == 0 then return loss end
+  local smooth
+  if weight then
+    smooth = -(lp * weight_along(weight, nd, cdim)):sum(cdim)
+  else
+    smooth = -lp:sum(cdim)
+  end
+  if mask then smooth = attn.where(mask, smooth, 0) end
+  local ret
+  if reduction == "none" then
+    ret = smooth
+  elseif reduction == "sum" then
+    ret = smooth:sum()
+  elseif w then
+    ret = smooth:sum() / w:sum() -- the kept targets' weights (or count)
+  else
+    ret = smooth:mean()
+  end
+  return loss * (1 - ls) + ret * (ls / C)
+end
+
+--- mse_loss(input, target, opts): (input - target)^2, reduced.
+function F.mse_loss(input, target, opts)
+  opts = check_opts(opts, "mse_loss")
+  input, target = pair(input, target, "mse_loss")
+  local d = input - target
+  return reduce(d * d, check_reduction(opts.reduction, "mse_loss"))
+end
+
+--- l1_loss(input, target, opts): |input - target|, reduced.
+function F.l1_loss(input, target, opts)
+  opts = check_opts(opts, "l1_loss")
+  input, target = pair(input, target, "l1_loss")
+  return reduce((input - target):abs(), check_reduction(opts.reduction, "l1_loss"))
+end
+
+--- smooth_l1_loss(input, target, opts): z = |input - target|;
+-- 0.5 z^2 / beta where z < beta, else z - 0.5 beta (opts.beta = 1; beta = 0
+-- is l1_loss).
+function F.smooth_l1_loss(input, target, opts)
+  opts = check_opts(opts, "smooth_l1_loss")
+  local reduction = check_reduction(opts.reduction, "smooth_l1_loss")
+  local beta = opts.beta or 1.0
+  if beta < 0 then error("smooth_l1_loss: beta must be non-negative", 2) end
+  input, target = pair(input, target, "smooth_l1_loss")
+  local z = (input - target):abs()
+  if beta == 0 then return reduce(z, reduction) end
+  return reduce(attn.where(z:lt(beta), z * z * 0.5 / beta, z - 0.5 * beta), reduction)
+end
+
+--- huber_loss(input, target, opts): z = |input - target|; 0.5 z^2 where
+-- z < delta, else delta * (z - 0.5 delta) (opts.delta = 1, > 0).
+function F.huber_loss(input, target, opts)
+  opts = check_opts(opts, "huber_loss")
+  local reduction = check_reduction(opts.reduction, "huber_loss")
+  local delta = opts.delta or 1.0
+  if delta <= 0 then error("huber_loss: delta must be positive", 2) end
+  input, target = pair(input, target, "huber_loss")
+  local z = (input - target):abs()
+  return reduce(attn.where(z:lt(delta), z * z * 0.5, (z - 0.5 * delta) * delta), reduction)
+end
+
+--- binary_cross_entropy(input, target, opts): input probabilities in
+-- [0, 1], target of the same shape;
+-- -w (t max(log x, -100) + (1 - t) max(log(1 - x), -100)).  opts: weight
+-- (broadcast to target's shape), reduction.  The gradient is torch's:
+-- w (x - t) / max(x (1 - x), 1e-12), finite even at x = 0 or 1; no
+-- gradient flows to target or weight.
+function F.binary_cross_entropy(input, target, opts)
+  local fn = "binary_cross_entropy"
+  opts = check_opts(opts, fn)
+  local reduction = check_reduction(opts.reduction, fn)
+  input, target = pair(input, target, fn)
+  if not same_shape(input:shape(), target:shape()) then
+    error(("%s: target size %s differs from input size %s"):format(fn, fmt_shape(target:shape()),
+      fmt_shape(input:shape())), 2)
+  end
+  local weight = opt_tensor(opts.weight, fn, "weight")
+  local loss, dx
+  do
+    local _ <close> = attn.no_grad()
+    if input:numel() > 0 then
+      if input:min():item() < 0 or input:max():item() > 1 or input:ne(input):any():item() ~= 0 then
+        error(fn .. ": all elements of input should be between 0 and 1", 2)
+      end
+      if target:min():item() < 0 or target:max():item() > 1 or target:ne(target):any():item() ~= 0 then
+        error(fn .. ": all elements of target should be between 0 and 1", 2)
+      end
+    end
+    loss = (target - 1) * (-input):log1p():clamp(-100, nil) - target * input:log():clamp(-100, nil)
+    dx = (input - target) / ((1 - input) * input):clamp(1e-12, nil)
+    if weight then
+      loss = loss * weight
+      dx = dx * weight
+    end
+  end
+  return reduce(with_grad(loss, input, dx), reduction)
+end
+
+--- binary_cross_entropy_with_logits(input, target, opts): the stable
+-- sigmoid + binary cross entropy on logits, torch 1.13's formula
+-- (1 - t) x + lw (log(e^-m + e^(-x-m)) + m), m = max(-x, 0),
+-- lw = 1 + (pos_weight - 1) t.  opts: weight, pos_weight (broadcast along
+-- the last dim: one per class), reduction.
+function F.binary_cross_entropy_with_logits(input, target, opts)
+  local fn = "binary_cross_entropy_with_logits"
+  opts = check_opts(opts, fn)
+  local reduction = check_reduction(opts.reduction, fn)
+  input, target = pair(input, target, fn)
+  if not same_shape(input:shape(), target:shape()) then
+    error(("%s: target size %s differs from input size %s"):format(fn, fmt_shape(target:shape()),
+      fmt_shape(input:shape())), 2)
+  end
+  local weight = opt_tensor(opts.weight, fn, "weight")
+  local pos_weight = opt_tensor(opts.pos_weight, fn, "pos_weight")
+  local m = (-input):clamp(0, nil)
+  local lse = ((-m):exp() + (-input - m):exp()):log()
+  local loss
+  if pos_weight then
+    local lw = (pos_weight - 1) * target + 1
+    loss = (1 - target) * input + lw * (lse + m)
+  else
+    loss = (1 - target) * input + m + lse
+  end
+  if weight then loss = loss * weight end
+  return reduce(loss, reduction)
+end
+
+--- kl_div(input, target, opts): input log-probabilities; target
+-- probabilities, or log-probabilities with opts.log_target = true.
+-- Pointwise t (log t - x) (0 where t = 0), or e^t (t - x) for log targets.
+-- reduction: "mean" (over all elements, as torch: usually not what you
+-- want), "batchmean" (sum / input's first size), "sum", "none".
+function F.kl_div(input, target, opts)
+  local fn = "kl_div"
+  opts = check_opts(opts, fn)
+  local reduction = check_reduction(opts.reduction, fn, "batchmean")
+  input, target = pair(input, target, fn)
+  local out
+  if opts.log_target then
+    out = target:exp() * (target - input)
+  else
+    -- xlogy(t, t): log(t + (t == 0)) is log 1 = 0 where t = 0, so
+    -- t * log(...) is 0 there without a 0 * -inf
+    out = target * (target + target:eq(0)):log() - target * input
+  end
+  if reduction == "batchmean" then
+    local s = out:sum()
+    if input:dim() ~= 0 then s = s / input:size(1) end
+    return s
+  end
+  return reduce(out, reduction)
+end
+
+return F
