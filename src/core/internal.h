@@ -203,6 +203,23 @@ typedef enum attn__view_kind {
 attn_status attn__record_view(const attn_tensor *t, attn_tensor *o, const char *name, attn__view_kind kind,
                               int niargs, const int64_t *iargs);
 
+/* Reductions, cumsum, softmax (grad_reduce.c).  dim < 0: over every
+   element.  max_dim saves a private copy of indices. */
+attn_status attn__record_reduce(attn_reduce_op op, const attn_tensor *t, int dim, bool keepdim,
+                                const attn_reduce_opts *opts, attn_tensor *o);
+attn_status attn__record_max_dim(const attn_tensor *t, int dim, bool keepdim, bool is_min,
+                                 const attn_tensor *indices, attn_tensor *values);
+attn_status attn__record_cumsum(const attn_tensor *t, int dim, attn_tensor *o);
+attn_status attn__record_softmax(const attn_tensor *t, int dim, bool log_space, attn_tensor *o);
+/* Shape ops (grad_shape.c). */
+attn_status attn__record_triangle(const attn_tensor *t, int64_t k, bool lower, attn_tensor *o);
+attn_status attn__record_cat(int n, const attn_tensor *const *ts, int dim, attn_tensor *o);
+attn_status attn__record_stack(int n, const attn_tensor *const *ts, int dim, attn_tensor *o);
+attn_status attn__record_index_select(const attn_tensor *t, int dim, const attn_tensor *index, attn_tensor *o);
+attn_status attn__record_gather(const attn_tensor *t, int dim, const attn_tensor *index, attn_tensor *o);
+attn_status attn__record_repeat(const attn_tensor *t, int nreps, const int64_t *reps, attn_tensor *o);
+attn_status attn__record_flip(const attn_tensor *t, int ndims, const int *dims, attn_tensor *o);
+
 /* Frees t's autograd record (called when t's last reference goes). */
 void attn__autograd_release(attn_tensor *t);
 static inline void attn__bump_version(attn_tensor *t) {

@@ -283,6 +283,33 @@ static attn_status check_writable(const char *fn, const attn_tensor *t) {
   return ATTN_OK;
 }
 
+/* In-place fills record no autograd node: while grad mode is on they refuse
+   a tensor that requires grad (torch refuses a leaf the same way).  Every
+   fill bumps the storage version (fill_begin), so that a node which saved
+   this storage refuses to run backward on the new values. */
+static attn_status check_fill(const char *fn, const attn_tensor *t) {
+  attn_status st = check_writable(fn, t);
+  if (st) return st;
+  if (attn_grad_enabled() && attn_requires_grad(t)) {
+    if (attn_is_leaf(t))
+      return attn_set_error(ATTN_ERR_STATE,
+                            "%s: a leaf tensor that requires grad is used in an in-place operation; run it under "
+                            "no_grad",
+                            fn);
+    return attn_set_error(ATTN_ERR_STATE,
+                          "%s: a tensor that requires grad is used in an in-place random fill, which autograd "
+                          "does not record; run it under no_grad",
+                          fn);
+  }
+  return ATTN_OK;
+}
+
+/* Called once every check passed, right before the values change. */
+static attn_generator *fill_begin(attn_tensor *t, attn_generator *g) {
+  attn__bump_version(t);
+  return gen_lock(g);
+}
+
 /* Walks t in memory order: `pos` is the storage offset of each element. */
 #define FOR_EACH_MEM(t, it, body)                         \
   do {                                                    \
@@ -298,7 +325,7 @@ static attn_status check_writable(const char *fn, const attn_tensor *t) {
 /* uniform_                                                                  */
 
 attn_status attn_uniform_(attn_tensor *t, double from, double to, attn_generator *g) {
-  attn_status st = check_writable("uniform_", t);
+  attn_status st = check_fill("uniform_", t);
   if (st) return st;
   if (!(from >= -FLT_MAX && from <= FLT_MAX) || !(to >= -FLT_MAX && to <= FLT_MAX))
     return attn_set_error(ATTN_ERR_ARG, "uniform_: bounds must be finite floats, got from=%g to=%g", from, to);
@@ -312,7 +339,7 @@ attn_status attn_uniform_(attn_tensor *t, double from, double to, attn_generator
   float lo = (float)from, span = (float)to - lo;
   float *base = t->storage->data;
   attn__iter it;
-  g = gen_lock(g);
+  g = fill_begin(t, g);
   FOR_EACH_MEM(t, it, base[it.pos] = fmaf(unif_float(g), span, lo));
   gen_unlock(g);
   return ATTN_OK;
@@ -483,11 +510,11 @@ static void normal_fill_blocks(float *data, int64_t n, float mean, float std) {
 #endif
 
 attn_status attn_normal_(attn_tensor *t, double mean, double std, attn_generator *g) {
-  attn_status st = check_writable("normal_", t);
+  attn_status st = check_fill("normal_", t);
   if (st) return st;
   if (!(std >= 0.0)) return attn_set_error(ATTN_ERR_ARG, "normal_: expects std >= 0, got std=%g", std);
   int64_t n = attn_tensor_numel(t);
-  g = gen_lock(g);
+  g = fill_begin(t, g);
   if (n >= 16 && attn_tensor_is_contiguous(t)) {
     /* normal_fill_AVX2: uniforms first, then blocks of 16; a ragged end
        redoes the last 16 with fresh uniforms. */
@@ -542,7 +569,7 @@ static int64_t update_to(int64_t to) {
 }
 
 attn_status attn_random_int_(attn_tensor *t, int64_t low, int64_t high, attn_generator *g) {
-  attn_status st = check_writable("random_", t);
+  attn_status st = check_fill("random_", t);
   if (st) return st;
   if (!(low < high))
     return attn_set_error(ATTN_ERR_ARG, "random_: expects low < high, got low=%lld high=%lld", (long long)low,
@@ -555,7 +582,7 @@ attn_status attn_random_int_(attn_tensor *t, int64_t low, int64_t high, attn_gen
   uint64_t range = (uint64_t)to - (uint64_t)from;
   float *base = t->storage->data;
   attn__iter it;
-  g = gen_lock(g);
+  g = fill_begin(t, g);
   /* uniform_int_from_to_distribution: a 64-bit draw only for ranges that
      do not fit 32 bits; (val % range) + base wraps like torch's uint64. */
   if (range >= (UINT64_C(1) << 32))
@@ -570,13 +597,13 @@ attn_status attn_random_int_(attn_tensor *t, int64_t low, int64_t high, attn_gen
 /* bernoulli, exponential                                                    */
 
 attn_status attn_bernoulli_(attn_tensor *t, double p, attn_generator *g) {
-  attn_status st = check_writable("bernoulli_", t);
+  attn_status st = check_fill("bernoulli_", t);
   if (st) return st;
   if (!(p >= 0.0 && p <= 1.0))
     return attn_set_error(ATTN_ERR_ARG, "bernoulli_: expects p in [0, 1], got p=%g", p);
   float *base = t->storage->data;
   attn__iter it;
-  g = gen_lock(g);
+  g = fill_begin(t, g);
   FOR_EACH_MEM(t, it, base[it.pos] = unif_double(g) < p ? 1.0f : 0.0f);
   gen_unlock(g);
   return ATTN_OK;
@@ -609,13 +636,13 @@ static inline double exponential_double(attn_generator *g, double lambda) {
 }
 
 attn_status attn_exponential_(attn_tensor *t, double lambda, attn_generator *g) {
-  attn_status st = check_writable("exponential_", t);
+  attn_status st = check_fill("exponential_", t);
   if (st) return st;
   if (!(lambda >= 0.0))
     return attn_set_error(ATTN_ERR_ARG, "exponential_: expects lambda >= 0, got lambda=%g", lambda);
   float *base = t->storage->data;
   attn__iter it;
-  g = gen_lock(g);
+  g = fill_begin(t, g);
   FOR_EACH_MEM(t, it, base[it.pos] = (float)exponential_double(g, lambda));
   gen_unlock(g);
   return ATTN_OK;

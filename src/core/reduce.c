@@ -17,6 +17,10 @@
  * float precision.  torch 1.13 sums float32 with a float cascade; the two
  * agree to about one ulp.  NaN semantics follow torch: max/min/argmax/argmin
  * and norm(inf) propagate NaN (the first NaN wins for the arg variants).
+ *
+ * Under autograd the differentiable results record their node at the end
+ * of each entry point (backward formulas in grad_reduce.c); argmax/argmin/
+ * all/any never do.
  */
 #include "internal.h"
 
@@ -553,7 +557,14 @@ attn_status attn_reduce_dim(attn_reduce_op op, const attn_tensor *t, int dim, bo
   attn_status st = make_spec(op, opts, &r);
   if (st) return st;
   if (kind_is_arg(r.kind)) return reduce_dim_into(&r, t, dim, keepdim, NULL, out);
-  return reduce_dim_into(&r, t, dim, keepdim, out, NULL);
+  attn_tensor *o;
+  if ((st = reduce_dim_into(&r, t, dim, keepdim, &o, NULL))) return st;
+  if ((st = attn__record_reduce(op, t, dim, keepdim, opts, o))) {
+    attn_tensor_release(o);
+    return st;
+  }
+  *out = o;
+  return ATTN_OK;
 }
 
 /* t [..., n, ...] -> values, indices [..., (1), ...] */
@@ -563,7 +574,19 @@ attn_status attn_max_dim(const attn_tensor *t, int dim, bool keepdim, bool is_mi
   attn_status st = make_spec(is_min ? ATTN_ARGMIN : ATTN_ARGMAX, NULL, &r);
   if (st) return st;
   r.op = is_min ? ATTN_MIN : ATTN_MAX; /* for messages */
-  return reduce_dim_into(&r, t, dim, keepdim, values, indices);
+  /* Recording needs the indices even when the caller does not want them. */
+  bool record = values && attn__ag_needed(1, &t);
+  attn_tensor *v = NULL, *ix = NULL;
+  if ((st = reduce_dim_into(&r, t, dim, keepdim, values ? &v : NULL, indices || record ? &ix : NULL))) return st;
+  if (record && (st = attn__record_max_dim(t, dim, keepdim, is_min, ix, v))) {
+    attn_tensor_release(v);
+    attn_tensor_release(ix);
+    return st;
+  }
+  if (values) *values = v;
+  if (indices) *indices = ix;
+  else attn_tensor_release(ix);
+  return ATTN_OK;
 }
 
 /* t (any shape, numel N) -> out [] ; ARGMAX/ARGMIN give the flat row-major
@@ -592,6 +615,10 @@ attn_status attn_reduce_all(attn_reduce_op op, const attn_tensor *t, const attn_
   float *o = attn_tensor_data(res);
   reduce_run(&r, attn_tensor_data(c), &s, kind_is_arg(r.kind) ? NULL : o, kind_is_arg(r.kind) ? o : NULL, NULL);
   attn_tensor_release(c);
+  if ((st = attn__record_reduce(op, t, -1, false, opts, res))) {
+    attn_tensor_release(res);
+    return st;
+  }
   *out = res;
   return ATTN_OK;
 }
@@ -657,6 +684,10 @@ attn_status attn_cumsum(const attn_tensor *t, int dim, attn_tensor **out) {
     attn__dimsplit_next(&s, idx, &ip, &op);
   }
   free(buf);
+  if ((st = attn__record_cumsum(t, dim, res))) {
+    attn_tensor_release(res);
+    return st;
+  }
   *out = res;
   return ATTN_OK;
 }

@@ -5,7 +5,9 @@
  * the dims both sides lay out alike so that contiguous runs become a single
  * memcpy (rows of cat/stack/index_select/repeat), and only truly strided
  * data is copied element by element.  All checks run before anything is
- * allocated, so a failing call has no output and nothing to free. */
+ * allocated, so a failing call has no output and nothing to free.
+ * Under autograd each result records its node last (grad_shape.c); split
+ * and chunk pieces are recorded as slice views. */
 #include "internal.h"
 
 #include <limits.h>
@@ -63,6 +65,16 @@ static void drop_dim(const attn_tensor *t, int dim, int64_t *shape, int64_t *str
   }
 }
 
+/* Hands o out once its recording (st) succeeded; drops it otherwise. */
+static attn_status finish(attn_status st, attn_tensor *o, attn_tensor **out) {
+  if (st) {
+    attn_tensor_release(o);
+    return st;
+  }
+  *out = o;
+  return ATTN_OK;
+}
+
 /* ------------------------------------------------------------------------ */
 /* tril / triu                                                               */
 
@@ -76,6 +88,7 @@ static attn_status triangle(const char *fn, const attn_tensor *t, int64_t k, boo
   attn_tensor *o;
   attn_status st = attn__alloc(fn, t->ndim, t->shape, &o);
   if (st) return st;
+  const int64_t diagonal = k; /* k is clamped below */
   float *p = attn_tensor_data(o);
   attn__gather_contiguous(t, p);
   int64_t r = t->shape[t->ndim - 2], c = t->shape[t->ndim - 1];
@@ -97,8 +110,7 @@ static attn_status triangle(const char *fn, const attn_tensor *t, int64_t k, boo
       }
     }
   }
-  *out = o;
-  return ATTN_OK;
+  return finish(attn__record_triangle(t, diagonal, lower, o), o, out);
 }
 
 attn_status attn_tril(const attn_tensor *t, int64_t diagonal, attn_tensor **out) {
@@ -129,7 +141,10 @@ attn_status attn_cat(int n, const attn_tensor *const *ts, int dim, attn_tensor *
   }
   if (ref < 0) {
     int64_t zero = 0;
-    return attn__alloc("cat", 1, &zero, out);
+    attn_tensor *o;
+    attn_status st = attn__alloc("cat", 1, &zero, &o);
+    if (st) return st;
+    return finish(attn__record_cat(n, ts, 0, o), o, out);
   }
   const attn_tensor *r = ts[ref];
   if (dim < 0 || dim >= r->ndim)
@@ -169,8 +184,7 @@ attn_status attn_cat(int n, const attn_tensor *const *ts, int dim, attn_tensor *
     copy_strided(t->ndim, t->shape, base + at * o->stride[dim], o->stride, attn_tensor_data(t), t->stride);
     at += t->shape[dim];
   }
-  *out = o;
-  return ATTN_OK;
+  return finish(attn__record_cat(n, ts, dim, o), o, out);
 }
 
 /* ts[i]: S (all the same) -> out: S with n inserted at dim (0 <= dim <= ndim). */
@@ -201,8 +215,7 @@ attn_status attn_stack(int n, const attn_tensor *const *ts, int dim, attn_tensor
   for (int i = 0; i < n; i++)
     copy_strided(r->ndim, r->shape, base + i * o->stride[dim], sel_stride, attn_tensor_data(ts[i]),
                  ts[i]->stride);
-  *out = o;
-  return ATTN_OK;
+  return finish(attn__record_stack(n, ts, dim, o), o, out);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -238,8 +251,7 @@ attn_status attn_index_select(const attn_tensor *t, int dim, const attn_tensor *
                    src_stride);
     }
   }
-  *out = o;
-  return ATTN_OK;
+  return finish(attn__record_index_select(t, dim, index, o), o, out);
 }
 
 /* t: [s_0..s_n], index: [i_0..i_n] with i_d <= s_d for d != dim
@@ -250,7 +262,11 @@ attn_status attn_gather(const attn_tensor *t, int dim, const attn_tensor *index,
   attn_status st = attn__check_dim("gather", t, dim);
   if (st) return st;
   int64_t n = attn_tensor_numel(index);
-  if (n == 0) return attn__alloc("gather", index->ndim, index->shape, out);
+  if (n == 0) {
+    attn_tensor *o;
+    if ((st = attn__alloc("gather", index->ndim, index->shape, &o))) return st;
+    return finish(attn__record_gather(t, dim, index, o), o, out);
+  }
   if (index->ndim != t->ndim)
     return attn_set_error(ATTN_ERR_SHAPE, "gather: index %s must have as many dims as the input %s",
                           ATTN_SHAPE(index, sa), ATTN_SHAPE(t, sb));
@@ -302,24 +318,32 @@ attn_status attn_gather(const attn_tensor *t, int dim, const attn_tensor *index,
     }
     if (k < 0) break;
   }
-  *out = o;
-  return ATTN_OK;
+  return finish(attn__record_gather(t, dim, index, o), o, out);
 }
 
 /* ------------------------------------------------------------------------ */
 /* split / chunk: views                                                      */
 
 /* count views t.narrow(dim, start_i, len_i): len_i = sizes[i], or when sizes
-   is NULL min(uniform, size(dim) - start_i).  All or nothing. */
-static attn_status make_pieces(const char *fn, const attn_tensor *t, int dim, int64_t count, const int64_t *sizes,
-                               int64_t uniform, int *n, attn_tensor ***outs) {
+   is NULL min(uniform, size(dim) - start_i).  All or nothing.  Under
+   autograd each piece is recorded as a slice view named like torch's
+   multi-output node (SplitBackward0, SplitWithSizesBackward0), so the
+   in-place rules for views apply to it. */
+static attn_status make_pieces(const char *fn, const char *node_name, const attn_tensor *t, int dim, int64_t count,
+                               const int64_t *sizes, int64_t uniform, int *n, attn_tensor ***outs) {
   if (count > INT_MAX) return attn_set_error(ATTN_ERR_ARG, "%s: %lld pieces are too many", fn, (long long)count);
   attn_tensor **arr = attn__malloc((size_t)count * sizeof *arr);
   if (!arr) return attn_set_error(ATTN_ERR_NOMEM, "%s: out of memory", fn);
   int64_t m = t->shape[dim], start = 0;
   for (int64_t i = 0; i < count; i++) {
     int64_t len = sizes ? sizes[i] : (uniform < m - start ? uniform : m - start);
+    bool prev = attn_set_grad_enabled(false); /* recorded below under torch's name */
     attn_status st = attn_narrow(t, dim, start, len, &arr[i]);
+    attn_set_grad_enabled(prev);
+    if (st == ATTN_OK) {
+      const int64_t args[4] = {dim, start, start + len, 1};
+      if ((st = attn__record_view(t, arr[i], node_name, ATTN__VIEW_SLICE, 4, args))) attn_tensor_release(arr[i]);
+    }
     if (st) {
       while (i > 0) attn_tensor_release(arr[--i]);
       free(arr);
@@ -344,7 +368,7 @@ attn_status attn_split(const attn_tensor *t, int64_t size, int dim, int *n, attn
                           dim, (long long)m);
   int64_t count = size ? m / size + (m % size != 0) : 1;
   if (count == 0) count = 1;
-  return make_pieces("split", t, dim, count, NULL, size, n, outs);
+  return make_pieces("split", "SplitBackward0", t, dim, count, NULL, size, n, outs);
 }
 
 /* t: [A..., m, B...] -> views [A..., sizes[i], B...], sum(sizes) == m. */
@@ -366,7 +390,7 @@ attn_status attn_split_sizes(const attn_tensor *t, int nsizes, const int64_t *si
     return attn_set_error(ATTN_ERR_SHAPE, "split_sizes: sizes %s must add up to %lld, the size of dim %d of %s",
                           attn_shape_str(nsizes, sizes, sa, sizeof sa), (long long)m, dim, ATTN_SHAPE(t, sb));
   }
-  return make_pieces("split_sizes", t, dim, nsizes, sizes, 0, n, outs);
+  return make_pieces("split_sizes", "SplitWithSizesBackward0", t, dim, nsizes, sizes, 0, n, outs);
 }
 
 /* t: [A..., m, B...] -> views of ceil(m / chunks) along dim (fewer than
@@ -379,7 +403,7 @@ attn_status attn_chunk(const attn_tensor *t, int64_t chunks, int dim, int *n, at
   int64_t m = t->shape[dim];
   int64_t size = m / chunks + (m % chunks != 0);
   int64_t count = size ? m / size + (m % size != 0) : chunks;
-  return make_pieces("chunk", t, dim, count, NULL, size, n, outs);
+  return make_pieces("chunk", "SplitBackward0", t, dim, count, NULL, size, n, outs);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -412,10 +436,7 @@ attn_status attn_repeat(const attn_tensor *t, int nreps, const int64_t *reps, at
   attn_tensor *o;
   attn_status st = attn__alloc("repeat", nreps, shape, &o);
   if (st) return st;
-  if (attn_tensor_numel(o) == 0) {
-    *out = o;
-    return ATTN_OK;
-  }
+  if (attn_tensor_numel(o) == 0) return finish(attn__record_repeat(t, nreps, reps, o), o, out);
   float *p = attn_tensor_data(o);
   const int64_t *os = o->stride;
   /* 1. t goes to the first tile, out[0:p_0, ..., 0:p_n]. */
@@ -442,8 +463,7 @@ attn_status attn_repeat(const attn_tensor *t, int nreps, const int64_t *reps, at
       if (k < 0) break;
     }
   }
-  *out = o;
-  return ATTN_OK;
+  return finish(attn__record_repeat(t, nreps, reps, o), o, out);
 }
 
 /* t: S -> out: S, out[i] = t[i with i_d -> S_d - 1 - i_d for each d in dims].
@@ -467,6 +487,5 @@ attn_status attn_flip(const attn_tensor *t, int ndims, const int *dims, attn_ten
   if (st) return st;
   if (attn_tensor_numel(t) > 0)
     copy_strided(t->ndim, t->shape, attn_tensor_data(o), o->stride, t->storage->data + offset, stride);
-  *out = o;
-  return ATTN_OK;
+  return finish(attn__record_flip(t, ndims, dims, o), o, out);
 }

@@ -11,6 +11,8 @@
  * The max propagates NaN, so a row holding NaN or +inf (inf - inf) and a
  * row of all -inf (-inf - -inf) give NaN, while single -inf entries give
  * probability 0 (log-probability -inf).
+ *
+ * Under autograd the node saves an alias of the output (grad_reduce.c).
  */
 #include "internal.h"
 
@@ -231,6 +233,11 @@ static attn_status softmax_impl(const char *fn, const attn_tensor *t, int dim, b
     attn__dimsplit_next(&s, idx, &ip, &op);
   }
   free(buf);
+  /* the node saves an alias of the output: backward needs only y */
+  if ((st = attn__record_softmax(t, dim, log_space, res))) {
+    attn_tensor_release(res);
+    return st;
+  }
   *out = res;
   return ATTN_OK;
 }
