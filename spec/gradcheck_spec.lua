@@ -449,6 +449,12 @@ describe("attn.gradcheck", function()
     assert.is_true(attn.gradcheck(function(a) return a:argmax(2), a * 2 end, {x}))
   end)
 
+  it("takes one tensor passed twice", function()
+    attn.manual_seed(12)
+    local x = randn(3)
+    assert.is_true(attn.gradcheck(function(a, b) return a * b:exp() end, {x, x}))
+  end)
+
   it("takes 0-d inputs, numbers among the inputs and list outputs", function()
     local x = leaf(attn.tensor(1.3):reshape({}))
     assert.is_true(attn.gradcheck(function(a, k) return {a * a * k, a:exp()} end, {x, 3}))

@@ -133,8 +133,9 @@ local function check(fn, inputs, o)
         end
         g[k] = flat(gr)
       end
-      c.t.grad = nil
     end
+    -- cleared after reading all: one tensor may be passed twice
+    for _, c in ipairs(checked) do c.t.grad = nil end
     return g
   end
   for _, c in ipairs(checked) do c.t.grad = nil end
