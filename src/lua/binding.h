@@ -72,6 +72,7 @@ void attnL_open_math(lua_State *L, int module, int methods);
 void attnL_open_reduce(lua_State *L, int module, int methods);
 void attnL_open_shape(lua_State *L, int module, int methods);
 void attnL_open_random(lua_State *L, int module, int methods);
+void attnL_open_io(lua_State *L, int module, int methods);
 void attnL_open_autograd(lua_State *L, int module, int methods);
 /* t.grad, t.requires_grad, t.grad_fn, t.is_leaf: pushes the value and
    returns 1, or returns 0 for an unknown key. */
