@@ -302,7 +302,11 @@ out:
 attn_status attn__record_binary_scalar(attn_binary_op op, const attn_tensor *a, float s, bool reversed,
                                        attn_tensor *o) {
   if (!binary_differentiable(op) || !attn__ag_needed(1, &a)) return ATTN_OK;
-  const attn_tensor *saved[2] = {a, op == ATTN_POW && reversed ? o : NULL};
+  /* save the input only where the formula reads it (like torch), so that
+     x + 1 or 2 * x can be walked again after their backward */
+  bool need_a = (op == ATTN_DIV && reversed) || (op == ATTN_POW && !reversed) || op == ATTN_MAXIMUM ||
+                op == ATTN_MINIMUM || op == ATTN_ATAN2 || (op == ATTN_FMOD && reversed);
+  const attn_tensor *saved[2] = {need_a ? a : NULL, op == ATTN_POW && reversed ? o : NULL};
   /* torch's names for the scalar overloads: t ^ s, fmod(t, s), s - t */
   const char *name = binary_node_names[op];
   if (op == ATTN_POW && !reversed) name = "PowBackward0";
@@ -392,8 +396,19 @@ static void dunary_inner(int64_t n, float **p, const int64_t *s, void *vctx) {
   }
 }
 
+/* Which of input x and output y each derivative reads. */
+static bool unary_needs_x(attn_unary_op op) {
+  return op == ATTN_LOG || op == ATTN_GELU || op == ATTN_GELU_TANH || op == ATTN_ABS || op == ATTN_SIN ||
+         op == ATTN_COS || op == ATTN_SQUARE || op == ATTN_LOG1P || op == ATTN_SILU || op == ATTN_ERF;
+}
+static bool unary_needs_y(attn_unary_op op) {
+  return op == ATTN_EXP || op == ATTN_SQRT || op == ATTN_RSQRT || op == ATTN_TANH || op == ATTN_SIGMOID ||
+         op == ATTN_RELU || op == ATTN_RECIPROCAL || op == ATTN_EXPM1;
+}
+
 static attn_status unary_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
-  const attn_tensor *x = node->saved[0], *y = node->saved[1];
+  /* an unsaved operand is never read: g stands in for its geometry */
+  const attn_tensor *x = node->saved[0] ? node->saved[0] : g, *y = node->saved[1] ? node->saved[1] : g;
   attn_tensor *r;
   attn_status st = attn_empty(g->ndim, g->shape, &r);
   if (st) return st;
@@ -420,7 +435,7 @@ static const char *unary_node_names[ATTN_UNARY_OP_COUNT] = {
 
 attn_status attn__record_unary(attn_unary_op op, const attn_tensor *a, attn_tensor *o) {
   if (!attn__ag_needed(1, &a)) return ATTN_OK;
-  const attn_tensor *saved[2] = {a, o};
+  const attn_tensor *saved[2] = {unary_needs_x(op) ? a : NULL, unary_needs_y(op) ? o : NULL};
   attn_node *n;
   attn_status st = attn__ag_record(o, unary_node_names[op], unary_backward, 1, &a, 2, saved, &n);
   if (st == ATTN_OK) n->iargs[0] = op;

@@ -466,13 +466,15 @@ attn_status attn_one_hot(const attn_tensor *indices, int64_t num_classes, attn_t
 /* ------------------------------------------------------------------------ */
 /* Copies                                                                    */
 
-/* Completes a view op: records it for autograd, or undoes it on failure. */
+/* Completes a view op: records it for autograd, or undoes it on failure
+   (the caller's *out is NULL again, as it was before the call). */
 static attn_status rec(attn_status st, const attn_tensor *t, attn_tensor **out, const char *name,
                        attn__view_kind kind, int n, const int64_t *iargs) {
   if (st) return st;
-  if ((st = attn__record_view(t, *out, name, kind, n, iargs))) {
-    attn_tensor_release(*out);
+  attn_tensor *v = *out;
+  if ((st = attn__record_view(t, v, name, kind, n, iargs))) {
     *out = NULL;
+    attn_tensor_release(v);
   }
   return st;
 }

@@ -52,7 +52,11 @@ static int add_sub(lua_State *L, attn_binary_op op) {
   attn_tensor *b = attnL_totensor(L, 2, fn, "other");
   float alpha = (float)luaL_checknumber(L, 3);
   attn_tensor **box = attnL_newbox(L);
-  return attnL_result(L, attn_add_scaled(a, b, op == ATTN_SUB ? -alpha : alpha, box));
+  if (op == ATTN_ADD) return attnL_result(L, attn_add_scaled(a, b, alpha, box));
+  /* a - alpha * b as two recorded ops, so grad_fn reads SubBackward0 like torch */
+  if (attn_binary_scalar(ATTN_MUL, b, alpha, false, box)) return attnL_error(L);
+  attn_tensor **res = attnL_newbox(L);
+  return attnL_result(L, attn_binary(ATTN_SUB, a, *box, res));
 }
 
 #define BINARY_FNS(NAME, OP)                                    \
