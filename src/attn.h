@@ -454,6 +454,71 @@ attn_status attn_npy_save(const char *path, const attn_tensor *t);
 attn_status attn_npz_load(const char *path, attn_named_tensors **out);
 attn_status attn_npz_save(const char *path, const attn_named_tensors *nt);
 
+/* ------------------------------------------------------------------------ */
+/* Attention                                                                 */
+/*
+ * attn_sdpa is torch.nn.functional.scaled_dot_product_attention (torch 2.x):
+ *   out = dropout(softmax(q @ k^T * scale + bias), dropout_p) @ v
+ * Shapes: q [..., L, E], k [..., S, E], v [..., S, Ev] -> out [..., L, Ev];
+ * q, k and v have the same number of dims (>= 2) and the same leading
+ * dims, except that with enable_gqa the head dim (-3) of k and v may divide
+ * q's: query head h then reads kv head h / (Hq / Hkv), as torch's
+ * repeat_interleave of k and v does.
+ * bias comes from one of
+ *  - attn_mask, broadcastable to [..., L, S] (q's leading dims): with
+ *    mask_is_bool a position takes part where the mask is non-zero and is
+ *    -inf where it is 0; otherwise the mask is added to the scores;
+ *  - is_causal: query i sees keys j <= i (torch's top-left alignment), or
+ *    with causal_bottom_right j <= i + S - L, so that the last query sees
+ *    the last key (incremental decoding with L < S).
+ * Like torch, attn_mask and is_causal cannot be combined.
+ * scale NaN or 0 means 1/sqrt(E).  A row whose keys are all masked gives a
+ * zero output row and zero gradients (torch 2.5's _safe_softmax), not NaN.
+ *
+ * The fused kernel (online softmax over key blocks, FlashAttention-2
+ * style) never forms the L x S matrix: it keeps the per-row log-sum-exp
+ * for the backward pass, which recomputes the probabilities block by
+ * block; extra memory is O(L) per head plus fixed-size tiles per thread.
+ * It runs on attn's thread pool (attn_set_num_threads).  These cases go to
+ * the composed reference (matmul, masking, softmax, matmul), which
+ * materialises [..., L, S]:
+ *  - weights != NULL: *weights gets the attention weights [..., L, S]
+ *    (after dropout, as torch's math path returns them);
+ *  - dropout_p > 0: drawn like torch's math path,
+ *    `attn_weight = dropout(softmax(...), p)`: a [..., L, S] tensor filled
+ *    by bernoulli_(1 - p) from generator (NULL: the default generator), then
+ *    divided by 1 - p, multiplies the weights; p = 1 gives zero weights
+ *    without drawing.  The same seed gives torch's mask bit for bit;
+ *  - an attn_mask that requires grad (its gradient comes from the
+ *    composed ops).
+ * With gradient mode on, the fused result records one backward node
+ * (ScaledDotProductFlashAttentionForCpuBackward0) giving the gradients of
+ * q, k and v.
+ */
+typedef struct attn_sdpa_opts {
+  const attn_tensor *attn_mask;   /* NULL: none */
+  bool mask_is_bool;              /* non-zero = take part (else additive) */
+  bool is_causal;
+  bool causal_bottom_right;       /* needs is_causal */
+  double scale;                   /* NaN or 0: 1/sqrt(E) */
+  double dropout_p;               /* [0, 1] */
+  attn_generator *generator;      /* dropout's; NULL: default generator */
+  bool enable_gqa;
+} attn_sdpa_opts;
+
+/* Zero options: no mask, not causal, default scale, no dropout. */
+void attn_sdpa_opts_init(attn_sdpa_opts *opts);
+/* opts may be NULL (defaults); weights may be NULL. */
+attn_status attn_sdpa(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                      const attn_sdpa_opts *opts, attn_tensor **out, attn_tensor **weights);
+/* [L, S] of 1 where query i sees key j (j <= i, or j <= i + S - L with
+   bottom_right), else 0: a mask for mask_is_bool. */
+attn_status attn_causal_mask(int64_t L, int64_t S, bool bottom_right, attn_tensor **out);
+/* lengths [B] (integral values in [0, S]) -> [B, 1, 1, S] of 1 where
+   j < lengths[b], else 0: a key-padding mask for mask_is_bool that
+   broadcasts over heads and queries. */
+attn_status attn_padding_mask(const attn_tensor *lengths, int64_t S, attn_tensor **out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -144,6 +144,7 @@ attn_status attn_set_num_threads(int n) {
   attn_status st = attn_blas_init();
   if (st) return st;
   if (blas.set_num_threads) blas.set_num_threads(n);
+  attn__parallel_resize(n); /* attn's own pool (parallel.c) follows */
   return ATTN_OK;
 }
 

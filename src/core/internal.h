@@ -125,7 +125,8 @@ typedef struct attn_node attn_node;
    others NULL.  Runs with gradient mode off. */
 typedef attn_status (*attn__backward_fn)(attn_node *node, const attn_tensor *grad, attn_tensor **grads);
 
-#define ATTN_NODE_SAVED 4
+/* 6: the fused attention backward keeps q, k, v, out, lse and the mask. */
+#define ATTN_NODE_SAVED 6
 #define ATTN_NODE_IARGS (2 * ATTN_MAX_DIMS + 4)
 
 typedef struct attn__edge {
@@ -225,6 +226,31 @@ void attn__autograd_release(attn_tensor *t);
 static inline void attn__bump_version(attn_tensor *t) {
   __atomic_add_fetch(&t->storage->version, 1, __ATOMIC_RELAXED);
 }
+
+/* ------------------------------------------------------------------------ */
+/* Threads and attention internals (parallel.c, sdpa.c, sdpa_ref.c)         */
+
+/* Runs fn over [0, n) split into ranges on attn's persistent thread pool
+   (attn_get_num_threads() threads, the caller included), returning when all
+   are done.  Serial when called from inside a worker, when another thread
+   holds the pool, or with one thread.  fn must not fail: it reports
+   through ctx. */
+void attn__parallel_for(int64_t n, void (*fn)(int64_t begin, int64_t end, void *ctx), void *ctx);
+/* Resizes the pool (called by attn_set_num_threads). */
+void attn__parallel_resize(int nthreads);
+/* The composed reference of attn_sdpa (recorded core ops: matmul, mask,
+   softmax, matmul, optional dropout); weights may be NULL. */
+attn_status attn__sdpa_reference(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                                 const attn_sdpa_opts *opts, attn_tensor **out, attn_tensor **weights);
+/* The fused kernel alone (no fallback to the reference; no dropout, no
+   weights); records its own backward.  For the tests. */
+attn_status attn__sdpa_fused(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                             const attn_sdpa_opts *opts, attn_tensor **out);
+/* Debug counter of the bytes the fused kernel allocates besides its
+   results (tiles, log-sum-exp, row dots): the peak of what was live at
+   once since the last reset. */
+void attn__sdpa_mem_reset(void);
+int64_t attn__sdpa_mem_peak(void);
 
 /* GCC builds AVX-512, AVX2 and baseline copies of a hot loop and picks one
    at load time, so the default build stays portable. */

@@ -1,0 +1,168 @@
+/* attn's thread pool: the one place attn creates threads (OpenBLAS keeps
+ * its own).
+ *
+ * A small persistent pool of attn_get_num_threads() - 1 workers; the
+ * calling thread is the last member.  attn__parallel_for hands out chunks
+ * of [0, n) from an atomic counter, so uneven work (causal attention) still
+ * balances.  Kernels running on the pool must not call OpenBLAS: its own
+ * threads would then compete with ours.
+ *
+ * Nesting and concurrency never block: a parallel_for from inside a worker
+ * (or from the caller while it runs its share) runs serially, and so does
+ * one issued by a second application thread while the pool is busy.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <pthread.h>
+
+typedef void (*range_fn)(int64_t begin, int64_t end, void *ctx);
+
+static struct {
+  pthread_mutex_t busy;      /* held by the thread running a job on the pool */
+  pthread_mutex_t lock;      /* guards everything below */
+  pthread_cond_t wake, done;
+  pthread_t *threads;
+  int nworkers;              /* started workers */
+  bool stop;
+  unsigned long generation;  /* bumped for each job */
+  int active;                /* workers still inside the current job */
+  /* the current job */
+  range_fn fn;
+  void *ctx;
+  int64_t n, chunk;
+  int64_t next;              /* atomic: first index not handed out */
+} pool = {.busy = PTHREAD_MUTEX_INITIALIZER,
+          .lock = PTHREAD_MUTEX_INITIALIZER,
+          .wake = PTHREAD_COND_INITIALIZER,
+          .done = PTHREAD_COND_INITIALIZER};
+
+static _Thread_local bool in_pool;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+/* Takes chunks until the job runs out. */
+static void run_chunks(range_fn fn, void *ctx, int64_t n, int64_t chunk) {
+  for (;;) {
+    int64_t b = __atomic_fetch_add(&pool.next, chunk, __ATOMIC_RELAXED);
+    if (b >= n) break;
+    fn(b, b + chunk < n ? b + chunk : n, ctx);
+  }
+}
+
+static void *worker_main(void *arg) {
+  unsigned long seen = (unsigned long)(uintptr_t)arg;
+  in_pool = true;
+  pthread_mutex_lock(&pool.lock);
+  for (;;) {
+    while (!pool.stop && pool.generation == seen) pthread_cond_wait(&pool.wake, &pool.lock);
+    if (pool.stop) break;
+    seen = pool.generation;
+    range_fn fn = pool.fn;
+    void *ctx = pool.ctx;
+    int64_t n = pool.n, chunk = pool.chunk;
+    pthread_mutex_unlock(&pool.lock);
+    run_chunks(fn, ctx, n, chunk);
+    pthread_mutex_lock(&pool.lock);
+    if (--pool.active == 0) pthread_cond_signal(&pool.done);
+  }
+  pthread_mutex_unlock(&pool.lock);
+  return NULL;
+}
+
+/* Stops and joins every worker; the caller holds pool.busy. */
+static void stop_workers(void) {
+  if (!pool.nworkers) return;
+  pthread_mutex_lock(&pool.lock);
+  pool.stop = true;
+  pthread_cond_broadcast(&pool.wake);
+  pthread_mutex_unlock(&pool.lock);
+  for (int i = 0; i < pool.nworkers; i++) pthread_join(pool.threads[i], NULL);
+  free(pool.threads);
+  pool.threads = NULL;
+  pool.nworkers = 0;
+  pool.stop = false;
+}
+
+/* A forked child has none of the parent's workers: start afresh. */
+static void atfork_child(void) {
+  pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+  pthread_cond_t c = PTHREAD_COND_INITIALIZER;
+  pool.busy = m;
+  pool.lock = m;
+  pool.wake = c;
+  pool.done = c;
+  pool.threads = NULL; /* the parent's array is leaked in the child */
+  pool.nworkers = 0;
+  pool.stop = false;
+  pool.active = 0;
+  in_pool = false;
+}
+
+static void register_atfork(void) { pthread_atfork(NULL, NULL, atfork_child); }
+
+/* Brings the pool to want workers; the caller holds pool.busy.  Falls back
+   to fewer workers if threads cannot be created. */
+static void ensure_workers(int want) {
+  if (want == pool.nworkers) return;
+  stop_workers();
+  if (want <= 0) return;
+  pthread_once(&atfork_once, register_atfork);
+  pool.threads = attn__calloc((size_t)want, sizeof *pool.threads);
+  if (!pool.threads) return;
+  for (int i = 0; i < want; i++) {
+    if (pthread_create(&pool.threads[i], NULL, worker_main, (void *)(uintptr_t)pool.generation) != 0) break;
+    pool.nworkers++;
+  }
+}
+
+void attn__parallel_resize(int nthreads) {
+  if (in_pool) return; /* from inside a job: the next job resizes */
+  pthread_mutex_lock(&pool.busy);
+  if (pool.nworkers != nthreads - 1) stop_workers(); /* restarted lazily at the size wanted then */
+  pthread_mutex_unlock(&pool.busy);
+}
+
+void attn__parallel_for(int64_t n, range_fn fn, void *ctx) {
+  if (n <= 0) return;
+  int nt = n > 1 && !in_pool ? attn_get_num_threads() : 1;
+  if (nt <= 1 || pthread_mutex_trylock(&pool.busy) != 0) {
+    fn(0, n, ctx);
+    return;
+  }
+  ensure_workers(nt - 1);
+  if (pool.nworkers == 0) {
+    pthread_mutex_unlock(&pool.busy);
+    fn(0, n, ctx);
+    return;
+  }
+  int64_t parts = (int64_t)(pool.nworkers + 1) * 8;
+  int64_t chunk = n / parts > 1 ? n / parts : 1;
+  pthread_mutex_lock(&pool.lock);
+  pool.fn = fn;
+  pool.ctx = ctx;
+  pool.n = n;
+  pool.chunk = chunk;
+  __atomic_store_n(&pool.next, 0, __ATOMIC_RELAXED);
+  pool.active = pool.nworkers;
+  pool.generation++;
+  pthread_cond_broadcast(&pool.wake);
+  pthread_mutex_unlock(&pool.lock);
+
+  in_pool = true;
+  run_chunks(fn, ctx, n, chunk);
+  in_pool = false;
+
+  pthread_mutex_lock(&pool.lock);
+  while (pool.active > 0) pthread_cond_wait(&pool.done, &pool.lock);
+  pthread_mutex_unlock(&pool.lock);
+  pthread_mutex_unlock(&pool.busy);
+}
+
+/* Joins the idle workers when the library is unloaded (dlclose of the Lua
+   module) or the process exits, so no thread is left running code that is
+   about to disappear. */
+__attribute__((destructor)) static void pool_shutdown(void) {
+  if (pthread_mutex_trylock(&pool.busy) != 0) return;
+  stop_workers();
+  pthread_mutex_unlock(&pool.busy);
+}

@@ -1,0 +1,184 @@
+/* Lua binding: scaled-dot-product attention and its mask helpers.
+ *
+ *   attn.scaled_dot_product_attention(q, k, v [, opts]) -> out [, weights]
+ *     opts (all optional):
+ *       attn_mask        tensor broadcastable to [..., L, S]
+ *       attn_mask_kind   "bool" (non-zero = take part) or "additive" (added
+ *                        to the scores); required with attn_mask: a mask of
+ *                        0s and 1s is never guessed, since both readings
+ *                        are plausible (comparisons give 0/1 floats)
+ *       is_causal        boolean
+ *       causal_alignment "top_left" (torch: query i sees keys j <= i) or
+ *                        "bottom_right" (the last query sees the last key)
+ *       scale            number (default 1/sqrt(E))
+ *       dropout_p        number in [0, 1] (draws like torch's math path)
+ *       generator        attn.Generator for dropout (default generator)
+ *       enable_gqa       boolean: k/v heads may divide q's heads
+ *       need_weights     boolean: also return the weights [..., L, S]
+ *   attn.causal_mask(L [, S] [, {bottom_right = bool}]) -> [L, S] of 0/1
+ *   attn.padding_mask(lengths, S) -> [B, 1, 1, S] of 0/1
+ * Unknown option names raise, so typos do not pass silently.
+ */
+#include "binding.h"
+
+#include <math.h>
+#include <string.h>
+
+#define FN "scaled_dot_product_attention"
+#define ATTN_GENERATOR_MT "attn.Generator"
+
+/* The layout of random.c's generator userdata. */
+typedef struct {
+  attn_generator *g;
+} gen_box;
+
+static const char *const sdpa_keys[] = {"attn_mask", "attn_mask_kind", "is_causal",  "causal_alignment",
+                                        "scale",     "dropout_p",      "generator",  "enable_gqa",
+                                        "need_weights", NULL};
+
+/* Raises for keys of the options table that are not options. */
+static void check_keys(lua_State *L, int t) {
+  lua_pushnil(L);
+  while (lua_next(L, t)) {
+    lua_pop(L, 1);
+    bool known = false;
+    if (lua_type(L, -1) == LUA_TSTRING) {
+      const char *k = lua_tostring(L, -1);
+      for (int i = 0; sdpa_keys[i] && !known; i++) known = strcmp(k, sdpa_keys[i]) == 0;
+    }
+    if (!known) {
+      lua_pushvalue(L, -1);
+      const char *k = luaL_tolstring(L, -1, NULL);
+      luaL_error(L, FN ": unknown option '%s' (expected attn_mask, attn_mask_kind, is_causal, causal_alignment, "
+                    "scale, dropout_p, generator, enable_gqa, need_weights)",
+                 k);
+    }
+  }
+}
+
+/* opts[key] as a boolean (absent: false) */
+static bool opt_bool(lua_State *L, int t, const char *key) {
+  int ty = lua_getfield(L, t, key);
+  if (ty != LUA_TNIL && ty != LUA_TBOOLEAN)
+    luaL_error(L, FN ": option '%s' must be a boolean (got %s)", key, luaL_typename(L, -1));
+  bool v = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  return v;
+}
+
+static double opt_number(lua_State *L, int t, const char *key, double def) {
+  int ty = lua_getfield(L, t, key);
+  double v = def;
+  if (ty == LUA_TNUMBER) v = lua_tonumber(L, -1);
+  else if (ty != LUA_TNIL) luaL_error(L, FN ": option '%s' must be a number (got %s)", key, luaL_typename(L, -1));
+  lua_pop(L, 1);
+  return v;
+}
+
+/* opts[key] as one of the strings in choices (absent: NULL) */
+static const char *opt_choice(lua_State *L, int t, const char *key, const char *a, const char *b) {
+  int ty = lua_getfield(L, t, key);
+  const char *v = NULL;
+  if (ty == LUA_TSTRING) {
+    v = lua_tostring(L, -1);
+    if (strcmp(v, a) == 0) v = a;
+    else if (strcmp(v, b) == 0) v = b;
+    else luaL_error(L, FN ": option '%s' must be \"%s\" or \"%s\" (got \"%s\")", key, a, b, v);
+  } else if (ty != LUA_TNIL) {
+    luaL_error(L, FN ": option '%s' must be \"%s\" or \"%s\" (got %s)", key, a, b, luaL_typename(L, -1));
+  }
+  lua_pop(L, 1);
+  return v;
+}
+
+/* attn.scaled_dot_product_attention(q, k, v [, opts]) */
+static int l_sdpa(lua_State *L) {
+  attn_tensor *q = attnL_totensor(L, 1, FN, "query");
+  attn_tensor *k = attnL_totensor(L, 2, FN, "key");
+  attn_tensor *v = attnL_totensor(L, 3, FN, "value");
+  attn_sdpa_opts o;
+  attn_sdpa_opts_init(&o);
+  bool need_weights = false;
+  if (!lua_isnoneornil(L, 4)) {
+    luaL_checktype(L, 4, LUA_TTABLE);
+    lua_settop(L, 4);
+    check_keys(L, 4);
+    /* slot 5: the mask (converted if given as a table or number) */
+    lua_getfield(L, 4, "attn_mask");
+    const char *kind = opt_choice(L, 4, "attn_mask_kind", "bool", "additive");
+    if (!lua_isnil(L, 5)) {
+      o.attn_mask = attnL_totensor(L, 5, FN, "attn_mask");
+      if (!kind)
+        return luaL_error(L, FN ": say how to read attn_mask: attn_mask_kind = \"bool\" (non-zero = take part) "
+                             "or \"additive\" (added to the scores)");
+      o.mask_is_bool = kind[0] == 'b';
+    } else if (kind) {
+      return luaL_error(L, FN ": attn_mask_kind given without attn_mask");
+    }
+    o.is_causal = opt_bool(L, 4, "is_causal");
+    const char *align = opt_choice(L, 4, "causal_alignment", "top_left", "bottom_right");
+    o.causal_bottom_right = align && align[0] == 'b';
+    o.scale = opt_number(L, 4, "scale", NAN);
+    o.dropout_p = opt_number(L, 4, "dropout_p", 0.0);
+    o.enable_gqa = opt_bool(L, 4, "enable_gqa");
+    need_weights = opt_bool(L, 4, "need_weights");
+    /* slot 6: the generator, kept on the stack for the call */
+    if (lua_getfield(L, 4, "generator") != LUA_TNIL) {
+      gen_box *b = luaL_testudata(L, 6, ATTN_GENERATOR_MT);
+      if (!b) return luaL_error(L, FN ": option 'generator' must be an attn.Generator (got %s)", luaL_typename(L, 6));
+      if (!b->g) return luaL_error(L, FN ": option 'generator': generator is closed");
+      o.generator = b->g;
+    }
+  }
+  attn_tensor **out = attnL_newbox(L);
+  attn_tensor **w = need_weights ? attnL_newbox(L) : NULL;
+  if (attn_sdpa(q, k, v, &o, out, w)) return attnL_error(L);
+  attnL_account(L, *out);
+  if (w) attnL_account(L, *w);
+  return need_weights ? 2 : 1;
+}
+
+/* attn.causal_mask(L [, S] [, {bottom_right = bool}]) */
+static int l_causal_mask(lua_State *L) {
+  int64_t n = attnL_checkint(L, 1, "causal_mask", "L");
+  int64_t s = n;
+  int opts = 2;
+  if (lua_type(L, 2) == LUA_TNUMBER) {
+    s = attnL_checkint(L, 2, "causal_mask", "S");
+    opts = 3;
+  }
+  bool br = false;
+  if (!lua_isnoneornil(L, opts)) {
+    luaL_checktype(L, opts, LUA_TTABLE);
+    lua_pushnil(L);
+    while (lua_next(L, opts)) {
+      lua_pop(L, 1);
+      if (lua_type(L, -1) != LUA_TSTRING || strcmp(lua_tostring(L, -1), "bottom_right") != 0)
+        return luaL_error(L, "causal_mask: unknown option '%s' (expected bottom_right)", luaL_tolstring(L, -1, NULL));
+    }
+    lua_getfield(L, opts, "bottom_right");
+    if (!lua_isnil(L, -1) && !lua_isboolean(L, -1))
+      return luaL_error(L, "causal_mask: option 'bottom_right' must be a boolean (got %s)", luaL_typename(L, -1));
+    br = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+  }
+  attn_tensor **box = attnL_newbox(L);
+  return attnL_result(L, attn_causal_mask(n, s, br, box));
+}
+
+/* attn.padding_mask(lengths, S) */
+static int l_padding_mask(lua_State *L) {
+  attn_tensor *len = attnL_totensor(L, 1, "padding_mask", "lengths");
+  int64_t s = attnL_checkint(L, 2, "padding_mask", "S");
+  attn_tensor **box = attnL_newbox(L);
+  return attnL_result(L, attn_padding_mask(len, s, box));
+}
+
+void attnL_open_attention(lua_State *L, int module, int methods) {
+  (void)methods; /* module functions only */
+  static const luaL_Reg fns[] = {{"scaled_dot_product_attention", l_sdpa},
+                                 {"causal_mask", l_causal_mask},
+                                 {"padding_mask", l_padding_mask},
+                                 {NULL, NULL}};
+  attnL_register(L, module, 0, fns);
+}
