@@ -1366,4 +1366,25 @@ function ModuleDict:forward()
   error("ModuleDict is not callable: use its modules in the parent's forward", 2)
 end
 
+-- >>> seq2seq (lua/attn/seq2seq.lua): attn.nn.LuongAttention,
+-- attn.nn.BahdanauAttention and attn.nn.AttnDecoderStep load that file on
+-- first lookup; other missing names go to any lookup set up before this.
+do
+  local seq2seq_names = {LuongAttention = true, BahdanauAttention = true, AttnDecoderStep = true}
+  local mt = getmetatable(nn) or {}
+  local fallback = mt.__index
+  mt.__index = function(t, key)
+    if seq2seq_names[key] then
+      local v = require("attn.seq2seq")[key]
+      rawset(t, key, v)
+      return v
+    end
+    if type(fallback) == "function" then return fallback(t, key) end
+    if type(fallback) == "table" then return fallback[key] end
+    return nil
+  end
+  setmetatable(nn, mt)
+end
+-- <<< seq2seq
+
 return nn
