@@ -501,4 +501,21 @@ function F.kl_div(input, target, opts)
   return reduce(out, reduction)
 end
 
+---------------------------------------------------------------------------
+-- 5. Attention (aliases; the code lives in attn.attention) -- BEGIN
+--    owned by the attention-modules work; keep other edits outside it
+---------------------------------------------------------------------------
+
+--- scaled_dot_product_attention(q, k, v [, opts]): attn's fused SDPA (torch
+-- 2.x semantics: a "bool" attn_mask value 1 means TAKE PART).
+F.scaled_dot_product_attention = attn.scaled_dot_product_attention
+
+--- split_heads(x [..., L, H*D], H) -> [..., H, L, D]; combine_heads inverts it.
+function F.split_heads(x, H) return require("attn.attention").split_heads(x, H) end
+function F.combine_heads(x) return require("attn.attention").combine_heads(x) end
+
+---------------------------------------------------------------------------
+-- 5. Attention -- END
+---------------------------------------------------------------------------
+
 return F

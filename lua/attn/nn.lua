@@ -1366,6 +1366,30 @@ function ModuleDict:forward()
   error("ModuleDict is not callable: use its modules in the parent's forward", 2)
 end
 
+--------------------------------------------------------------------------
+-- Attention modules (lua/attn/attention.lua) load on the first lookup of a
+-- name nn does not have: attn.nn.MultiheadAttention, attn.nn.KVCache, ...
+-- attention.lua requires attn.nn itself, so the lookup must not recurse
+-- while it is still loading.
+
+local attention_loading = false
+setmetatable(nn, {
+  __index = function(t, key)
+    if attention_loading or type(key) ~= "string" then return nil end
+    local attention = package.loaded["attn.attention"]
+    if attention == nil then
+      attention_loading = true
+      local ok, res = pcall(require, "attn.attention")
+      attention_loading = false
+      if not ok then error(res, 2) end
+      attention = res
+    end
+    local v = attention[key]
+    if v ~= nil then rawset(t, key, v) end
+    return v
+  end,
+})
+
 -- >>> seq2seq (lua/attn/seq2seq.lua): attn.nn.LuongAttention,
 -- attn.nn.BahdanauAttention and attn.nn.AttnDecoderStep load that file on
 -- first lookup; other missing names go to any lookup set up before this.

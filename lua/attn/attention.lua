@@ -1,0 +1,1169 @@
+--- attn.attention: attention modules and their building blocks.
+--
+-- Every class here is also reachable as attn.nn.<Name> (attn.nn loads this
+-- file on the first lookup of a name it does not have).
+--
+-- Building blocks (functions of this table):
+--   split_heads(x [..., L, H*D], H) -> [..., H, L, D];  combine_heads (inverse)
+--   causal_mask(L [, S] [, {bottom_right=}]), padding_mask(lengths, S)
+--       (attn's, keep-masks for scaled_dot_product_attention: 1 = take part)
+--   KVCache() for step-by-step decoding
+--   sinusoidal_table(max_len, d_model)
+--   rope_inv_freq(dim [, base]), rope_cos_sin(dim, positions [, base]),
+--   rotate_half(x), apply_rotary(q, k, positions [, base])
+--   alibi_slopes(n), alibi_bias(n_heads, L [, S] [, {symmetric=}])
+--
+-- Modules:
+--   SelfAttention, MultiHeadAttentionWrapper, CausalSelfAttention,
+--   CrossAttention     after Sebastian Raschka's "Understanding and coding
+--                      self-attention" (and its notebook)
+--   MultiheadAttention torch.nn.MultiheadAttention (torch 1.13) parity
+--   GroupedQueryAttention, MultiQueryAttention   fewer KV heads, KV cache, RoPE
+--   PositionalEncoding (sinusoidal), LearnedPositionalEncoding,
+--   RotaryEmbedding, ALiBi
+--
+-- MASK CONVENTIONS -- they differ between the two torch APIs, and each API
+-- here follows its own torch counterpart:
+--   * attn.scaled_dot_product_attention (torch 2.x SDPA), and every module
+--     in this file except MultiheadAttention: a boolean mask value 1/true
+--     means "TAKE PART" (the key is visible); attn_mask_kind = "bool".
+--   * MultiheadAttention (torch.nn.MultiheadAttention): a boolean mask
+--     value 1/true means "NOT ALLOWED to attend" (masked out), for both
+--     attn_mask and key_padding_mask; attn_mask_kind = "bool" there means
+--     that.  Float ("additive") masks are added to the scores in both APIs.
+-- attn tensors are all float32, so a mask tensor carries no dtype: say how
+-- to read it with attn_mask_kind = "bool" | "additive" (a plain Lua table
+-- of booleans is read as a bool mask).
+local attn = require "attn"
+local nn = require "attn.nn"
+local init = require "attn.nn_init"
+
+local M = {}
+
+local is_tensor = attn.is_tensor
+local sdpa = attn.scaled_dot_product_attention
+
+--------------------------------------------------------------------------
+-- Helpers
+
+local function fmt_shape(s)
+  return "[" .. table.concat(s, ", ") .. "]"
+end
+
+local function check_size(v, fn, name, positive)
+  if math.type(v) ~= "integer" and not (type(v) == "number" and v == math.floor(v)) then
+    error(("%s: %s must be an integer (got %s)"):format(fn, name, tostring(v)), 3)
+  end
+  if v < 0 or (positive and v == 0) then
+    error(("%s: %s must be %s (got %s)"):format(fn, name, positive and "positive" or "non-negative", tostring(v)), 3)
+  end
+  return math.tointeger(v)
+end
+
+local function check_options(opts, fn, known)
+  if opts == nil then return {} end
+  if type(opts) ~= "table" or is_tensor(opts) or nn.is_module(opts) then
+    error(("%s: options must be a table (got %s)"):format(fn, type(opts)), 3)
+  end
+  for k in pairs(opts) do
+    if not known[k] then
+      local names = {}
+      for n in pairs(known) do names[#names + 1] = n end
+      table.sort(names)
+      error(("%s: unknown option '%s' (expected %s)"):format(fn, tostring(k), table.concat(names, ", ")), 3)
+    end
+  end
+  return opts
+end
+
+local function check_tensor(x, fn, name, dims)
+  if not is_tensor(x) then
+    error(("%s: %s must be a tensor (got %s)"):format(fn, name, type(x)), 3)
+  end
+  if dims and not dims[x:dim()] then
+    local allowed = {}
+    for d in pairs(dims) do allowed[#allowed + 1] = tostring(d) end
+    table.sort(allowed)
+    error(("%s: %s must have %s dims, got %s"):format(fn, name, table.concat(allowed, " or "),
+      fmt_shape(x:shape())), 3)
+  end
+  return x
+end
+
+local function check_bool(v, fn, name)
+  if v ~= nil and type(v) ~= "boolean" then
+    error(("%s: %s must be a boolean (got %s)"):format(fn, name, type(v)), 3)
+  end
+  return v
+end
+
+-- x @ w^T + b over any leading dims; w [out, in], b [out] or nil
+local function linear(x, w, b)
+  local y = attn.matmul(x, w:t())
+  if b ~= nil then y = y + b end
+  return y
+end
+
+local function has_boolean(t)
+  for _, v in ipairs(t) do
+    if type(v) == "boolean" then return true end
+    if type(v) == "table" and has_boolean(v) then return true end
+  end
+  return false
+end
+
+-- A mask argument -> tensor, kind ("bool" | "additive"); nil -> nil.
+-- Lua tables of booleans are bool masks; tensors (and tables of numbers)
+-- need an explicit kind, since a 0/1 tensor reads both ways.
+local function mask_arg(m, kind, fn, name)
+  if m == nil then
+    if kind ~= nil then error(("%s: %s_kind given without %s"):format(fn, name, name), 3) end
+    return nil
+  end
+  if kind ~= nil and kind ~= "bool" and kind ~= "additive" then
+    error(("%s: %s_kind must be \"bool\" or \"additive\" (got %s)"):format(fn, name, tostring(kind)), 3)
+  end
+  if type(m) == "table" and not is_tensor(m) then
+    if has_boolean(m) then
+      if kind == "additive" then
+        error(("%s: %s is a table of booleans but %s_kind is \"additive\""):format(fn, name, name), 3)
+      end
+      kind = "bool"
+    end
+    m = attn.tensor(m)
+  elseif not is_tensor(m) then
+    error(("%s: %s must be a tensor or a table (got %s)"):format(fn, name, type(m)), 3)
+  end
+  if kind == nil then
+    error(("%s: say how to read %s: %s_kind = \"bool\" or \"additive\""):format(fn, name, name), 3)
+  end
+  return m, kind
+end
+
+-- The sequence length of x [..., L, E]
+local function seq_len(x)
+  local s = x:shape()
+  return s[#s - 1]
+end
+
+--------------------------------------------------------------------------
+-- Building blocks
+
+--- split_heads(x, H): x [..., L, H*D] -> [..., H, L, D] (a view when x's
+-- layout allows it, then a transpose).
+function M.split_heads(x, H)
+  check_tensor(x, "split_heads", "x")
+  H = check_size(H, "split_heads", "H", true)
+  local s = x:shape()
+  local n = #s
+  if n < 2 then error(("split_heads: x must be [..., L, H*D], got %s"):format(fmt_shape(s)), 2) end
+  if s[n] % H ~= 0 then
+    error(("split_heads: the last dim of %s is not a multiple of H = %d"):format(fmt_shape(s), H), 2)
+  end
+  local shape = {}
+  for i = 1, n - 1 do shape[i] = s[i] end
+  shape[n], shape[n + 1] = H, s[n] // H
+  return x:reshape(shape):transpose(n - 1, n)
+end
+
+--- combine_heads(x): x [..., H, L, D] -> [..., L, H*D], split_heads' inverse.
+function M.combine_heads(x)
+  check_tensor(x, "combine_heads", "x")
+  local s = x:shape()
+  local n = #s
+  if n < 3 then error(("combine_heads: x must be [..., H, L, D], got %s"):format(fmt_shape(s)), 2) end
+  local shape = {}
+  for i = 1, n - 3 do shape[i] = s[i] end
+  shape[n - 2], shape[n - 1] = s[n - 1], s[n - 2] * s[n]
+  return x:transpose(n - 2, n - 1):reshape(shape)
+end
+
+--- causal_mask(L [, S] [, {bottom_right = false}]) -> [L, S] keep-mask (1
+-- where query i sees key j: j <= i, or j <= i + S - L bottom-right aligned),
+-- and padding_mask(lengths [B], S) -> [B, 1, 1, S] (1 for j <= lengths[b]):
+-- attn's, in SDPA's convention (1 = take part).
+M.causal_mask = attn.causal_mask
+M.padding_mask = attn.padding_mask
+
+--------------------------------------------------------------------------
+-- KV cache
+
+local KVCache = {}
+KVCache.__index = KVCache
+KVCache.__name = "attn.attention.KVCache"
+
+--- KVCache(): keys and values [B, Hkv, T, D] of the positions seen so far.
+-- cache:update(k, v) appends the new steps (dim 3) and returns the whole
+-- k, v; cache:length() is T; cache:reset() empties it.  Without gradients
+-- (inference) the cache grows in place with doubling capacity, so T steps
+-- cost O(T) copies; when k or v require grad it concatenates instead, so
+-- gradients flow into every step.
+function M.KVCache()
+  return setmetatable({len = 0}, KVCache)
+end
+
+function KVCache:length()
+  return self.len
+end
+
+function KVCache:reset()
+  self.k, self.v, self.kbuf, self.vbuf, self.len = nil, nil, nil, nil, 0
+  return self
+end
+
+local function grow(buf, len, need, shape)
+  local cap = buf and buf:shape()[3] or 0
+  if need <= cap then return buf end
+  local s = {shape[1], shape[2], math.max(need, 2 * cap, 16), shape[4]}
+  local nb = attn.empty(s)
+  if len > 0 then nb:narrow(3, 1, len):copy_(buf:narrow(3, 1, len)) end
+  return nb
+end
+
+function KVCache:update(k, v)
+  check_tensor(k, "KVCache.update", "k", {[4] = true})
+  check_tensor(v, "KVCache.update", "v", {[4] = true})
+  local ks, vs = k:shape(), v:shape()
+  if self.len > 0 then
+    local ok = self.k:shape()
+    local ov = self.v:shape()
+    if ks[1] ~= ok[1] or ks[2] ~= ok[2] or ks[4] ~= ok[4] or vs[1] ~= ov[1] or vs[2] ~= ov[2] or vs[4] ~= ov[4] then
+      error(("KVCache.update: new k %s / v %s do not continue the cached k %s / v %s")
+        :format(fmt_shape(ks), fmt_shape(vs), fmt_shape(ok), fmt_shape(ov)), 2)
+    end
+  end
+  if ks[3] ~= vs[3] then
+    error(("KVCache.update: k %s and v %s have different lengths"):format(fmt_shape(ks), fmt_shape(vs)), 2)
+  end
+  local n = ks[3]
+  local graph = attn.is_grad_enabled() and (k.requires_grad or v.requires_grad
+    or (self.k ~= nil and (self.k.requires_grad or self.v.requires_grad)))
+  if graph or (self.len > 0 and self.kbuf == nil) then
+    -- differentiable: concatenate (and stay on that path for this cache)
+    if self.len == 0 then
+      self.k, self.v = k, v
+    else
+      self.k, self.v = attn.cat({self.k, k}, 3), attn.cat({self.v, v}, 3)
+    end
+    self.kbuf, self.vbuf = nil, nil
+  else
+    local guard <close> = attn.no_grad()
+    local need = self.len + n
+    self.kbuf = grow(self.kbuf, self.len, need, ks)
+    self.vbuf = grow(self.vbuf, self.len, need, vs)
+    if n > 0 then
+      self.kbuf:narrow(3, self.len + 1, n):copy_(k)
+      self.vbuf:narrow(3, self.len + 1, n):copy_(v)
+    end
+    self.k, self.v = self.kbuf:narrow(3, 1, need), self.vbuf:narrow(3, 1, need)
+  end
+  self.len = self.len + n
+  return self.k, self.v
+end
+
+--------------------------------------------------------------------------
+-- Raschka's self-attention modules
+--
+-- Parameters are bare matrices [d_in, d_out] used as x @ W, drawn in the
+-- order w_query, w_key, w_value with randn as in the notebook (the seed's
+-- SelfAttention class), so that attn.manual_seed(123) gives torch's
+-- weights for torch.manual_seed(123); {init = "rand"} draws them with
+-- rand instead, as the article's version of the class does.
+
+local function draw(kind, rows, cols)
+  if kind == "rand" then return attn.rand(rows, cols) end
+  return attn.randn(rows, cols)
+end
+
+local function init_kind(opts, fn)
+  local kind = opts.init or "randn"
+  if kind ~= "randn" and kind ~= "rand" then
+    error(("%s: init must be \"randn\" or \"rand\" (got %s)"):format(fn, tostring(kind)), 3)
+  end
+  return kind
+end
+
+local function check_input(self, x, fn, name, width)
+  check_tensor(x, fn, name)
+  local s = x:shape()
+  if #s < 2 or s[#s] ~= width then
+    error(("%s: %s must be [L, %d] or [B, L, %d], got %s"):format(fn, name, width, width, fmt_shape(s)), 3)
+  end
+  return x
+end
+
+local function need_weights_opt(opts, fn)
+  opts = check_options(opts, fn, {need_weights = true})
+  return check_bool(opts.need_weights, fn, "need_weights") == true
+end
+
+local SelfAttention = nn.Module:extend("SelfAttention")
+M.SelfAttention = SelfAttention
+
+--- SelfAttention(d_in, d_out_kq, d_out_v [, {init = "randn"}]):
+-- forward(x [L, d_in] or [B, L, d_in] [, {need_weights = false}]) ->
+-- softmax(q k^T / sqrt(d_out_kq)) v  [..., L, d_out_v]  (and the weights
+-- [..., L, L] with need_weights), with q = x @ w_query, k = x @ w_key,
+-- v = x @ w_value.
+function SelfAttention:init(d_in, d_out_kq, d_out_v, opts)
+  local name = self:_get_name()
+  opts = check_options(opts, name, {init = true})
+  local kind = init_kind(opts, name)
+  self.d_in = check_size(d_in, name, "d_in", true)
+  self.d_out_kq = check_size(d_out_kq, name, "d_out_kq", true)
+  self.d_out_v = check_size(d_out_v, name, "d_out_v", true)
+  self.w_query = nn.Parameter(draw(kind, self.d_in, self.d_out_kq))
+  self.w_key = nn.Parameter(draw(kind, self.d_in, self.d_out_kq))
+  self.w_value = nn.Parameter(draw(kind, self.d_in, self.d_out_v))
+end
+
+-- q, k, v of x
+function SelfAttention:_qkv(x, fn)
+  check_input(self, x, fn, "x", self.d_in)
+  return x:matmul(self.w_query), x:matmul(self.w_key), x:matmul(self.w_value)
+end
+
+function SelfAttention:forward(x, opts)
+  local nw = need_weights_opt(opts, "SelfAttention")
+  local q, k, v = self:_qkv(x, "SelfAttention")
+  -- SDPA's default scale is 1/sqrt(d_out_kq), the article's
+  return sdpa(q, k, v, {need_weights = nw})
+end
+
+function SelfAttention:extra_repr()
+  return ("d_in=%d, d_out_kq=%d, d_out_v=%d"):format(self.d_in, self.d_out_kq, self.d_out_v)
+end
+
+local MultiHeadAttentionWrapper = nn.Module:extend("MultiHeadAttentionWrapper")
+M.MultiHeadAttentionWrapper = MultiHeadAttentionWrapper
+
+--- MultiHeadAttentionWrapper(d_in, d_out_kq, d_out_v, num_heads [, {init=}]):
+-- num_heads independent SelfAttention heads (a ModuleList "heads", built
+-- in order, so the RNG is drawn head by head) whose outputs are
+-- concatenated on the last dim: [..., L, num_heads * d_out_v].
+function MultiHeadAttentionWrapper:init(d_in, d_out_kq, d_out_v, num_heads, opts)
+  opts = check_options(opts, "MultiHeadAttentionWrapper", {init = true})
+  num_heads = check_size(num_heads, "MultiHeadAttentionWrapper", "num_heads", true)
+  local heads = {}
+  for i = 1, num_heads do heads[i] = SelfAttention(d_in, d_out_kq, d_out_v, {init = opts.init}) end
+  self.heads = nn.ModuleList(heads)
+end
+
+function MultiHeadAttentionWrapper:forward(x)
+  local outs = {}
+  for i, head in ipairs(self.heads) do outs[i] = head(x) end
+  return attn.cat(outs, -1)
+end
+
+local CausalSelfAttention = SelfAttention:extend("CausalSelfAttention")
+M.CausalSelfAttention = CausalSelfAttention
+
+local causal_variants = {neg_inf = true, renormalise = true, renormalize = true, fused = true}
+
+--- CausalSelfAttention(d_in, d_out_kq, d_out_v, context_length
+-- [, {init=, variant = "neg_inf", dropout = 0}]): SelfAttention (the same
+-- parameters, drawn the same way) where query i sees keys j <= i only.
+-- The buffer "mask" [context_length, context_length] holds 1 above the
+-- diagonal (the future), as the article's triu(ones, diagonal=1).
+-- Variants, all equal up to rounding:
+--   "neg_inf"      scores:masked_fill(mask, -inf), then softmax (article)
+--   "renormalise"  softmax first, zero the future, divide each row by its
+--                  sum (the article's first, "simple" version)
+--   "fused"        attn.scaled_dot_product_attention with is_causal
+-- forward(x [L, d_in] or [B, L, d_in], L <= context_length
+-- [, {variant=, need_weights=}]); dropout (a child Dropout) applies to the
+-- weights in training.
+function CausalSelfAttention:init(d_in, d_out_kq, d_out_v, context_length, opts)
+  opts = check_options(opts, "CausalSelfAttention", {init = true, variant = true, dropout = true})
+  SelfAttention.init(self, d_in, d_out_kq, d_out_v, {init = opts.init})
+  self.context_length = check_size(context_length, "CausalSelfAttention", "context_length", true)
+  local variant = opts.variant or "neg_inf"
+  if not causal_variants[variant] then
+    error(("CausalSelfAttention: variant must be \"neg_inf\", \"renormalise\" or \"fused\" (got %s)")
+      :format(tostring(variant)), 2)
+  end
+  self.variant = variant
+  self.dropout = nn.Dropout(opts.dropout or 0.0)
+  self:register_buffer("mask", attn.ones(self.context_length, self.context_length):triu(1))
+end
+
+function CausalSelfAttention:forward(x, opts)
+  opts = check_options(opts, "CausalSelfAttention", {variant = true, need_weights = true})
+  local nw = check_bool(opts.need_weights, "CausalSelfAttention", "need_weights") == true
+  local variant = opts.variant or self.variant
+  if not causal_variants[variant] then
+    error(("CausalSelfAttention: variant must be \"neg_inf\", \"renormalise\" or \"fused\" (got %s)")
+      :format(tostring(variant)), 2)
+  end
+  local q, k, v = self:_qkv(x, "CausalSelfAttention")
+  local L = seq_len(x)
+  if L > self.context_length then
+    error(("CausalSelfAttention: sequence length %d exceeds context_length %d"):format(L, self.context_length), 2)
+  end
+  if variant == "fused" then
+    local p = self.dropout.training and self.dropout.p or 0
+    return sdpa(q, k, v, {is_causal = true, dropout_p = p, need_weights = nw})
+  end
+  local scores = q:matmul(k:transpose(-2, -1))
+  local future = self.mask:narrow(1, 1, L):narrow(2, 1, L)
+  local scale = math.sqrt(self.d_out_kq)
+  local w
+  if variant == "neg_inf" then
+    w = (scores:masked_fill(future, -math.huge) / scale):softmax(-1)
+  else
+    w = (scores / scale):softmax(-1)
+    local masked = w * (1 - future) -- the article's tril(ones(L, L))
+    w = masked / masked:sum(-1, true)
+  end
+  w = self.dropout(w)
+  local out = w:matmul(v)
+  if nw then return out, w end
+  return out
+end
+
+function CausalSelfAttention:extra_repr()
+  return ("d_in=%d, d_out_kq=%d, d_out_v=%d, context_length=%d, variant=%s"):format(self.d_in, self.d_out_kq,
+    self.d_out_v, self.context_length, self.variant)
+end
+
+local CrossAttention = nn.Module:extend("CrossAttention")
+M.CrossAttention = CrossAttention
+
+--- CrossAttention(d_in, d_out_kq, d_out_v [, {init=, d_in_kv = d_in}]):
+-- forward(x_1 [..., L, d_in], x_2 [..., S, d_in_kv] [, {need_weights=}])
+-- -> softmax(q_1 k_2^T / sqrt(d_out_kq)) v_2  [..., L, d_out_v]: queries
+-- from x_1, keys and values from x_2 (the article's version).
+function CrossAttention:init(d_in, d_out_kq, d_out_v, opts)
+  opts = check_options(opts, "CrossAttention", {init = true, d_in_kv = true})
+  local kind = init_kind(opts, "CrossAttention")
+  self.d_in = check_size(d_in, "CrossAttention", "d_in", true)
+  self.d_in_kv = check_size(opts.d_in_kv or d_in, "CrossAttention", "d_in_kv", true)
+  self.d_out_kq = check_size(d_out_kq, "CrossAttention", "d_out_kq", true)
+  self.d_out_v = check_size(d_out_v, "CrossAttention", "d_out_v", true)
+  self.w_query = nn.Parameter(draw(kind, self.d_in, self.d_out_kq))
+  self.w_key = nn.Parameter(draw(kind, self.d_in_kv, self.d_out_kq))
+  self.w_value = nn.Parameter(draw(kind, self.d_in_kv, self.d_out_v))
+end
+
+function CrossAttention:forward(x_1, x_2, opts)
+  local nw = need_weights_opt(opts, "CrossAttention")
+  check_input(self, x_1, "CrossAttention", "x_1", self.d_in)
+  check_input(self, x_2, "CrossAttention", "x_2", self.d_in_kv)
+  if x_1:dim() ~= x_2:dim() then
+    error(("CrossAttention: x_1 %s and x_2 %s must have the same number of dims")
+      :format(fmt_shape(x_1:shape()), fmt_shape(x_2:shape())), 2)
+  end
+  return sdpa(x_1:matmul(self.w_query), x_2:matmul(self.w_key), x_2:matmul(self.w_value), {need_weights = nw})
+end
+
+function CrossAttention:extra_repr()
+  local s = ("d_in=%d, d_out_kq=%d, d_out_v=%d"):format(self.d_in, self.d_out_kq, self.d_out_v)
+  if self.d_in_kv ~= self.d_in then s = s .. ", d_in_kv=" .. self.d_in_kv end
+  return s
+end
+
+--------------------------------------------------------------------------
+-- MultiheadAttention (torch.nn.MultiheadAttention, torch 1.13)
+
+-- torch's out_proj class (a Linear that says so in the module tree)
+local NonDynamicallyQuantizableLinear = nn.Linear:extend("NonDynamicallyQuantizableLinear")
+M.NonDynamicallyQuantizableLinear = NonDynamicallyQuantizableLinear
+
+local MultiheadAttention = nn.Module:extend("MultiheadAttention")
+M.MultiheadAttention = MultiheadAttention
+
+local mha_options = {dropout = true, bias = true, add_bias_kv = true, add_zero_attn = true, kdim = true,
+                     vdim = true, batch_first = true}
+
+--- MultiheadAttention(embed_dim, num_heads [, opts]) with opts {dropout = 0,
+-- bias = true, add_bias_kv = false, add_zero_attn = false, kdim = embed_dim,
+-- vdim = embed_dim, batch_first = false}, or torch's positional order
+-- MultiheadAttention(embed_dim, num_heads, dropout, bias, add_bias_kv,
+-- add_zero_attn, kdim, vdim, batch_first).
+--
+-- Parameters, named and initialised as torch's (so a torch state_dict
+-- loads as is, and attn.manual_seed(s) gives torch's weights):
+--   in_proj_weight [3E, E] (when kdim == vdim == E) or q_proj_weight [E, E],
+--   k_proj_weight [E, kdim], v_proj_weight [E, vdim];  in_proj_bias [3E];
+--   bias_k, bias_v [1, 1, E] (add_bias_kv);  out_proj (weight [E, E], bias [E]).
+-- RNG order: out_proj is a Linear built first (its own kaiming-uniform
+-- weight and uniform bias draws), then xavier_uniform_ on in_proj_weight
+-- (or q, k, v in that order), zeros for in_proj_bias and out_proj.bias,
+-- xavier_normal_ on bias_k then bias_v.
+function MultiheadAttention:init(embed_dim, num_heads, dropout, bias, add_bias_kv, add_zero_attn, kdim, vdim,
+                                 batch_first)
+  local o
+  if type(dropout) == "table" then
+    o = check_options(dropout, "MultiheadAttention", mha_options)
+  else
+    o = {dropout = dropout, bias = bias, add_bias_kv = add_bias_kv, add_zero_attn = add_zero_attn, kdim = kdim,
+         vdim = vdim, batch_first = batch_first}
+  end
+  local E = check_size(embed_dim, "MultiheadAttention", "embed_dim", true)
+  local H = check_size(num_heads, "MultiheadAttention", "num_heads", true)
+  for _, k in ipairs({"bias", "add_bias_kv", "add_zero_attn", "batch_first"}) do
+    check_bool(o[k], "MultiheadAttention", k)
+  end
+  local p = o.dropout or 0.0
+  if type(p) ~= "number" or p < 0 or p > 1 then
+    error(("MultiheadAttention: dropout must be a number in [0, 1] (got %s)"):format(tostring(p)), 2)
+  end
+  self.embed_dim = E
+  self.kdim = o.kdim ~= nil and check_size(o.kdim, "MultiheadAttention", "kdim", true) or E
+  self.vdim = o.vdim ~= nil and check_size(o.vdim, "MultiheadAttention", "vdim", true) or E
+  self._qkv_same_embed_dim = self.kdim == E and self.vdim == E
+  self.num_heads = H
+  self.dropout = p
+  self.batch_first = o.batch_first == true
+  self.head_dim = E // H
+  if self.head_dim * H ~= E then
+    error(("MultiheadAttention: embed_dim must be divisible by num_heads (got %d and %d)"):format(E, H), 2)
+  end
+  if not self._qkv_same_embed_dim then
+    self.q_proj_weight = nn.Parameter(attn.empty(E, E))
+    self.k_proj_weight = nn.Parameter(attn.empty(E, self.kdim))
+    self.v_proj_weight = nn.Parameter(attn.empty(E, self.vdim))
+    self:register_parameter("in_proj_weight", nil)
+  else
+    self.in_proj_weight = nn.Parameter(attn.empty(3 * E, E))
+    self:register_parameter("q_proj_weight", nil)
+    self:register_parameter("k_proj_weight", nil)
+    self:register_parameter("v_proj_weight", nil)
+  end
+  local with_bias = o.bias ~= false
+  if with_bias then
+    self.in_proj_bias = nn.Parameter(attn.empty(3 * E))
+  else
+    self:register_parameter("in_proj_bias", nil)
+  end
+  self.out_proj = NonDynamicallyQuantizableLinear(E, E, with_bias)
+  if o.add_bias_kv then
+    self.bias_k = nn.Parameter(attn.empty(1, 1, E))
+    self.bias_v = nn.Parameter(attn.empty(1, 1, E))
+  else
+    self:register_parameter("bias_k", nil)
+    self:register_parameter("bias_v", nil)
+  end
+  self.add_zero_attn = o.add_zero_attn == true
+  self:_reset_parameters()
+end
+
+function MultiheadAttention:_reset_parameters()
+  if self._qkv_same_embed_dim then
+    init.xavier_uniform_(self.in_proj_weight)
+  else
+    init.xavier_uniform_(self.q_proj_weight)
+    init.xavier_uniform_(self.k_proj_weight)
+    init.xavier_uniform_(self.v_proj_weight)
+  end
+  if self.in_proj_bias ~= nil then
+    init.constant_(self.in_proj_bias, 0.0)
+    init.constant_(self.out_proj.bias, 0.0)
+  end
+  if self.bias_k ~= nil then init.xavier_normal_(self.bias_k) end
+  if self.bias_v ~= nil then init.xavier_normal_(self.bias_v) end
+end
+
+local mha_forward_options = {key_padding_mask = true, key_padding_mask_kind = true, need_weights = true,
+                             attn_mask = true, attn_mask_kind = true, average_attn_weights = true,
+                             is_causal = true}
+
+-- t [..., n] -> [..., n + 1] with a zero column: torch's pad(mask, (0, 1)),
+-- which lets every query see the key that bias_kv / zero_attn append
+-- (0 is "allowed" in MHA's bool convention and "add nothing" in additive).
+local function pad_col(t)
+  local s = t:shape()
+  s[#s] = 1
+  return attn.cat({t, attn.zeros(s)}, -1)
+end
+
+-- MHA-convention mask (bool: non-zero = masked out) -> additive float
+local function to_additive(m, kind)
+  if kind == "additive" then return m end
+  return attn.zeros(m:shape()):masked_fill(m, -math.huge)
+end
+
+--- forward(query, key, value [, opts]) -> attn_output, attn_weights (nil
+-- unless need_weights).
+-- Shapes (L target, S source length, N batch, E embed_dim):
+--   query [L, N, E] ([N, L, E] with batch_first) or unbatched [L, E];
+--   key [S, N, kdim], value [S, N, vdim] likewise (key defaults to query,
+--   value to key).
+-- opts:
+--   key_padding_mask  [N, S] (unbatched: [S]) with key_padding_mask_kind
+--   attn_mask         [L, S] or [N * num_heads, L, S] with attn_mask_kind
+--       TORCH MHA CONVENTION: for kind "bool", 1/true = NOT allowed to
+--       attend (the opposite of scaled_dot_product_attention's); kind
+--       "additive" masks are added to the scores.  Tables of Lua booleans
+--       are bool masks.  Both masks combine (a key is hidden if either
+--       hides it; additive values add).
+--   need_weights = true, average_attn_weights = true: the weights
+--       [N, L, S] averaged over heads, or [N, num_heads, L, S] ([L, S] /
+--       [num_heads, L, S] unbatched), after dropout like torch's.
+--   is_causal = false: torch 2.x's hint that attn_mask is the causal mask
+--       (attn_mask is required with it).  Without key_padding_mask,
+--       need_weights, bias_kv and zero_attn, the fused kernel's causal
+--       masking replaces the mask; otherwise the mask is used as given.
+-- The attention itself is attn.scaled_dot_product_attention: the fused
+-- kernel when the weights are not needed and dropout is 0 (eval mode or
+-- dropout = 0), the explicit path (torch's math) otherwise.  Unlike torch
+-- 1.13 (NaN), a query whose every key is masked gets a zero output row and
+-- zero weights (torch 2.5's safe softmax).  A float key_padding_mask next
+-- to a bool attn_mask is added (torch 2.x's _canonical_mask), where torch
+-- 1.13 would read its non-zero values as "masked".
+function MultiheadAttention:forward(query, key, value, opts)
+  local fn = "MultiheadAttention"
+  opts = check_options(opts, fn, mha_forward_options)
+  if key == nil then key = query end
+  if value == nil then value = key end
+  check_tensor(query, fn, "query")
+  check_tensor(key, fn, "key")
+  check_tensor(value, fn, "value")
+  local need_weights = opts.need_weights ~= false
+  local average = opts.average_attn_weights ~= false
+  check_bool(opts.need_weights, fn, "need_weights")
+  check_bool(opts.average_attn_weights, fn, "average_attn_weights")
+  local is_causal = check_bool(opts.is_causal, fn, "is_causal") == true
+  local kpm, kpm_kind = mask_arg(opts.key_padding_mask, opts.key_padding_mask_kind, fn, "key_padding_mask")
+  local am, am_kind = mask_arg(opts.attn_mask, opts.attn_mask_kind, fn, "attn_mask")
+  local E, H, hd = self.embed_dim, self.num_heads, self.head_dim
+
+  -- torch's _mha_shape_check
+  local is_batched = query:dim() == 3
+  if is_batched then
+    if key:dim() ~= 3 or value:dim() ~= 3 then
+      error(("%s: for batched (3-D) query, expected key and value to be 3-D but found %d-D and %d-D tensors")
+        :format(fn, key:dim(), value:dim()), 2)
+    end
+    if kpm and kpm:dim() ~= 2 then
+      error(("%s: for batched (3-D) query, expected key_padding_mask to be nil or 2-D but found %d-D")
+        :format(fn, kpm:dim()), 2)
+    end
+  elseif query:dim() == 2 then
+    if key:dim() ~= 2 or value:dim() ~= 2 then
+      error(("%s: for unbatched (2-D) query, expected key and value to be 2-D but found %d-D and %d-D tensors")
+        :format(fn, key:dim(), value:dim()), 2)
+    end
+    if kpm and kpm:dim() ~= 1 then
+      error(("%s: for unbatched (2-D) query, expected key_padding_mask to be nil or 1-D but found %d-D")
+        :format(fn, kpm:dim()), 2)
+    end
+  else
+    error(("%s: query should be unbatched 2-D or batched 3-D but received a %d-D tensor"):format(fn, query:dim()), 2)
+  end
+  if am and am:dim() ~= 2 and am:dim() ~= 3 then
+    error(("%s: expected attn_mask to be nil, 2-D or 3-D but found %d-D"):format(fn, am:dim()), 2)
+  end
+  if is_causal and am == nil then
+    error(fn .. ": is_causal needs attn_mask (it is a hint that attn_mask is the causal mask; "
+      .. "attn.causal_mask(L) gives SDPA's keep-mask, so 1 - attn.causal_mask(L) is this module's bool mask)", 2)
+  end
+
+  -- internal layout: batch first [N, L, E]
+  local self_attn = rawequal(query, key) and rawequal(key, value)
+  if is_batched then
+    if not self.batch_first then
+      query, key, value = query:transpose(1, 2), key:transpose(1, 2), value:transpose(1, 2)
+    end
+  else
+    query, key, value = query:unsqueeze(1), key:unsqueeze(1), value:unsqueeze(1)
+    if kpm then kpm = kpm:unsqueeze(1) end
+  end
+  local qs, ks, vs = query:shape(), key:shape(), value:shape()
+  local N, L, S = qs[1], qs[2], ks[2]
+  if qs[3] ~= E then
+    error(("%s: was expecting embedding dimension of %d, but got %d"):format(fn, E, qs[3]), 2)
+  end
+  if ks[3] ~= self.kdim or vs[3] ~= self.vdim then
+    error(("%s: key %s and value %s must have kdim = %d and vdim = %d features")
+      :format(fn, fmt_shape(key:shape()), fmt_shape(value:shape()), self.kdim, self.vdim), 2)
+  end
+  if ks[1] ~= N or vs[1] ~= N or vs[2] ~= S then
+    error(("%s: key %s and value %s do not match query %s in batch and source length")
+      :format(fn, fmt_shape(key:shape()), fmt_shape(value:shape()), fmt_shape(query:shape())), 2)
+  end
+
+  -- in-projection (torch's _in_projection_packed / _in_projection)
+  local q, k, v
+  local b = self.in_proj_bias
+  local bq, bk, bv
+  if b ~= nil then bq, bk, bv = b:narrow(1, 1, E), b:narrow(1, E + 1, E), b:narrow(1, 2 * E + 1, E) end
+  if self._qkv_same_embed_dim then
+    local w = self.in_proj_weight
+    if self_attn then
+      local qkv = linear(query, w, b):chunk(3, -1)
+      q, k, v = qkv[1], qkv[2], qkv[3]
+    else
+      q = linear(query, w:narrow(1, 1, E), bq)
+      k = linear(key, w:narrow(1, E + 1, E), bk)
+      v = linear(value, w:narrow(1, 2 * E + 1, E), bv)
+    end
+  else
+    q = linear(query, self.q_proj_weight, bq)
+    k = linear(key, self.k_proj_weight, bk)
+    v = linear(value, self.v_proj_weight, bv)
+  end
+
+  -- masks (MHA convention) with their shapes checked against the source
+  -- length before bias_kv / zero_attn add keys
+  if am then
+    local s = am:shape()
+    if am:dim() == 2 and (s[1] ~= L or s[2] ~= S) then
+      error(("%s: the shape of the 2-D attn_mask is %s, but should be %s"):format(fn, fmt_shape(s),
+        fmt_shape({L, S})), 2)
+    elseif am:dim() == 3 and (s[1] ~= N * H or s[2] ~= L or s[3] ~= S) then
+      error(("%s: the shape of the 3-D attn_mask is %s, but should be %s"):format(fn, fmt_shape(s),
+        fmt_shape({N * H, L, S})), 2)
+    end
+  end
+  if kpm then
+    local s = kpm:shape()
+    if s[1] ~= N or s[2] ~= S then
+      error(("%s: expecting key_padding_mask shape of %s, but got %s"):format(fn,
+        fmt_shape(is_batched and {N, S} or {S}), fmt_shape(is_batched and s or {s[2]})), 2)
+    end
+  end
+
+  -- bias_k / bias_v: one more key and value for every sequence
+  if self.bias_k ~= nil then
+    k = attn.cat({k, self.bias_k:expand(N, 1, E)}, 2)
+    v = attn.cat({v, self.bias_v:expand(N, 1, E)}, 2)
+    if am then am = pad_col(am) end
+    if kpm then kpm = pad_col(kpm) end
+  end
+
+  q, k, v = M.split_heads(q, H), M.split_heads(k, H), M.split_heads(v, H) -- [N, H, *, hd]
+
+  -- add_zero_attn: a zero key and value after the others
+  if self.add_zero_attn then
+    local zs = k:shape()
+    zs[3] = 1
+    k = attn.cat({k, attn.zeros(zs)}, 3)
+    v = attn.cat({v, attn.zeros(zs)}, 3)
+    if am then am = pad_col(am) end
+    if kpm then kpm = pad_col(kpm) end
+  end
+  local S2 = k:shape()[3]
+
+  -- one mask for SDPA, in SDPA's convention
+  local fused_causal = is_causal and kpm == nil and not need_weights and self.bias_k == nil
+    and not self.add_zero_attn
+  local mask, mask_kind
+  if not fused_causal then
+    if am and am:dim() == 3 then am = am:reshape(N, H, L, S2) end -- [N*H, L, S'] -> [N, H, L, S']
+    if kpm then kpm = kpm:reshape(N, 1, 1, S2) end
+    if (am == nil or am_kind == "bool") and (kpm == nil or kpm_kind == "bool") then
+      -- keep = neither mask hides the key (SDPA: 1 = take part)
+      if am then mask = am:eq(0) end
+      if kpm then mask = mask and mask * kpm:eq(0) or kpm:eq(0) end
+      mask_kind = mask and "bool" or nil
+    else
+      if am then mask = to_additive(am, am_kind) end
+      if kpm then
+        local a = to_additive(kpm, kpm_kind)
+        mask = mask and mask + a or a
+      end
+      mask_kind = "additive"
+    end
+  end
+
+  local dropout_p = self.training and self.dropout or 0.0
+  local out, w = sdpa(q, k, v, {attn_mask = mask, attn_mask_kind = mask_kind, is_causal = fused_causal,
+                                dropout_p = dropout_p, need_weights = need_weights})
+  out = self.out_proj(M.combine_heads(out)) -- [N, L, E]
+  if is_batched then
+    if not self.batch_first then out = out:transpose(1, 2) end
+  else
+    out = out:squeeze(1)
+  end
+  if not need_weights then return out, nil end
+  if average then w = w:sum(2) / H end -- [N, L, S'] (torch: sum over heads / num_heads)
+  if not is_batched then w = w:squeeze(1) end
+  return out, w
+end
+
+--------------------------------------------------------------------------
+-- Grouped-query / multi-query attention
+
+local GroupedQueryAttention = nn.Module:extend("GroupedQueryAttention")
+M.GroupedQueryAttention = GroupedQueryAttention
+
+local gqa_options = {bias = true, causal = true, dropout = true, rope = true, rope_base = true}
+
+--- GroupedQueryAttention(d_model, n_heads, n_kv_heads [, {bias = true,
+-- causal = false, dropout = 0, rope = false, rope_base = 10000}]):
+-- n_heads query heads of head_dim = d_model / n_heads share n_kv_heads key
+-- and value heads (query head h reads kv head floor(h / (n_heads /
+-- n_kv_heads)), torch's repeat_interleave order); n_kv_heads = 1 is
+-- multi-query attention, n_kv_heads = n_heads ordinary multi-head.
+-- Children q_proj [d_model -> n_heads*hd], k_proj, v_proj [d_model ->
+-- n_kv_heads*hd], o_proj [n_heads*hd -> d_model] (Linears, built in that
+-- order).  With rope, queries and keys are rotated (apply_rotary) at their
+-- absolute positions.
+--
+-- forward(x [B, L, d_model] or [L, d_model] [, opts]) -> y (and the
+-- weights [B, n_heads, L, S] with need_weights), opts:
+--   cache         a KVCache: the new keys/values are appended to it and the
+--                 queries (positions T .. T+L-1, T = cache:length()) attend
+--                 to all T + L keys, bottom-right causally aligned
+--   attn_mask, attn_mask_kind  SDPA's convention (bool: 1 = take part),
+--                 broadcastable to [B, n_heads, L, S]; combined with causal
+--   need_weights  false
+function GroupedQueryAttention:init(d_model, n_heads, n_kv_heads, opts)
+  local fn = self:_get_name()
+  opts = check_options(opts, fn, gqa_options)
+  self.d_model = check_size(d_model, fn, "d_model", true)
+  self.n_heads = check_size(n_heads, fn, "n_heads", true)
+  self.n_kv_heads = check_size(n_kv_heads, fn, "n_kv_heads", true)
+  if self.d_model % self.n_heads ~= 0 then
+    error(("%s: d_model %d is not a multiple of n_heads %d"):format(fn, self.d_model, self.n_heads), 3)
+  end
+  if self.n_heads % self.n_kv_heads ~= 0 then
+    error(("%s: n_heads %d is not a multiple of n_kv_heads %d"):format(fn, self.n_heads, self.n_kv_heads), 3)
+  end
+  check_bool(opts.bias, fn, "bias")
+  check_bool(opts.causal, fn, "causal")
+  check_bool(opts.rope, fn, "rope")
+  self.head_dim = self.d_model // self.n_heads
+  self.causal = opts.causal == true
+  local p = opts.dropout or 0.0
+  if type(p) ~= "number" or p < 0 or p > 1 then
+    error(("%s: dropout must be a number in [0, 1] (got %s)"):format(fn, tostring(p)), 3)
+  end
+  self.dropout = p
+  self.rope = opts.rope == true
+  self.rope_base = opts.rope_base or 10000.0
+  if self.rope and self.head_dim % 2 ~= 0 then
+    error(("%s: rope needs an even head_dim (got %d)"):format(fn, self.head_dim), 3)
+  end
+  local bias = opts.bias ~= false
+  local hd = self.head_dim
+  self.q_proj = nn.Linear(self.d_model, self.n_heads * hd, bias)
+  self.k_proj = nn.Linear(self.d_model, self.n_kv_heads * hd, bias)
+  self.v_proj = nn.Linear(self.d_model, self.n_kv_heads * hd, bias)
+  self.o_proj = nn.Linear(self.n_heads * hd, self.d_model, bias)
+end
+
+function GroupedQueryAttention:forward(x, opts)
+  local fn = self:_get_name()
+  opts = check_options(opts, fn, {cache = true, attn_mask = true, attn_mask_kind = true, need_weights = true})
+  check_tensor(x, fn, "x", {[2] = true, [3] = true})
+  local nw = check_bool(opts.need_weights, fn, "need_weights") == true
+  local mask, kind = mask_arg(opts.attn_mask, opts.attn_mask_kind, fn, "attn_mask")
+  local cache = opts.cache
+  if cache ~= nil and getmetatable(cache) ~= KVCache then
+    error(("%s: cache must be a KVCache (attn.nn.KVCache())"):format(fn), 2)
+  end
+  local batched = x:dim() == 3
+  if not batched then x = x:unsqueeze(1) end
+  local s = x:shape()
+  if s[3] ~= self.d_model then
+    error(("%s: x %s must have d_model = %d features"):format(fn, fmt_shape(s), self.d_model), 2)
+  end
+  local L = s[2]
+  local q = M.split_heads(self.q_proj(x), self.n_heads)     -- [B, H, L, hd]
+  local k = M.split_heads(self.k_proj(x), self.n_kv_heads)  -- [B, Hkv, L, hd]
+  local v = M.split_heads(self.v_proj(x), self.n_kv_heads)
+  local offset = cache and cache:length() or 0
+  if self.rope then q, k = M.apply_rotary(q, k, offset, self.rope_base) end
+  if cache then k, v = cache:update(k, v) end
+  local S = k:shape()[3]
+  local o = {enable_gqa = true, need_weights = nw, dropout_p = self.training and self.dropout or 0.0}
+  if mask then
+    if self.causal then
+      local keep = M.causal_mask(L, S, {bottom_right = true})
+      if kind == "bool" then
+        mask = mask:ne(0) * keep
+      else
+        mask = mask:masked_fill(keep:eq(0), -math.huge)
+      end
+    end
+    o.attn_mask, o.attn_mask_kind = mask, kind
+  elseif self.causal then
+    o.is_causal, o.causal_alignment = true, "bottom_right"
+  end
+  local y, w = sdpa(q, k, v, o)
+  y = self.o_proj(M.combine_heads(y))
+  if not batched then
+    y = y:squeeze(1)
+    if w then w = w:squeeze(1) end
+  end
+  if nw then return y, w end
+  return y
+end
+
+function GroupedQueryAttention:extra_repr()
+  local s = ("d_model=%d, n_heads=%d, n_kv_heads=%d"):format(self.d_model, self.n_heads, self.n_kv_heads)
+  if self.causal then s = s .. ", causal=True" end
+  if self.rope then s = s .. ", rope=True" end
+  return s
+end
+
+local MultiQueryAttention = GroupedQueryAttention:extend("MultiQueryAttention")
+M.MultiQueryAttention = MultiQueryAttention
+
+--- MultiQueryAttention(d_model, n_heads [, opts]): GroupedQueryAttention
+-- with one key/value head.
+function MultiQueryAttention:init(d_model, n_heads, opts)
+  GroupedQueryAttention.init(self, d_model, n_heads, 1, opts)
+end
+
+--------------------------------------------------------------------------
+-- Positional encodings
+
+--- sinusoidal_table(max_len, d_model) -> [max_len, d_model] with
+-- pe[p, 2i] = sin(p * w_i), pe[p, 2i+1] = cos(p * w_i) (0-based p and i
+-- as in the formula), w_i = exp(2i * -(ln 10000 / d_model)), computed in
+-- float32 as the Annotated Transformer does.
+function M.sinusoidal_table(max_len, d_model)
+  max_len = check_size(max_len, "sinusoidal_table", "max_len")
+  d_model = check_size(d_model, "sinusoidal_table", "d_model", true)
+  if d_model % 2 ~= 0 then
+    error(("sinusoidal_table: d_model must be even (got %d)"):format(d_model), 2)
+  end
+  local position = attn.arange(0, max_len):unsqueeze(2)                             -- [max_len, 1]
+  local div_term = (attn.arange(0, d_model, 2) * -(math.log(10000.0) / d_model)):exp() -- [d_model / 2]
+  local angle = position * div_term                                                 -- [max_len, d_model / 2]
+  return attn.stack({angle:sin(), angle:cos()}, 3):reshape(max_len, d_model)        -- sin, cos interleaved
+end
+
+local PositionalEncoding = nn.Module:extend("PositionalEncoding")
+M.PositionalEncoding = PositionalEncoding
+
+--- PositionalEncoding(d_model, dropout [, max_len = 5000]): the Annotated
+-- Transformer's: a buffer pe [1, max_len, d_model] (sinusoidal_table) added
+-- to x [B, L, d_model] (or [L, d_model]), then dropout.  forward(x [, offset
+-- = 0]) adds the rows of positions offset .. offset + L - 1 (for decoding
+-- step by step).
+function PositionalEncoding:init(d_model, dropout, max_len)
+  self.d_model = check_size(d_model, "PositionalEncoding", "d_model", true)
+  self.max_len = check_size(max_len or 5000, "PositionalEncoding", "max_len")
+  self.dropout = nn.Dropout(dropout or 0.0)
+  self:register_buffer("pe", M.sinusoidal_table(self.max_len, self.d_model):unsqueeze(1))
+end
+
+local function position_rows(table_, x, offset, fn, max_len)
+  offset = check_size(offset or 0, fn, "offset")
+  local L = seq_len(x)
+  if offset + L > max_len then
+    error(("%s: positions %d..%d exceed max_len %d"):format(fn, offset, offset + L - 1, max_len), 3)
+  end
+  return table_:narrow(1, offset + 1, L)
+end
+
+function PositionalEncoding:forward(x, offset)
+  check_tensor(x, "PositionalEncoding", "x")
+  local s = x:shape()
+  if #s < 2 or s[#s] ~= self.d_model then
+    error(("PositionalEncoding: x must be [..., L, %d], got %s"):format(self.d_model, fmt_shape(s)), 2)
+  end
+  local rows = position_rows(self.pe:select(1, 1), x, offset, "PositionalEncoding", self.max_len)
+  return self.dropout(x + rows:detach())
+end
+
+local LearnedPositionalEncoding = nn.Module:extend("LearnedPositionalEncoding")
+M.LearnedPositionalEncoding = LearnedPositionalEncoding
+
+--- LearnedPositionalEncoding(max_len, d_model [, {dropout = 0}]): a child
+-- Embedding "embedding" [max_len, d_model] (N(0, 1) init, like any
+-- Embedding) whose row for each position is added to x [..., L, d_model];
+-- forward(x [, offset = 0]) uses positions offset .. offset + L - 1.
+function LearnedPositionalEncoding:init(max_len, d_model, opts)
+  opts = check_options(opts, "LearnedPositionalEncoding", {dropout = true})
+  self.max_len = check_size(max_len, "LearnedPositionalEncoding", "max_len", true)
+  self.d_model = check_size(d_model, "LearnedPositionalEncoding", "d_model", true)
+  self.embedding = nn.Embedding(self.max_len, self.d_model)
+  self.dropout = nn.Dropout(opts.dropout or 0.0)
+end
+
+function LearnedPositionalEncoding:forward(x, offset)
+  check_tensor(x, "LearnedPositionalEncoding", "x")
+  local s = x:shape()
+  if #s < 2 or s[#s] ~= self.d_model then
+    error(("LearnedPositionalEncoding: x must be [..., L, %d], got %s"):format(self.d_model, fmt_shape(s)), 2)
+  end
+  offset = check_size(offset or 0, "LearnedPositionalEncoding", "offset")
+  local L = seq_len(x)
+  if offset + L > self.max_len then
+    error(("LearnedPositionalEncoding: positions %d..%d exceed max_len %d"):format(offset, offset + L - 1,
+      self.max_len), 2)
+  end
+  local ids = attn.arange(offset + 1, offset + L + 1) -- 1-based rows
+  return self.dropout(x + self.embedding(ids))
+end
+
+-- RoPE ---------------------------------------------------------------------
+--
+-- Rotary position embedding in the GPT-NeoX / LLaMA (Hugging Face)
+-- "rotate_half" convention: a head vector x of even size D is split into
+-- halves x1 = x[1 .. D/2], x2 = x[D/2+1 .. D], and pair (x1_i, x2_i) is
+-- rotated by the angle p * theta_i, theta_i = base^(-2(i-1)/D):
+--   rope(x, p) = x * cos + rotate_half(x) * sin,  rotate_half(x) = [-x2, x1]
+-- with cos/sin [L, D] = cos/sin of cat(p * theta, p * theta).  (The
+-- original RoFormer/GPT-J form rotates interleaved pairs (x_2i, x_2i+1)
+-- instead; the two differ by a fixed permutation of the head dims, which
+-- the q/k projections absorb, but weights trained one way need that one.)
+-- Positions p are token positions counted from 0 (the first token is not
+-- rotated), like every RoPE implementation: they are angles' multipliers,
+-- not indices.
+
+--- rope_inv_freq(dim [, base = 10000]) -> [dim/2]: 1 / base^(2i/dim)
+-- (float32, as torch computes it)
+function M.rope_inv_freq(dim, base)
+  dim = check_size(dim, "rope_inv_freq", "dim", true)
+  if dim % 2 ~= 0 then error(("rope_inv_freq: dim must be even (got %d)"):format(dim), 2) end
+  base = base or 10000.0
+  if type(base) ~= "number" or base <= 0 then error("rope_inv_freq: base must be a positive number", 2) end
+  return 1.0 / attn.pow(base, attn.arange(0, dim, 2) / dim)
+end
+
+-- positions argument -> float tensor [L]
+local function positions_arg(positions, L, fn)
+  if positions == nil then return attn.arange(0, L) end
+  if type(positions) == "number" then
+    local off = check_size(positions, fn, "positions (an offset)")
+    return attn.arange(off, off + L)
+  end
+  if type(positions) == "table" and not is_tensor(positions) then positions = attn.tensor(positions) end
+  check_tensor(positions, fn, "positions", {[1] = true})
+  if positions:numel() ~= L then
+    error(("%s: %d positions for a sequence of %d"):format(fn, positions:numel(), L), 3)
+  end
+  return positions
+end
+
+--- rope_cos_sin(dim, positions [, base]) -> cos, sin [L, dim] for a 1-d
+-- tensor (or table) of L positions: cos/sin of cat(p * inv_freq, p * inv_freq).
+function M.rope_cos_sin(dim, positions, base)
+  local inv = M.rope_inv_freq(dim, base)
+  if type(positions) == "table" and not is_tensor(positions) then positions = attn.tensor(positions) end
+  check_tensor(positions, "rope_cos_sin", "positions", {[1] = true})
+  local freqs = attn.outer(positions, inv) -- [L, dim/2]
+  local emb = attn.cat({freqs, freqs}, -1)
+  return emb:cos(), emb:sin()
+end
+
+--- rotate_half(x [..., D]) -> [-x2, x1]
+function M.rotate_half(x)
+  check_tensor(x, "rotate_half", "x")
+  local D = x:shape()[x:dim()]
+  if D % 2 ~= 0 then error(("rotate_half: the last dim must be even (got %d)"):format(D), 2) end
+  local h = D // 2
+  return attn.cat({-x:narrow(-1, h + 1, h), x:narrow(-1, 1, h)}, -1)
+end
+
+--- apply_rotary(q, k, positions [, base = 10000]) -> q', k': q [..., L, D]
+-- and k [..., S, D] (k may be nil) rotated at positions: nil (0 .. L-1),
+-- a number n (n .. n+L-1), or a tensor/table of L positions; k uses the
+-- same positions, so it needs S == L (rotate cached keys when they are
+-- made).  base may also be given as {base = b}.
+function M.apply_rotary(q, k, positions, base)
+  if type(base) == "table" then base = check_options(base, "apply_rotary", {base = true}).base end
+  check_tensor(q, "apply_rotary", "q")
+  local L, D = seq_len(q), q:shape()[q:dim()]
+  if k ~= nil then
+    check_tensor(k, "apply_rotary", "k")
+    if seq_len(k) ~= L or k:shape()[k:dim()] ~= D then
+      error(("apply_rotary: q %s and k %s need the same length and head size"):format(fmt_shape(q:shape()),
+        fmt_shape(k:shape())), 2)
+    end
+  end
+  local pos = positions_arg(positions, L, "apply_rotary")
+  local cos, sin = M.rope_cos_sin(D, pos, base)
+  local qr = q * cos + M.rotate_half(q) * sin
+  if k == nil then return qr end
+  return qr, k * cos + M.rotate_half(k) * sin
+end
+
+local RotaryEmbedding = nn.Module:extend("RotaryEmbedding")
+M.RotaryEmbedding = RotaryEmbedding
+
+--- RotaryEmbedding(dim [, {base = 10000}]): the non-persistent buffer
+-- inv_freq [dim/2] (as Hugging Face's LLaMA); forward(q, k [, positions])
+-- is apply_rotary with this base.
+function RotaryEmbedding:init(dim, opts)
+  opts = check_options(opts, "RotaryEmbedding", {base = true})
+  self.dim = check_size(dim, "RotaryEmbedding", "dim", true)
+  self.base = opts.base or 10000.0
+  self:register_buffer("inv_freq", M.rope_inv_freq(self.dim, self.base), false)
+end
+
+function RotaryEmbedding:forward(q, k, positions)
+  if q:shape()[q:dim()] ~= self.dim then
+    error(("RotaryEmbedding: q %s must have head size %d"):format(fmt_shape(q:shape()), self.dim), 2)
+  end
+  return M.apply_rotary(q, k, positions, self.base)
+end
+
+function RotaryEmbedding:extra_repr()
+  return ("dim=%d, base=%s"):format(self.dim, nn._pyrepr(self.base))
+end
+
+-- ALiBi --------------------------------------------------------------------
+
+local function slopes_power_of_2(n)
+  local start = 2 ^ (-2 ^ -(math.log(n, 2) - 3))
+  local ratio = start
+  local out = {}
+  for i = 0, n - 1 do out[i + 1] = start * ratio ^ i end
+  return out
+end
+
+--- alibi_slopes(n) -> list of n head slopes (Lua numbers), the ALiBi
+-- paper's: for n a power of two, the geometric sequence starting at
+-- 2^(-8/n) with that ratio; otherwise the slopes of the closest smaller
+-- power of two c, followed by every other slope of 2c (its odd-numbered
+-- ones) until there are n.
+function M.alibi_slopes(n)
+  n = check_size(n, "alibi_slopes", "n", true)
+  local l2 = math.log(n, 2)
+  if l2 == math.floor(l2) then return slopes_power_of_2(n) end
+  local c = 2 ^ math.floor(l2)
+  c = math.tointeger(c)
+  local out = slopes_power_of_2(c)
+  local extra = M.alibi_slopes(2 * c)
+  for i = 1, n - c do out[c + i] = extra[2 * i - 1] end
+  return out
+end
+
+--- alibi_bias(n_heads, L [, S = L] [, {symmetric = false}]) -> [n_heads, L, S]
+-- additive bias slope_h * (j - i') with i' = i + S - L the query's
+-- position when the last query sits at the last key (0 on that diagonal,
+-- -slope per step into the past; positive to the future, which a causal
+-- mask hides).  symmetric: -slope_h * |j - i'| for bidirectional use.
+function M.alibi_bias(n_heads, L, S, opts)
+  if type(S) == "table" then S, opts = nil, S end
+  opts = check_options(opts, "alibi_bias", {symmetric = true})
+  L = check_size(L, "alibi_bias", "L")
+  S = check_size(S or L, "alibi_bias", "S")
+  local slopes = attn.tensor(M.alibi_slopes(n_heads)):reshape(n_heads, 1, 1)
+  local rel = attn.arange(0, S):reshape(1, S) - attn.arange(0, L):reshape(L, 1) - (S - L) -- [L, S]
+  if opts.symmetric then rel = -rel:abs() end
+  return slopes * rel:unsqueeze(1)
+end
+
+local ALiBi = nn.Module:extend("ALiBi")
+M.ALiBi = ALiBi
+
+--- ALiBi(n_heads [, {symmetric = false}]): the non-persistent buffer
+-- slopes [n_heads]; forward(L [, S]) -> alibi_bias [n_heads, L, S], to add
+-- to the scores (attn_mask_kind = "additive"; it broadcasts over batch).
+function ALiBi:init(n_heads, opts)
+  opts = check_options(opts, "ALiBi", {symmetric = true})
+  self.n_heads = check_size(n_heads, "ALiBi", "n_heads", true)
+  self.symmetric = opts.symmetric == true
+  self:register_buffer("slopes", attn.tensor(M.alibi_slopes(self.n_heads)), false)
+end
+
+function ALiBi:forward(L, S)
+  return M.alibi_bias(self.n_heads, L, S, {symmetric = self.symmetric})
+end
+
+function ALiBi:extra_repr()
+  return ("n_heads=%d"):format(self.n_heads) .. (self.symmetric and ", symmetric=True" or "")
+end
+
+--- The KV cache class, for isinstance-like checks: getmetatable(c) == M.KVCacheClass
+M.KVCacheClass = KVCache
+
+return M
