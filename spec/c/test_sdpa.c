@@ -404,6 +404,27 @@ static void test_threads(void) {
   attn_tensor_release(q), attn_tensor_release(k), attn_tensor_release(v), attn_tensor_release(dout);
 }
 
+/* out:sum():backward() style gradients: dO with every stride 0. */
+static void test_expanded_grad(void) {
+  int64_t qs[3] = {3, 70, 8}, ks[3] = {3, 90, 8}, vs[3] = {3, 90, 5}, os[3] = {3, 70, 5}, one[1] = {1};
+  attn_tensor *q = randn(3, qs), *k = randn(3, ks), *v = randn(3, vs), *g1 = NULL, *g = NULL;
+  attn_requires_grad_(q, true), attn_requires_grad_(k, true), attn_requires_grad_(v, true);
+  CHECK_OK(attn_full(1, one, 0.5f, &g1));
+  CHECK_OK(attn_expand(g1, 3, os, &g));
+  attn_sdpa_opts o;
+  attn_sdpa_opts_init(&o);
+  o.is_causal = true;
+  attn_tensor *of = NULL, *orf = NULL, *gf[3] = {0}, *gr[3] = {0};
+  CHECK_OK(run_one(true, q, k, v, &o, g, &of, gf));
+  CHECK_OK(run_one(false, q, k, v, &o, g, &orf, gr));
+  for (int i = 0; i < 3; i++) {
+    CHECK(close_to(gf[i], gr[i], 1e-4, 1e-4, "expanded dO grad", i));
+    attn_tensor_release(gf[i]), attn_tensor_release(gr[i]);
+  }
+  attn_tensor_release(of), attn_tensor_release(orf), attn_tensor_release(g), attn_tensor_release(g1);
+  attn_tensor_release(q), attn_tensor_release(k), attn_tensor_release(v);
+}
+
 /* Weights and dropout go through the reference path. */
 static void test_weights_dropout(void) {
   int64_t qs[3] = {2, 6, 5}, ks[3] = {2, 9, 5}, vs[3] = {2, 9, 4};
@@ -616,6 +637,7 @@ int main(int argc, char **argv) {
   test_fully_masked();
   test_weights_dropout();
   test_mask_grad();
+  test_expanded_grad();
   test_random_configs(n);
   test_threads();
   test_memory();

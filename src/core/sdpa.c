@@ -82,6 +82,7 @@ int64_t attn__sdpa_mem_peak(void) { return __atomic_load_n(&mem_peak, __ATOMIC_R
 
 /* 64-byte aligned scratch, counted */
 static float *scratch_alloc(int64_t nfloats) {
+  if (nfloats > ((int64_t)1 << 58)) return NULL; /* the byte count below would overflow */
   int64_t bytes = round_up((nfloats > 0 ? nfloats : 1) * (int64_t)sizeof(float), 64);
   if (bytes <= 0 || (uint64_t)bytes > SIZE_MAX) return NULL;
   float *p = aligned_alloc(64, (size_t)bytes);
@@ -143,6 +144,57 @@ INLINE void mk4x32(int64_t K, const float *restrict a, int64_t ars, int64_t acs,
   VST(c + 3 * ldc + VW, c31);
 }
 
+/* c [8, 32] (+)= a [8, K] @ b [K, 32]: sixteen accumulators, for CPUs with
+   32 vector registers (AVX-512); each b row feeds eight rows of a. */
+INLINE void mk8x32(int64_t K, const float *restrict a, int64_t ars, int64_t acs, const float *restrict b,
+                   int64_t ldb, float *restrict c, int64_t ldc, bool acc) {
+  vf c00 = {0}, c01 = {0}, c10 = {0}, c11 = {0}, c20 = {0}, c21 = {0}, c30 = {0}, c31 = {0};
+  vf c40 = {0}, c41 = {0}, c50 = {0}, c51 = {0}, c60 = {0}, c61 = {0}, c70 = {0}, c71 = {0};
+  const float *a0 = a, *a1 = a + ars, *a2 = a + 2 * ars, *a3 = a + 3 * ars;
+  const float *a4 = a + 4 * ars, *a5 = a + 5 * ars, *a6 = a + 6 * ars, *a7 = a + 7 * ars;
+  for (int64_t p = 0; p < K; p++) {
+    vf b0, b1;
+    VLD(b0, b + p * ldb);
+    VLD(b1, b + p * ldb + VW);
+    float x;
+    x = a0[p * acs], c00 += x * b0, c01 += x * b1;
+    x = a1[p * acs], c10 += x * b0, c11 += x * b1;
+    x = a2[p * acs], c20 += x * b0, c21 += x * b1;
+    x = a3[p * acs], c30 += x * b0, c31 += x * b1;
+    x = a4[p * acs], c40 += x * b0, c41 += x * b1;
+    x = a5[p * acs], c50 += x * b0, c51 += x * b1;
+    x = a6[p * acs], c60 += x * b0, c61 += x * b1;
+    x = a7[p * acs], c70 += x * b0, c71 += x * b1;
+  }
+#define MK_OUT(r, h, x)                       \
+  do {                                        \
+    float *cp_ = c + (r) * ldc + (h) * VW;    \
+    if (acc) {                                \
+      vf t_;                                  \
+      VLD(t_, cp_);                           \
+      x += t_;                                \
+    }                                         \
+    VST(cp_, x);                              \
+  } while (0)
+  MK_OUT(0, 0, c00);
+  MK_OUT(0, 1, c01);
+  MK_OUT(1, 0, c10);
+  MK_OUT(1, 1, c11);
+  MK_OUT(2, 0, c20);
+  MK_OUT(2, 1, c21);
+  MK_OUT(3, 0, c30);
+  MK_OUT(3, 1, c31);
+  MK_OUT(4, 0, c40);
+  MK_OUT(4, 1, c41);
+  MK_OUT(5, 0, c50);
+  MK_OUT(5, 1, c51);
+  MK_OUT(6, 0, c60);
+  MK_OUT(6, 1, c61);
+  MK_OUT(7, 0, c70);
+  MK_OUT(7, 1, c71);
+#undef MK_OUT
+}
+
 /* c [4, 16] (+)= a [4, K] @ b [K, 16]: the column remainder. */
 INLINE void mk4x16(int64_t K, const float *restrict a, int64_t ars, int64_t acs, const float *restrict b,
                    int64_t ldb, float *restrict c, int64_t ldc, bool acc) {
@@ -171,10 +223,20 @@ INLINE void mk4x16(int64_t K, const float *restrict a, int64_t ars, int64_t acs,
 
 /* c [M, N] (+)= a [M, K] @ b [K, N]; M a multiple of 4, N of 16; a's
    element (r, p) at a[r * ars + p * acs], b and c with row strides ldb,
-   ldc. */
-INLINE void tile_gemm(int64_t M, int64_t N, int64_t K, const float *a, int64_t ars, int64_t acs, const float *b,
-                      int64_t ldb, float *c, int64_t ldc, bool acc) {
-  for (int64_t i = 0; i < M; i += 4) {
+   ldc.  wide: use the 8-row kernel (32 vector registers). */
+INLINE void tile_gemm(bool wide, int64_t M, int64_t N, int64_t K, const float *a, int64_t ars, int64_t acs,
+                      const float *b, int64_t ldb, float *c, int64_t ldc, bool acc) {
+  int64_t i = 0;
+  if (wide)
+    for (; i + 8 <= M; i += 8) {
+      int64_t j = 0;
+      for (; j + 2 * VW <= N; j += 2 * VW) mk8x32(K, a + i * ars, ars, acs, b + j, ldb, c + i * ldc + j, ldc, acc);
+      if (j < N) {
+        mk4x16(K, a + i * ars, ars, acs, b + j, ldb, c + i * ldc + j, ldc, acc);
+        mk4x16(K, a + (i + 4) * ars, ars, acs, b + j, ldb, c + (i + 4) * ldc + j, ldc, acc);
+      }
+    }
+  for (; i < M; i += 4) {
     int64_t j = 0;
     for (; j + 2 * VW <= N; j += 2 * VW) mk4x32(K, a + i * ars, ars, acs, b + j, ldb, c + i * ldc + j, ldc, acc);
     if (j < N) mk4x16(K, a + i * ars, ars, acs, b + j, ldb, c + i * ldc + j, ldc, acc);
@@ -237,6 +299,7 @@ typedef struct {
   operand q, k, v, m, o, dout;
   float *out, *lse, *D;          /* [nbq, L, Ev], [nbq, L], [nbq, L] contiguous */
   float *dq, *dk, *dv;           /* contiguous, shapes of q, k, v */
+  bool wide;                     /* 32 vector registers: 8-row micro-kernel */
   int failed;                    /* a worker could not get its tiles */
 } plan;
 
@@ -421,7 +484,7 @@ INLINE void fwd_block(const plan *P, const tiles *T, int64_t b, int64_t qb) {
     pack_rows(kr, Ep, nk4, bp.k + j0 * P->k.rs, nk, P->k.rs, P->k.cs, E, 1.0f);
     pack_rows(vr, Evp, nk, bp.v + j0 * P->v.rs, nk, P->v.rs, P->v.cs, Ev, 1.0f);
     /* st [nk4, BQ] = kr [nk4, E] @ qt [E, BQ] */
-    tile_gemm(nk4, BQ, E, kr, Ep, 1, qt, BQ, st, BQ, false);
+    tile_gemm(P->wide, nk4, BQ, E, kr, Ep, 1, qt, BQ, st, BQ, false);
     mask_tile_t(P, st, nq, i0, j0, nk, bp.m);
     /* online softmax down the columns (query columns nq..BQ-1 are padding:
        computed, never read back) */
@@ -445,7 +508,7 @@ INLINE void fwd_block(const plan *P, const tiles *T, int64_t b, int64_t qb) {
       if (alpha[i] != 1.0f)
         for (int64_t c = 0; c < Evp; c++) oacc[i * Evp + c] *= alpha[i];
     /* o [nq4, Evp] += p [nq4, nk] (= st^T) @ vr [nk, Evp] */
-    tile_gemm(nq4, Evp, nk, st, 1, BQ, vr, Evp, oacc, Evp, true);
+    tile_gemm(P->wide, nq4, Evp, nk, st, 1, BQ, vr, Evp, oacc, Evp, true);
   }
   float *out = P->out + (b * P->L + i0) * Ev, *lse = P->lse + b * P->L + i0;
   for (int64_t r = 0; r < nq; r++) {
@@ -524,9 +587,9 @@ INLINE void kv_block(const plan *P, const tiles *T, int64_t kvb, int64_t kb) {
       pack_rows(qs, Ep, nq4, bp.q + i0 * P->q.rs, nq, P->q.rs, P->q.cs, E, P->scale);
       pack_rows(dos, Evp, nq4, bp.dout + i0 * P->dout.rs, nq, P->dout.rs, P->dout.cs, Ev, 1.0f);
       /* s [nq4, BK] = qs @ kt;  dp [nq4, BK] = dos @ vt */
-      tile_gemm(nq4, BK, E, qs, Ep, 1, kt, BK, s, BK, false);
+      tile_gemm(P->wide, nq4, BK, E, qs, Ep, 1, kt, BK, s, BK, false);
       mask_tile(P, s, nq, i0, j0, nk, bp.m);
-      tile_gemm(nq4, BK, Ev, dos, Evp, 1, vt, BK, dp, BK, false);
+      tile_gemm(P->wide, nq4, BK, Ev, dos, Evp, 1, vt, BK, dp, BK, false);
       for (int64_t r = 0; r < nq; r++) {
         const float li = lse[i0 + r], di = D[i0 + r];
         float *sr = s + r * BK, *dr = dp + r * BK;
@@ -538,8 +601,8 @@ INLINE void kv_block(const plan *P, const tiles *T, int64_t kvb, int64_t kb) {
       }
       /* dv [nk4, Evp] += p^T [nk4, nq] @ dos [nq, Evp];
          dk [nk4, Ep] += ds^T [nk4, nq] @ qs [nq, Ep] */
-      tile_gemm(nk4, Evp, nq, s, 1, BK, dos, Evp, dv, Evp, true);
-      tile_gemm(nk4, Ep, nq, dp, 1, BK, qs, Ep, dk, Ep, true);
+      tile_gemm(P->wide, nk4, Evp, nq, s, 1, BK, dos, Evp, dv, Evp, true);
+      tile_gemm(P->wide, nk4, Ep, nq, dp, 1, BK, qs, Ep, dk, Ep, true);
     }
   }
   float *gk = P->dk + (kvb * P->S + j0) * E, *gv = P->dv + (kvb * P->S + j0) * Ev;
@@ -576,16 +639,16 @@ INLINE void q_block(const plan *P, const tiles *T, int64_t b, int64_t qb) {
     pack_rows(kr, Ep, nk4, bp.k + j0 * P->k.rs, nk, P->k.rs, P->k.cs, E, 1.0f);
     pack_rows(vr, Evp, nk4, bp.v + j0 * P->v.rs, nk, P->v.rs, P->v.cs, Ev, 1.0f);
     /* st [nk4, BQ] = kr @ qt;  dpt [nk4, BQ] = vr @ dot */
-    tile_gemm(nk4, BQ, E, kr, Ep, 1, qt, BQ, st, BQ, false);
+    tile_gemm(P->wide, nk4, BQ, E, kr, Ep, 1, qt, BQ, st, BQ, false);
     mask_tile_t(P, st, nq, i0, j0, nk, bp.m);
-    tile_gemm(nk4, BQ, Ev, vr, Evp, 1, dot, BQ, dpt, BQ, false);
+    tile_gemm(P->wide, nk4, BQ, Ev, vr, Evp, 1, dot, BQ, dpt, BQ, false);
     for (int64_t j = 0; j < nk; j++)
       for (int i = 0; i < BQ; i++) {
         float p = exp_neg(st[j * BQ + i] - li[i]);
         dpt[j * BQ + i] = p * (dpt[j * BQ + i] - di[i]);
       }
     /* dq [nq4, Ep] += ds [nq4, nk] (= dpt^T) @ kr [nk, Ep] */
-    tile_gemm(nq4, Ep, nk, dpt, 1, BQ, kr, Ep, dq, Ep, true);
+    tile_gemm(P->wide, nq4, Ep, nk, dpt, 1, BQ, kr, Ep, dq, Ep, true);
   }
   float *g = P->dq + (b * P->L + i0) * E;
   for (int64_t r = 0; r < nq; r++)
@@ -642,6 +705,16 @@ static void run(plan *P, int64_t n, void (*fn)(int64_t, int64_t, void *), double
 
 /* ------------------------------------------------------------------------ */
 /* Arguments                                                                 */
+
+/* Whether the CPU has 32 vector registers for the 8-row micro-kernel
+   (AVX-512; with AVX2's 16 its accumulators would spill). */
+static bool wide_registers(void) {
+#if defined(__GNUC__) && defined(__x86_64__)
+  return __builtin_cpu_supports("avx512f");
+#else
+  return false;
+#endif
+}
 
 #define FN "scaled_dot_product_attention"
 
@@ -741,6 +814,7 @@ static attn_status check_args(const attn_tensor *q, const attn_tensor *k, const 
   double sc = o->scale;
   if (isnan(sc) || sc == 0.0) sc = 1.0 / sqrt((double)P->E);
   P->scale = (float)sc;
+  P->wide = wide_registers();
   P->causal = o->is_causal;
   P->causal_off = o->causal_bottom_right ? S - L : 0;
   set_operand(&P->q, q, nb, NULL);
