@@ -351,16 +351,27 @@ describe("in-place operations", function()
     assert.is_nil(x.grad)
   end)
 
-  it("are refused on a result whose storage a backward node saved", function()
-    -- torch lets y:mul_(2) through and fails at backward; attn refuses the
-    -- write itself, leaving y as it was
+  it("are allowed on a result a backward node saved, and backward then refuses", function()
+    -- like torch: y:mul_(2) goes through; ExpBackward0 saved y, so the
+    -- version check stops the backward with a clear message
     local x = attn.tensor({0, 1}):requires_grad_(true)
     local y = x:exp() -- ExpBackward0 saves its output
-    local before = y:totable()
-    assert.has_error(function() y:mul_(2) end)
-    assert.are.same(before, y:totable())
-    y:backward(attn.ones(2))
-    assert.are.same(before, x.grad:totable())
+    y:mul_(2)
+    assert.are.same("MulBackward0", y.grad_fn)
+    assert.error_matches(function() y:backward(attn.ones(2)) end, "modified in place")
+    -- a result nobody saved backpropagates through its in-place history
+    local z = x * 3
+    z:mul_(2)
+    z:backward(attn.ones(2))
+    assert.are.same({6, 6}, x.grad:totable())
+  end)
+
+  it("are refused on views of tensors that take part in autograd", function()
+    local x = attn.tensor({{1, 2}, {3, 4}}):requires_grad_(true)
+    local y = x * 1
+    local row = y[1]
+    assert.error_matches(function() row:mul_(2) end, "view")
+    assert.error_matches(function() y:mul_(2) end, "view") -- y has a live view
   end)
 end)
 

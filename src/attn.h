@@ -71,6 +71,7 @@ typedef struct attn_storage {
   void *release_ctx;
   int gc_reported;            /* set by a binding once it told its GC */
   long version;               /* bumped by every in-place write (autograd checks) */
+  long saved_refs;            /* references held by autograd's saved tensors */
 } attn_storage;
 
 struct attn_autograd;         /* defined by the autograd layer */
@@ -369,6 +370,7 @@ typedef struct attn_blas_info {
   int num_threads;
 } attn_blas_info;
 attn_status attn_blas_get_info(attn_blas_info *info);
+/* OpenBLAS's threads, and attn's own pool (attention kernels) alike. */
 attn_status attn_set_num_threads(int n);
 int attn_get_num_threads(void);
 /* Row-major C[m,n] = alpha * op(A)[m,k] op(B)[k,n] + beta * C. */

@@ -36,6 +36,7 @@ static void node_release(attn_node *n);
 
 static void node_free_saved(attn_node *n) {
   for (int i = 0; i < ATTN_NODE_SAVED; i++) {
+    if (n->saved[i]) __atomic_sub_fetch(&n->saved[i]->storage->saved_refs, 1, __ATOMIC_RELAXED);
     attn_tensor_release(n->saved[i]);
     n->saved[i] = NULL;
   }
@@ -163,6 +164,7 @@ attn_status attn__ag_record(attn_tensor *out, const char *name, attn__backward_f
     if (!saved[i]) continue;
     node->saved[i] = alias(saved[i]);
     if (!node->saved[i]) goto oom;
+    __atomic_add_fetch(&saved[i]->storage->saved_refs, 1, __ATOMIC_RELAXED);
     node->saved_version[i] = saved[i]->storage->version;
   }
   struct attn_autograd *ag = ag_get(out);
@@ -467,7 +469,12 @@ attn_status attn__ag_inplace_check(const char *fn, const attn_tensor *target) {
                           "no_grad or work on a clone",
                           fn);
   const struct attn_autograd *ag = target->autograd;
-  if ((ag && ag->grad_fn && ag->grad_fn->is_view) || target->storage->refcount > 1)
+  /* Other tensors on the same storage that are not autograd's saved
+     copies are views: writing through target would change them behind
+     autograd's back.  Saved copies are guarded by the version counter. */
+  long views = __atomic_load_n(&target->storage->refcount, __ATOMIC_RELAXED) -
+               __atomic_load_n(&target->storage->saved_refs, __ATOMIC_RELAXED);
+  if ((ag && ag->grad_fn && ag->grad_fn->is_view) || views > 1)
     return attn_set_error(ATTN_ERR_STATE,
                           "%s: in-place operation on a view (or a tensor sharing its storage) that takes part "
                           "in autograd is not supported; use the out-of-place form or attn.cat/attn.stack",
@@ -484,6 +491,8 @@ attn_status attn__ag_inplace_commit(attn_tensor *target, attn_tensor *result) {
     if (s && s->storage == target->storage) {
       attn_tensor *copy;
       if ((st = attn_clone(s, &copy))) break;
+      __atomic_sub_fetch(&s->storage->saved_refs, 1, __ATOMIC_RELAXED);
+      __atomic_add_fetch(&copy->storage->saved_refs, 1, __ATOMIC_RELAXED);
       attn_tensor_release(s);
       node->saved[i] = copy;
       node->saved_version[i] = copy->storage->version;
