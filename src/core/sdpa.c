@@ -8,7 +8,7 @@
  *
  * Forward, one task per (b, block of BQ queries): the query block (scaled
  * by `scale`) stays in a tile; key/value blocks of BK rows stream past it.
- * For each key block, S = Qs K^T [BQ, BK] gets the mask, then the online
+ * For each key block, the scores S = Qs K^T get the mask, then the online
  * softmax: m' = max(m, rowmax S), P = exp(S - m'), l = l e^(m - m') +
  * rowsum P, O = O e^(m - m') + P V.  At the end out = O / l and the
  * log-sum-exp lse = m + log l is kept for the backward pass (+inf for a
@@ -29,10 +29,18 @@
  * Extra memory: lse and D ([..., L] floats) plus per-thread tiles of fixed
  * size (BQ, BK times E or Ev), whatever S is.
  *
+ * Layout: a task transposes only what stays fixed during its loop (the
+ * query block in the forward pass and the dQ pass, the key block in the
+ * dK/dV pass); the streaming blocks are plain row copies.  So the forward
+ * scores are kept transposed, st = K Qs^T [BK, BQ], and the online softmax
+ * runs down its columns, vectorised over 64 queries.
+ *
  * Tiles are products C[4k, 16n] (+)= A[4k, K] B[K, 16n] done by register-
- * blocked micro-kernels on 16-float GCC vectors, compiled for AVX-512,
- * AVX2 and baseline (ATTN_HOT).  They run on attn's thread pool and never
- * call OpenBLAS (its own threads would fight ours).
+ * blocked micro-kernels on 16-float GCC vectors (8 x 32 outputs with 32
+ * vector registers, else 4 x 32), compiled for AVX-512, AVX2 and baseline
+ * (ATTN_HOT).  A may have any layout (its elements are broadcast), so P^T
+ * and dS^T are read in place.  The kernels run on attn's thread pool and
+ * never call OpenBLAS (its own threads would fight ours).
  */
 #include "internal.h"
 

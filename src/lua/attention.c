@@ -10,7 +10,7 @@
  *       is_causal        boolean
  *       causal_alignment "top_left" (torch: query i sees keys j <= i) or
  *                        "bottom_right" (the last query sees the last key)
- *       scale            number (default 1/sqrt(E))
+ *       scale            number (default 1/sqrt(E); 0 also means the default)
  *       dropout_p        number in [0, 1] (draws like torch's math path)
  *       generator        attn.Generator for dropout (default generator)
  *       enable_gqa       boolean: k/v heads may divide q's heads
