@@ -371,7 +371,6 @@ typedef struct attn_blas_info {
 } attn_blas_info;
 attn_status attn_blas_get_info(attn_blas_info *info);
 /* OpenBLAS's threads, and attn's own pool (attention kernels) alike. */
-/* OpenBLAS's threads, and attn's own pool (attention kernels) alike. */
 attn_status attn_set_num_threads(int n);
 int attn_get_num_threads(void);
 /* Row-major C[m,n] = alpha * op(A)[m,k] op(B)[k,n] + beta * C. */
