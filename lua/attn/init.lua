@@ -29,6 +29,8 @@ local submodules = {
   optim = "attn.optim",
   init = "attn.nn_init",
   gradcheck = "attn.gradcheck",
+  attention = "attn.attention",
+  seq2seq = "attn.seq2seq",
 }
 
 return setmetatable(attn, {

@@ -1411,4 +1411,10 @@ do
 end
 -- <<< seq2seq
 
+--- nn.utils: torch.nn.utils' gradient clipping (implemented in attn.optim).
+nn.utils = {
+  clip_grad_norm_ = function(...) return require("attn.optim").clip_grad_norm_(...) end,
+  clip_grad_value_ = function(...) return require("attn.optim").clip_grad_value_(...) end,
+}
+
 return nn
