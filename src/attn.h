@@ -96,6 +96,15 @@ bool attn_same_shape(const attn_tensor *a, const attn_tensor *b);
 attn_tensor *attn_tensor_retain(attn_tensor *t);
 void attn_tensor_release(attn_tensor *t);   /* NULL is fine */
 
+/* Live object counts of the whole process (for leak tests and tools). */
+typedef struct attn_debug_counts {
+  int64_t tensors;        /* attn_tensor structs alive */
+  int64_t storages;       /* storages alive */
+  int64_t storage_bytes;  /* bytes held by storages attn allocated */
+  int64_t nodes;          /* autograd graph nodes alive */
+} attn_debug_counts;
+void attn_debug_counts_get(attn_debug_counts *out);
+
 /* Element access by a full 0-based index (no bounds check). */
 float attn_tensor_get(const attn_tensor *t, const int64_t *index);
 void attn_tensor_set(attn_tensor *t, const int64_t *index, float v);

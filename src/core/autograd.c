@@ -80,6 +80,7 @@ static void node_release(attn_node *n) {
     }
     free(cur->next);
     free(cur);
+    ATTN__COUNT(attn__live_nodes, -1);
   }
   if (stack != stack_small) free(stack);
 }
@@ -113,6 +114,7 @@ static attn_node *node_alloc(const char *name, int n_next) {
   n->refcount = 1;
   n->name = name;
   n->n_next = n_next;
+  ATTN__COUNT(attn__live_nodes, 1);
   return n;
 }
 

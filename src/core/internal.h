@@ -107,6 +107,10 @@ static inline void attn__dimsplit_next(const attn__dimsplit *s, int64_t *idx, in
   }
 }
 
+/* Process-wide live object counters behind attn_debug_counts_get. */
+extern int64_t attn__live_tensors, attn__live_storages, attn__live_storage_bytes, attn__live_nodes;
+#define ATTN__COUNT(var, delta) __atomic_add_fetch(&(var), (delta), __ATOMIC_RELAXED)
+
 /* Allocation that never aborts. */
 void *attn__malloc(size_t n);
 void *attn__calloc(size_t n, size_t size);

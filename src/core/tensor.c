@@ -34,6 +34,15 @@ const char *attn_shape_str(int ndim, const int64_t *shape, char *buf, size_t siz
 /* ------------------------------------------------------------------------ */
 /* Memory                                                                    */
 
+int64_t attn__live_tensors, attn__live_storages, attn__live_storage_bytes, attn__live_nodes;
+
+void attn_debug_counts_get(attn_debug_counts *out) {
+  out->tensors = __atomic_load_n(&attn__live_tensors, __ATOMIC_RELAXED);
+  out->storages = __atomic_load_n(&attn__live_storages, __ATOMIC_RELAXED);
+  out->storage_bytes = __atomic_load_n(&attn__live_storage_bytes, __ATOMIC_RELAXED);
+  out->nodes = __atomic_load_n(&attn__live_nodes, __ATOMIC_RELAXED);
+}
+
 void *attn__malloc(size_t n) { return malloc(n ? n : 1); }
 void *attn__calloc(size_t n, size_t size) { return calloc(n ? n : 1, size ? size : 1); }
 
@@ -72,16 +81,22 @@ static attn_storage *storage_new(int64_t numel) {
   }
   s->numel = numel;
   s->refcount = 1;
+  ATTN__COUNT(attn__live_storages, 1);
+  ATTN__COUNT(attn__live_storage_bytes, (int64_t)bytes);
   return s;
 }
 
 static void storage_release(attn_storage *s) {
   if (!s) return;
   if (__atomic_sub_fetch(&s->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
-  if (s->release)
+  if (s->release) {
     s->release(s->release_ctx, s->data);
-  else if (!s->release_ctx)
+  } else if (!s->release_ctx) {
+    size_t bytes = ((size_t)(s->numel ? s->numel : 1) * sizeof(float) + 63) & ~(size_t)63;
+    ATTN__COUNT(attn__live_storage_bytes, -(int64_t)bytes);
     free(s->data);
+  }
+  ATTN__COUNT(attn__live_storages, -1);
   free(s);
 }
 
@@ -89,6 +104,7 @@ attn_tensor *attn__tensor_new(attn_storage *s, int64_t offset, int ndim, const i
                               const int64_t *stride) {
   attn_tensor *t = attn__calloc(1, sizeof *t);
   if (!t) return NULL;
+  ATTN__COUNT(attn__live_tensors, 1);
   __atomic_add_fetch(&s->refcount, 1, __ATOMIC_RELAXED);
   t->storage = s;
   t->offset = offset;
@@ -139,6 +155,7 @@ void attn_tensor_release(attn_tensor *t) {
   if (__atomic_sub_fetch(&t->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
   if (t->autograd) attn__autograd_release(t);
   storage_release(t->storage);
+  ATTN__COUNT(attn__live_tensors, -1);
   free(t);
 }
 
@@ -377,6 +394,7 @@ attn_status attn_wrap(float *data, int ndim, const int64_t *shape, const int64_t
     free(s);
     return attn_set_error(ATTN_ERR_NOMEM, "wrap: out of memory");
   }
+  ATTN__COUNT(attn__live_storages, 1);
   storage_release(s);
   *out = t;
   return ATTN_OK;

@@ -571,6 +571,23 @@ static int l_now(lua_State *L) {
   return 1;
 }
 
+/* attn.debug_counts(): live tensors, storages, storage bytes and graph
+   nodes of the process, for leak checks that do not depend on RSS. */
+static int l_debug_counts(lua_State *L) {
+  attn_debug_counts c;
+  attn_debug_counts_get(&c);
+  lua_createtable(L, 0, 4);
+  lua_pushinteger(L, c.tensors);
+  lua_setfield(L, -2, "tensors");
+  lua_pushinteger(L, c.storages);
+  lua_setfield(L, -2, "storages");
+  lua_pushinteger(L, c.storage_bytes);
+  lua_setfield(L, -2, "storage_bytes");
+  lua_pushinteger(L, c.nodes);
+  lua_setfield(L, -2, "nodes");
+  return 1;
+}
+
 static int l_is_tensor(lua_State *L) {
   lua_pushboolean(L, luaL_testudata(L, 1, ATTN_TENSOR_MT) != NULL);
   return 1;
@@ -587,6 +604,7 @@ static const luaL_Reg module_fns[] = {
     {"set_num_threads", l_set_num_threads},
     {"get_num_threads", l_get_num_threads},
     {"is_tensor", l_is_tensor},   {"now", l_now},
+    {"debug_counts", l_debug_counts},
     {NULL, NULL}};
 
 static const luaL_Reg methods[] = {
