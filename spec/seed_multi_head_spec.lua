@@ -1,0 +1,71 @@
+-- scripts/multi_head_split.lua (seed notebook 004), run through the attn
+-- binary; what it prints is compared with torch under torch.manual_seed(0)
+-- (spec/fixtures/seeds_multi_head.lua, scripts/fixtures/gen_seeds.py, which
+-- also checks there that torch's MultiheadAttention with the copied weights
+-- equals the notebook's function).
+local S = require "support.seed_script"
+local fx = require "support.fixture"
+
+if not S.bin then
+  describe("scripts/multi_head_split.lua", function()
+    pending("ATTN_BIN is not set; run this spec through ctest (spec/tests.cmake sets it)")
+  end)
+  return
+end
+
+local F = fx.load("seeds_multi_head")
+
+describe("scripts/multi_head_split.lua", function()
+  local r = S.run_attn("multi_head_split")
+
+  it("runs cleanly", function()
+    assert.are.equal("", r.err)
+    assert.are.equal(0, r.code)
+  end)
+
+  it("splits into [B, H, L, d_k] and combines back exactly", function()
+    assert.are.equal("\t[4, 5, 256]\tkey\t[4, 7, 256]\tvalue\t[4, 7, 256]", S.line(r.out, "query"))
+    assert.are.equal("\t[4, 8, 5, 32]", S.line(r.out, "split_heads(query)"))
+    assert.are.equal("0", S.line(r.out, "combine_heads(split_heads(query)) == query: max |difference| = "))
+    assert.are.equal("0", S.line(r.out, "attn.nn.split_heads gives the same heads: max |difference| = "))
+  end)
+
+  it("gives torch's [4, 5, 256] output for the same seed", function()
+    assert.are.equal("\t[4, 5, 256]", S.line(r.out, "attention_output.shape"))
+    S.assert_printed(S.tensor_after(r.out, "attention_output[1][1][1:6]:"), F.first, "first values")
+    S.assert_printed(S.tensor_after(r.out, "attention_output[4][5][251:256]:"), F.last, "last values")
+    S.assert_printed(S.tensor_after(r.out, "attention_output:mean():"), {shape = {}, data = {F.mean}}, "mean")
+  end)
+
+  it("equals attn.nn.MultiheadAttention with the same weights", function()
+    assert.are.equal("\t[4, 5, 256]", S.line(r.out, "MultiheadAttention output shape"))
+    local d = tonumber(S.line(r.out, "max |multi_head_attention - MultiheadAttention| = "))
+    assert.is_true(d < 1e-5)
+    local w = S.tensor_after(r.out, "attention weights of the first sequence, averaged over the heads:")
+    S.assert_printed(w, F.weights_1, "MultiheadAttention weights")
+  end)
+
+  it("prints the same under stock lua5.4 with the installed package", function()
+    if not S.stock_lua() then
+      pending("no lua5.4 with a built attn/core.so (ATTN_BUILD_DIR)")
+      return
+    end
+    local r2 = S.run_lua("multi_head_split")
+    assert.are.equal("", r2.err)
+    assert.are.equal(r.out, r2.out)
+  end)
+
+  it("draws the averaged weights with --out DIR", function()
+    if not S.has_plot() then
+      pending("attn.plot is not available in this build")
+      return
+    end
+    local dir = S.tmpdir()
+    local r2 = S.run_attn("multi_head_split", {"--out", dir})
+    assert.are.equal("", r2.err)
+    assert.are.equal(0, r2.code)
+    local w, h = S.png_size(dir .. "/multi_head_weights.png")
+    S.rmtree(dir)
+    assert.truthy(w and w > 100 and h > 100, "multi_head_weights.png is not a PNG of a sensible size")
+  end)
+end)

@@ -1,0 +1,88 @@
+-- scripts/one_hot_attention.lua (seed notebook 000), run through the attn
+-- binary; what it prints is compared with torch under torch.manual_seed(0)
+-- (spec/fixtures/seeds_one_hot.lua, scripts/fixtures/gen_seeds.py).
+local S = require "support.seed_script"
+local fx = require "support.fixture"
+
+if not S.bin then
+  describe("scripts/one_hot_attention.lua", function()
+    pending("ATTN_BIN is not set; run this spec through ctest (spec/tests.cmake sets it)")
+  end)
+  return
+end
+
+local F = fx.load("seeds_one_hot")
+
+describe("scripts/one_hot_attention.lua", function()
+  local r = S.run_attn("one_hot_attention")
+
+  it("runs cleanly", function()
+    assert.are.equal("", r.err)
+    assert.are.equal(0, r.code)
+  end)
+
+  it("embeds the sentences with the notebook's one-hot dictionaries", function()
+    assert.truthy(r.out:find([=[
+[[0, 1.0, 0, 0, 0, 0, 0, 0, 0, 0],
+ [1.0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+ [0, 1.0, 0, 0, 0, 0, 0, 0, 0, 0]]
+]=], 1, true))
+    assert.are.equal("\t[3, 10]\t[3, 10]", S.line(r.out, "inp.shape, out.shape"))
+    assert.are.same({3, 10}, F.inp.shape)
+    assert.are.same({1, 0, 0, 0, 0, 0, 0, 0, 0, 0}, {table.unpack(F.inp.data, 11, 20)}) -- "is"
+    assert.are.same({0, 0, 0, 0, 0, 0, 0, 0, 1, 0}, {table.unpack(F.out.data, 1, 10)})  -- "1"
+  end)
+
+  it("prints torch's dot attention weights and result for the same seed", function()
+    local w = S.tensor_after(r.out, "weights:")
+    S.assert_printed(w, F.weights, "weights")
+    assert.truthy(w.text:find("grad_fn=<SoftmaxBackward0>", 1, true))
+    S.assert_printed(S.tensor_after(r.out, "result:"), F.result, "result")
+    -- the rows are distributions, and "one" (rows 1 and 3) attends alike
+    for i = 1, 3 do
+      local s = 0
+      for j = 1, 3 do s = s + F.weights.data[(i - 1) * 3 + j] end
+      assert.is_true(math.abs(s - 1) < 1e-6)
+    end
+    assert.are.same({table.unpack(w.values, 1, 3)}, {table.unpack(w.values, 7, 9)})
+  end)
+
+  it("prints torch's SelfAttention and MultiHeadAttention outputs", function()
+    S.assert_printed(S.tensor_after(r.out, "satten(inp):"), F.self_attention, "SelfAttention")
+    assert.are.equal("\t[3, 48]\toutput matrix\t[48, 8]", S.line(r.out, "heads concatenated"))
+    local mh = S.tensor_after(r.out, "mul_head(inp):")
+    S.assert_printed(mh, F.multi_head, "MultiHeadAttention")
+    assert.are.same({3, 8}, mh.shape)
+  end)
+
+  it("prints the same under stock lua5.4 with the installed package", function()
+    if not S.stock_lua() then
+      pending("no lua5.4 with a built attn/core.so (ATTN_BUILD_DIR)")
+      return
+    end
+    local r2 = S.run_lua("one_hot_attention")
+    assert.are.equal("", r2.err)
+    assert.are.equal(r.out, r2.out)
+  end)
+
+  it("draws the dot attention weights with --out DIR", function()
+    if not S.has_plot() then
+      pending("attn.plot is not available in this build")
+      return
+    end
+    local dir = S.tmpdir()
+    local r2 = S.run_attn("one_hot_attention", {"--out", dir .. "/pics"})
+    assert.are.equal("", r2.err)
+    assert.are.equal(0, r2.code)
+    local w, h = S.png_size(dir .. "/pics/one_hot_weights.png")
+    S.rmtree(dir)
+    assert.truthy(w and w > 100 and h > 100, "one_hot_weights.png is not a PNG of a sensible size")
+    assert.truthy(r2.out:find("wrote " .. dir .. "/pics/one_hot_weights.png", 1, true))
+  end)
+
+  it("refuses unknown arguments", function()
+    local r2 = S.run_attn("one_hot_attention", {"--bogus"})
+    assert.are.equal(2, r2.code)
+    assert.truthy(r2.err:find("usage: attn scripts/one_hot_attention.lua", 1, true))
+  end)
+end)
