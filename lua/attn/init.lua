@@ -31,6 +31,7 @@ local submodules = {
   gradcheck = "attn.gradcheck",
   attention = "attn.attention",
   seq2seq = "attn.seq2seq",
+  data = "attn.data",
 }
 
 return setmetatable(attn, {

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* ------------------------------------------------------------------------ */
 /* Lifetime                                                                  */
@@ -571,6 +572,15 @@ static int l_now(lua_State *L) {
   return 1;
 }
 
+/* attn.core._isatty(file): whether a Lua file handle (io.stderr, ...) is a
+   terminal, so attn.data's progress bar can stay quiet in logs and pipes.
+   A closed handle is not a terminal. */
+static int l_isatty(lua_State *L) {
+  luaL_Stream *s = luaL_checkudata(L, 1, LUA_FILEHANDLE);
+  lua_pushboolean(L, s->closef != NULL && s->f != NULL && isatty(fileno(s->f)));
+  return 1;
+}
+
 /* attn.debug_counts(): live tensors, storages, storage bytes and graph
    nodes of the process, for leak checks that do not depend on RSS. */
 static int l_debug_counts(lua_State *L) {
@@ -605,6 +615,7 @@ static const luaL_Reg module_fns[] = {
     {"get_num_threads", l_get_num_threads},
     {"is_tensor", l_is_tensor},   {"now", l_now},
     {"debug_counts", l_debug_counts},
+    {"_isatty", l_isatty},
     {NULL, NULL}};
 
 static const luaL_Reg methods[] = {

@@ -1,0 +1,708 @@
+--- attn.data: small text-data helpers for the scripts and notebooks.
+--
+--   local data = require "attn".data        (or require "attn.data")
+--
+-- Files:     read_lines, read_words, default_words_path
+-- Tokens:    Vocab (sorted words + unknown token), CharTable (characters
+--            with start/stop tokens), one_hot, pad (batch + mask)
+-- Sampling:  shuffle, split, batches (attn's seeded RNG: attn.randperm,
+--            so attn.manual_seed(s) or an attn.Generator reproduces torch)
+-- Loops:     progress (a bar with rate and ETA; one summary line when the
+--            output is not a terminal)
+--
+-- Ids are 1-based everywhere, like every index in attn's Lua API: the id of
+-- a word or character is its 0-based Python index + 1.  Errors are raised
+-- with messages that start with the function's name ("Vocab: ...").
+local attn = require "attn"
+local core = require "attn.core"
+
+local data = {}
+
+-- ---------------------------------------------------------------------------
+-- Argument checks
+
+-- Errors point at the first caller outside this file (the user's line),
+-- however deep in the helpers below they are raised.
+local SOURCE = debug.getinfo(1, "S").source
+
+local function fail(fn, fmt, ...)
+  local level = 3 -- getinfo's numbering: 1 here, 2 fail's caller, ...
+  while true do
+    local info = debug.getinfo(level, "S")
+    if not info or info.source ~= SOURCE then break end
+    level = level + 1
+  end
+  error(fn .. ": " .. string.format(fmt, ...), level) -- error's levels count from fail too
+end
+
+-- v as an integer when it is a number with an integral value, else nil
+-- (math.tointeger alone would also convert numeric strings).
+local function to_int(v)
+  return type(v) == "number" and math.tointeger(v) or nil
+end
+
+local function check_string(fn, what, v)
+  if type(v) ~= "string" then fail(fn, "%s must be a string (got %s)", what, type(v)) end
+end
+
+-- A list of strings, non-empty: the entries are checked one by one so the
+-- message can name the first bad one.
+local function check_strings(fn, what, list)
+  if type(list) ~= "table" then fail(fn, "%s must be a list of strings (got %s)", what, type(list)) end
+  local n = #list
+  if n == 0 then fail(fn, "%s is empty", what) end
+  for i = 1, n do
+    local v = list[i]
+    if type(v) ~= "string" then fail(fn, "%s[%d] is a %s, expected a string", what, i, type(v)) end
+  end
+  return n
+end
+
+-- The items of a list, checking that there is no hole (#list is only
+-- meaningful for a sequence).
+local function check_list(fn, what, list)
+  if type(list) ~= "table" then fail(fn, "%s must be a list (got %s)", what, type(list)) end
+  local n = #list
+  for i = 1, n do
+    if list[i] == nil then fail(fn, "%s has a hole at index %d", what, i) end
+  end
+  return n
+end
+
+local function check_opts(fn, opts)
+  if opts == nil then return {} end
+  if type(opts) ~= "table" then fail(fn, "options must be a table (got %s)", type(opts)) end
+  return opts
+end
+
+local function is_generator(g)
+  local mt = type(g) == "userdata" and getmetatable(g)
+  return type(mt) == "table" and mt.__name == "attn.Generator"
+end
+
+local function check_generator(fn, g)
+  if g ~= nil and not is_generator(g) then
+    fail(fn, "generator must be an attn.Generator (got %s)", type(g))
+  end
+  return g
+end
+
+-- A list of 1-based ids from a 1-d tensor or a Lua list, each an integer.
+local function id_list(fn, ids)
+  local list
+  if attn.is_tensor(ids) then
+    if ids:dim() ~= 1 then fail(fn, "ids must be a 1-d tensor (got %d dimensions)", ids:dim()) end
+    list = ids:totable()
+  elseif type(ids) == "table" then
+    list = ids
+  else
+    fail(fn, "ids must be a 1-d tensor or a list of integers (got %s)", type(ids))
+  end
+  local out = {}
+  for i = 1, #list do
+    local v = to_int(list[i])
+    if not v then fail(fn, "ids[%d] = %s is not an integer", i, tostring(list[i])) end
+    out[i] = v
+  end
+  return out
+end
+
+-- Python's sorted() on str compares code points; for UTF-8 that is byte
+-- order.  Lua's `<` on strings uses strcoll, which is byte order only in
+-- the "C" locale, so fall back to an explicit byte comparison otherwise.
+local function byte_less(a, b)
+  local n = math.min(#a, #b)
+  for i = 1, n do
+    local x, y = a:byte(i), b:byte(i)
+    if x ~= y then return x < y end
+  end
+  return #a < #b
+end
+
+local function sort_bytes(list)
+  local collate = os.setlocale(nil, "collate")
+  if collate == "C" or collate == "POSIX" then
+    table.sort(list)
+  else
+    table.sort(list, byte_less)
+  end
+  return list
+end
+
+-- ---------------------------------------------------------------------------
+-- Files
+
+local function slurp(fn, path)
+  check_string(fn, "path", path)
+  local f, err = io.open(path, "rb")
+  if not f then fail(fn, "cannot open %s", err) end -- err names the path
+  local s, rerr = f:read("a")
+  f:close()
+  if not s then fail(fn, "cannot read %s: %s", path, tostring(rerr)) end
+  if s:sub(1, 3) == "\239\187\191" then s = s:sub(4) end -- UTF-8 byte-order mark
+  return s
+end
+
+local function is_space(b) return b == 32 or (b >= 9 and b <= 13) end
+
+--- data.read_lines(path) -> list of the file's non-empty lines.
+-- Lines end at "\n"; trailing whitespace (spaces, tabs, the "\r" of CRLF
+-- files) is stripped, leading whitespace and UTF-8 bytes are kept as they
+-- are, lines that end up empty are skipped, and a last line without a
+-- newline counts.  A UTF-8 byte-order mark at the start is dropped.
+function data.read_lines(path)
+  local s = slurp("read_lines", path)
+  local out, n = {}, 0
+  local pos, len = 1, #s
+  while pos <= len do
+    local nl = s:find("\n", pos, true) or len + 1
+    local e = nl - 1
+    while e >= pos and is_space(s:byte(e)) do e = e - 1 end
+    if e >= pos then
+      n = n + 1
+      out[n] = s:sub(pos, e)
+    end
+    pos = nl + 1
+  end
+  return out
+end
+
+--- data.read_words(path) -> list of the file's whitespace-separated words,
+-- in file order (duplicates kept).
+function data.read_words(path)
+  local s = slurp("read_words", path)
+  local out, n = {}, 0
+  for w in s:gmatch("%S+") do
+    n = n + 1
+    out[n] = w
+  end
+  return out
+end
+
+local WORDS_PATH = "/usr/share/dict/american-english"
+
+--- data.default_words_path() -> "/usr/share/dict/american-english", the
+-- word list of Debian's wamerican package (scripts/setup.sh installs it);
+-- raises if the file is not there.
+function data.default_words_path()
+  local f = io.open(WORDS_PATH, "rb")
+  if not f then
+    error("default_words_path: " .. WORDS_PATH .. " not found; install Debian's wamerican package "
+      .. "(scripts/setup.sh does) or pass a word file of your own", 2)
+  end
+  f:close()
+  return WORDS_PATH
+end
+
+-- ---------------------------------------------------------------------------
+-- Vocab
+
+local Vocab = {}
+Vocab.__index = Vocab
+Vocab.__name = "attn.data.Vocab"
+
+--- data.Vocab(words [, {unk = "<unk>"}]) -> vocab
+-- vocab.words: the unique words sorted like Python's sorted() (code point
+-- = byte order), then the unknown token LAST, so every word keeps the
+-- notebook's id (`{w: i for i, w in enumerate(sorted(words))}`) + 1.
+-- vocab.size = #vocab.words, vocab.unk (the token or nil), vocab.unk_id.
+-- If the unknown token is itself one of the words it is not added twice.
+-- unk = false builds a vocabulary without one: unknown words then raise.
+function data.Vocab(words, opts)
+  check_strings("Vocab", "words", words)
+  opts = check_opts("Vocab", opts)
+  local unk = opts.unk
+  if unk == nil then unk = "<unk>" end
+  if unk ~= false then check_string("Vocab", "unk", unk) end
+
+  local seen, list = {}, {}
+  for _, w in ipairs(words) do
+    if not seen[w] then
+      seen[w] = true
+      list[#list + 1] = w
+    end
+  end
+  sort_bytes(list)
+  if unk and not seen[unk] then list[#list + 1] = unk end
+  local ids = {}
+  for i, w in ipairs(list) do ids[w] = i end
+  return setmetatable({
+    words = list,
+    size = #list,
+    unk = unk or nil,
+    unk_id = unk and ids[unk] or nil,
+    ids = ids,
+  }, Vocab)
+end
+
+--- vocab:index(word) -> 1-based id; the unknown token's id for a word not
+-- in the vocabulary (raises when the vocabulary has no unknown token).
+function Vocab:index(w)
+  check_string("Vocab:index", "word", w)
+  local id = self.ids[w]
+  if id then return id end
+  if not self.unk_id then fail("Vocab:index", "unknown word '%s' and the vocabulary has no unknown token", w) end
+  return self.unk_id
+end
+
+--- vocab:encode(words) -> 1-d tensor of 1-based ids.  words is a list of
+-- strings, or one string that is split at whitespace.
+function Vocab:encode(words)
+  if type(words) == "string" then
+    local list = {}
+    for w in words:gmatch("%S+") do list[#list + 1] = w end
+    words = list
+  end
+  local n = check_strings("Vocab:encode", "words", words)
+  local out = {}
+  for i = 1, n do
+    local id = self.ids[words[i]] or self.unk_id
+    if not id then
+      fail("Vocab:encode", "unknown word '%s' (words[%d]) and the vocabulary has no unknown token", words[i], i)
+    end
+    out[i] = id
+  end
+  return attn.tensor(out)
+end
+
+--- vocab:decode(ids) -> list of words; ids is a 1-d tensor or a list.
+function Vocab:decode(ids)
+  local list = id_list("Vocab:decode", ids)
+  local out = {}
+  for i, id in ipairs(list) do
+    local w = self.words[id]
+    if not w then fail("Vocab:decode", "id %d (ids[%d]) out of range (expected 1..%d)", id, i, self.size) end
+    out[i] = w
+  end
+  return out
+end
+
+function Vocab:__len() return self.size end
+
+function Vocab:__tostring()
+  return string.format("Vocab(size=%d, unk=%s)", self.size, self.unk and ("'" .. self.unk .. "'") or "none")
+end
+
+-- ---------------------------------------------------------------------------
+-- CharTable
+
+-- The characters (UTF-8 code points) of s, as strings.
+local function chars_of(fn, s, what)
+  local ok, bad = utf8.len(s)
+  if not ok then fail(fn, "%s is not valid UTF-8 (byte %d)", what, bad) end
+  local out = {}
+  for c in s:gmatch(utf8.charpattern) do out[#out + 1] = c end
+  return out
+end
+
+local function describe_char(c)
+  local cp = utf8.codepoint(c)
+  if cp >= 32 and cp ~= 127 then return string.format("'%s' (U+%04X)", c, cp) end
+  return string.format("U+%04X", cp)
+end
+
+local CharTable = {}
+CharTable.__index = CharTable
+CharTable.__name = "attn.data.CharTable"
+
+local function check_token(name, v)
+  if v == false then return false end
+  check_string("CharTable", name, v)
+  if utf8.len(v) ~= 1 then fail("CharTable", "%s must be a single character (got '%s')", name, v) end
+  return v
+end
+
+--- data.CharTable(strings [, {start = "^", stop = "$"}]) -> table
+-- Builds the notebook's character table from the raw strings (not yet
+-- wrapped): .chars is the sorted set (code point order, as Python's
+-- sorted(set(''.join(names)))) of the characters of every wrap(s), so the
+-- start and stop tokens are included; .size = #.chars.  start/stop = false
+-- leaves that token out.  Characters are UTF-8 code points.
+function data.CharTable(strings, opts)
+  local n = check_strings("CharTable", "strings", strings)
+  opts = check_opts("CharTable", opts)
+  local start = check_token("start", opts.start == nil and "^" or opts.start)
+  local stop = check_token("stop", opts.stop == nil and "$" or opts.stop)
+  if start and start == stop then fail("CharTable", "start and stop must differ (both '%s')", start) end
+
+  local seen, chars = {}, {}
+  local function add(c)
+    if not seen[c] then
+      seen[c] = true
+      chars[#chars + 1] = c
+    end
+  end
+  if start then add(start) end
+  if stop then add(stop) end
+  local pattern = utf8.charpattern
+  for i = 1, n do
+    local s = strings[i]
+    local ok, bad = utf8.len(s)
+    if not ok then fail("CharTable", "strings[%d] is not valid UTF-8 (byte %d)", i, bad) end
+    for c in s:gmatch(pattern) do
+      if not seen[c] then add(c) end
+    end
+  end
+  sort_bytes(chars)
+  local ids = {}
+  for i, c in ipairs(chars) do ids[c] = i end
+  return setmetatable({
+    chars = chars,
+    size = #chars,
+    start = start or nil,
+    stop = stop or nil,
+    ids = ids,
+  }, CharTable)
+end
+
+--- ct:wrap(s) -> start .. s .. stop
+function CharTable:wrap(s)
+  check_string("CharTable:wrap", "s", s)
+  return (self.start or "") .. s .. (self.stop or "")
+end
+
+--- ct:index(c) -> the 1-based id of one character (raises if unknown).
+function CharTable:index(c)
+  check_string("CharTable:index", "c", c)
+  local id = self.ids[c]
+  if not id then fail("CharTable:index", "character %s is not in the table", describe_char(c)) end
+  return id
+end
+
+--- ct:encode(s) -> 1-d tensor of the 1-based ids of s's characters (the
+-- notebook's ids + 1).  s is encoded as given: wrap it first for the
+-- start/stop tokens.  A character not in the table raises, naming it.
+function CharTable:encode(s)
+  check_string("CharTable:encode", "s", s)
+  if s == "" then fail("CharTable:encode", "s is empty") end
+  local out = {}
+  for i, c in ipairs(chars_of("CharTable:encode", s, "s")) do
+    local id = self.ids[c]
+    if not id then
+      fail("CharTable:encode", "character %s at position %d of '%s' is not in the table", describe_char(c), i, s)
+    end
+    out[i] = id
+  end
+  return attn.tensor(out)
+end
+
+--- ct:decode(ids) -> string; ids is a 1-d tensor or a list of 1-based ids.
+function CharTable:decode(ids)
+  local list = id_list("CharTable:decode", ids)
+  local out = {}
+  for i, id in ipairs(list) do
+    local c = self.chars[id]
+    if not c then fail("CharTable:decode", "id %d (ids[%d]) out of range (expected 1..%d)", id, i, self.size) end
+    out[i] = c
+  end
+  return table.concat(out)
+end
+
+function CharTable:__len() return self.size end
+
+function CharTable:__tostring()
+  return string.format("CharTable(size=%d, chars='%s')", self.size, table.concat(self.chars))
+end
+
+-- ---------------------------------------------------------------------------
+-- Tensors
+
+--- data.one_hot(ids, n) -> tensor of shape ids.shape .. {n}: 1 at each
+-- 1-based id, 0 elsewhere.  ids is a tensor or a (nested) list of ids.
+function data.one_hot(ids, n)
+  if not (attn.is_tensor(ids) or type(ids) == "table") then
+    fail("one_hot", "ids must be a tensor or a list of integers (got %s)", type(ids))
+  end
+  local k = to_int(n)
+  if not k or k < 1 then fail("one_hot", "n must be an integer >= 1 (got %s)", tostring(n)) end
+  return attn.one_hot(ids, k)
+end
+
+--- data.pad(seqs [, {value = 0, length = nil}]) -> x [B, T], mask [B, T]
+-- seqs: a list of B sequences, each a 1-d tensor or a list of numbers.
+-- T is `length` when given (longer sequences are cut to their first T
+-- items), else the longest sequence's length.  Sequences are left-aligned
+-- and padded on the right with `value`; mask is 1 on real items, 0 on
+-- padding.
+function data.pad(seqs, opts)
+  local B = check_list("pad", "seqs", seqs)
+  if B == 0 then fail("pad", "seqs is empty") end
+  opts = check_opts("pad", opts)
+  local value = opts.value == nil and 0 or opts.value
+  if type(value) ~= "number" then fail("pad", "value must be a number (got %s)", type(value)) end
+  local rows = {}
+  local longest = 0
+  for b = 1, B do
+    local s = seqs[b]
+    if attn.is_tensor(s) then
+      if s:dim() ~= 1 then fail("pad", "seqs[%d] must be 1-d (got %d dimensions)", b, s:dim()) end
+      s = s:totable()
+    elseif type(s) == "table" then
+      for i = 1, #s do
+        if type(s[i]) ~= "number" then fail("pad", "seqs[%d][%d] is a %s, expected a number", b, i, type(s[i])) end
+      end
+    else
+      fail("pad", "seqs[%d] must be a 1-d tensor or a list of numbers (got %s)", b, type(s))
+    end
+    rows[b] = s
+    if #s > longest then longest = #s end
+  end
+  local T = opts.length
+  if T == nil then
+    T = longest
+    if T == 0 then fail("pad", "every sequence is empty; give a length") end
+  else
+    T = to_int(T)
+    if not T or T < 1 then fail("pad", "length must be an integer >= 1 (got %s)", tostring(opts.length)) end
+  end
+  local x, m = {}, {}
+  for b = 1, B do
+    local s, base = rows[b], (b - 1) * T
+    local len = math.min(#s, T)
+    for t = 1, len do
+      x[base + t], m[base + t] = s[t], 1
+    end
+    for t = len + 1, T do
+      x[base + t], m[base + t] = value, 0
+    end
+  end
+  return attn.tensor(x):view(B, T), attn.tensor(m):view(B, T)
+end
+
+-- ---------------------------------------------------------------------------
+-- Shuffling, splitting, batching
+
+-- A permutation of 1..n as a Lua list, from attn.randperm (torch's
+-- randperm, so the same seed gives torch's order).
+local function permutation(n, g)
+  if n == 0 then return {} end
+  local p = g and attn.randperm(n, g) or attn.randperm(n)
+  local out = p:totable()
+  for i = 1, n do out[i] = math.tointeger(out[i]) end
+  return out
+end
+
+--- data.shuffle(list [, generator]) -> a new list with list's items in a
+-- random order (list itself is not changed).  The order is
+-- attn.randperm(#list [, generator]), so after attn.manual_seed(s) it is
+-- torch's `[xs[i] for i in torch.randperm(len(xs))]` after
+-- torch.manual_seed(s).  An empty list gives an empty list and draws
+-- nothing.
+function data.shuffle(list, g)
+  local n = check_list("shuffle", "list", list)
+  check_generator("shuffle", g)
+  local out = {}
+  for i, j in ipairs(permutation(n, g)) do out[i] = list[j] end
+  return out
+end
+
+--- data.split(list, fraction [, generator | false]) -> train, valid
+-- fraction (0 <= fraction <= 1) is the VALIDATION share: the list is
+-- shuffled (as data.shuffle with the generator; pass false to keep the
+-- order), then valid gets the last round(fraction * #list) items and
+-- train the first ones.  So split(names, 0.1) gives 90% train, 10% valid.
+function data.split(list, fraction, g)
+  local n = check_list("split", "list", list)
+  if n == 0 then fail("split", "list is empty") end
+  if type(fraction) ~= "number" or fraction ~= fraction or fraction < 0 or fraction > 1 then
+    fail("split", "fraction (the validation share) must be a number in [0, 1] (got %s)", tostring(fraction))
+  end
+  local items = list
+  if g ~= false then
+    check_generator("split", g)
+    items = data.shuffle(list, g)
+  end
+  local n_valid = math.floor(fraction * n + 0.5)
+  local n_train = n - n_valid
+  local train, valid = {}, {}
+  for i = 1, n_train do train[i] = items[i] end
+  for i = 1, n_valid do valid[i] = items[n_train + i] end
+  return train, valid
+end
+
+--- data.batches(list, batch_size [, {shuffle = true, generator = g,
+-- drop_last = false}]) -> iterator
+--   for batch, k in data.batches(names, 32) do ... end
+-- Each step gives the next batch (a list of up to batch_size items) and
+-- its 1-based number.  With shuffle the order is drawn once, when
+-- batches() is called (call it again each epoch for a new order); the last
+-- batch is shorter unless drop_last.
+function data.batches(list, batch_size, opts)
+  local n = check_list("batches", "list", list)
+  if n == 0 then fail("batches", "list is empty") end
+  local bs = to_int(batch_size)
+  if not bs or bs < 1 then
+    fail("batches", "batch_size must be an integer >= 1 (got %s)", tostring(batch_size))
+  end
+  opts = check_opts("batches", opts)
+  local g = check_generator("batches", opts.generator)
+  local items = list
+  if opts.shuffle ~= false then items = data.shuffle(list, g) end
+  local count = opts.drop_last and n // bs or (n + bs - 1) // bs
+  local k = 0
+  return function()
+    if k >= count then return nil end
+    k = k + 1
+    local batch, first = {}, (k - 1) * bs
+    for i = 1, math.min(bs, n - first) do batch[i] = items[first + i] end
+    return batch, k
+  end
+end
+
+-- ---------------------------------------------------------------------------
+-- Progress bar
+
+local function clock_string(s)
+  if s ~= s or s == math.huge or s < 0 then return "?" end
+  s = math.floor(s + 0.5)
+  local h, m, sec = s // 3600, s % 3600 // 60, s % 60
+  if h > 0 then return string.format("%d:%02d:%02d", h, m, sec) end
+  return string.format("%02d:%02d", m, sec)
+end
+
+local function rate_string(r)
+  if r ~= r or r == math.huge or r <= 0 then return "? it/s" end
+  if r < 1 then return string.format("%.2f s/it", 1 / r) end
+  return string.format("%.2f it/s", r)
+end
+
+local function extras_string(extras)
+  if not extras then return "" end
+  local keys = {}
+  for k in pairs(extras) do keys[#keys + 1] = tostring(k) end
+  table.sort(keys)
+  local parts = {}
+  for i, k in ipairs(keys) do
+    local v = extras[k]
+    if math.type(v) == "float" then v = string.format("%.4g", v) end
+    parts[i] = k .. "=" .. tostring(v)
+  end
+  return table.concat(parts, ", ")
+end
+
+local Progress = {}
+Progress.__index = Progress
+Progress.__name = "attn.data.Progress"
+
+local function is_file(f) return io.type(f) == "file" end
+
+--- data.progress(total [, opts]) -> bar
+--   local bar = data.progress(#batches, {label = "train"})
+--   for i = 1, n do ...; bar:update(i, {loss = l}) end
+--   bar:finish()
+-- opts: label = "train", width = 30 (bar characters), out = io.stderr,
+-- interactive (default: whether out is a terminal and TERM is not "dumb"),
+-- min_interval = 0.1 (seconds between redraws), clock (a function giving
+-- seconds; default attn.now, a monotonic clock).
+-- Interactive: one line redrawn in place with "\r":
+--   train  45%|=============>                 | 450/1000 [00:05<00:06, 81.20 it/s, loss=1.234]
+-- at most once per min_interval (the last step is always drawn).  Not
+-- interactive: nothing until finish(), which writes one summary line:
+--   train: 1000/1000 (100%) in 00:12, 81.20 it/s, loss=1.234
+function data.progress(total, opts)
+  local n = to_int(total)
+  if not n or n < 1 then fail("progress", "total must be an integer >= 1 (got %s)", tostring(total)) end
+  opts = check_opts("progress", opts)
+  local label = opts.label == nil and "train" or opts.label
+  check_string("progress", "label", label)
+  local width = opts.width == nil and 30 or to_int(opts.width)
+  if not width or width < 1 then fail("progress", "width must be an integer >= 1 (got %s)", tostring(opts.width)) end
+  local out = opts.out == nil and io.stderr or opts.out
+  if not is_file(out) then fail("progress", "out must be an open file (got %s)", tostring(out)) end
+  local clock = opts.clock or attn.now
+  if type(clock) ~= "function" then fail("progress", "clock must be a function (got %s)", type(clock)) end
+  local interactive = opts.interactive
+  if interactive == nil then
+    interactive = core._isatty(out) and os.getenv("TERM") ~= "dumb"
+  end
+  local min_interval = opts.min_interval == nil and 0.1 or opts.min_interval
+  if type(min_interval) ~= "number" or not (min_interval >= 0) then
+    fail("progress", "min_interval must be a number >= 0 (got %s)", tostring(opts.min_interval))
+  end
+  local now = clock()
+  return setmetatable({
+    total = n,
+    count = 0,
+    label = label,
+    width = width,
+    out = out,
+    interactive = interactive and true or false,
+    min_interval = min_interval,
+    clock = clock,
+    started = now,
+    last_draw = -math.huge,
+    last_len = 0,
+    done = false,
+  }, Progress)
+end
+
+function Progress:_line(now)
+  local elapsed = now - self.started
+  local rate = elapsed > 0 and self.count / elapsed or 0 / 0
+  local frac = self.count / self.total
+  local filled = math.floor(frac * self.width)
+  local bar = string.rep("=", filled)
+  if filled < self.width then bar = bar .. (self.count > 0 and ">" or " ") .. string.rep(" ", self.width - filled - 1) end
+  local eta = rate > 0 and (self.total - self.count) / rate or 0 / 0
+  local extras = extras_string(self.extras)
+  return string.format("%s %3d%%|%s| %d/%d [%s<%s, %s%s]", self.label, math.floor(frac * 100), bar, self.count,
+    self.total, clock_string(elapsed), clock_string(eta), rate_string(rate), extras ~= "" and ", " .. extras or "")
+end
+
+function Progress:_draw(now)
+  local line = self:_line(now)
+  -- Blank out what a longer previous line left behind.
+  local pad = self.last_len > #line and string.rep(" ", self.last_len - #line) or ""
+  self.out:write("\r", line, pad)
+  self.out:flush()
+  self.last_len = #line
+  self.last_draw = now
+end
+
+--- bar:update([i [, extras]]): i items are done (default: one more than
+-- before); extras is a table of fields shown as key=value (numbers as
+-- %.4g, keys sorted), kept until the next update that gives some.
+function Progress:update(i, extras)
+  if self.done then fail("Progress:update", "the bar is finished") end
+  if i == nil then i = self.count + 1 end
+  local c = to_int(i)
+  if not c or c < 0 or c > self.total then
+    fail("Progress:update", "i must be an integer in 0..%d (got %s)", self.total, tostring(i))
+  end
+  if extras ~= nil then
+    if type(extras) ~= "table" then fail("Progress:update", "extras must be a table (got %s)", type(extras)) end
+    self.extras = extras
+  end
+  self.count = c
+  if self.interactive then
+    local now = self.clock()
+    if c == self.total or now - self.last_draw >= self.min_interval then self:_draw(now) end
+  end
+  return self
+end
+
+--- bar:finish(): draws the final state and ends the line (interactive), or
+-- writes the one summary line (not interactive).  Later calls do nothing.
+function Progress:finish()
+  if self.done then return self end
+  self.done = true
+  local now = self.clock()
+  if self.interactive then
+    self:_draw(now)
+    self.out:write("\n")
+  else
+    local elapsed = now - self.started
+    local rate = elapsed > 0 and self.count / elapsed or 0 / 0
+    local extras = extras_string(self.extras)
+    self.out:write(string.format("%s: %d/%d (%d%%) in %s, %s%s\n", self.label, self.count, self.total,
+      math.floor(self.count / self.total * 100), clock_string(elapsed), rate_string(rate),
+      extras ~= "" and ", " .. extras or ""))
+  end
+  self.out:flush()
+  return self
+end
+
+Progress.close = Progress.finish
+Progress.__close = Progress.finish
+
+return data
