@@ -135,5 +135,5 @@ if out_dir then
   for j = 1, 7 do cols[j] = "k" .. j end
   print("wrote " .. plot.heatmap(mha_weights[1]:detach(), {path = out_dir .. "/multi_head_weights.png",
     row_labels = rows, col_labels = cols, xlabel = "key", ylabel = "query",
-    title = "MultiheadAttention weights, sequence 1 (mean of 8 heads)"}))
+    title = "sequence 1, mean of the 8 heads"}))
 end

@@ -154,6 +154,6 @@ if out_dir then
   assert(os.execute(("mkdir -p '%s'"):format(out_dir:gsub("'", [['\'']]))), "cannot create " .. out_dir)
   local words = {"one", "is", "one"}
   local path = plot.heatmap(weights:detach(), {path = out_dir .. "/one_hot_weights.png", row_labels = words,
-    col_labels = words, title = "dot attention weights, \"one is one\"", annotate = true})
+    col_labels = words, title = "dot attention weights", annotate = true, width = 420, height = 360})
   print("wrote " .. path)
 end
