@@ -43,7 +43,9 @@ typedef enum attn_status {
   ATTN_ERR_INDEX,  /* index out of range */
   ATTN_ERR_NOMEM,  /* allocation failed or size overflows */
   ATTN_ERR_IO,     /* file or library loading problem */
-  ATTN_ERR_STATE   /* operation not allowed in the object's state */
+  ATTN_ERR_STATE,  /* operation not allowed in the object's state */
+  ATTN_ERR_SCRIPT, /* a Lua script failed (attn_lua.h: syntax or run-time error) */
+  ATTN_ERR_LIMIT   /* a script ran out of its instruction or time budget (attn_lua.h) */
 } attn_status;
 
 /* Message of the last failure in the calling thread ("" if none). */
@@ -72,6 +74,7 @@ typedef struct attn_storage {
   int gc_reported;            /* set by a binding once it told its GC */
   long version;               /* bumped by every in-place write (autograd checks) */
   long saved_refs;            /* references held by autograd's saved tensors */
+  struct attn_budget *budget; /* charged for data (see attn_budget), or NULL */
 } attn_storage;
 
 struct attn_autograd;         /* defined by the autograd layer */
@@ -104,6 +107,31 @@ typedef struct attn_debug_counts {
   int64_t nodes;          /* autograd graph nodes alive */
 } attn_debug_counts;
 void attn_debug_counts_get(attn_debug_counts *out);
+
+/* Memory budgets: a byte count with a limit that tensor storage can be
+   charged to, so that a sandboxed script cannot take the host's memory
+   (attn_lua.h charges a state's Lua objects to the same budget).  While a
+   thread has a current budget, every storage attn allocates in that thread
+   is charged its size before the allocation (refused with ATTN_ERR_NOMEM
+   when the limit would be passed) and credited when the storage is freed,
+   from whatever thread.  Wrapped buffers (attn_wrap) are never charged.
+   A budget is refcounted: each charged storage holds a reference, so a
+   budget outlives the state that made it while its tensors live. */
+typedef struct attn_budget attn_budget;
+/* limit in bytes (> 0); the caller gets one reference. */
+attn_status attn_budget_new(int64_t limit, attn_budget **out);
+attn_budget *attn_budget_retain(attn_budget *b);
+void attn_budget_release(attn_budget *b);   /* NULL is fine */
+/* Adds bytes if the total stays within the limit; false (nothing added)
+   otherwise.  Thread-safe. */
+bool attn_budget_charge(attn_budget *b, int64_t bytes);
+void attn_budget_credit(attn_budget *b, int64_t bytes);
+int64_t attn_budget_used(const attn_budget *b);
+int64_t attn_budget_limit(const attn_budget *b);
+/* Sets the calling thread's current budget (NULL: none; not retained, so
+   it must stay alive while current) and returns the previous one. */
+attn_budget *attn_budget_set_current(attn_budget *b);
+attn_budget *attn_budget_current(void);
 
 /* Element access by a full 0-based index (no bounds check). */
 float attn_tensor_get(const attn_tensor *t, const int64_t *index);

@@ -68,19 +68,28 @@ void attn__contiguous_strides(int ndim, const int64_t *shape, int64_t *stride) {
   }
 }
 
-static attn_storage *storage_new(int64_t numel) {
-  attn_storage *s = attn__calloc(1, sizeof *s);
-  if (!s) return NULL;
+/* *over is set when the thread's budget (attn_budget_set_current) refused
+   the bytes; nothing is allocated then. */
+static attn_storage *storage_new(int64_t numel, bool *over) {
   /* 64-byte alignment keeps AVX-512 loads on one cache line. */
   size_t bytes = (size_t)(numel ? numel : 1) * sizeof(float);
   bytes = (bytes + 63) & ~(size_t)63;
-  s->data = aligned_alloc(64, bytes);
-  if (!s->data) {
+  attn_budget *budget = attn_budget_current();
+  *over = false;
+  if (budget && !attn_budget_charge(budget, (int64_t)(bytes + sizeof(attn_storage)))) {
+    *over = true;
+    return NULL;
+  }
+  attn_storage *s = attn__calloc(1, sizeof *s);
+  if (s) s->data = aligned_alloc(64, bytes);
+  if (!s || !s->data) {
     free(s);
+    if (budget) attn_budget_credit(budget, (int64_t)(bytes + sizeof(attn_storage)));
     return NULL;
   }
   s->numel = numel;
   s->refcount = 1;
+  s->budget = attn_budget_retain(budget);
   ATTN__COUNT(attn__live_storages, 1);
   ATTN__COUNT(attn__live_storage_bytes, (int64_t)bytes);
   return s;
@@ -95,6 +104,10 @@ static void storage_release(attn_storage *s) {
     size_t bytes = ((size_t)(s->numel ? s->numel : 1) * sizeof(float) + 63) & ~(size_t)63;
     ATTN__COUNT(attn__live_storage_bytes, -(int64_t)bytes);
     free(s->data);
+    if (s->budget) {
+      attn_budget_credit(s->budget, (int64_t)(bytes + sizeof(attn_storage)));
+      attn_budget_release(s->budget);
+    }
   }
   ATTN__COUNT(attn__live_storages, -1);
   free(s);
@@ -131,7 +144,14 @@ attn_status attn__alloc(const char *fn, int ndim, const int64_t *shape, attn_ten
     return attn_set_error(ATTN_ERR_NOMEM, "%s: shape %s has too many elements", fn,
                           attn_shape_str(ndim, shape, sb, sizeof sb));
   }
-  attn_storage *s = storage_new(numel);
+  bool over;
+  attn_storage *s = storage_new(numel, &over);
+  if (over) {
+    attn_budget *b = attn_budget_current();
+    return attn_set_error(ATTN_ERR_NOMEM, "%s: memory limit of %lld bytes reached allocating %s (%lld bytes; %lld in use)",
+                          fn, (long long)attn_budget_limit(b), attn_shape_str(ndim, shape, sb, sizeof sb),
+                          (long long)numel * (long long)sizeof(float), (long long)attn_budget_used(b));
+  }
   if (!s)
     return attn_set_error(ATTN_ERR_NOMEM, "%s: out of memory allocating %s (%lld bytes)", fn,
                           attn_shape_str(ndim, shape, sb, sizeof sb),

@@ -1,0 +1,33 @@
+/* Internals shared by the files of the host library (src/host/). */
+#ifndef ATTN_HOST_H
+#define ATTN_HOST_H
+
+#include "attn_lua.h"
+#include "lua/binding.h"
+
+enum { EXHAUSTED_INSTRUCTIONS = 1, EXHAUSTED_TIME };
+
+/* One per state made by attn_lua_newstate: the allocator's userdata. */
+typedef struct host_ctx {
+  attn_budget *budget;         /* NULL: no memory limit */
+  bool sandbox;
+  uint64_t instruction_limit;  /* 0: none */
+  double time_limit;           /* seconds; 0: none */
+  int hook_every;              /* count of the instruction hook */
+  /* the running call's budget (reset by the outermost attn_lua_call) */
+  uint64_t count;
+  double deadline;
+  int exhausted;               /* EXHAUSTED_* once the budget is spent */
+  int depth;                   /* nesting of attn_lua_call */
+  attn_budget *saved_current;  /* the thread's budget before the outermost call */
+} host_ctx;
+
+/* The context of a state made by attn_lua_newstate, else NULL. */
+host_ctx *attn__host_ctx(lua_State *L);
+double attn__host_now(void);
+void attn__host_reset_limits(host_ctx *c);
+/* Loads attn.core (sandboxed if the state is) unless its metatables
+   exist; may raise, so only call it in protected mode. */
+void attn__host_ensure_core(lua_State *L);
+
+#endif
