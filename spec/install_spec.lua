@@ -1,0 +1,201 @@
+-- Packaging: `cmake --install` of the build (ATTN_BUILD_DIR, set by
+-- spec/tests.cmake) into a temporary prefix, then, using only what went
+-- there: a C program outside the tree built with pkg-config, the same
+-- program built by an outside CMake project with find_package(attn) (shared
+-- and static host library), stock lua5.4 requiring attn, and the installed
+-- attn binary.
+
+local BUILD = os.getenv("ATTN_BUILD_DIR")
+if not BUILD or BUILD == "" then
+  describe("install", function()
+    pending("ATTN_BUILD_DIR is not set; run this spec through ctest (spec/tests.cmake sets it)")
+  end)
+  return
+end
+
+local function q(s)
+  return "'" .. (tostring(s):gsub("'", [['\'']])) .. "'"
+end
+
+local function writefile(path, s)
+  local f = assert(io.open(path, "wb"))
+  f:write(s)
+  f:close()
+end
+
+local function readfile(path)
+  local f = assert(io.open(path, "rb"))
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+-- Runs a shell command; returns { out, code } (stderr goes with stdout).
+local function sh(cmd)
+  local out = os.tmpname()
+  local _, how, code = os.execute(cmd .. " >" .. q(out) .. " 2>&1")
+  local r = { out = readfile(out), code = how == "exit" and code or 128 + code }
+  os.remove(out)
+  return r
+end
+
+local function ok(r, what)
+  assert(r.code == 0, (what or "command") .. " failed (" .. r.code .. "):\n" .. r.out)
+  return r.out
+end
+
+local function exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close() end
+  return f ~= nil
+end
+
+-- An outside program: the host API and the core API together.  It hands a
+-- buffer to a sandboxed script, reads the softmax back from its own memory
+-- and checks the script's limits are there.
+local PROGRAM = [[
+#include <stdio.h>
+#include <string.h>
+#include <attn.h>
+#include <attn_lua.h>
+
+int main(void) {
+  attn_lua_opts o;
+  attn_lua_opts_init(&o);
+  o.sandbox = true;
+  o.memory_limit = 16 << 20;
+  o.instruction_limit = 1000000;
+  lua_State *L;
+  if (attn_lua_newstate(&o, &L)) return printf("newstate: %s\n", attn_last_error()), 1;
+  float buf[4] = {0, 1, 2, 3};
+  if (attn_lua_dostring(L, "local x = ... local attn = require 'attn' x:copy_(x:softmax(-1)) return io == nil",
+                        "=outside", 0, 0) != ATTN_ERR_SCRIPT) /* no x: the chunk must fail */
+    return printf("expected a script error\n"), 1;
+  lua_pop(L, 1);
+  if (attn_lua_push_buffer(L, buf, 1, (int64_t[]){4}, NULL, NULL, NULL)) return 1;
+  if (attn_lua_dostring(L, "local x = ... local attn = require 'attn' x:copy_(x:softmax(-1)) return io == nil",
+                        "=outside", 1, 1))
+    return printf("script: %s\n", attn_last_error()), 1;
+  int sandboxed = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  attn_status st = attn_lua_dostring(L, "while true do end", "=loop", 0, 0);
+  attn_lua_close(L);
+  attn_tensor *t;
+  if (attn_from_data(1, (int64_t[]){4}, buf, &t)) return 1;
+  attn_tensor *s;
+  if (attn_reduce_all(ATTN_SUM, t, NULL, &s)) return 1;
+  printf("%s softmax %.6f %.6f %.6f %.6f sum %.6f sandboxed %d limit %d\n", ATTN_VERSION, buf[0], buf[1], buf[2],
+         buf[3], attn_tensor_data(s)[0], sandboxed, st == ATTN_ERR_LIMIT);
+  attn_tensor_release(s);
+  attn_tensor_release(t);
+  return 0;
+}
+]]
+
+local EXPECTED = "0.1.0 softmax 0.032059 0.087144 0.236883 0.643914 sum 1.000000 sandboxed 1 limit 1\n"
+
+describe("cmake --install into a temporary prefix", function()
+  local dir, prefix, libdir
+
+  setup(function()
+    local p = io.popen("mktemp -d")
+    dir = p:read("l")
+    p:close()
+    prefix = dir .. "/prefix"
+    ok(sh("cmake --install " .. q(BUILD) .. " --prefix " .. q(prefix)), "cmake --install")
+    writefile(dir .. "/prog.c", PROGRAM)
+  end)
+
+  teardown(function()
+    if dir then os.execute("rm -rf " .. q(dir)) end
+  end)
+
+  local function pc(args)
+    return ok(sh("PKG_CONFIG_PATH= PKG_CONFIG_LIBDIR=" .. q(libdir .. "/pkgconfig") .. ":/usr/lib/x86_64-linux-gnu/pkgconfig:/usr/lib/pkgconfig:/usr/share/pkgconfig pkg-config " .. args), "pkg-config " .. args)
+  end
+
+  it("installs headers, libraries, the Lua package, the binary and the package files", function()
+    for _, cand in ipairs({ "lib", "lib64", "lib/x86_64-linux-gnu" }) do
+      if exists(prefix .. "/" .. cand .. "/pkgconfig/attn.pc") then libdir = prefix .. "/" .. cand end
+    end
+    assert(libdir, "no attn.pc under " .. prefix)
+    for _, f in ipairs({ "/include/attn.h", "/include/attn_lua.h", "/bin/attn", "/share/lua/5.4/attn/init.lua",
+      "/share/lua/5.4/attn/nn.lua" }) do
+      assert(exists(prefix .. f), "missing " .. f)
+    end
+    for _, f in ipairs({ "/libattn.so", "/libattn.a", "/libattn_lua.so", "/libattn_lua.a", "/pkgconfig/attn-lua.pc",
+      "/cmake/attn/attnConfig.cmake", "/cmake/attn/attnConfigVersion.cmake", "/cmake/attn/attnTargets.cmake",
+      "/lua/5.4/attn/core.so" }) do
+      assert(exists(libdir .. f), "missing " .. libdir .. f)
+    end
+  end)
+
+  it("attn/core.so does not link liblua (the interpreter provides Lua)", function()
+    local deps = ok(sh("ldd " .. q(libdir .. "/lua/5.4/attn/core.so")))
+    assert.falsy(deps:find("liblua"), deps)
+    assert.truthy(ok(sh("ldd " .. q(libdir .. "/libattn_lua.so"))):find("liblua5%.4"))
+  end)
+
+  it("pkg-config points into the prefix it was installed to", function()
+    local cflags = pc("--cflags attn-lua")
+    -- the .pc files are relocatable: their prefix is ${pcfiledir}/../..
+    local inc = assert(cflags:match("%-I(%S+)"), cflags)
+    assert.are.equal(ok(sh("realpath " .. q(prefix .. "/include"))), ok(sh("realpath " .. q(inc))))
+    assert.truthy(cflags:find("lua5.4", 1, true), cflags)
+    local libs = pc("--libs attn-lua")
+    assert.truthy(libs:find("-lattn_lua", 1, true) and libs:find("-lattn", 1, true), libs)
+    assert.are.equal("0.1.0\n", pc("--modversion attn"))
+  end)
+
+  it("builds and runs an outside C program with pkg-config", function()
+    local flags = pc("--cflags --libs attn-lua"):gsub("\n", "")
+    ok(sh(("cc -std=c11 -o %s %s %s -Wl,-rpath,%s"):format(q(dir .. "/prog_pc"), q(dir .. "/prog.c"), flags,
+      q(libdir))), "cc")
+    assert.are.equal(EXPECTED, ok(sh(q(dir .. "/prog_pc")), "prog_pc"))
+  end)
+
+  it("builds and runs it with find_package(attn) in CMake, shared and static", function()
+    local src = dir .. "/cmake_project"
+    os.execute("mkdir -p " .. q(src))
+    os.execute("cp " .. q(dir .. "/prog.c") .. " " .. q(src .. "/prog.c"))
+    writefile(src .. "/CMakeLists.txt", [[
+cmake_minimum_required(VERSION 3.25)
+project(outside LANGUAGES C)
+find_package(attn 0.1 REQUIRED)
+add_executable(prog_shared prog.c)
+target_link_libraries(prog_shared PRIVATE attn::attn_lua)
+add_executable(prog_static prog.c)
+target_link_libraries(prog_static PRIVATE attn::attn_lua_static)
+message(STATUS "attn Lua modules in ${attn_LUA_CMOD_DIR}")
+]])
+    local out = ok(sh(("cmake -S %s -B %s -DCMAKE_PREFIX_PATH=%s"):format(q(src), q(src .. "/b"), q(prefix))),
+      "cmake configure")
+    assert.truthy(out:find("attn Lua modules in " .. prefix, 1, true), out)
+    ok(sh("cmake --build " .. q(src .. "/b")), "cmake --build")
+    assert.are.equal(EXPECTED, ok(sh(q(src .. "/b/prog_shared")), "prog_shared"))
+    assert.are.equal(EXPECTED, ok(sh(q(src .. "/b/prog_static")), "prog_static"))
+    -- the shared one really uses the installed library
+    assert.truthy(ok(sh("ldd " .. q(src .. "/b/prog_shared"))):find(libdir .. "/libattn_lua.so", 1, true))
+  end)
+
+  it("lua5.4 finds attn with only the installed paths", function()
+    local lmod, cmod = prefix .. "/share/lua/5.4", libdir .. "/lua/5.4"
+    local code = [[
+local attn = require "attn"
+print(package.searchpath("attn.core", package.cpath), package.searchpath("attn", package.path))
+print(attn.ones(2, 3):sum():item(), attn.nn.Linear ~= nil)]]
+    local out = ok(sh(("cd %s && env -u LUA_INIT -u LUA_INIT_5_4 LUA_PATH_5_4=%s LUA_CPATH_5_4=%s lua5.4 -e %s"):format(
+      q(dir), q(lmod .. "/?.lua;" .. lmod .. "/?/init.lua"), q(cmod .. "/?.so"), q(code))), "lua5.4")
+    assert.are.equal(cmod .. "/attn/core.so\t" .. lmod .. "/attn/init.lua\n6.0\ttrue\n", out)
+    -- and without them it is not found: the test looks where it says
+    local r = sh(("cd %s && env -u LUA_INIT -u LUA_INIT_5_4 LUA_PATH_5_4=%s LUA_CPATH_5_4=%s lua5.4 -e %s"):format(
+      q(dir), q(dir .. "/?.lua"), q(dir .. "/?.so"), q('require "attn"')))
+    assert.are_not.equal(0, r.code)
+  end)
+
+  it("the installed attn binary runs from anywhere", function()
+    local out = ok(sh(("cd %s && env -u LUA_INIT -u LUA_INIT_5_4 LUA_PATH_5_4= LUA_CPATH_5_4= %s -e %s"):format(
+      q(dir), q(prefix .. "/bin/attn"), q('print(require("attn").eye(3):sum():item())'))), "attn")
+    assert.are.equal("3.0\n", out)
+  end)
+end)
