@@ -3,6 +3,7 @@
 # and configures + builds it in ./build.
 #   scripts/setup.sh          build dependencies only
 #   scripts/setup.sh --test   also the test tools (busted) and PyTorch, the oracle
+#   scripts/setup.sh --docs   also LDoc (lua-ldoc), for `cmake --build build --target docs`
 # Set ATTN_NO_TORCH=1 to skip installing python3-torch (the live-oracle specs
 # then report themselves as skipped; fixture specs still run).
 set -euo pipefail
@@ -12,6 +13,9 @@ want=(cmake pkg-config gcc make lua5.4 liblua5.4-dev libopenblas-dev libreadline
 if [[ "${1:-}" == "--test" ]]; then
   want+=(lua-busted)
   [[ "${ATTN_NO_TORCH:-0}" == 1 ]] || want+=(python3-torch python3-numpy)
+fi
+if [[ "${1:-}" == "--docs" ]]; then
+  want+=(lua-ldoc)
 fi
 
 missing=()

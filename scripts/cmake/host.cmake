@@ -90,7 +90,7 @@ endif()
 find_program(LDOC_EXECUTABLE NAMES ldoc ldoc.lua)
 if(LDOC_EXECUTABLE)
   add_custom_target(docs
-    COMMAND ${LDOC_EXECUTABLE} --fatalwarnings=false -c ${PROJECT_SOURCE_DIR}/config.ld
+    COMMAND ${LDOC_EXECUTABLE} -c ${PROJECT_SOURCE_DIR}/config.ld
             -d ${CMAKE_BINARY_DIR}/docs/lua ${PROJECT_SOURCE_DIR}
     WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}
     COMMENT "LDoc: the Lua API reference in ${CMAKE_BINARY_DIR}/docs/lua"

@@ -1,0 +1,42 @@
+-- LuaRocks: `luarocks make` in a checkout builds attn with CMake against the
+-- system's Lua 5.4 and OpenBLAS (Debian: liblua5.4-dev libopenblas-dev
+-- libcjson-dev zlib1g-dev libcairo2-dev pkg-config cmake, as in
+-- scripts/setup.sh) and deploys attn/core.so, the attn Lua package and the
+-- attn interpreter into the rocks tree.  The C libraries, headers and
+-- CMake/pkg-config files go to the rock's own directory (native/); use
+-- `cmake --install` for a system-wide C install.
+rockspec_format = "3.0"
+package = "attn"
+version = "0.1.0-1"
+source = {
+   url = "git+file://.",
+   tag = "v0.1.0",
+}
+description = {
+   summary = "Lua-scriptable attention toolkit: float32 tensors, autograd and attention kernels in C",
+   detailed = [[
+attn is a C11 core of float32 N-d tensors (strided views, broadcasting,
+reductions, OpenBLAS matmul, PyTorch-exact random numbers, autograd, fused
+scaled-dot-product attention) exposed as the Lua 5.4 module `attn`, with
+nn modules, losses, optimisers and weight files that give PyTorch's numbers.
+]],
+   labels = { "tensor", "attention", "deep-learning", "blas" },
+}
+supported_platforms = { "linux" }
+dependencies = {
+   "lua >= 5.4, < 5.5",
+}
+build = {
+   type = "cmake",
+   variables = {
+      CMAKE_BUILD_TYPE = "Release",
+      CMAKE_INSTALL_PREFIX = "$(PREFIX)",
+      CMAKE_INSTALL_BINDIR = "bin",
+      CMAKE_INSTALL_LIBDIR = "native/lib",
+      CMAKE_INSTALL_INCLUDEDIR = "native/include",
+      CMAKE_INSTALL_DATADIR = "native/share",
+      ATTN_LUA_CMOD_DIR = "$(LIBDIR)",
+      ATTN_LUA_LMOD_DIR = "$(LUADIR)",
+      ATTN_BUILD_TESTS = "OFF",
+   },
+}
