@@ -10,6 +10,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 want=(cmake pkg-config gcc make lua5.4 liblua5.4-dev libopenblas-dev libreadline-dev libcjson-dev zlib1g-dev wamerican)
+# attn.plot draws with cairo; its labels use DejaVu Sans (fontconfig finds it).
+want+=(libcairo2-dev fonts-dejavu-core)
 if [[ "${1:-}" == "--test" ]]; then
   want+=(lua-busted)
   [[ "${ATTN_NO_TORCH:-0}" == 1 ]] || want+=(python3-torch python3-numpy)

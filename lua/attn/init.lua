@@ -31,6 +31,7 @@ local submodules = {
   gradcheck = "attn.gradcheck",
   attention = "attn.attention",
   seq2seq = "attn.seq2seq",
+  plot = "attn.plot",
   data = "attn.data",
 }
 
