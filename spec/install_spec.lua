@@ -198,4 +198,13 @@ print(attn.ones(2, 3):sum():item(), attn.nn.Linear ~= nil)]]
       q(dir), q(prefix .. "/bin/attn"), q('print(require("attn").eye(3):sum():item())'))), "attn")
     assert.are.equal("3.0\n", out)
   end)
+
+  it("the rockspec passes luarocks lint", function()
+    if sh("command -v luarocks").code ~= 0 then
+      pending("luarocks is not installed")
+      return
+    end
+    local src = os.getenv("ATTN_SOURCE_DIR") or "."
+    ok(sh("cd " .. q(src) .. " && luarocks --lua-version 5.4 lint attn-0.1.0-1.rockspec"), "luarocks lint")
+  end)
 end)
