@@ -20,6 +20,8 @@ reductions, OpenBLAS matmul, PyTorch-exact random numbers, autograd, fused
 scaled-dot-product attention) exposed as the Lua 5.4 module `attn`, with
 nn modules, losses, optimisers and weight files that give PyTorch's numbers.
 ]],
+   -- The project has not chosen a license yet; luarocks lint needs the field.
+   license = "unspecified",
    labels = { "tensor", "attention", "deep-learning", "blas" },
 }
 supported_platforms = { "linux" }
