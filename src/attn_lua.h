@@ -79,8 +79,8 @@ extern "C" {
  * no file can be loaded.  attn's own file and process functions (attn.save,
  * attn.load, attn.safetensors_info, attn.set_num_threads, plotting) raise
  * "not available in a sandbox".  The metatables of attn's userdata are
- * protected (getmetatable gives a string), so their finalizers stay in
- * place.  Scripts may still print to the host's stdout.
+ * protected (getmetatable gives a stand-in table holding only __name), so
+ * their finalizers and methods stay in place.  Scripts may still print to the host's stdout.
  *
  * memory_limit: bytes that the state's Lua objects and the storage of the
  * tensors it creates may take together (0: no limit).  Lua allocations

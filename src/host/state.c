@@ -157,13 +157,16 @@ static int open_core_sandboxed(lua_State *L) {
   lua_pushcfunction(L, not_a_tty);
   lua_setfield(L, module, "_isatty");
   /* Lock every metatable the binding registered ("attn.*" in the
-     registry): without getmetatable no script can drop a __gc (leaking
-     storage past the state's life) or call one by hand. */
+     registry): getmetatable gives a stand-in holding only __name (what
+     type checks read), so no script can drop a __gc (leaking storage past
+     the state's life), call one by hand or replace __index. */
   lua_pushnil(L);
   while (lua_next(L, LUA_REGISTRYINDEX)) {
     if (lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TTABLE &&
         strncmp(lua_tostring(L, -2), "attn", 4) == 0) {
-      lua_pushvalue(L, -2);
+      lua_createtable(L, 0, 1);
+      lua_pushvalue(L, -3);
+      lua_setfield(L, -2, "__name");
       lua_setfield(L, -2, "__metatable");
     }
     lua_pop(L, 1);
@@ -208,9 +211,12 @@ void attn__host_ensure_core(lua_State *L) {
     return;
   }
   lua_pop(L, 1);
+  /* Called directly, not through require: whatever a script put into
+     package.loaded, the metatables must exist before a tensor is pushed. */
   host_ctx *c = attn__host_ctx(L);
-  luaL_requiref(L, "attn.core", c && c->sandbox ? open_core_sandboxed : luaopen_attn_core, 0);
-  lua_pop(L, 1);
+  lua_pushcfunction(L, c && c->sandbox ? open_core_sandboxed : luaopen_attn_core);
+  lua_pushliteral(L, "attn.core");
+  lua_call(L, 1, 0);
 }
 
 /* ------------------------------------------------------------------------ */
