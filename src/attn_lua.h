@@ -80,7 +80,8 @@ extern "C" {
  * attn.load, attn.safetensors_info, attn.set_num_threads, plotting) raise
  * "not available in a sandbox".  The metatables of attn's userdata are
  * protected (getmetatable gives a stand-in table holding only __name), so
- * their finalizers and methods stay in place.  Scripts may still print to the host's stdout.
+ * their finalizers and methods stay in place.  Scripts may still print to
+ * the host's stdout.
  *
  * memory_limit: bytes that the state's Lua objects and the storage of the
  * tensors it creates may take together (0: no limit).  Lua allocations
@@ -108,8 +109,10 @@ extern "C" {
  * Lua runs finalizers (__gc) with hooks off, beyond the reach of any
  * limit, so a sandbox's setmetatable refuses metatables with a __gc field
  * (attn's own userdata have C finalizers that always end).  For the same
- * reason a script's xpcall message handler is skipped once the budget is
- * spent.
+ * reason a sandbox skips a script's xpcall message handler once the budget
+ * is spent.  The limits bind untrusted scripts only together with the
+ * sandbox: without it a script could remove the hook (debug.sethook) or
+ * run in a finalizer.
  */
 typedef struct attn_lua_opts {
   bool sandbox;
