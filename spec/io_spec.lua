@@ -708,9 +708,15 @@ for i = 1, 1e9 do save(i %% 2 == 1 and big or small, arg[1]) end
     local seen = {old = 0, new = 0}
     local left = 0
     for k = 1, kills do
-      local delay = 0.05 + math.random() * 0.4
-      local ok, how, code = os.execute(("timeout -s KILL %.3f %s %s %s > %s 2>&1"):format(delay, interpreter(),
-        q(script), q(path), q(tmp("crash.out"))))
+      -- the kill comes a random delay after the child's first save (it
+      -- prints "started"), so a loaded machine's slow start-up cannot make
+      -- every kill land before any save; the wait for "started" is bounded
+      local delay = 0.02 + math.random() * 0.3
+      local out = q(tmp("crash.out"))
+      local sh = ("%s %s %s > %s 2>&1 & pid=$!; n=0; " ..
+        "while ! grep -q started %s && [ $n -lt 3000 ]; do sleep 0.01; n=$((n+1)); done; " ..
+        "sleep %.3f; kill -9 $pid; wait $pid"):format(interpreter(), q(script), q(path), out, out, delay)
+      local ok, how, code = os.execute("sh -c " .. q(sh))
       assert.is_nil(ok)
       assert.are.equal("exit", how) -- timeout's own status
       assert.are.equal(137, code, readfile(tmp("crash.out")))
