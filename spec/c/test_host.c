@@ -330,9 +330,15 @@ static const escape escapes[] = {
     {"local attn = require 'attn' local t = attn.zeros(3) local mt = getmetatable(t) "
      "return mt.__name == 'attn.Tensor' and mt.__gc == nil and mt.__index == nil",
      true},
+    /* the unsandboxed run really hijacks the metatable: restore it after,
+       or that state's tensors would never be finalised */
     {"local attn = require 'attn' local t = attn.zeros(3) local mt = getmetatable(t) "
+     "local gc, ix = mt.__gc, mt.__index "
      "mt.__gc, mt.__index = nil, function() error('hijacked') end "
-     "return t:add(1):sum():item() == 3 and getmetatable(attn.ones(1)).__index == mt.__index",
+     "local ok, r = pcall(function() return t:add(1):sum():item() == 3 and "
+     "getmetatable(attn.ones(1)).__index == mt.__index end) "
+     "mt.__gc, mt.__index = gc, ix "
+     "return ok and r",
      true},
     {"local attn = require 'attn' local g = attn.Generator(1) "
      "return getmetatable(g).__name == 'attn.Generator' and getmetatable(g).__gc == nil",
