@@ -208,6 +208,45 @@ static void test_matmul_random(void) {
   CHECK(cases == 240);
 }
 
+/* Operands BLAS cannot read in place (a stride-0 expand, like the gradient
+   of a sum) are packed first; the result must equal the reference. */
+static void test_matmul_packed(void) {
+  unsigned seed = 11;
+  int64_t sa[2] = {40, 50}, sv[2] = {50, 1}, se[2] = {50, 30};
+  attn_tensor *a, *v, *e, *o, *ref, *at, *ate;
+  attn_empty(2, sa, &a);
+  attn_empty(2, sv, &v);
+  fill_random(a, &seed);
+  fill_random(v, &seed);
+  CHECK_OK(attn_expand(v, 2, se, &e));
+  CHECK(e->stride[1] == 0);
+  CHECK_OK(attn_matmul(a, e, &o));
+  CHECK_OK(attn__matmul_reference(a, e, &ref));
+  int bad = 0;
+  for (int64_t i = 0; i < attn_tensor_numel(o); i++)
+    if (fabsf(attn_tensor_data(o)[i] - attn_tensor_data(ref)[i]) > 1e-4f) bad++;
+  CHECK(bad == 0);
+  attn_tensor_release(o);
+  attn_tensor_release(ref);
+  /* and as the left operand: [30, 50] expanded rows times a^T */
+  int64_t sr[2] = {1, 50}, ser[2] = {30, 50};
+  attn_tensor *r, *er;
+  attn_empty(2, sr, &r);
+  fill_random(r, &seed);
+  CHECK_OK(attn_expand(r, 2, ser, &er));
+  CHECK_OK(attn_t(a, &at));
+  CHECK_OK(attn_contiguous(at, &ate));
+  CHECK_OK(attn_matmul(er, ate, &o));
+  CHECK_OK(attn__matmul_reference(er, ate, &ref));
+  bad = 0;
+  for (int64_t i = 0; i < attn_tensor_numel(o); i++)
+    if (fabsf(attn_tensor_data(o)[i] - attn_tensor_data(ref)[i]) > 1e-4f) bad++;
+  CHECK(bad == 0);
+  attn_tensor_release(o), attn_tensor_release(ref), attn_tensor_release(r), attn_tensor_release(er);
+  attn_tensor_release(at), attn_tensor_release(ate), attn_tensor_release(a), attn_tensor_release(v);
+  attn_tensor_release(e);
+}
+
 static void test_blas(void) {
   attn_blas_info info;
   CHECK_OK(attn_blas_get_info(&info));
@@ -221,6 +260,7 @@ int main(void) {
   test_views();
   test_broadcast_random();
   test_matmul_random();
+  test_matmul_packed();
   test_blas();
   return check_summary();
 }

@@ -59,12 +59,38 @@ static attn_status gemm_one(mat A, mat B, int64_t m, int64_t n, int64_t k, float
   }
   bool ta, tb;
   int64_t lda, ldb;
-  if (reference || m * n * k <= SMALL_GEMM_FLOPS || !blas_layout(m, k, A.rs, A.cs, &ta, &lda) ||
-      !blas_layout(k, n, B.rs, B.cs, &tb, &ldb)) {
+  if (reference || m * n * k <= SMALL_GEMM_FLOPS) {
     gemm_naive(m, n, k, A.data, A.rs, A.cs, B.data, B.rs, B.cs, c, n);
     return ATTN_OK;
   }
-  return attn_sgemm(ta, tb, m, n, k, 1.0f, A.data, lda, B.data, ldb, 0.0f, c, n);
+  /* An operand BLAS cannot read in place (broadcast stride 0, gradients
+     of sums, odd strides) is packed row-major first: a copy is O(rows *
+     cols), the product O(m * n * k). */
+  float *pa = NULL, *pb = NULL;
+  if (!blas_layout(m, k, A.rs, A.cs, &ta, &lda)) {
+    if (!(pa = attn__malloc((size_t)(m * k) * sizeof(float))))
+      return attn_set_error(ATTN_ERR_NOMEM, "matmul: out of memory packing a [%lld,%lld] operand", (long long)m,
+                            (long long)k);
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t p = 0; p < k; p++) pa[i * k + p] = A.data[i * A.rs + p * A.cs];
+    A = (mat){pa, k, 1};
+    ta = false, lda = k;
+  }
+  if (!blas_layout(k, n, B.rs, B.cs, &tb, &ldb)) {
+    if (!(pb = attn__malloc((size_t)(k * n) * sizeof(float)))) {
+      free(pa);
+      return attn_set_error(ATTN_ERR_NOMEM, "matmul: out of memory packing a [%lld,%lld] operand", (long long)k,
+                            (long long)n);
+    }
+    for (int64_t p = 0; p < k; p++)
+      for (int64_t j = 0; j < n; j++) pb[p * n + j] = B.data[p * B.rs + j * B.cs];
+    B = (mat){pb, n, 1};
+    tb = false, ldb = n;
+  }
+  attn_status st = attn_sgemm(ta, tb, m, n, k, 1.0f, A.data, lda, B.data, ldb, 0.0f, c, n);
+  free(pa);
+  free(pb);
+  return st;
 }
 
 static attn_status matmul_impl(const char *fn, const attn_tensor *a_in, const attn_tensor *b_in, bool reference,
