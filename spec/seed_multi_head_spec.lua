@@ -45,27 +45,5 @@ describe("scripts/multi_head_split.lua", function()
     S.assert_printed(w, F.weights_1, "MultiheadAttention weights")
   end)
 
-  it("prints the same under stock lua5.4 with the installed package", function()
-    if not S.stock_lua() then
-      pending("no lua5.4 with a built attn/core.so (ATTN_BUILD_DIR)")
-      return
-    end
-    local r2 = S.run_lua("multi_head_split")
-    assert.are.equal("", r2.err)
-    assert.are.equal(r.out, r2.out)
-  end)
-
-  it("draws the averaged weights with --out DIR", function()
-    if not S.has_plot() then
-      pending("attn.plot is not available in this build")
-      return
-    end
-    local dir = S.tmpdir()
-    local r2 = S.run_attn("multi_head_split", {"--out", dir})
-    assert.are.equal("", r2.err)
-    assert.are.equal(0, r2.code)
-    local w, h = S.png_size(dir .. "/multi_head_weights.png")
-    S.rmtree(dir)
-    assert.truthy(w and w > 100 and h > 100, "multi_head_weights.png is not a PNG of a sensible size")
-  end)
+  S.it_runs_alike_and_draws({it = it, pending = pending, assert = assert}, "multi_head_split", r, {"multi_head_weights.png"})
 end)

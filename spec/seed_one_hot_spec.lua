@@ -55,30 +55,7 @@ describe("scripts/one_hot_attention.lua", function()
     assert.are.same({3, 8}, mh.shape)
   end)
 
-  it("prints the same under stock lua5.4 with the installed package", function()
-    if not S.stock_lua() then
-      pending("no lua5.4 with a built attn/core.so (ATTN_BUILD_DIR)")
-      return
-    end
-    local r2 = S.run_lua("one_hot_attention")
-    assert.are.equal("", r2.err)
-    assert.are.equal(r.out, r2.out)
-  end)
-
-  it("draws the dot attention weights with --out DIR", function()
-    if not S.has_plot() then
-      pending("attn.plot is not available in this build")
-      return
-    end
-    local dir = S.tmpdir()
-    local r2 = S.run_attn("one_hot_attention", {"--out", dir .. "/pics"})
-    assert.are.equal("", r2.err)
-    assert.are.equal(0, r2.code)
-    local w, h = S.png_size(dir .. "/pics/one_hot_weights.png")
-    S.rmtree(dir)
-    assert.truthy(w and w > 100 and h > 100, "one_hot_weights.png is not a PNG of a sensible size")
-    assert.truthy(r2.out:find("wrote " .. dir .. "/pics/one_hot_weights.png", 1, true))
-  end)
+  S.it_runs_alike_and_draws({it = it, pending = pending, assert = assert}, "one_hot_attention", r, {"one_hot_weights.png"}, "pics")
 
   it("refuses unknown arguments", function()
     local r2 = S.run_attn("one_hot_attention", {"--bogus"})

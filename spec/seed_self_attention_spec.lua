@@ -76,29 +76,6 @@ describe("scripts/self_attention_from_scratch.lua", function()
     assert.is_true(tonumber(S.line(r.out, "attn.nn.CausalSelfAttention, same seed: max |difference| = ")) < 1e-6)
   end)
 
-  it("prints the same under stock lua5.4 with the installed package", function()
-    if not S.stock_lua() then
-      pending("no lua5.4 with a built attn/core.so (ATTN_BUILD_DIR)")
-      return
-    end
-    local r2 = S.run_lua("self_attention_from_scratch")
-    assert.are.equal("", r2.err)
-    assert.are.equal(r.out, r2.out)
-  end)
-
-  it("draws the self-attention and causal weights with --out DIR", function()
-    if not S.has_plot() then
-      pending("attn.plot is not available in this build")
-      return
-    end
-    local dir = S.tmpdir()
-    local r2 = S.run_attn("self_attention_from_scratch", {"--out", dir})
-    assert.are.equal("", r2.err)
-    assert.are.equal(0, r2.code)
-    for _, name in ipairs({"self_attention_weights.png", "causal_attention_weights.png"}) do
-      local w, h = S.png_size(dir .. "/" .. name)
-      assert.truthy(w and w > 100 and h > 100, name .. " is not a PNG of a sensible size")
-    end
-    S.rmtree(dir)
-  end)
+  S.it_runs_alike_and_draws({it = it, pending = pending, assert = assert}, "self_attention_from_scratch", r,
+    {"self_attention_weights.png", "causal_attention_weights.png"})
 end)

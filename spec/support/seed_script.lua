@@ -207,4 +207,43 @@ function M.assert_printed(p, f, what)
   return true
 end
 
+--- The two checks every seed spec shares, as busted `it` blocks (call inside
+-- a describe; busted's it/pending/assert live in the spec's environment, so
+-- the spec hands them over as b): the script prints the same under stock
+-- lua5.4 as under the attn binary (r is the attn run), and with --out it
+-- draws each PNG in pngs (into dir/subdir when subdir is given, so the
+-- script must create it).
+function M.it_runs_alike_and_draws(b, name, r, pngs, subdir)
+  local it, pending, assert = b.it, b.pending, b.assert
+  it("prints the same under stock lua5.4 with the installed package", function()
+    if not M.stock_lua() then
+      pending("no lua5.4 with a built attn/core.so (ATTN_BUILD_DIR)")
+      return
+    end
+    local r2 = M.run_lua(name)
+    assert.are.equal("", r2.err)
+    assert.are.equal(r.out, r2.out)
+  end)
+
+  it("draws " .. table.concat(pngs, ", ") .. " with --out DIR", function()
+    if not M.has_plot() then
+      pending("attn.plot is not available in this build")
+      return
+    end
+    local dir = M.tmpdir()
+    local out = subdir and (dir .. "/" .. subdir) or dir
+    local r2 = M.run_attn(name, {"--out", out})
+    local sizes = {}
+    for i, png in ipairs(pngs) do sizes[i] = {M.png_size(out .. "/" .. png)} end
+    M.rmtree(dir)
+    assert.are.equal("", r2.err)
+    assert.are.equal(0, r2.code)
+    for i, png in ipairs(pngs) do
+      local w, h = sizes[i][1], sizes[i][2]
+      assert.truthy(w and w > 100 and h > 100, png .. " is not a PNG of a sensible size")
+      assert.truthy(r2.out:find("wrote " .. out .. "/" .. png, 1, true), "no 'wrote' line for " .. png)
+    end
+  end)
+end
+
 return M
