@@ -2613,7 +2613,10 @@ E("attn.data.progress", {K.size(10, {min = 1}), K.opts({label = K.str("train", {
   override = {[1] = {["0"] = "error"}, [2] = {["option width = 0"] = "error", ["option interactive = nil"] = "any",
     ["an empty table"] = "any", ["option out = nil"] = "any", ["nil"] = "any"}}})
 local function bar()
-  local b = data.progress(10, {out = io.open("/dev/null", "w"), interactive = true, label = "t"})
+  -- a fixed clock: the drawn line (rate, ETA) must not depend on timing
+  local t = 0
+  local b = data.progress(10, {out = io.open("/dev/null", "w"), interactive = true, label = "t",
+    clock = function() t = t + 1 return t end})
   return b
 end
 local PMT = getmetatable(bar())

@@ -87,6 +87,7 @@ typedef struct attn_tensor {
   int64_t stride[ATTN_MAX_DIMS];    /* in floats; 0 for broadcast dims */
   long refcount;                    /* atomic */
   struct attn_autograd *autograd;   /* NULL unless gradients are tracked */
+  struct attn_budget *budget;       /* charged for this header, or NULL */
 } attn_tensor;
 
 static inline float *attn_tensor_data(const attn_tensor *t) {

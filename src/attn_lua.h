@@ -83,19 +83,22 @@ extern "C" {
  * their finalizers and methods stay in place.  Scripts may still print to
  * the host's stdout.
  *
- * memory_limit: bytes that the state's Lua objects and the storage of the
- * tensors it creates may take together (0: no limit).  Lua allocations
- * beyond it fail with Lua's "not enough memory"; a tensor beyond it fails
- * with a Lua error "...: memory limit of N bytes reached allocating
- * [shape] ...", before anything is allocated.  Tensor storage is counted
- * while the state runs through this API (attn_lua_call and the functions
- * built on it; code run with a bare lua_pcall is not counted) and until
- * the storage is freed, whichever thread frees it.  Host buffers handed in
- * with attn_lua_push_buffer are never counted; tensors pushed with
- * attn_lua_push_tensor were counted (or not) where they were made.  Not
- * counted: tensor headers and autograd nodes (a few hundred bytes, each
- * reachable only through a counted Lua object), scratch buffers inside a
- * single kernel call.
+ * memory_limit: bytes that the state's Lua objects and everything attn
+ * allocates on its behalf may take together (0: no limit): tensor storage
+ * and headers, autograd graph nodes, generators, kernel scratch made in
+ * the calling thread (packed matmul operands, sampling tables, reduction
+ * buffers) and the parse buffers of file loaders, each charged before it
+ * is made.  Lua allocations beyond it fail with Lua's "not enough memory";
+ * an attn allocation beyond it fails with a Lua error "not enough memory:
+ * <function> needs N MB [for <shape>], cap M MB (K MB in use)", before
+ * anything is allocated, and the state stays usable.  attn memory is
+ * counted while the state runs through this API (attn_lua_call and the
+ * functions built on it; code run with a bare lua_pcall is not counted)
+ * and until it is freed, whichever thread frees it.  Host buffers handed
+ * in with attn_lua_push_buffer are never counted; tensors pushed with
+ * attn_lua_push_tensor were counted (or not) where they were made.
+ * Kernel scratch made on the thread pool's workers (per-thread tiles of a
+ * few KB each) is not counted.
  *
  * instruction_limit, time_limit: a budget of Lua VM instructions and of
  * wall-clock seconds for each outermost attn_lua_call (nested calls share

@@ -419,16 +419,16 @@ static void test_memory_limit(void) {
   int64_t limit = 0;
   CHECK(attn_lua_memory_used(S, &limit) > 0 && limit == cap);
   /* 100 GB in one tensor, and other ways of asking for too much */
-  CHECK_FAILS(S, "return require('attn').zeros(25000000000)", ATTN_ERR_SCRIPT, "memory limit of 33554432 bytes");
-  CHECK_FAILS(S, "return require('attn').full({5000, 5000, 1000}, 1)", ATTN_ERR_SCRIPT, "memory limit");
+  CHECK_FAILS(S, "return require('attn').zeros(25000000000)", ATTN_ERR_SCRIPT, "not enough memory: zeros needs 95368 MB for [25000000000], cap 32 MB");
+  CHECK_FAILS(S, "return require('attn').full({5000, 5000, 1000}, 1)", ATTN_ERR_SCRIPT, "not enough memory: ");
   CHECK_FAILS(S, "return require('attn').ones(4096, 4096):expand(64, 4096, 4096):contiguous()", ATTN_ERR_SCRIPT,
-              "memory limit");
-  CHECK_FAILS(S, "return require('attn').eye(100000)", ATTN_ERR_SCRIPT, "memory limit");
-  CHECK_FAILS(S, "return require('attn').arange(1e10)", ATTN_ERR_SCRIPT, "memory limit");
-  CHECK_FAILS(S, "local a = require('attn').ones(3000, 1) return a:matmul(a:t())", ATTN_ERR_SCRIPT, "memory limit");
+              "not enough memory: ");
+  CHECK_FAILS(S, "return require('attn').eye(100000)", ATTN_ERR_SCRIPT, "not enough memory: ");
+  CHECK_FAILS(S, "return require('attn').arange(1e10)", ATTN_ERR_SCRIPT, "not enough memory: ");
+  CHECK_FAILS(S, "local a = require('attn').ones(3000, 1) return a:matmul(a:t())", ATTN_ERR_SCRIPT, "not enough memory: ");
   /* keeping tensors forever */
   CHECK_FAILS(S, "local attn, keep = require 'attn', {} while true do keep[#keep + 1] = attn.zeros(256, 1024) end",
-              ATTN_ERR_SCRIPT, "memory limit");
+              ATTN_ERR_SCRIPT, "not enough memory: ");
   CHECK(attn_lua_memory_used(S, NULL) <= cap);
   /* growing tables and strings forever */
   CHECK_FAILS(S, "local t = {} while true do t[#t + 1] = {i = #t} end", ATTN_ERR_NOMEM, "not enough memory");
@@ -459,7 +459,7 @@ static void test_memory_limit(void) {
   CHECK_OK(attn_lua_push_tensor(S, host));
   lua_setglobal(S, "host");
   CHECK_TRUE(S, "return host:numel() == 16 * 1024 * 1024");
-  CHECK_FAILS(S, "return host + 1", ATTN_ERR_SCRIPT, "memory limit");
+  CHECK_FAILS(S, "return host + 1", ATTN_ERR_SCRIPT, "not enough memory: ");
   attn_lua_close(S);
   attn_tensor_release(host);
 }

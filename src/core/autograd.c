@@ -78,6 +78,7 @@ static void node_release(attn_node *n) {
       }
       stack[top++] = nx;
     }
+    attn__unreserve(cur->budget, (int64_t)(sizeof *cur + (size_t)(cur->n_next ? cur->n_next : 1) * sizeof *cur->next));
     free(cur->next);
     free(cur);
     ATTN__COUNT(attn__live_nodes, -1);
@@ -104,11 +105,20 @@ void attn__autograd_release(attn_tensor *t) {
 }
 
 static attn_node *node_alloc(const char *name, int n_next) {
+  int64_t bytes = (int64_t)(sizeof(attn_node) + (size_t)(n_next ? n_next : 1) * sizeof(attn__edge));
+  bool over;
+  attn_budget *b = attn__reserve(bytes, &over); /* a graph of views grows without storage */
+  if (over) return NULL;
   attn_node *n = attn__calloc(1, sizeof *n);
-  if (!n) return NULL;
+  if (!n) {
+    attn__unreserve(b, bytes);
+    return NULL;
+  }
+  n->budget = b;
   n->next = attn__calloc((size_t)(n_next ? n_next : 1), sizeof *n->next);
   if (!n->next) {
     free(n);
+    attn__unreserve(b, bytes);
     return NULL;
   }
   n->refcount = 1;
@@ -150,7 +160,7 @@ attn_status attn__ag_record(attn_tensor *out, const char *name, attn__backward_f
                             const attn_tensor *const *inputs, int nsave, const attn_tensor *const *saved,
                             attn_node **node_out) {
   attn_node *node = node_alloc(name, n);
-  if (!node) return attn_set_error(ATTN_ERR_NOMEM, "%s: out of memory recording the graph", name);
+  if (!node) return attn__nomem(name, (int64_t)(sizeof(attn_node) + (size_t)n * sizeof(attn__edge)));
   node->backward = fn;
   for (int i = 0; i < n; i++) {
     attn__edge *e = &node->next[i];
@@ -178,7 +188,7 @@ attn_status attn__ag_record(attn_tensor *out, const char *name, attn__backward_f
   return ATTN_OK;
 oom:
   node_release(node);
-  return attn_set_error(ATTN_ERR_NOMEM, "%s: out of memory recording the graph", name);
+  return attn__nomem(name, (int64_t)sizeof(attn_tensor));
 }
 
 /* ------------------------------------------------------------------------ */

@@ -115,6 +115,21 @@ extern int64_t attn__live_tensors, attn__live_storages, attn__live_storage_bytes
 void *attn__malloc(size_t n);
 void *attn__calloc(size_t n, size_t size);
 
+/* Memory made on behalf of a state counts against its budget (the
+   thread's current one, if any) before it is made.  attn__reserve charges
+   bytes to it and returns the budget, retained, to pass to
+   attn__unreserve later (from any thread); on refusal it returns NULL
+   with *over set.  With no current budget both are free no-ops. */
+attn_budget *attn__reserve(int64_t bytes, bool *over);
+void attn__unreserve(attn_budget *b, int64_t bytes);
+/* Scratch for the length of one call, counted like storage: pairs with
+   attn__scratch_free (same size), NULL on refusal or failure. */
+void *attn__scratch_alloc(size_t bytes);
+void attn__scratch_free(void *p, size_t bytes);
+/* The error for a failed allocation of bytes in fn: "not enough memory:
+   fn needs N MB, cap M MB" when the budget refused it. */
+attn_status attn__nomem(const char *fn, int64_t bytes);
+
 /* Copies src (any strides) into dst's contiguous buffer. */
 void attn__gather_contiguous(const attn_tensor *src, float *dst);
 
@@ -158,6 +173,7 @@ struct attn_node {
   unsigned long epoch;
   int deps;
   attn_tensor *grad_acc;
+  attn_budget *budget;             /* charged for the node and its edges */
 };
 
 struct attn_autograd {

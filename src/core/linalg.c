@@ -89,19 +89,17 @@ static attn_status gemm_one(mat A, mat B, int64_t m, int64_t n, int64_t k, float
      cols), the product O(m * n * k). */
   float *pa = NULL, *pb = NULL;
   if (!blas_layout(m, k, A.rs, A.cs, &ta, &lda)) {
-    if (!(pa = attn__malloc((size_t)(m * k) * sizeof(float))))
-      return attn_set_error(ATTN_ERR_NOMEM, "matmul: out of memory packing a [%lld,%lld] operand", (long long)m,
-                            (long long)k);
+    if (!(pa = attn__scratch_alloc((size_t)(m * k) * sizeof(float))))
+      return attn__nomem("matmul", m * k * (int64_t)sizeof(float));
     for (int64_t i = 0; i < m; i++)
       for (int64_t p = 0; p < k; p++) pa[i * k + p] = A.data[i * A.rs + p * A.cs];
     A = (mat){pa, k, 1};
     ta = false, lda = k;
   }
   if (!blas_layout(k, n, B.rs, B.cs, &tb, &ldb)) {
-    if (!(pb = attn__malloc((size_t)(k * n) * sizeof(float)))) {
-      free(pa);
-      return attn_set_error(ATTN_ERR_NOMEM, "matmul: out of memory packing a [%lld,%lld] operand", (long long)k,
-                            (long long)n);
+    if (!(pb = attn__scratch_alloc((size_t)(k * n) * sizeof(float)))) {
+      attn__scratch_free(pa, (size_t)(m * k) * sizeof(float));
+      return attn__nomem("matmul", k * n * (int64_t)sizeof(float));
     }
     for (int64_t p = 0; p < k; p++)
       for (int64_t j = 0; j < n; j++) pb[p * n + j] = B.data[p * B.rs + j * B.cs];
@@ -109,8 +107,8 @@ static attn_status gemm_one(mat A, mat B, int64_t m, int64_t n, int64_t k, float
     tb = false, ldb = n;
   }
   attn_status st = attn_sgemm(ta, tb, m, n, k, 1.0f, A.data, lda, B.data, ldb, 0.0f, c, n);
-  free(pa);
-  free(pb);
+  if (pa) attn__scratch_free(pa, (size_t)(m * k) * sizeof(float));
+  if (pb) attn__scratch_free(pb, (size_t)(k * n) * sizeof(float));
   return st;
 }
 

@@ -41,6 +41,7 @@
 #define DEFAULT_SEED UINT64_C(67280421310721)
 
 struct attn_generator {
+  attn_budget *budget; /* charged for this struct, or NULL */
   pthread_mutex_t mutex;
   uint64_t seed;
   uint32_t state[MT_N];
@@ -111,9 +112,17 @@ static inline double unif_double(attn_generator *g) {
 /* Generators                                                                */
 
 attn_status attn_generator_new(uint64_t seed, attn_generator **out) {
+  bool over;
+  attn_budget *b = attn__reserve((int64_t)sizeof(attn_generator), &over);
+  if (over) return attn__nomem("Generator", (int64_t)sizeof(attn_generator));
   attn_generator *g = attn__malloc(sizeof *g);
-  if (!g) return attn_set_error(ATTN_ERR_NOMEM, "generator_new: out of memory");
+  if (!g) {
+    attn__unreserve(b, (int64_t)sizeof(attn_generator));
+    return attn_set_error(ATTN_ERR_NOMEM, "generator_new: out of memory");
+  }
+  g->budget = b;
   if (pthread_mutex_init(&g->mutex, NULL) != 0) {
+    attn__unreserve(b, (int64_t)sizeof(attn_generator));
     free(g);
     return attn_set_error(ATTN_ERR_NOMEM, "generator_new: cannot create a mutex");
   }
@@ -125,6 +134,7 @@ attn_status attn_generator_new(uint64_t seed, attn_generator **out) {
 void attn_generator_free(attn_generator *g) {
   if (!g || g == attn_default_generator()) return; /* the default one lives forever */
   pthread_mutex_destroy(&g->mutex);
+  attn__unreserve(g->budget, (int64_t)sizeof(attn_generator));
   free(g);
 }
 
@@ -764,10 +774,10 @@ attn_status attn_multinomial(const attn_tensor *probs, int64_t num_samples, bool
     /* torch 1.13's path without replacement (later versions also take it
        for a single sample): q ~ Exp(1) laid out like probs (empty_like),
        then topk of p / q along each row. */
-    scored *q = attn__malloc((size_t)total * sizeof *q);
+    scored *q = attn__scratch_alloc((size_t)total * sizeof *q);
     if (!q) {
       attn_tensor_release(res);
-      return attn_set_error(ATTN_ERR_NOMEM, "multinomial: out of memory");
+      return attn__nomem("multinomial", total * (int64_t)sizeof *q);
     }
     g = gen_lock(g);
     if (probs->ndim == 2 && ndist > 1 && ncat > 1 && s1 > s0 && dense_layout(probs)) {
@@ -793,14 +803,14 @@ attn_status attn_multinomial(const attn_tensor *probs, int64_t num_samples, bool
         for (int64_t k = 0; k < num_samples; k++) o[r * num_samples + k] = (float)row[k].i;
       }
     }
-    free(q);
+    attn__scratch_free(q, (size_t)total * sizeof *q);
   } else {
     /* multinomial_with_replacement: float cumulative sums normalised by
        the float total, searched with double uniforms. */
-    float *cum = attn__malloc((size_t)ncat * sizeof *cum);
+    float *cum = attn__scratch_alloc((size_t)ncat * sizeof *cum);
     if (!cum) {
       attn_tensor_release(res);
-      return attn_set_error(ATTN_ERR_NOMEM, "multinomial: out of memory");
+      return attn__nomem("multinomial", ncat * (int64_t)sizeof *cum);
     }
     g = gen_lock(g);
     for (int64_t r = 0; r < ndist; r++) {
@@ -825,7 +835,7 @@ attn_status attn_multinomial(const attn_tensor *probs, int64_t num_samples, bool
       }
     }
     gen_unlock(g);
-    free(cum);
+    attn__scratch_free(cum, (size_t)ncat * sizeof *cum);
   }
   *out = res;
   return ATTN_OK;

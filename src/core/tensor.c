@@ -45,6 +45,50 @@ void attn_debug_counts_get(attn_debug_counts *out) {
 }
 
 void *attn__malloc(size_t n) { return malloc(n ? n : 1); }
+
+attn_budget *attn__reserve(int64_t bytes, bool *over) {
+  *over = false;
+  attn_budget *b = attn_budget_current();
+  if (!b) return NULL;
+  if (!attn_budget_charge(b, bytes)) {
+    *over = true;
+    return NULL;
+  }
+  return attn_budget_retain(b);
+}
+
+void attn__unreserve(attn_budget *b, int64_t bytes) {
+  if (!b) return;
+  attn_budget_credit(b, bytes);
+  attn_budget_release(b);
+}
+
+/* The budget current at allocation is current at the free too: scratch
+   lives within one call of the thread that made it. */
+void *attn__scratch_alloc(size_t bytes) {
+  attn_budget *b = attn_budget_current();
+  if (b && (bytes > INT64_MAX || !attn_budget_charge(b, (int64_t)bytes))) return NULL;
+  void *p = malloc(bytes ? bytes : 1);
+  if (!p && b) attn_budget_credit(b, (int64_t)bytes);
+  return p;
+}
+
+void attn__scratch_free(void *p, size_t bytes) {
+  if (!p) return;
+  free(p);
+  attn_budget *b = attn_budget_current();
+  if (b) attn_budget_credit(b, (int64_t)bytes);
+}
+
+attn_status attn__nomem(const char *fn, int64_t bytes) {
+  attn_budget *b = attn_budget_current();
+  const int64_t mb = 1 << 20;
+  if (b && bytes > attn_budget_limit(b) - attn_budget_used(b))
+    return attn_set_error(ATTN_ERR_NOMEM, "not enough memory: %s needs %lld MB, cap %lld MB (%lld MB in use)", fn,
+                          (long long)((bytes + mb - 1) / mb), (long long)(attn_budget_limit(b) / mb),
+                          (long long)((attn_budget_used(b) + mb - 1) / mb));
+  return attn_set_error(ATTN_ERR_NOMEM, "%s: out of memory allocating %lld bytes", fn, (long long)bytes);
+}
 /* malloc + memset rather than calloc: glibc's calloc skips the per-thread
    cache, which made small headers (tensors, nodes) several times dearer. */
 void *attn__calloc(size_t n, size_t size) {
@@ -230,9 +274,16 @@ static void storage_release(attn_storage *s) {
 
 attn_tensor *attn__tensor_new(attn_storage *s, int64_t offset, int ndim, const int64_t *shape,
                               const int64_t *stride) {
+  bool over;
+  attn_budget *b = attn__reserve((int64_t)sizeof(attn_tensor), &over);
+  if (over) return NULL;
   attn_tensor *t = cache_get(0, sizeof *t);
-  if (!t) return NULL;
+  if (!t) {
+    attn__unreserve(b, (int64_t)sizeof(attn_tensor));
+    return NULL;
+  }
   memset(t, 0, sizeof *t);
+  t->budget = b;
   ATTN__COUNT(attn__live_tensors, 1);
   __atomic_add_fetch(&s->refcount, 1, __ATOMIC_RELAXED);
   t->storage = s;
@@ -264,9 +315,10 @@ attn_status attn__alloc(const char *fn, int ndim, const int64_t *shape, attn_ten
   attn_storage *s = storage_new(numel, &over);
   if (over) {
     attn_budget *b = attn_budget_current();
-    return attn_set_error(ATTN_ERR_NOMEM, "%s: memory limit of %lld bytes reached allocating %s (%lld bytes; %lld in use)",
-                          fn, (long long)attn_budget_limit(b), attn_shape_str(ndim, shape, sb, sizeof sb),
-                          (long long)numel * (long long)sizeof(float), (long long)attn_budget_used(b));
+    const long long mb = 1 << 20, bytes = (long long)numel * (long long)sizeof(float);
+    return attn_set_error(ATTN_ERR_NOMEM, "not enough memory: %s needs %lld MB for %s, cap %lld MB (%lld MB in use)", fn,
+                          (bytes + mb - 1) / mb, attn_shape_str(ndim, shape, sb, sizeof sb),
+                          (long long)attn_budget_limit(b) / mb, ((long long)attn_budget_used(b) + mb - 1) / mb);
   }
   if (!s)
     return attn_set_error(ATTN_ERR_NOMEM, "%s: out of memory allocating %s (%lld bytes)", fn,
@@ -276,7 +328,7 @@ attn_status attn__alloc(const char *fn, int ndim, const int64_t *shape, attn_ten
   attn__contiguous_strides(ndim, shape, stride);
   attn_tensor *t = attn__tensor_new(s, 0, ndim, shape, stride);
   storage_release(s); /* the tensor holds the only reference now */
-  if (!t) return attn_set_error(ATTN_ERR_NOMEM, "%s: out of memory", fn);
+  if (!t) return attn__nomem(fn, (int64_t)sizeof(attn_tensor));
   *out = t;
   return ATTN_OK;
 }
@@ -291,6 +343,7 @@ void attn_tensor_release(attn_tensor *t) {
   if (__atomic_sub_fetch(&t->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
   if (t->autograd) attn__autograd_release(t);
   storage_release(t->storage);
+  attn__unreserve(t->budget, (int64_t)sizeof(attn_tensor));
   ATTN__COUNT(attn__live_tensors, -1);
   cache_put(0, t);
 }
@@ -825,7 +878,7 @@ attn_status attn_fill_(attn_tensor *t, float value) {
 attn_status attn__make_view(const attn_tensor *t, int64_t offset, int ndim, const int64_t *shape,
                             const int64_t *stride, attn_tensor **out) {
   attn_tensor *v = attn__tensor_new(t->storage, offset, ndim, shape, stride);
-  if (!v) return attn_set_error(ATTN_ERR_NOMEM, "view: out of memory");
+  if (!v) return attn__nomem("view", (int64_t)sizeof(attn_tensor));
   *out = v;
   return ATTN_OK;
 }

@@ -133,8 +133,8 @@ static int l_sdpa(lua_State *L) {
   attn_tensor **out = attnL_newbox(L);
   attn_tensor **w = need_weights ? attnL_newbox(L) : NULL;
   if (attn_sdpa(q, k, v, &o, out, w)) return attnL_error(L);
-  attnL_account(L, *out);
-  if (w) attnL_account(L, *w);
+  attnL_account(L, out);
+  if (w) attnL_account(L, w);
   return need_weights ? 2 : 1;
 }
 

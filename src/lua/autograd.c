@@ -96,13 +96,15 @@ int attnL_set_property(lua_State *L, attn_tensor *t, const char *key, int value)
 /* Gradient mode                                                             */
 
 static int l_is_grad_enabled(lua_State *L) {
-  lua_pushboolean(L, attn_grad_enabled());
+  lua_pushboolean(L, attnL_grad_enabled(L));
   return 1;
 }
 
 static int l_set_grad_enabled(lua_State *L) {
   luaL_checktype(L, 1, LUA_TBOOLEAN);
-  lua_pushboolean(L, attn_set_grad_enabled(lua_toboolean(L, 1)));
+  bool prev = attnL_grad_enabled(L);
+  attnL_set_grad_enabled(L, lua_toboolean(L, 1));
+  lua_pushboolean(L, prev);
   return 1;
 }
 
@@ -112,7 +114,7 @@ static int l_set_grad_enabled(lua_State *L) {
 
 static int guard_close(lua_State *L) {
   int *prev = luaL_checkudata(L, 1, GRAD_GUARD_MT);
-  if (*prev >= 0) attn_set_grad_enabled(*prev != 0);
+  if (*prev >= 0) attnL_set_grad_enabled(L, *prev != 0);
   *prev = -1;
   return 0;
 }
@@ -122,16 +124,18 @@ static int grad_mode_call(lua_State *L, int enabled) {
     int *prev = lua_newuserdatauv(L, sizeof *prev, 0);
     *prev = -1;
     luaL_setmetatable(L, GRAD_GUARD_MT);
-    *prev = attn_set_grad_enabled(enabled);
+    *prev = attnL_grad_enabled(L);
+    attnL_set_grad_enabled(L, enabled);
     return 1;
   }
   /* attn.no_grad(fn, ...): runs fn with the mode set, restores it even if
      fn raises, and returns fn's results */
   luaL_checktype(L, 1, LUA_TFUNCTION);
   int nargs = lua_gettop(L) - 1;
-  bool prev = attn_set_grad_enabled(enabled);
+  bool prev = attnL_grad_enabled(L);
+  attnL_set_grad_enabled(L, enabled);
   int st = lua_pcall(L, nargs, LUA_MULTRET, 0);
-  attn_set_grad_enabled(prev);
+  attnL_set_grad_enabled(L, prev);
   if (st != LUA_OK) return lua_error(L);
   return lua_gettop(L);
 }

@@ -22,12 +22,177 @@ static void push_tensor_mt(lua_State *L) {
   }
 }
 
+/* ------------------------------------------------------------------------ */
+/* The state's context: call scopes, pins, grad mode, GC accounting          */
+
+/* A scope is one running binding function, known by the address of its
+   C frame.  The C stack grows down and a running function is always the
+   deepest live frame, so a recorded scope whose frame lies below the
+   current one has been unwound (by a Lua error longjmp-ing past it) and is
+   dropped with its pins; live callers always lie above.  This makes the
+   bookkeeping exact without a protected call or a to-be-closed slot per
+   call. */
+typedef struct {
+  uintptr_t frame;
+  int mark; /* pins[mark..] belong to this scope */
+} call_scope;
+
+struct attnL_state {
+  call_scope *scopes;
+  int nscope, capscope;
+  attn_tensor **pins;
+  int npin, cappin;
+  bool grad_enabled;
+  int64_t unreported; /* bytes of new tensors not yet told to the collector */
+};
+
+typedef struct {
+  attn_tensor *t; /* first: a box is also an attn_tensor ** */
+  bool accounted;
+} tensor_box;
+
+typedef struct {
+  attnL_state *S;
+  lua_CFunction fn;
+} bound_fn;
+
+static const char state_key = 0;
+
+static void *state_realloc(lua_State *L, void *p, size_t osize, size_t nsize) {
+  void *ud;
+  lua_Alloc f = lua_getallocf(L, &ud);
+  return f(ud, p, p ? osize : 0, nsize);
+}
+
+static void unpin_to(attnL_state *S, int mark) {
+  while (S->npin > mark) attn_tensor_release(S->pins[--S->npin]);
+}
+
+/* Drops the scopes lying at or below frame (strictly below when
+   inclusive is 0): they belong to calls that no longer run. */
+static void drop_dead(attnL_state *S, uintptr_t frame, int inclusive) {
+  while (S->nscope > 0) {
+    call_scope *top = &S->scopes[S->nscope - 1];
+    if (top->frame > frame || (!inclusive && top->frame == frame)) break;
+    unpin_to(S, top->mark);
+    S->nscope--;
+  }
+}
+
+static int state_gc(lua_State *L) {
+  attnL_state *S = lua_touserdata(L, 1);
+  if (!S) return 0;
+  unpin_to(S, 0);
+  S->nscope = 0;
+  S->pins = state_realloc(L, S->pins, sizeof *S->pins * (size_t)S->cappin, 0);
+  S->scopes = state_realloc(L, S->scopes, sizeof *S->scopes * (size_t)S->capscope, 0);
+  S->cappin = S->capscope = 0;
+  return 0;
+}
+
+attnL_state *attnL_state_of(lua_State *L) {
+  attnL_state *S = NULL;
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &state_key) == LUA_TUSERDATA) S = lua_touserdata(L, -1);
+  lua_pop(L, 1);
+  return S;
+}
+
+/* The state's context, made on first use (luaopen_attn_core). */
+static attnL_state *state_get(lua_State *L) {
+  attnL_state *S = attnL_state_of(L);
+  if (S) return S;
+  S = lua_newuserdatauv(L, sizeof *S, 0);
+  memset(S, 0, sizeof *S);
+  S->grad_enabled = true;
+  lua_createtable(L, 0, 1);
+  lua_pushcfunction(L, state_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_setmetatable(L, -2);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &state_key);
+  return S;
+}
+
+void attnL_enter(lua_State *L, attnL_state *S, uintptr_t frame, attnL_saved *saved) {
+  drop_dead(S, frame, 1);
+  if (S->nscope == S->capscope) {
+    int cap = S->capscope ? 2 * S->capscope : 32;
+    call_scope *p = state_realloc(L, S->scopes, sizeof *p * (size_t)S->capscope, sizeof *p * (size_t)cap);
+    if (!p) luaL_error(L, "not enough memory");
+    S->scopes = p;
+    S->capscope = cap;
+  }
+  S->scopes[S->nscope++] = (call_scope){frame, S->npin};
+  saved->grad_enabled = attn_set_grad_enabled(S->grad_enabled); /* grad mode is the state's, not the thread's */
+}
+
+void attnL_leave(lua_State *L, attnL_state *S, uintptr_t frame, const attnL_saved *saved) {
+  (void)L;
+  drop_dead(S, frame, 0);
+  if (S->nscope > 0 && S->scopes[S->nscope - 1].frame == frame) {
+    unpin_to(S, S->scopes[S->nscope - 1].mark);
+    S->nscope--;
+  }
+  attn_set_grad_enabled(saved->grad_enabled);
+}
+
+/* Every function of the binding runs through here (see attnL_pushfn). */
+static int call_bound(lua_State *L) {
+  const bound_fn *b = lua_touserdata(L, lua_upvalueindex(1));
+  uintptr_t frame = ATTNL_FRAME();
+  attnL_saved saved;
+  attnL_enter(L, b->S, frame, &saved);
+  int n = b->fn(L);
+  attnL_leave(L, b->S, frame, &saved);
+  return n;
+}
+
+void attnL_pushfn(lua_State *L, lua_CFunction fn) {
+  attnL_state *S = state_get(L);
+  bound_fn *b = lua_newuserdatauv(L, sizeof *b, 0);
+  b->S = S;
+  b->fn = fn;
+  lua_pushcclosure(L, call_bound, 1);
+}
+
+/* Keeps t alive until the running binding function returns or raises,
+   whatever Lua code runs meanwhile (a __close, a finalizer).  Outside a
+   binding function (no live scope) there is nothing to pin for. */
+static __attribute__((noinline)) void pin(lua_State *L, attn_tensor *t) {
+  attnL_state *S = attnL_state_of(L);
+  if (!S) return;
+  drop_dead(S, ATTNL_FRAME(), 0);
+  if (S->nscope == 0) return;
+  if (S->npin == S->cappin) {
+    int cap = S->cappin ? 2 * S->cappin : 64;
+    attn_tensor **p = state_realloc(L, S->pins, sizeof *p * (size_t)S->cappin, sizeof *p * (size_t)cap);
+    if (!p) luaL_error(L, "not enough memory");
+    S->pins = p;
+    S->cappin = cap;
+  }
+  S->pins[S->npin++] = attn_tensor_retain(t);
+}
+
+void attnL_set_grad_enabled(lua_State *L, bool enabled) {
+  attnL_state *S = attnL_state_of(L);
+  if (S) S->grad_enabled = enabled;
+  attn_set_grad_enabled(enabled);
+}
+
+bool attnL_grad_enabled(lua_State *L) {
+  attnL_state *S = attnL_state_of(L);
+  return S ? S->grad_enabled : attn_grad_enabled();
+}
+
+/* ------------------------------------------------------------------------ */
+/* Userdata                                                                  */
+
 attn_tensor **attnL_newbox(lua_State *L) {
-  attn_tensor **box = lua_newuserdatauv(L, sizeof *box, 1);
-  *box = NULL; /* safe before anything can fail */
+  tensor_box *box = lua_newuserdatauv(L, sizeof *box, 1);
+  box->t = NULL; /* safe before anything can fail */
+  box->accounted = false;
   push_tensor_mt(L);
   lua_setmetatable(L, -2);
-  return box;
+  return &box->t;
 }
 
 /* The box at idx if it is a tensor userdata (open or closed), else NULL. */
@@ -44,39 +209,58 @@ attn_tensor **attnL_checkbox(lua_State *L, int idx) {
   return box ? box : luaL_checkudata(L, idx, ATTN_TENSOR_MT); /* raises with the usual message */
 }
 
-void attnL_account(lua_State *L, const attn_tensor *t) {
+/* Lua's collector cannot see tensor memory: each new box adds the true
+   size of what it holds (its header, and the storage the first time any
+   box sees it) as GC debt, "as if allocated", so the collector keeps pace
+   with tensors of any size, down to loops of 16-float temporaries.  Debt
+   only moves the next step closer; it never enters Lua's estimate of the
+   heap, so nothing is taken back when a tensor dies (that would cancel
+   the very pressure that collected it). */
+void attnL_account(lua_State *L, attn_tensor **b) {
+  tensor_box *box = (tensor_box *)b;
+  attn_tensor *t = box->t;
+  if (!t || box->accounted) return;
+  box->accounted = true;
+  attnL_state *S = attnL_state_of(L);
+  if (!S) return;
+  int64_t bytes = (int64_t)sizeof(attn_tensor) + 16;
   attn_storage *s = t->storage;
-  if (s->gc_reported || s->release_ctx) return;
-  s->gc_reported = 1;
-  int64_t kb = s->numel * (int64_t)sizeof(float) / 1024;
-  /* Lua cannot see this memory; a GC step "as if kb were allocated" makes
-     the collector keep pace with big temporaries. */
-  if (kb > 0) lua_gc(L, LUA_GCSTEP, (int)(kb > 1 << 30 ? 1 << 30 : kb));
+  if (!s->gc_reported && !s->release_ctx) { /* host buffers are the host's */
+    s->gc_reported = 1;
+    bytes += (int64_t)sizeof(attn_storage) + 64 + s->numel * (int64_t)sizeof(float);
+  }
+  S->unreported += bytes;
+  if (S->unreported < 1024) return;
+  int64_t kb = S->unreported / 1024;
+  if (kb > 1 << 30) kb = 1 << 30;
+  if (lua_gc(L, LUA_GCSTEP, (int)kb) >= 0) S->unreported -= kb * 1024; /* -1 inside a finalizer: later */
 }
 
 void attnL_push(lua_State *L, attn_tensor *t) {
   attn_tensor **box = attnL_newbox(L);
   *box = t;
-  attnL_account(L, t);
+  attnL_account(L, box);
 }
 
 int attnL_error(lua_State *L) { return luaL_error(L, "%s", attn_last_error()); }
 
 int attnL_result(lua_State *L, attn_status st) {
   if (st) return attnL_error(L);
-  attn_tensor **box = lua_touserdata(L, -1);
-  attnL_account(L, *box);
+  attnL_account(L, lua_touserdata(L, -1));
   return 1;
 }
 
 attn_tensor *attnL_test(lua_State *L, int idx) {
   attn_tensor **box = test_box(L, idx);
-  return box ? *box : NULL;
+  if (!box || !*box) return NULL;
+  pin(L, *box);
+  return *box;
 }
 
 attn_tensor *attnL_check(lua_State *L, int idx) {
   attn_tensor **box = attnL_checkbox(L, idx);
   if (!*box) luaL_argerror(L, idx, "tensor is closed");
+  pin(L, *box);
   return *box;
 }
 
@@ -189,7 +373,7 @@ static attn_tensor *table_to_tensor(lua_State *L, int idx, const char *fn, const
     table_check_empty(L, idx, &ts, 0, lua_gettop(L), fn, arg);
     lua_pop(L, 1);
   }
-  attnL_account(L, *box);
+  attnL_account(L, box);
   return *box;
 }
 
@@ -201,6 +385,7 @@ attn_tensor *attnL_totensor(lua_State *L, int idx, const char *fn, const char *a
   if (ty == LUA_TNUMBER) {
     attn_tensor **box = attnL_newbox(L);
     if (attn_scalar((float)lua_tonumber(L, idx), box)) attnL_error(L);
+    attnL_account(L, box);
     t = *box;
   } else if (ty == LUA_TTABLE) {
     t = table_to_tensor(L, idx, fn, arg);
@@ -212,6 +397,7 @@ attn_tensor *attnL_totensor(lua_State *L, int idx, const char *fn, const char *a
     return NULL;
   }
   lua_replace(L, idx);
+  pin(L, t); /* debug.getlocal can reach the slot */
   return t;
 }
 
@@ -297,7 +483,8 @@ attn_tensor *attnL_checkindex(lua_State *L, int arg, int64_t limit, const char *
     }
     dst[i] = v - 1.0f;
   }
-  attnL_account(L, *box);
+  attnL_account(L, box);
+  pin(L, *box);
   return *box;
 }
 
@@ -332,9 +519,16 @@ int attnL_checktensorlist(lua_State *L, int arg, const attn_tensor ***list, cons
 /* ------------------------------------------------------------------------ */
 /* Registration                                                              */
 
+void attnL_setfuncs(lua_State *L, const luaL_Reg *fns) {
+  for (; fns->name; fns++) {
+    attnL_pushfn(L, fns->func);
+    lua_setfield(L, -2, fns->name);
+  }
+}
+
 void attnL_register(lua_State *L, int module, int methods, const luaL_Reg *fns) {
   for (; fns->name; fns++) {
-    lua_pushcfunction(L, fns->func);
+    attnL_pushfn(L, fns->func);
     if (methods) {
       lua_pushvalue(L, -1);
       lua_setfield(L, methods, fns->name);
@@ -344,6 +538,7 @@ void attnL_register(lua_State *L, int module, int methods, const luaL_Reg *fns) 
 }
 
 int luaopen_attn_core(lua_State *L) {
+  (void)state_get(L);
   lua_newtable(L); /* module */
   int module = lua_gettop(L);
   lua_newtable(L); /* methods */

@@ -7,6 +7,19 @@
  *    from numbers or tables live in userdata on the stack for the same
  *    reason.
  *  - The core is 0-based; every index and dim is converted here.
+ *  - Borrowing: while a binding function holds a pointer it does not own,
+ *    Lua code may run under it (an option table's __index, a finalizer
+ *    started by any allocation, a __close) and free what it points to.
+ *    So every function Lua can call goes through attnL_pushfn/attnL_register
+ *    (a call scope), and attnL_check/attnL_test/attnL_totensor pin each
+ *    tensor they hand out until that function returns or raises: closing
+ *    or collecting a tensor mid-call only drops the Lua handle.  Other
+ *    borrowed things (a generator's state, a string) stay in their stack
+ *    slot for the whole call.  New code must still read options and
+ *    convert arguments before the core call, and never keep a pointer
+ *    into a tensor's data across Lua code that could resize or replace it.
+ *  - Memory: each box tells Lua's collector the true size of what it holds
+ *    (header and storage), so loops of small temporaries stay bounded too.
  */
 #ifndef ATTN_LUA_BINDING_H
 #define ATTN_LUA_BINDING_H
@@ -17,6 +30,31 @@
 #include "attn.h"
 
 #define ATTN_TENSOR_MT "attn.Tensor"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* The binding's context of one Lua state (registry): call scopes, pinned
+   tensors, the state's grad mode and its GC accounting. */
+typedef struct attnL_state attnL_state;
+typedef struct {
+  bool grad_enabled; /* the thread's mode before the call */
+} attnL_saved;
+#define ATTNL_FRAME() ((uintptr_t)__builtin_frame_address(0))
+/* The state's context, or NULL before attn.core was opened in it. */
+attnL_state *attnL_state_of(lua_State *L);
+/* Pushes fn as a Lua function that runs inside a call scope (pins are
+   released when it returns or raises; the state's grad mode is installed
+   for the thread).  Every C function of the binding is pushed this way,
+   except finalizers. */
+void attnL_pushfn(lua_State *L, lua_CFunction fn);
+/* The same by hand, for a metamethod's slow path: frame must be
+   ATTNL_FRAME() of the function that calls both. */
+void attnL_enter(lua_State *L, attnL_state *S, uintptr_t frame, attnL_saved *saved);
+void attnL_leave(lua_State *L, attnL_state *S, uintptr_t frame, const attnL_saved *saved);
+/* Grad mode belongs to the state: set it through these. */
+void attnL_set_grad_enabled(lua_State *L, bool enabled);
+bool attnL_grad_enabled(lua_State *L);
 
 /* The tensor in a userdata at idx (raises if it is not a live tensor). */
 attn_tensor *attnL_check(lua_State *L, int idx);
@@ -33,9 +71,10 @@ attn_tensor **attnL_newbox(lua_State *L);
 attn_tensor **attnL_checkbox(lua_State *L, int idx);
 /* Pushes t, taking over the caller's reference (t may not be NULL). */
 void attnL_push(lua_State *L, attn_tensor *t);
-/* Tells Lua's GC about the storage behind t the first time it is seen,
-   so loops of temporaries stay bounded. */
-void attnL_account(lua_State *L, const attn_tensor *t);
+/* Tells Lua's GC the true size of what the filled box holds (header, and
+   storage the first time it is seen), so loops of temporaries of any size
+   stay bounded. */
+void attnL_account(lua_State *L, attn_tensor **box);
 /* Raises the core's last error as a Lua error. */
 int attnL_error(lua_State *L);
 /* Completes a core call whose result went into the box on top of the
@@ -66,8 +105,10 @@ int attnL_checktensorlist(lua_State *L, int arg, const attn_tensor ***list, cons
 
 /* Each binding file registers its functions both in the module table
    (attn.f(t, ...)) and, when methods is nonzero, in the tensor methods
-   (t:f(...)). */
+   (t:f(...)), each through attnL_pushfn. */
 void attnL_register(lua_State *L, int module, int methods, const luaL_Reg *fns);
+/* luaL_setfuncs without upvalues, through attnL_pushfn. */
+void attnL_setfuncs(lua_State *L, const luaL_Reg *fns);
 
 void attnL_open_tensor(lua_State *L, int module, int methods);
 void attnL_open_math(lua_State *L, int module, int methods);

@@ -262,17 +262,17 @@ static const luaL_Reg fns[] = {
 void attnL_open_math(lua_State *L, int module, int methods) {
   attnL_register(L, module, methods, fns);
   luaL_getmetatable(L, ATTN_TENSOR_MT);
-  lua_pushcfunction(L, mm_add);
+  attnL_pushfn(L, mm_add);
   lua_setfield(L, -2, "__add");
-  lua_pushcfunction(L, mm_sub);
+  attnL_pushfn(L, mm_sub);
   lua_setfield(L, -2, "__sub");
-  lua_pushcfunction(L, lm_mul);
+  attnL_pushfn(L, lm_mul);
   lua_setfield(L, -2, "__mul");
-  lua_pushcfunction(L, lm_div);
+  attnL_pushfn(L, lm_div);
   lua_setfield(L, -2, "__div");
-  lua_pushcfunction(L, lm_pow);
+  attnL_pushfn(L, lm_pow);
   lua_setfield(L, -2, "__pow");
-  lua_pushcfunction(L, mm_unm);
+  attnL_pushfn(L, mm_unm);
   lua_setfield(L, -2, "__unm");
   lua_pop(L, 1);
 }

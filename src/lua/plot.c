@@ -1678,6 +1678,6 @@ void attnL_open_plot(lua_State *L, int module, int methods) {
   }
   lua_pop(L, 1);
   lua_newtable(L);
-  luaL_setfuncs(L, fns, 0);
+  attnL_setfuncs(L, fns);
   lua_setfield(L, module, "_plot"); /* wrapped by lua/attn/plot.lua */
 }

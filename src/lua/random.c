@@ -412,9 +412,10 @@ void attnL_open_random(lua_State *L, int module, int methods) {
   luaL_newmetatable(L, ATTN_GENERATOR_MT);
   lua_pushcfunction(L, g_gc);
   lua_setfield(L, -2, "__gc");
-  lua_pushcfunction(L, g_tostring);
+  attnL_pushfn(L, g_tostring);
   lua_setfield(L, -2, "__tostring");
-  luaL_newlib(L, generator_methods);
+  lua_newtable(L);
+  attnL_setfuncs(L, generator_methods);
   lua_setfield(L, -2, "__index");
   lua_pop(L, 1);
 }

@@ -91,8 +91,8 @@ static int max_min(lua_State *L, bool is_min) {
   attn_tensor **indices = attnL_newbox(L);
   if (attn_max_dim(t, dim, keepdim, is_min, values, indices)) return attnL_error(L);
   to_one_based(*indices);
-  attnL_account(L, *values);
-  attnL_account(L, *indices);
+  attnL_account(L, values);
+  attnL_account(L, indices);
   return 2;
 }
 static int l_max(lua_State *L) { return max_min(L, false); }

@@ -203,7 +203,7 @@ static int push_pieces(lua_State *L, pieces *p, attn_status st) {
     attn_tensor **box = attnL_newbox(L);
     *box = p->outs[i];
     p->outs[i] = NULL;
-    attnL_account(L, *box);
+    attnL_account(L, box);
     lua_rawseti(L, -2, i + 1);
   }
   free(p->outs);

@@ -14,7 +14,7 @@
 
 static int t_gc(lua_State *L) {
   attn_tensor **box = attnL_checkbox(L, 1);
-  attn_tensor_release(*box); /* NULL after a failed fill or a close */
+  attn_tensor_release(*box); /* NULL after a failed fill or a close; a running call keeps its pin */
   *box = NULL;
   return 0;
 }
@@ -494,11 +494,8 @@ static int index_view(lua_State *L, int tidx, int kidx, const char *fn) {
   return attnL_result(L, attn_as_strided(t, t->ndim - n, t->shape + n, t->stride + n, offset, box));
 }
 
-static int t_index(lua_State *L) {
-  int ty = lua_type(L, 2);
+static int index_slow(lua_State *L, int ty) {
   if (ty == LUA_TSTRING) {
-    lua_pushvalue(L, 2);
-    if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1; /* a method */
     attn_tensor *t = attnL_check(L, 1);
     if (attnL_property(L, t, lua_tostring(L, 2))) return 1;
     lua_pushnil(L);
@@ -511,6 +508,24 @@ static int t_index(lua_State *L) {
     return 1;
   }
   return luaL_error(L, "index: tensors are indexed by integers or method names (got %s)", luaL_typename(L, 2));
+}
+
+/* Method lookups (the common case) stay a raw get; properties and
+   indexing run in a call scope like any binding function. */
+static int t_index(lua_State *L) {
+  int ty = lua_type(L, 2);
+  if (ty == LUA_TSTRING) {
+    lua_pushvalue(L, 2);
+    if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1; /* a method */
+    lua_pop(L, 1);
+  }
+  attnL_state *S = lua_touserdata(L, lua_upvalueindex(2));
+  uintptr_t frame = ATTNL_FRAME();
+  attnL_saved saved;
+  attnL_enter(L, S, frame, &saved);
+  int n = index_slow(L, ty);
+  attnL_leave(L, S, frame, &saved);
+  return n;
 }
 
 static int t_newindex(lua_State *L) {
@@ -663,15 +678,16 @@ void attnL_open_tensor(lua_State *L, int module, int methods_idx) {
   lua_pushcfunction(L, t_gc);
   lua_setfield(L, -2, "__close");
   lua_pushvalue(L, methods_idx);
-  lua_pushcclosure(L, t_index, 1);
+  lua_pushlightuserdata(L, attnL_state_of(L));
+  lua_pushcclosure(L, t_index, 2);
   lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, t_newindex);
+  attnL_pushfn(L, t_newindex);
   lua_setfield(L, -2, "__newindex");
-  lua_pushcfunction(L, m_tostring);
+  attnL_pushfn(L, m_tostring);
   lua_setfield(L, -2, "__tostring");
-  lua_pushcfunction(L, t_len);
+  attnL_pushfn(L, t_len);
   lua_setfield(L, -2, "__len");
-  lua_pushcfunction(L, t_concat);
+  attnL_pushfn(L, t_concat);
   lua_setfield(L, -2, "__concat");
   lua_pop(L, 1);
 }
