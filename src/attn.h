@@ -314,6 +314,8 @@ typedef struct attn_generator attn_generator;
 
 attn_status attn_generator_new(uint64_t seed, attn_generator **out);
 void attn_generator_free(attn_generator *g);
+/* The memory one generator takes (for hosts' and bindings' accounting). */
+size_t attn_generator_bytes(void);
 void attn_generator_seed(attn_generator *g, uint64_t seed);
 uint64_t attn_generator_initial_seed(const attn_generator *g);
 /* The process-wide default generator (torch.manual_seed's); guarded by a

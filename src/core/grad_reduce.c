@@ -478,15 +478,17 @@ static attn_status softmax_backward(attn_node *node, const attn_tensor *g_in, at
   bool log_space = node->iargs[0] != 0;
   attn_tensor *g = NULL, *y = NULL, *r = NULL;
   double *acc = NULL;
+  size_t acc_bytes = 0;
   attn_status st;
   TRY(attn_contiguous(g_in, &g));
   TRY(attn_contiguous(node->saved[0], &y));
   TRY(attn__alloc(log_space ? "log_softmax backward" : "softmax backward", in->ndim, in->shape, &r));
   int64_t outer, n, inner;
   blocks(node, &outer, &n, &inner);
-  acc = attn__malloc((size_t)(inner ? inner : 1) * sizeof *acc);
+  acc_bytes = (size_t)(inner ? inner : 1) * sizeof *acc;
+  acc = attn__scratch_alloc(acc_bytes);
   if (!acc) {
-    st = attn_set_error(ATTN_ERR_NOMEM, "softmax backward: out of memory");
+    st = attn__nomem("softmax backward", (int64_t)acc_bytes);
     goto out;
   }
   const float *gp = attn_tensor_data(g), *yp = attn_tensor_data(y);
@@ -528,7 +530,7 @@ static attn_status softmax_backward(attn_node *node, const attn_tensor *g_in, at
   grads[0] = r;
   r = NULL;
 out:
-  free(acc);
+  attn__scratch_free(acc, acc_bytes);
   REL(g), REL(y), REL(r);
   return st;
 }

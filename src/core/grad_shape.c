@@ -191,15 +191,18 @@ static attn_status repeat_backward(attn_node *node, const attn_tensor *g_in, att
   attn__contiguous_strides(nreps, p, ps);
   attn_tensor *g = NULL, *r = NULL;
   double *acc = NULL;
+  size_t acc_bytes = 0;
   attn_status st;
   TRY(attn_contiguous(g_in, &g));
   TRY(attn__alloc("repeat backward", in->ndim, in->shape, &r));
   const int64_t n = attn_tensor_numel(r), gn = attn_tensor_numel(g);
-  acc = attn__calloc((size_t)(n ? n : 1), sizeof *acc);
+  acc_bytes = (size_t)(n ? n : 1) * sizeof *acc;
+  acc = attn__scratch_alloc(acc_bytes);
   if (!acc) {
-    st = attn_set_error(ATTN_ERR_NOMEM, "repeat backward: out of memory");
+    st = attn__nomem("repeat backward", (int64_t)acc_bytes);
     goto out;
   }
+  memset(acc, 0, acc_bytes);
   if (gn > 0) {
     /* odometer over g: tile[d] = i_d mod p_d, pos = the element of p */
     const float *gp = attn_tensor_data(g);
@@ -227,7 +230,7 @@ static attn_status repeat_backward(attn_node *node, const attn_tensor *g_in, att
   grads[0] = r;
   r = NULL;
 out:
-  free(acc);
+  attn__scratch_free(acc, acc_bytes);
   attn_tensor_release(g);
   attn_tensor_release(r);
   return st;

@@ -329,10 +329,22 @@ attn_status attn__safetensors_read(FILE *f, uint64_t size, const char *fn, const
   if (hlen > ST_MAX_HEADER)
     return attn_set_error(ATTN_ERR_IO, "%s: '%s': header length %llu exceeds the limit of %llu bytes", fn, label,
                           (unsigned long long)hlen, ST_MAX_HEADER);
+  /* The text and its parse tree count against the caller's budget for
+     the length of the parse.  cJSON takes about 17 bytes per byte of a
+     dense header (a 64-byte node per 2-4 characters); 24 is the bound
+     charged, before anything is allocated. */
+  int64_t parse_bytes = (int64_t)hlen * 25 + 4096;
+  bool over;
+  attn_budget *budget = attn__reserve(parse_bytes, &over);
+  if (over) return attn__nomem(fn, parse_bytes);
   char *hdr = malloc((size_t)hlen + 1);
-  if (!hdr) return attn_set_error(ATTN_ERR_NOMEM, "%s: '%s': out of memory for the header", fn, label);
+  if (!hdr) {
+    attn__unreserve(budget, parse_bytes);
+    return attn_set_error(ATTN_ERR_NOMEM, "%s: '%s': out of memory for the header", fn, label);
+  }
   if (fread(hdr, 1, (size_t)hlen, f) != hlen) {
     free(hdr);
+    attn__unreserve(budget, parse_bytes);
     return attn_set_error(ATTN_ERR_IO, "%s: '%s': read failed inside the header", fn, label);
   }
   hdr[hlen] = '\0';
@@ -340,6 +352,7 @@ attn_status attn__safetensors_read(FILE *f, uint64_t size, const char *fn, const
   uint64_t base = 8 + hlen;
   attn_status st = st_parse(fn, label, hdr, (size_t)hlen, size - base, &nt);
   free(hdr);
+  attn__unreserve(budget, parse_bytes);
   if (st) return st;
   if (load_data) {
     for (int i = 0; i < nt->n; i++) {

@@ -131,6 +131,8 @@ attn_status attn_generator_new(uint64_t seed, attn_generator **out) {
   return ATTN_OK;
 }
 
+size_t attn_generator_bytes(void) { return sizeof(attn_generator); }
+
 void attn_generator_free(attn_generator *g) {
   if (!g || g == attn_default_generator()) return; /* the default one lives forever */
   pthread_mutex_destroy(&g->mutex);

@@ -534,19 +534,20 @@ static attn_status reduce_dim_into(const rspec *r, const attn_tensor *t, int dim
   attn__dimsplit_init(&s, t, dim, ostride);
   double *buf = NULL;
   if (s.in_stride != 1 && s.vs == 1 && s.m > 1 && s.n > 1 && s.outer > 0) {
-    buf = attn__malloc((size_t)s.m * 2 * sizeof(double));
-    if (!buf) return attn_set_error(ATTN_ERR_NOMEM, "%s: out of memory", fn);
+    buf = attn__scratch_alloc((size_t)s.m * 2 * sizeof(double));
+    if (!buf) return attn__nomem(fn, s.m * 2 * (int64_t)sizeof(double));
   }
+  const size_t buf_bytes = buf ? (size_t)s.m * 2 * sizeof(double) : 0;
   attn_tensor *v = NULL, *ix = NULL;
   if ((vals && (st = attn__alloc(fn, ond, oshape, &v))) || (idxs && (st = attn__alloc(fn, ond, oshape, &ix)))) {
     attn_tensor_release(v);
-    free(buf);
+    attn__scratch_free(buf, buf_bytes);
     return st;
   }
   /* an empty result has nothing to write, however many (empty) blocks */
   if (attn__shape_numel(ond, oshape) > 0)
     reduce_run(r, attn_tensor_data(t), &s, v ? attn_tensor_data(v) : NULL, ix ? attn_tensor_data(ix) : NULL, buf);
-  free(buf);
+  attn__scratch_free(buf, buf_bytes);
   if (vals) *vals = v;
   if (idxs) *idxs = ix;
   return ATTN_OK;
@@ -667,12 +668,13 @@ attn_status attn_cumsum(const attn_tensor *t, int dim, attn_tensor **out) {
   attn__dimsplit_init(&s, t, dim, ostride);
   double *buf = NULL;
   if (s.in_stride != 1 && s.vs == 1 && s.m > 1 && s.n > 1 && s.outer > 0) {
-    buf = attn__malloc((size_t)s.m * sizeof(double));
-    if (!buf) return attn_set_error(ATTN_ERR_NOMEM, "cumsum: out of memory");
+    buf = attn__scratch_alloc((size_t)s.m * sizeof(double));
+    if (!buf) return attn__nomem("cumsum", s.m * (int64_t)sizeof(double));
   }
+  const size_t buf_bytes = buf ? (size_t)s.m * sizeof(double) : 0;
   attn_tensor *res;
   if ((st = attn__alloc("cumsum", t->ndim, t->shape, &res))) {
-    free(buf);
+    attn__scratch_free(buf, buf_bytes);
     return st;
   }
   const float *x = attn_tensor_data(t);
@@ -685,7 +687,7 @@ attn_status attn_cumsum(const attn_tensor *t, int dim, attn_tensor **out) {
       cumsum_rows(x + ip, s.n, s.in_stride, s.m, s.vs, y + op, s.out_stride, s.vos);
     attn__dimsplit_next(&s, idx, &ip, &op);
   }
-  free(buf);
+  attn__scratch_free(buf, buf_bytes);
   if ((st = attn__record_cumsum(t, dim, res))) {
     attn_tensor_release(res);
     return st;

@@ -212,13 +212,14 @@ static attn_status softmax_impl(const char *fn, const attn_tensor *t, int dim, b
   void *buf = NULL;
   bool cols = s.in_stride != 1 && s.vs == 1 && s.m > 1 && s.n > 1 && s.outer > 0;
   if (cols) {
-    buf = attn__malloc((size_t)s.m * (sizeof(double) + sizeof(float)));
-    if (!buf) return attn_set_error(ATTN_ERR_NOMEM, "%s: out of memory", fn);
+    buf = attn__scratch_alloc((size_t)s.m * (sizeof(double) + sizeof(float)));
+    if (!buf) return attn__nomem(fn, s.m * (int64_t)(sizeof(double) + sizeof(float)));
   }
+  const size_t buf_bytes = buf ? (size_t)s.m * (sizeof(double) + sizeof(float)) : 0;
   attn_tensor *res;
   attn_status st = attn__alloc(fn, t->ndim, t->shape, &res);
   if (st) {
-    free(buf);
+    attn__scratch_free(buf, buf_bytes);
     return st;
   }
   const float *x = attn_tensor_data(t);
@@ -232,7 +233,7 @@ static attn_status softmax_impl(const char *fn, const attn_tensor *t, int dim, b
       softmax_rows(x + ip, s.n, s.in_stride, s.m, s.vs, y + op, s.out_stride, s.vos, log_space);
     attn__dimsplit_next(&s, idx, &ip, &op);
   }
-  free(buf);
+  attn__scratch_free(buf, buf_bytes);
   /* the node saves an alias of the output: backward needs only y */
   if ((st = attn__record_softmax(t, dim, log_space, res))) {
     attn_tensor_release(res);

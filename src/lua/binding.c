@@ -44,6 +44,7 @@ struct attnL_state {
   int npin, cappin;
   bool grad_enabled;
   int64_t unreported; /* bytes of new tensors not yet told to the collector */
+  int64_t used_after_collect; /* the budget's use after the last full collection */
 };
 
 typedef struct {
@@ -112,7 +113,21 @@ static attnL_state *state_get(lua_State *L) {
   return S;
 }
 
+/* Under a memory budget, garbage tensors must not be what fills it: when
+   use is within 1/8 of the cap and has grown by 1/16 of it since the last
+   full collection, collect first.  The growth condition keeps a live set
+   that really is near the cap from paying a collection per call. */
+static void collect_near_cap(lua_State *L, attnL_state *S) {
+  attn_budget *b = attn_budget_current();
+  if (!b) return;
+  int64_t used = attn_budget_used(b), limit = attn_budget_limit(b);
+  if (used < limit - limit / 8 || used < S->used_after_collect + limit / 16) return;
+  lua_gc(L, LUA_GCCOLLECT);
+  S->used_after_collect = attn_budget_used(b);
+}
+
 void attnL_enter(lua_State *L, attnL_state *S, uintptr_t frame, attnL_saved *saved) {
+  collect_near_cap(L, S);
   drop_dead(S, frame, 1);
   if (S->nscope == S->capscope) {
     int cap = S->capscope ? 2 * S->capscope : 32;
@@ -229,6 +244,11 @@ void attnL_account(lua_State *L, attn_tensor **b) {
     s->gc_reported = 1;
     bytes += (int64_t)sizeof(attn_storage) + 64 + s->numel * (int64_t)sizeof(float);
   }
+  attnL_gc_debt(L, S, bytes);
+}
+
+void attnL_gc_debt(lua_State *L, attnL_state *S, int64_t bytes) {
+  if (!S && !(S = attnL_state_of(L))) return;
   S->unreported += bytes;
   if (S->unreported < 1024) return;
   int64_t kb = S->unreported / 1024;
@@ -242,7 +262,24 @@ void attnL_push(lua_State *L, attn_tensor *t) {
   attnL_account(L, box);
 }
 
-int attnL_error(lua_State *L) { return luaL_error(L, "%s", attn_last_error()); }
+int attnL_error(lua_State *L) {
+  const char *msg = attn_last_error();
+  attn_budget *b = attn_budget_current();
+  if (b && strncmp(msg, "not enough memory: ", 19) == 0) {
+    /* the budget refused: collect the garbage now so that the state is
+       usable at once (the message is copied first: finalizers may call
+       attn and replace it) */
+    lua_pushstring(L, msg);
+    lua_gc(L, LUA_GCCOLLECT);
+    attnL_state *S = attnL_state_of(L);
+    if (S) S->used_after_collect = 0; /* what this call held is garbage only after the error: collect again */
+    luaL_where(L, 1);
+    lua_insert(L, -2);
+    lua_concat(L, 2);
+    return lua_error(L);
+  }
+  return luaL_error(L, "%s", msg);
+}
 
 int attnL_result(lua_State *L, attn_status st) {
   if (st) return attnL_error(L);

@@ -75,6 +75,9 @@ void attnL_push(lua_State *L, attn_tensor *t);
    storage the first time it is seen), so loops of temporaries of any size
    stay bounded. */
 void attnL_account(lua_State *L, attn_tensor **box);
+/* The same for other memory a userdata holds (a generator): bytes of GC
+   debt for the state S (NULL: looked up). */
+void attnL_gc_debt(lua_State *L, attnL_state *S, int64_t bytes);
 /* Raises the core's last error as a Lua error. */
 int attnL_error(lua_State *L);
 /* Completes a core call whose result went into the box on top of the

@@ -107,6 +107,7 @@ static int l_generator(lua_State *L) {
   b->g = NULL; /* safe for __gc before the core call */
   luaL_setmetatable(L, ATTN_GENERATOR_MT);
   if (attn_generator_new(seed, &b->g)) return attnL_error(L);
+  attnL_gc_debt(L, NULL, (int64_t)attn_generator_bytes());
   return 1;
 }
 
