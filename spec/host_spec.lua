@@ -119,7 +119,7 @@ describe("example host attn_viz", function()
     { "an endless loop catching its errors", "return function() while true do pcall(function() while true do end end) end end",
       "limit reached: .*instruction limit" },
     { "a 100 GB tensor", "return function() return require('attn').zeros(25000000000) end",
-      "script error: .*not enough memory: zeros needs 95368 MB for %[25000000000%], cap 64 MB" },
+      "script error: .*not enough memory: zeros needs 95367 MB for %[25000000000%], cap 64 MB" },
     { "tables growing forever", "return function() local t = {} while true do t[#t + 1] = {} end end",
       "out of memory: not enough memory" },
     { "reading a file", "return function() return io.open('/etc/passwd'):read('a') end", "script error: .*global 'io'" },

@@ -77,10 +77,16 @@ static bool unchanged(snap s) {
   return ok;
 }
 
-/* The last message starts with "name:". */
+/* The last message starts with "name:" (or, for a refused budget,
+   "not enough memory: name needs ..."). */
 static bool names(const char *name) {
   const char *m = attn_last_error();
   size_t n = strlen(name);
+  static const char nomem[] = "not enough memory: ";
+  if (strncmp(m, nomem, sizeof nomem - 1) == 0) {
+    m += sizeof nomem - 1;
+    return strncmp(m, name, n) == 0 && strncmp(m + n, " needs ", 7) == 0;
+  }
   return strncmp(m, name, n) == 0 && m[n] == ':';
 }
 

@@ -419,7 +419,7 @@ static void test_memory_limit(void) {
   int64_t limit = 0;
   CHECK(attn_lua_memory_used(S, &limit) > 0 && limit == cap);
   /* 100 GB in one tensor, and other ways of asking for too much */
-  CHECK_FAILS(S, "return require('attn').zeros(25000000000)", ATTN_ERR_SCRIPT, "not enough memory: zeros needs 95368 MB for [25000000000], cap 32 MB");
+  CHECK_FAILS(S, "return require('attn').zeros(25000000000)", ATTN_ERR_SCRIPT, "not enough memory: zeros needs 95367 MB for [25000000000], cap 32 MB");
   CHECK_FAILS(S, "return require('attn').full({5000, 5000, 1000}, 1)", ATTN_ERR_SCRIPT, "not enough memory: ");
   CHECK_FAILS(S, "return require('attn').ones(4096, 4096):expand(64, 4096, 4096):contiguous()", ATTN_ERR_SCRIPT,
               "not enough memory: ");

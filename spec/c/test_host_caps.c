@@ -114,6 +114,17 @@ static void test_borrowing(bool sandbox) {
             "  assert(c:numel() == 600 and c:sum():item() == 3 + 199 * 6)\n"
             "end\n"
             "return true");
+    /* a generator finalized by hand (from finalizers that the call's own
+       allocations start) while SDPA holds it for dropout */
+    TRUE(L, "local attn = require 'attn'\n"
+            "for round = 1, 20 do\n"
+            "  local g = attn.Generator(round)\n"
+            "  local q = attn.randn(1, 2, 16, 8)\n"
+            "  for i = 1, 50 do setmetatable({}, {__gc = function() getmetatable(g).__gc(g) end}) end\n"
+            "  local junk = {} for i = 1, 20 do junk[i] = {} end\n"
+            "  pcall(attn.scaled_dot_product_attention, q, q, q, {dropout_p = 0.5, generator = g})\n"
+            "end\n"
+            "collectgarbage() return true");
     /* an explicit finalizer call on an argument from an option's __index */
     TRUE(L, "local attn = require 'attn'\n"
             "local x = attn.ones(4, 4)\n"

@@ -129,6 +129,9 @@ void attn__scratch_free(void *p, size_t bytes);
 /* The error for a failed allocation of bytes in fn: "not enough memory:
    fn needs N MB, cap M MB" when the budget refused it. */
 attn_status attn__nomem(const char *fn, int64_t bytes);
+/* The same when the budget is known to have refused; what (or NULL) says
+   for what, e.g. a shape. */
+attn_status attn__budget_refused(const char *fn, int64_t bytes, const char *what);
 
 /* Copies src (any strides) into dst's contiguous buffer. */
 void attn__gather_contiguous(const attn_tensor *src, float *dst);

@@ -80,13 +80,27 @@ void attn__scratch_free(void *p, size_t bytes) {
   if (b) attn_budget_credit(b, (int64_t)bytes);
 }
 
+/* "12 MB", or "0.25 MB" below 10 MB (small sandbox caps). */
+static const char *mb_str(int64_t bytes, char *buf, size_t size) {
+  double mb = (double)bytes / (1 << 20);
+  if (mb >= 10)
+    snprintf(buf, size, "%.0f MB", mb);
+  else
+    snprintf(buf, size, "%.2g MB", mb);
+  return buf;
+}
+
+attn_status attn__budget_refused(const char *fn, int64_t bytes, const char *what) {
+  attn_budget *b = attn_budget_current();
+  char nb[32], cb[32], ub[32];
+  return attn_set_error(ATTN_ERR_NOMEM, "not enough memory: %s needs %s%s%s, cap %s (%s in use)", fn,
+                        mb_str(bytes, nb, sizeof nb), what ? " for " : "", what ? what : "",
+                        mb_str(b ? attn_budget_limit(b) : 0, cb, sizeof cb), mb_str(b ? attn_budget_used(b) : 0, ub, sizeof ub));
+}
+
 attn_status attn__nomem(const char *fn, int64_t bytes) {
   attn_budget *b = attn_budget_current();
-  const int64_t mb = 1 << 20;
-  if (b && bytes > attn_budget_limit(b) - attn_budget_used(b))
-    return attn_set_error(ATTN_ERR_NOMEM, "not enough memory: %s needs %lld MB, cap %lld MB (%lld MB in use)", fn,
-                          (long long)((bytes + mb - 1) / mb), (long long)(attn_budget_limit(b) / mb),
-                          (long long)((attn_budget_used(b) + mb - 1) / mb));
+  if (b && bytes > attn_budget_limit(b) - attn_budget_used(b)) return attn__budget_refused(fn, bytes, NULL);
   return attn_set_error(ATTN_ERR_NOMEM, "%s: out of memory allocating %lld bytes", fn, (long long)bytes);
 }
 /* malloc + memset rather than calloc: glibc's calloc skips the per-thread
@@ -314,11 +328,7 @@ attn_status attn__alloc(const char *fn, int ndim, const int64_t *shape, attn_ten
   bool over;
   attn_storage *s = storage_new(numel, &over);
   if (over) {
-    attn_budget *b = attn_budget_current();
-    const long long mb = 1 << 20, bytes = (long long)numel * (long long)sizeof(float);
-    return attn_set_error(ATTN_ERR_NOMEM, "not enough memory: %s needs %lld MB for %s, cap %lld MB (%lld MB in use)", fn,
-                          (bytes + mb - 1) / mb, attn_shape_str(ndim, shape, sb, sizeof sb),
-                          (long long)attn_budget_limit(b) / mb, ((long long)attn_budget_used(b) + mb - 1) / mb);
+    return attn__budget_refused(fn, numel * (int64_t)sizeof(float), attn_shape_str(ndim, shape, sb, sizeof sb));
   }
   if (!s)
     return attn_set_error(ATTN_ERR_NOMEM, "%s: out of memory allocating %s (%lld bytes)", fn,

@@ -42,6 +42,8 @@ struct attnL_state {
   int nscope, capscope;
   attn_tensor **pins;
   int npin, cappin;
+  attn_generator **dead_gens; /* closed while a call may be using them */
+  int ndead, capdead;
   bool grad_enabled;
   int64_t unreported; /* bytes of new tensors not yet told to the collector */
   int64_t used_after_collect; /* the budget's use after the last full collection */
@@ -69,6 +71,12 @@ static void unpin_to(attnL_state *S, int mark) {
   while (S->npin > mark) attn_tensor_release(S->pins[--S->npin]);
 }
 
+/* Once no call of the state runs, what waited for the calls goes. */
+static void drain_if_idle(attnL_state *S) {
+  if (S->nscope == 0)
+    while (S->ndead > 0) attn_generator_free(S->dead_gens[--S->ndead]);
+}
+
 /* Drops the scopes lying at or below frame (strictly below when
    inclusive is 0): they belong to calls that no longer run. */
 static void drop_dead(attnL_state *S, uintptr_t frame, int inclusive) {
@@ -78,6 +86,7 @@ static void drop_dead(attnL_state *S, uintptr_t frame, int inclusive) {
     unpin_to(S, top->mark);
     S->nscope--;
   }
+  drain_if_idle(S);
 }
 
 static int state_gc(lua_State *L) {
@@ -85,6 +94,9 @@ static int state_gc(lua_State *L) {
   if (!S) return 0;
   unpin_to(S, 0);
   S->nscope = 0;
+  while (S->ndead > 0) attn_generator_free(S->dead_gens[--S->ndead]);
+  S->dead_gens = state_realloc(L, S->dead_gens, sizeof *S->dead_gens * (size_t)S->capdead, 0);
+  S->capdead = 0;
   S->pins = state_realloc(L, S->pins, sizeof *S->pins * (size_t)S->cappin, 0);
   S->scopes = state_realloc(L, S->scopes, sizeof *S->scopes * (size_t)S->capscope, 0);
   S->cappin = S->capscope = 0;
@@ -147,6 +159,7 @@ void attnL_leave(lua_State *L, attnL_state *S, uintptr_t frame, const attnL_save
     unpin_to(S, S->scopes[S->nscope - 1].mark);
     S->nscope--;
   }
+  drain_if_idle(S);
   attn_set_grad_enabled(saved->grad_enabled);
 }
 
@@ -185,6 +198,28 @@ static __attribute__((noinline)) void pin(lua_State *L, attn_tensor *t) {
     S->cappin = cap;
   }
   S->pins[S->npin++] = attn_tensor_retain(t);
+}
+
+/* Generators are not refcounted: one closed (an explicit __gc call) while
+   a binding function may hold it waits until no call of the state runs. */
+void attnL_free_generator(lua_State *L, attn_generator *g) {
+  attnL_state *S = attnL_state_of(L);
+  if (!g) return;
+  if (S) drop_dead(S, ATTNL_FRAME(), 0);
+  if (!S || S->nscope == 0) {
+    attn_generator_free(g);
+    return;
+  }
+  if (S->ndead == S->capdead) {
+    int cap = S->capdead ? 2 * S->capdead : 8;
+    attn_generator **p = state_realloc(L, S->dead_gens, sizeof *p * (size_t)S->capdead, sizeof *p * (size_t)cap);
+    if (!p) { /* cannot wait: leak it rather than free it under a call */
+      return;
+    }
+    S->dead_gens = p;
+    S->capdead = cap;
+  }
+  S->dead_gens[S->ndead++] = g;
 }
 
 void attnL_set_grad_enabled(lua_State *L, bool enabled) {

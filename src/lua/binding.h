@@ -52,6 +52,9 @@ void attnL_pushfn(lua_State *L, lua_CFunction fn);
    ATTNL_FRAME() of the function that calls both. */
 void attnL_enter(lua_State *L, attnL_state *S, uintptr_t frame, attnL_saved *saved);
 void attnL_leave(lua_State *L, attnL_state *S, uintptr_t frame, const attnL_saved *saved);
+/* Frees a generator at once, or when the state's running calls are over
+   (a finalizer called by hand while a call holds it). */
+void attnL_free_generator(lua_State *L, attn_generator *g);
 /* Grad mode belongs to the state: set it through these. */
 void attnL_set_grad_enabled(lua_State *L, bool enabled);
 bool attnL_grad_enabled(lua_State *L);

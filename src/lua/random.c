@@ -113,8 +113,9 @@ static int l_generator(lua_State *L) {
 
 static int g_gc(lua_State *L) {
   gen_box *b = luaL_checkudata(L, 1, ATTN_GENERATOR_MT);
-  attn_generator_free(b->g);
+  attn_generator *g = b->g;
   b->g = NULL;
+  attnL_free_generator(L, g);
   return 0;
 }
 
