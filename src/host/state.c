@@ -79,6 +79,12 @@ double attn__host_now(void) {
    count event and drops the count to 1, so the error reaches the host:
    code that catches it must execute an instruction to go on, and that
    instruction raises again. */
+static int raise_limit(lua_State *L, host_ctx *c) {
+  if (c->exhausted == EXHAUSTED_INSTRUCTIONS)
+    return luaL_error(L, "instruction limit of %I reached", (lua_Integer)c->instruction_limit);
+  return luaL_error(L, "time limit of %f s reached", (lua_Number)c->time_limit);
+}
+
 static void limit_hook(lua_State *L, lua_Debug *ar) {
   (void)ar;
   host_ctx *c = attn__host_ctx(L);
@@ -107,13 +113,22 @@ static void limit_hook(lua_State *L, lua_Debug *ar) {
     }
   }
   if (n != 1) lua_sethook(L, limit_hook, LUA_MASKCOUNT, 1);
-  switch (c->exhausted) {
-  case EXHAUSTED_INSTRUCTIONS:
-    luaL_error(L, "instruction limit of %I reached", (lua_Integer)c->instruction_limit);
-    break;
-  default:
-    luaL_error(L, "time limit of %f s reached", (lua_Number)c->time_limit);
+  raise_limit(L, c);
+}
+
+void attn__host_poll(lua_State *L, uint64_t steps) {
+  host_ctx *c = attn__host_ctx(L);
+  if (!c) return;
+  if (!c->exhausted) {
+    c->count += steps;
+    if (c->instruction_limit && c->count >= c->instruction_limit)
+      c->exhausted = EXHAUSTED_INSTRUCTIONS;
+    else if (c->time_limit > 0 && attn__host_now() >= c->deadline)
+      c->exhausted = EXHAUSTED_TIME;
+    if (!c->exhausted) return;
   }
+  if (lua_gethook(L) == limit_hook && lua_gethookcount(L) != 1) lua_sethook(L, limit_hook, LUA_MASKCOUNT, 1);
+  raise_limit(L, c);
 }
 
 void attn__host_reset_limits(host_ctx *c) {
@@ -333,6 +348,7 @@ static void open_sandbox_libs(lua_State *L) {
   wrap_global(L, "load", text_load);
   wrap_global(L, "setmetatable", no_gc_setmetatable);
   wrap_global(L, "xpcall", guarded_xpcall);
+  attn__host_sandbox_libs(L);
   /* package: require serves package.preload only */
   lua_getglobal(L, LUA_LOADLIBNAME);
   lua_pushnil(L);
