@@ -23,12 +23,16 @@ local data = {}
 
 -- Errors point at the first caller outside this file (the user's line),
 -- however deep in the helpers below they are raised.
-local SOURCE = debug.getinfo(1, "S").source
+-- A sandbox (attn_lua.h) has no debug library: the messages then carry
+-- no position.
+local getinfo = debug and debug.getinfo
+local SOURCE = getinfo and getinfo(1, "S").source
 
 local function fail(fn, fmt, ...)
+  if not getinfo then error(fn .. ": " .. string.format(fmt, ...), 0) end
   local level = 3 -- getinfo's numbering: 1 here, 2 fail's caller, ...
   while true do
-    local info = debug.getinfo(level, "S")
+    local info = getinfo(level, "S")
     if not info or info.source ~= SOURCE then break end
     level = level + 1
   end
