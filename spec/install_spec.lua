@@ -149,6 +149,7 @@ local HOSTILE = {
   {limit = true, code = "return table.sort(setmetatable({}, {__len = function() return (1 << 31) - 2 end, "
     .. "__index = rawlen, __newindex = rawequal}))"},
   {limit = true, code = "return table.insert(setmetatable({}, {__len = function() return 1 << 50 end}), 1, 0)"},
+  {limit = true, code = "while true do load(string.rep('x=1 ', 5e6)) end"},
   {code = "local attn = require 'attn' local t = {} while true do t[#t + 1] = attn.ones(1 << 16) end"},
   {code = "local t = {} while true do t[#t + 1] = string.rep('x', 1 << 20) .. #t end"},
   {code = "return string.rep('x', 1 << 30)"},

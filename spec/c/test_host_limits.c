@@ -270,6 +270,7 @@ static const char *const hostile[] = {
     "__newindex = rawequal}))",
     "return table.concat(setmetatable({}, {__index = function() return '' end}), '', 1, 1 << 50)",
     "while true do pcall(string.rep, '', 1 << 50) end",
+    "while true do load(string.rep('x=1 ', 5e6)) end",
 };
 
 static void test_hostile(double budget) {
@@ -338,6 +339,11 @@ static void test_isolation(void) {
   CHECK_TRUE(S, "local attn = require 'attn' local c = attn.bert.config({vocab_size = 10, hidden_size = 8, "
                 "num_hidden_layers = 1, num_attention_heads = 2, intermediate_size = 16, "
                 "max_position_embeddings = 8}) return c ~= nil");
+  /* load reads a long chunk in polled pieces: same results and names */
+  CHECK_TRUE(S, "local f = assert(load(string.rep('x=1 ', 100000) .. 'return x', '=big')) "
+                "local g, e = load(string.rep('x=1 ', 100000) .. ' +') "
+                "local h = assert(load(string.rep(' ', 70000) .. 'return ...', nil, 't', {})) "
+                "return f() == 1 and not g and e:find('^%[string \"x=1 x=1') ~= nil and h(7) == 7");
   attn_lua_close(S);
   attn_lua_close(U);
 }

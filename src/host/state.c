@@ -253,13 +253,41 @@ void attn__host_ensure_core(lua_State *L) {
 
 /* load(chunk [, chunkname [, mode [, env]]]) with mode forced to "t":
    binary chunks can crash the VM, so a sandbox never loads one. */
+/* Lua's parser runs no hook: a long chunk string is handed to load in
+   pieces by this reader (upvalues: the string, the next offset), which
+   polls the budget before each piece.  A spent budget makes load return
+   the limit message, and the hook raises it again at once. */
+#define LOAD_PIECE ((size_t)1 << 16)
+
+static int chunk_reader(lua_State *L) {
+  size_t len;
+  const char *s = lua_tolstring(L, lua_upvalueindex(1), &len);
+  size_t at = (size_t)lua_tointeger(L, lua_upvalueindex(2));
+  if (at >= len) return 0;
+  attn__host_poll(L, 1);
+  size_t n = len - at < LOAD_PIECE ? len - at : LOAD_PIECE;
+  lua_pushinteger(L, (lua_Integer)(at + n));
+  lua_replace(L, lua_upvalueindex(2));
+  lua_pushlstring(L, s + at, n);
+  return 1;
+}
+
 static int text_load(lua_State *L) {
   int n = lua_gettop(L);
   if (n > 4) lua_settop(L, n = 4);
   lua_pushvalue(L, lua_upvalueindex(1)); /* the real load */
-  lua_pushvalue(L, 1);
-  if (n >= 2) lua_pushvalue(L, 2);
-  else lua_pushnil(L);
+  if (lua_type(L, 1) == LUA_TSTRING && lua_rawlen(L, 1) > LOAD_PIECE) {
+    lua_pushvalue(L, 1);
+    lua_pushinteger(L, 0);
+    lua_pushcclosure(L, chunk_reader, 2);
+    /* the chunk's default name stays the string's (luaB_load's) */
+    if (n >= 2 && !lua_isnil(L, 2)) lua_pushvalue(L, 2);
+    else lua_pushvalue(L, 1);
+  } else {
+    lua_pushvalue(L, 1);
+    if (n >= 2) lua_pushvalue(L, 2);
+    else lua_pushnil(L);
+  }
   lua_pushliteral(L, "t");
   int nargs = 3;
   if (n >= 4) { /* an explicit env, even nil, is passed on as given */
