@@ -149,7 +149,8 @@ local HOSTILE = {
   {limit = true, code = "return table.sort(setmetatable({}, {__len = function() return (1 << 31) - 2 end, "
     .. "__index = rawlen, __newindex = rawequal}))"},
   {limit = true, code = "return table.insert(setmetatable({}, {__len = function() return 1 << 50 end}), 1, 0)"},
-  {limit = true, code = "while true do load(string.rep('x=1 ', 5e6)) end"},
+  -- (8 MB chunks parsed in a loop: the budget, or the cap if garbage piles up)
+  {limit = "or memory", code = "while true do load(string.rep('x=1 ', 2e6)) end"},
   {code = "local attn = require 'attn' local t = {} while true do t[#t + 1] = attn.ones(1 << 16) end"},
   {code = "local t = {} while true do t[#t + 1] = string.rep('x', 1 << 20) .. #t end"},
   {code = "return string.rep('x', 1 << 30)"},
@@ -231,7 +232,13 @@ describe("cmake --install into a temporary prefix", function()
       assert(st, out)
       st, secs, rss = tonumber(st), tonumber(secs), tonumber(rss)
       local what = ("script %d (%s): %s"):format(i, h.code, out)
-      if h.limit then assert.equal(8, st, what) else assert.is_true(st ~= 0, what) end
+      if h.limit == true then
+        assert.equal(8, st, what)
+      elseif h.limit then
+        assert.is_true(st == 8 or st == 4, what)
+      else
+        assert.is_true(st ~= 0, what)
+      end
       assert.equal("1", again, what)
       if not san then
         assert.is_true(secs < 5, what)
