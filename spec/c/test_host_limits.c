@@ -329,6 +329,13 @@ static void test_isolation(void) {
   CHECK_TRUE(S, "local data = require 'attn.data' return type(data) == 'table' and debug == nil");
   CHECK_TRUE(S, "local data = require 'attn.data' local ok, e = pcall(data.Vocab, 42) "
                 "return not ok and e:find('^Vocab: ') ~= nil");
+  CHECK_FAILS(S, "return require('attn.data').read_lines('/etc/passwd')", ATTN_ERR_SCRIPT,
+              "read_lines: reading files is not available in a sandbox (no io library)");
+  CHECK_FAILS(S, "return require('attn.data').default_words_path()", ATTN_ERR_SCRIPT,
+              "default_words_path: reading files is not available in a sandbox");
+  CHECK_FAILS(S, "return require('attn.data').progress(10)", ATTN_ERR_SCRIPT, "progress: no io library here");
+  CHECK_FAILS(S, "return require('attn.data').progress(10, {out = {}})", ATTN_ERR_SCRIPT,
+              "progress: out must be an open file");
   /* attn.plot and the BERT loader name what is missing */
   CHECK_FAILS(S, "local attn = require 'attn' return attn.plot.heatmap(attn.ones(2, 2), {path = '/tmp/x.png'})",
               ATTN_ERR_SCRIPT, "heatmap: attn.plot is not available in a sandbox");
