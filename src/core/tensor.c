@@ -260,6 +260,9 @@ attn_status attn__alloc(const char *fn, int ndim, const int64_t *shape, attn_ten
     return attn_set_error(ATTN_ERR_NOMEM, "%s: shape %s has too many elements", fn,
                           attn_shape_str(ndim, shape, sb, sizeof sb));
   }
+  /* Past the thread's deadline (attn.h) every kernel that would allocate
+     a result fails here, before touching memory. */
+  if (attn__cancelled()) return attn__limit_error(fn);
   bool over;
   attn_storage *s = storage_new(numel, &over);
   if (over) {
