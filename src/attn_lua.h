@@ -113,8 +113,9 @@ extern "C" {
  * replaced by versions that poll the budget every few thousand steps
  * (counting them as instructions), with stock Lua's results and messages
  * (table.sort is a heap sort: the order of elements the order function
- * calls equal may differ), and load hands a chunk string longer than 64
- * KiB to the parser in pieces, polling the budget between them.  The next
+ * calls equal may differ), and load hands a long chunk (a string, or a
+ * reader function's long pieces) to the parser in 64 KiB pieces, polling
+ * the budget between them.  The next
  * call starts with a fresh budget.
  * Measured stops: see docs/reliability.md.  Lua's own parser, the
  * garbage collector and OpenBLAS inside one block are not polled.

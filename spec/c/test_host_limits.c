@@ -271,6 +271,8 @@ static const char *const hostile[] = {
     "return table.concat(setmetatable({}, {__index = function() return '' end}), '', 1, 1 << 50)",
     "while true do pcall(string.rep, '', 1 << 50) end",
     "while true do load(string.rep('x=1 ', 2e6)) end",
+    "while true do local done = false "
+    "load(function() if not done then done = true return string.rep('x=1 ', 2e6) end end) end",
 };
 
 static void test_hostile(double budget) {
@@ -351,6 +353,14 @@ static void test_isolation(void) {
                 "local g, e = load(string.rep('x=1 ', 100000) .. ' +') "
                 "local h = assert(load(string.rep(' ', 70000) .. 'return ...', nil, 't', {})) "
                 "return f() == 1 and not g and e:find('^%[string \"x=1 x=1') ~= nil and h(7) == 7");
+  CHECK_TRUE(S, "local parts = {'return ', '1', ' + ', '2'} local i = 0 "
+                "local f = assert(load(function() i = i + 1 return parts[i] end, '=parts')) "
+                "local g, e = load(function() return {} end) "
+                "local h, e2 = load(function() error('boom') end) "
+                "local big, k = string.rep('x=1 ', 50000) .. 'return x', 0 "
+                "local f2 = assert(load(function() k = k + 1 if k == 1 then return big end end)) "
+                "return f() == 3 and not g and e:find('reader function must return a string') ~= nil "
+                "and not h and e2:find('boom') ~= nil and f2() == 1");
   attn_lua_close(S);
   attn_lua_close(U);
 }

@@ -253,21 +253,32 @@ void attn__host_ensure_core(lua_State *L) {
 
 /* load(chunk [, chunkname [, mode [, env]]]) with mode forced to "t":
    binary chunks can crash the VM, so a sandbox never loads one. */
-/* Lua's parser runs no hook: a long chunk string is handed to load in
-   pieces by this reader (upvalues: the string, the next offset), which
-   polls the budget before each piece.  A spent budget makes load return
-   the limit message, and the hook raises it again at once. */
+/* Lua's parser runs no hook: a chunk reaches it in pieces of at most
+   64 KiB through chunk_reader, which polls the budget before each piece.
+   Upvalues: the script's reader function (or nil for a string chunk), the
+   string being handed out, the offset in it.  A spent budget makes load
+   return the limit message, and the hook raises it again at once. */
 #define LOAD_PIECE ((size_t)1 << 16)
 
 static int chunk_reader(lua_State *L) {
   size_t len;
-  const char *s = lua_tolstring(L, lua_upvalueindex(1), &len);
-  size_t at = (size_t)lua_tointeger(L, lua_upvalueindex(2));
-  if (at >= len) return 0;
+  const char *s = lua_tolstring(L, lua_upvalueindex(2), &len);
+  size_t at = (size_t)lua_tointeger(L, lua_upvalueindex(3));
+  if (at >= len) {
+    if (lua_isnil(L, lua_upvalueindex(1))) return 0;
+    /* the script's reader: a long string result is cut up too; anything
+       else goes to load as it came (load checks it) */
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_call(L, 0, 1);
+    if (lua_type(L, -1) != LUA_TSTRING || lua_rawlen(L, -1) <= LOAD_PIECE) return 1;
+    lua_replace(L, lua_upvalueindex(2));
+    s = lua_tolstring(L, lua_upvalueindex(2), &len);
+    at = 0;
+  }
   attn__host_poll(L, 1);
   size_t n = len - at < LOAD_PIECE ? len - at : LOAD_PIECE;
   lua_pushinteger(L, (lua_Integer)(at + n));
-  lua_replace(L, lua_upvalueindex(2));
+  lua_replace(L, lua_upvalueindex(3));
   lua_pushlstring(L, s + at, n);
   return 1;
 }
@@ -277,12 +288,20 @@ static int text_load(lua_State *L) {
   if (n > 4) lua_settop(L, n = 4);
   lua_pushvalue(L, lua_upvalueindex(1)); /* the real load */
   if (lua_type(L, 1) == LUA_TSTRING && lua_rawlen(L, 1) > LOAD_PIECE) {
+    lua_pushnil(L);
     lua_pushvalue(L, 1);
     lua_pushinteger(L, 0);
-    lua_pushcclosure(L, chunk_reader, 2);
+    lua_pushcclosure(L, chunk_reader, 3);
     /* the chunk's default name stays the string's (luaB_load's) */
     if (n >= 2 && !lua_isnil(L, 2)) lua_pushvalue(L, 2);
     else lua_pushvalue(L, 1);
+  } else if (lua_type(L, 1) == LUA_TFUNCTION) {
+    lua_pushvalue(L, 1);
+    lua_pushliteral(L, "");
+    lua_pushinteger(L, 0);
+    lua_pushcclosure(L, chunk_reader, 3);
+    if (n >= 2) lua_pushvalue(L, 2);
+    else lua_pushnil(L);
   } else {
     lua_pushvalue(L, 1);
     if (n >= 2) lua_pushvalue(L, 2);
