@@ -306,7 +306,8 @@ attn_status attn_binary_scalar_(attn_binary_op op, attn_tensor *a, float s, bool
   base[0] = base[at] = attn_tensor_data(a);
   base[sc] = &s;
   binary_row_fn fn = binary_rows[op];
-  if (!attn__foreach(a->ndim, a->shape, 3, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, binary_inner, &fn)) return attn__limit_error(name);
+  if (!attn__foreach(a->ndim, a->shape, 3, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, binary_inner, &fn))
+    return attn__limit_error(name);
   return ATTN_OK;
 }
 
@@ -350,7 +351,8 @@ attn_status attn_unary_(attn_unary_op op, attn_tensor *a) {
   for (int d = 0; d < a->ndim; d++) strides[0][d] = strides[1][d] = a->stride[d];
   float *base[2] = {attn_tensor_data(a), attn_tensor_data(a)};
   unary_row_fn fn = unary_rows[op];
-  if (!attn__foreach(a->ndim, a->shape, 2, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, unary_inner, &fn)) return attn__limit_error(name);
+  if (!attn__foreach(a->ndim, a->shape, 2, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, unary_inner, &fn))
+    return attn__limit_error(name);
   return ATTN_OK;
 }
 
@@ -384,7 +386,8 @@ static attn_status clamp_into(attn_tensor *o, const attn_tensor *a, float lo, fl
   }
   float *base[2] = {attn_tensor_data(o), attn_tensor_data(a)};
   clamp_ctx c = {lo, hi};
-  if (!attn__foreach(a->ndim, a->shape, 2, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, clamp_inner, &c)) return attn__limit_error("clamp");
+  if (!attn__foreach(a->ndim, a->shape, 2, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, clamp_inner, &c))
+    return attn__limit_error("clamp");
   return ATTN_OK;
 }
 
@@ -470,7 +473,8 @@ static attn_status masked_fill_into(const char *fn, attn_tensor *o, const attn_t
   }
   attn__broadcast_strides(mask, ndim, shape, strides[2]);
   float *base[3] = {attn_tensor_data(o), attn_tensor_data(t), attn_tensor_data(mask)};
-  bool done = attn__foreach(ndim, shape, 3, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, masked_fill_inner, &value);
+  bool done =
+      attn__foreach(ndim, shape, 3, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, masked_fill_inner, &value);
   attn_tensor_release(tmp);
   return done ? ATTN_OK : attn__limit_error(fn);
 }
