@@ -327,6 +327,11 @@ static void test_isolation(void) {
   /* (the same attack works in a state without the sandbox) */
   CHECK(run(U, mt_attack) == ATTN_OK && !lua_toboolean(U, -1));
   lua_pop(U, 1);
+  /* every module of the package loads in a sandbox */
+  CHECK_TRUE(S, "for _, m in ipairs({'attn', 'attn.nn', 'attn.data', 'attn.text', 'attn.bert', 'attn.plot', "
+                "'attn.seq2seq', 'attn.attention', 'attn.optim', 'attn.functional', 'attn.nn_init', "
+                "'attn.gradcheck', 'attn.unicode_data'}) do local ok, e = pcall(require, m) "
+                "if not ok then error(m .. ': ' .. tostring(e)) end end return true");
   /* attn.data needs no debug library */
   CHECK_TRUE(S, "local data = require 'attn.data' return type(data) == 'table' and debug == nil");
   CHECK_TRUE(S, "local data = require 'attn.data' local ok, e = pcall(data.Vocab, 42) "
