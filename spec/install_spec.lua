@@ -92,6 +92,70 @@ int main(void) {
 }
 ]]
 
+-- A host that sandboxes one untrusted script file with a 64 MB cap and a
+-- 3 s budget (issue 14), built from the installed headers and pkg-config
+-- only; it reports the status, how long the script ran, the process's peak
+-- memory and whether the state still runs a normal call afterwards.
+local HOSTILE_HOST = [[
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <attn_lua.h>
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int main(int argc, char **argv) {
+  if (argc != 2) return 2;
+  attn_lua_opts o;
+  attn_lua_opts_init(&o);
+  o.sandbox = true;
+  o.memory_limit = 64 << 20;
+  o.time_limit = 3;
+  lua_State *L;
+  if (attn_lua_newstate(&o, &L)) return printf("newstate: %s\n", attn_last_error()), 1;
+  double t0 = now();
+  attn_status st = attn_lua_dofile(L, argv[1], 0, 0);
+  double dt = now() - t0;
+  lua_settop(L, 0);
+  attn_status again = attn_lua_dostring(L, "return ('abc'):upper() == 'ABC' and "
+                                           "require('attn').ones(2):sum():item() == 2", "=again", 0, 1);
+  int fine = again == ATTN_OK && lua_toboolean(L, -1);
+  attn_lua_close(L);
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  printf("status %d seconds %.3f maxrss_kb %ld again %d\n", (int)st, dt, ru.ru_maxrss, fine);
+  return 0;
+}
+]]
+
+-- Hostile scripts: limit = true when the time budget must be what stops
+-- them (ATTN_ERR_LIMIT = 8); the others fail on the memory cap.
+local HOSTILE = {
+  {limit = true, code = "local attn = require 'attn' local q = attn.randn(1, 8, 4096, 64) "
+    .. "while true do attn.scaled_dot_product_attention(q, q, q) end"},
+  {limit = true, code = "local attn = require 'attn' local a = attn.randn(2048, 2048) "
+    .. "while true do pcall(a.matmul, a, a) end"},
+  {limit = true, code = "local attn = require 'attn' return attn.ones(1, 1):expand(2^40, 1):sum(1)"},
+  {limit = true, code = "return string.rep('a', 1e5):find('.-b')"},
+  {limit = true, code = "return string.rep('a', 3000):gsub(string.rep('a*', 12) .. 'b', '')"},
+  {limit = true, code = "for x in string.rep('a', 1e5):gmatch('.-b') do end"},
+  {limit = true, code = "while true do pcall(string.rep, '', 1 << 50) end"},
+  {limit = true, code = "return table.move({}, 1, 1 << 50, 2)"},
+  {limit = true, code = "return table.sort(setmetatable({}, {__len = function() return (1 << 31) - 2 end, "
+    .. "__index = rawlen, __newindex = rawequal}))"},
+  {limit = true, code = "return table.insert(setmetatable({}, {__len = function() return 1 << 50 end}), 1, 0)"},
+  -- (8 MB chunks parsed in a loop: the budget, or the cap if garbage piles up)
+  {limit = "or memory", code = "while true do load(string.rep('x=1 ', 2e6)) end"},
+  {code = "local attn = require 'attn' local t = {} while true do t[#t + 1] = attn.ones(1 << 16) end"},
+  {code = "local t = {} while true do t[#t + 1] = string.rep('x', 1 << 20) .. #t end"},
+  {code = "return string.rep('x', 1 << 30)"},
+}
+
 local EXPECTED = "0.1.0 softmax 0.032059 0.087144 0.236883 0.643914 sum 1.000000 sandboxed 1 limit 1\n"
 
 describe("cmake --install into a temporary prefix", function()
@@ -152,6 +216,37 @@ describe("cmake --install into a temporary prefix", function()
     ok(sh(("cc -std=c11 -o %s %s %s -Wl,-rpath,%s"):format(q(dir .. "/prog_pc"), q(dir .. "/prog.c"), flags,
       q(libdir))), "cc")
     assert.are.equal(EXPECTED, ok(sh(q(dir .. "/prog_pc")), "prog_pc"))
+  end)
+
+  it("sandboxes hostile scripts with a 64 MB cap and a 3 s budget: none runs over 5 s or takes 200 MB", function()
+    local flags = pc("--cflags --libs attn-lua"):gsub("\n", "")
+    writefile(dir .. "/hostile.c", HOSTILE_HOST)
+    ok(sh(("cc -std=c11 -o %s %s %s -Wl,-rpath,%s"):format(q(dir .. "/hostile"), q(dir .. "/hostile.c"), flags,
+      q(libdir))), "cc")
+    local san = os.getenv("ATTN_SANITIZER")
+    for i, h in ipairs(HOSTILE) do
+      local path = dir .. "/hostile" .. i .. ".lua"
+      writefile(path, h.code)
+      local out = ok(sh(q(dir .. "/hostile") .. " " .. q(path)), "hostile " .. i)
+      local st, secs, rss, again = out:match("status (%d+) seconds (%S+) maxrss_kb (%d+) again (%d)")
+      assert(st, out)
+      st, secs, rss = tonumber(st), tonumber(secs), tonumber(rss)
+      local what = ("script %d (%s): %s"):format(i, h.code, out)
+      if h.limit == true then
+        assert.equal(8, st, what)
+      elseif h.limit then
+        assert.is_true(st == 8 or st == 4, what)
+      else
+        assert.is_true(st ~= 0, what)
+      end
+      assert.equal("1", again, what)
+      if not san then
+        assert.is_true(secs < 5, what)
+        assert.is_true(rss < 200 * 1024, what)
+      elseif san ~= "valgrind" then
+        assert.is_true(secs < 10, what)
+      end
+    end
   end)
 
   it("builds and runs it with find_package(attn) in CMake, shared and static", function()

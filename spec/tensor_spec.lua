@@ -25,6 +25,18 @@ describe("require 'attn'", function()
     assert.equal(n, attn.get_num_threads())
     assert.has_error(function() attn.set_num_threads(0) end)
   end)
+  it("rejects thread counts outside [1, 64] with the range in the message (issue 14)", function()
+    local n = attn.get_num_threads()
+    for _, bad in ipairs({0, -1, 65, 1000, 2^31, math.maxinteger, math.mininteger}) do
+      local ok, e = pcall(attn.set_num_threads, bad)
+      assert.is_false(ok)
+      assert.truthy(e:find(("set_num_threads: n must be in [1, 64] (got %d)"):format(bad), 1, true), e)
+      assert.equal(n, attn.get_num_threads())
+    end
+    attn.set_num_threads(64)
+    assert.equal(64, attn.get_num_threads())
+    attn.set_num_threads(n)
+  end)
 end)
 
 describe("creation", function()

@@ -45,7 +45,8 @@ typedef enum attn_status {
   ATTN_ERR_IO,     /* file or library loading problem */
   ATTN_ERR_STATE,  /* operation not allowed in the object's state */
   ATTN_ERR_SCRIPT, /* a Lua script failed (attn_lua.h: syntax or run-time error) */
-  ATTN_ERR_LIMIT   /* a script ran out of its instruction or time budget (attn_lua.h) */
+  ATTN_ERR_LIMIT   /* a time limit (attn_deadline_set_current) or a script's instruction or time
+                      budget (attn_lua.h) ran out */
 } attn_status;
 
 /* Message of the last failure in the calling thread ("" if none). */
@@ -133,6 +134,26 @@ int64_t attn_budget_limit(const attn_budget *b);
    it must stay alive while current) and returns the previous one. */
 attn_budget *attn_budget_set_current(attn_budget *b);
 attn_budget *attn_budget_current(void);
+
+/* Time limits: a per-thread deadline on the monotonic clock
+   (attn_clock_now) that long kernels poll between blocks of work: a row
+   block of a large GEMM, each matrix of a batched matmul, a tile of the
+   fused attention, every ~64k elements of elementwise ops, reductions,
+   softmax, copies and random fills.  A kernel that finds the deadline
+   passed stops and fails with ATTN_ERR_LIMIT ("fn: time limit reached"):
+   a new result is released, inputs are untouched; an in-place op may
+   have updated part of its destination.  Kernels running on attn's pool
+   use the submitting thread's deadline.  A polled kernel stops within a
+   few milliseconds of the deadline plus one block (a GEMM row block is
+   sized to ~2^28 multiply-adds).  attn_lua.h installs a state's time
+   budget here while the state runs. */
+double attn_clock_now(void); /* seconds, CLOCK_MONOTONIC */
+/* Sets the calling thread's deadline (an attn_clock_now() time; 0: none)
+   and returns the previous one. */
+double attn_deadline_set_current(double when);
+double attn_deadline_current(void);
+/* Whether the calling thread's deadline is set and has passed. */
+bool attn_deadline_passed(void);
 
 /* Element access by a full 0-based index (no bounds check). */
 float attn_tensor_get(const attn_tensor *t, const int64_t *index);
@@ -414,7 +435,10 @@ typedef struct attn_blas_info {
   int num_threads;
 } attn_blas_info;
 attn_status attn_blas_get_info(attn_blas_info *info);
-/* OpenBLAS's threads, and attn's own pool (attention kernels) alike. */
+/* OpenBLAS's threads, and attn's own pool (attention kernels) alike: n in
+   [1, ATTN_MAX_THREADS], else ATTN_ERR_ARG naming the range (also when
+   the loaded OpenBLAS was built for fewer threads: nothing is changed). */
+#define ATTN_MAX_THREADS 64
 attn_status attn_set_num_threads(int n);
 int attn_get_num_threads(void);
 /* Row-major C[m,n] = alpha * op(A)[m,k] op(B)[k,n] + beta * C. */

@@ -80,8 +80,9 @@ extern "C" {
  * attn.load, attn.safetensors_info, attn.set_num_threads, plotting) raise
  * "not available in a sandbox".  The metatables of attn's userdata are
  * protected (getmetatable gives a stand-in table holding only __name), so
- * their finalizers and methods stay in place.  Scripts may still print to
- * the host's stdout.
+ * their finalizers and methods stay in place; so is the string metatable
+ * (getmetatable("") gives a stand-in holding __index = string).  Scripts
+ * may still print to the host's stdout.
  *
  * memory_limit: bytes that the state's Lua objects and everything attn
  * allocates on its behalf may take together (0: no limit): tensor storage
@@ -105,9 +106,22 @@ extern "C" {
  * it); 0 means no limit.  The budget is checked every 1000 instructions
  * (fewer if instruction_limit is smaller); once spent, every further check
  * raises again, so a script cannot catch the error with pcall and go on,
- * and the call returns ATTN_ERR_LIMIT.  A single long C function (one big
- * matmul, a pathological string.find pattern) is not interrupted: run a
- * sandbox in a process you can kill if that matters.
+ * and the call returns ATTN_ERR_LIMIT.  The time budget also reaches into
+ * long C calls: while the state runs it is the thread's deadline
+ * (attn_deadline_set_current in attn.h), which attn's kernels poll
+ * between blocks of work (a kernel that stops raises "fn: time limit
+ * reached"; the call still returns ATTN_ERR_LIMIT and the state is
+ * exhausted as if the hook had fired).  In a sandbox, string.rep, find,
+ * match, gmatch, gsub and table.concat, insert, move, remove and sort are
+ * replaced by versions that poll the budget every few thousand steps
+ * (counting them as instructions), with stock Lua's results and messages
+ * (table.sort is a heap sort: the order of elements the order function
+ * calls equal may differ), and load hands a long chunk (a string, or a
+ * reader function's long pieces) to the parser in 64 KiB pieces, polling
+ * the budget between them.  The next
+ * call starts with a fresh budget.
+ * Measured stops: see docs/reliability.md.  Lua's own parser, the
+ * garbage collector and OpenBLAS inside one block are not polled.
  *
  * Lua runs finalizers (__gc) with hooks off, beyond the reach of any
  * limit, so a sandbox's setmetatable refuses metatables with a __gc field

@@ -242,8 +242,17 @@ function bert.json_decode(text, name)
   return v
 end
 
+-- A sandbox (attn_lua.h) has no io library: loading from files fails
+-- with a message saying so (bert.config and BertModel still work).
+local function need_io(fn, level)
+  if type(io) ~= "table" or type(io.open) ~= "function" then
+    error(("%s: reading files is not available in a sandbox (no io library)"):format(fn), level + 1)
+  end
+end
+
 local function read_file(path, fn)
   if type(path) ~= "string" then error(("%s: path must be a string (got %s)"):format(fn, type(path)), 3) end
+  need_io(fn, 3)
   local f, err = io.open(path, "rb")
   if not f then error(("%s: cannot open '%s' (%s)"):format(fn, path, err), 3) end
   local s = f:read("a")
@@ -817,6 +826,7 @@ function bert.from_pretrained(dir, opts)
   opts = check_options(opts, fn, {add_pooling_layer = true, requires_grad = true})
   opt_bool(opts.add_pooling_layer, true, fn, "add_pooling_layer")
   opt_bool(opts.requires_grad, true, fn, "requires_grad")
+  need_io(fn, 2)
   local cfg_path = join(dir, "config.json")
   if not exists(cfg_path) then error(("%s: no config.json in '%s'"):format(fn, dir), 2) end
   local raw = read_json(cfg_path, fn)

@@ -23,12 +23,16 @@ local data = {}
 
 -- Errors point at the first caller outside this file (the user's line),
 -- however deep in the helpers below they are raised.
-local SOURCE = debug.getinfo(1, "S").source
+-- A sandbox (attn_lua.h) has no debug library: the messages then carry
+-- no position.
+local getinfo = debug and debug.getinfo
+local SOURCE = getinfo and getinfo(1, "S").source
 
 local function fail(fn, fmt, ...)
+  if not getinfo then error(fn .. ": " .. string.format(fmt, ...), 0) end
   local level = 3 -- getinfo's numbering: 1 here, 2 fail's caller, ...
   while true do
-    local info = debug.getinfo(level, "S")
+    local info = getinfo(level, "S")
     if not info or info.source ~= SOURCE then break end
     level = level + 1
   end
@@ -146,6 +150,7 @@ end
 
 local function slurp(fn, path)
   check_string(fn, "path", path)
+  if not io then fail(fn, "reading files is not available in a sandbox (no io library)") end
   local f, err = io.open(path, "rb")
   if not f then fail(fn, "cannot open %s", err) end -- err names the path
   local s, rerr = f:read("a")
@@ -197,6 +202,7 @@ local WORDS_PATH = "/usr/share/dict/american-english"
 -- word list of Debian's wamerican package (scripts/setup.sh installs it);
 -- raises if the file is not there.
 function data.default_words_path()
+  if not io then error("default_words_path: reading files is not available in a sandbox (no io library)", 2) end
   local f = io.open(WORDS_PATH, "rb")
   if not f then
     error("default_words_path: " .. WORDS_PATH .. " not found; install Debian's wamerican package "
@@ -602,7 +608,7 @@ local Progress = {}
 Progress.__index = Progress
 Progress.__name = "attn.data.Progress"
 
-local function is_file(f) return io.type(f) == "file" end
+local function is_file(f) return io ~= nil and io.type(f) == "file" end
 
 --- data.progress(total [, opts]) -> bar
 --   local bar = data.progress(#batches, {label = "train"})
@@ -626,13 +632,16 @@ function data.progress(total, opts)
   check_string("progress", "label", label)
   local width = opts.width == nil and 30 or to_int(opts.width)
   if not width or width < 1 then fail("progress", "width must be an integer >= 1 (got %s)", tostring(opts.width)) end
+  if opts.out == nil and not io then
+    fail("progress", "no io library here (a sandbox): there is no file to draw the bar on")
+  end
   local out = opts.out == nil and io.stderr or opts.out
   if not is_file(out) then fail("progress", "out must be an open file (got %s)", tostring(out)) end
   local clock = opts.clock or attn.now
   if type(clock) ~= "function" then fail("progress", "clock must be a function (got %s)", type(clock)) end
   local interactive = opts.interactive
   if interactive == nil then
-    interactive = core._isatty(out) and os.getenv("TERM") ~= "dumb"
+    interactive = core._isatty(out) and os.getenv ~= nil and os.getenv("TERM") ~= "dumb"
   end
   local min_interval = opts.min_interval == nil and 0.1 or opts.min_interval
   if type(min_interval) ~= "number" or not (min_interval >= 0) then

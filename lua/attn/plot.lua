@@ -41,6 +41,15 @@
 --   non-positive ones on a log scale) break the line.
 local core = require "attn.core"
 local C = core._plot
+if C == nil then
+  -- A sandbox (attn_lua.h) removes the C side, which writes files: every
+  -- plot function then fails with a message saying so.
+  C = setmetatable({}, {__index = function(_, name)
+    return function()
+      error(("%s: attn.plot is not available in a sandbox (it writes files)"):format(name), 2)
+    end
+  end})
+end
 local is_tensor = core.is_tensor
 
 local plot = {}

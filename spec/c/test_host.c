@@ -495,7 +495,7 @@ static void test_instruction_limit(void) {
   S = new_state(true, 0, 0, 0.3);
   t0 = now();
   CHECK_FAILS(S, "local attn = require 'attn' while true do local x = attn.ones(64, 64):matmul(attn.ones(64, 64)) end",
-              ATTN_ERR_LIMIT, "time limit of 0.3 s reached");
+              ATTN_ERR_LIMIT, "time limit"); /* the hook's message, or matmul's (polled) */
   double dt = now() - t0;
   CHECK(dt >= 0.3 && dt < 5);
   CHECK_TRUE(S, "return true");

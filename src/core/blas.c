@@ -28,6 +28,12 @@
 
 enum { ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112 };
 
+/* Multiply-adds per OpenBLAS call when a deadline is set (attn_sgemm):
+   about 0.1 s on one core.  Only larger products are split, because
+   OpenBLAS rounds a row block's last bits differently from the same rows
+   inside one big call. */
+#define GEMM_BLOCK_MACS ((int64_t)1 << 32)
+
 typedef void (*sgemm_fn)(int order, int ta, int tb, int m, int n, int k, float alpha, const float *a,
                          int lda, const float *b, int ldb, float beta, float *c, int ldc);
 
@@ -140,10 +146,21 @@ attn_status attn_blas_get_info(attn_blas_info *info) {
 }
 
 attn_status attn_set_num_threads(int n) {
-  if (n < 1) return attn_set_error(ATTN_ERR_ARG, "set_num_threads: need at least 1 thread (got %d)", n);
+  if (n < 1 || n > ATTN_MAX_THREADS)
+    return attn_set_error(ATTN_ERR_ARG, "set_num_threads: n must be in [1, %d] (got %d)", ATTN_MAX_THREADS, n);
   attn_status st = attn_blas_init();
   if (st) return st;
-  if (blas.set_num_threads) blas.set_num_threads(n);
+  if (blas.set_num_threads) {
+    int before = blas.get_num_threads ? blas.get_num_threads() : 0;
+    blas.set_num_threads(n);
+    /* OpenBLAS silently caps n at the count it was built for */
+    int got = blas.get_num_threads ? blas.get_num_threads() : n;
+    if (got != n) {
+      if (before > 0) blas.set_num_threads(before);
+      return attn_set_error(ATTN_ERR_ARG, "set_num_threads: n must be in [1, %d] for %s (got %d)", got, blas.library,
+                            n);
+    }
+  }
   attn__parallel_resize(n); /* attn's own pool (parallel.c) follows */
   return ATTN_OK;
 }
@@ -173,7 +190,34 @@ attn_status attn_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
                           "%lld x %lld x %lld%s%s", (long long)lda, (long long)ldb, (long long)ldc, (long long)m,
                           (long long)n, (long long)k, trans_a ? " (A transposed)" : "", trans_b ? " (B transposed)" : "");
   if (m == 0 || n == 0) return ATTN_OK;
-  blas.sgemm(ROW_MAJOR, trans_a ? TRANS : NO_TRANS, trans_b ? TRANS : NO_TRANS, (int)m, (int)n, (int)k, alpha,
-             a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+  int ta = trans_a ? TRANS : NO_TRANS, tb = trans_b ? TRANS : NO_TRANS;
+  int64_t kk = k > 0 ? k : 1;
+  if (attn_deadline_current() == 0 || (double)m * (double)n * (double)kk <= (double)GEMM_BLOCK_MACS) {
+    if (attn__cancelled()) return attn__limit_error("sgemm");
+    blas.sgemm(ROW_MAJOR, ta, tb, (int)m, (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+    return ATTN_OK;
+  }
+  /* Under a deadline (attn_deadline_set_current) a large product goes in
+     blocks of about GEMM_BLOCK_MACS multiply-adds, polled in between:
+     OpenBLAS cannot be stopped inside a call.  Rows of C (and of op(A))
+     first; when a single row is that big, columns too.  Each element of C
+     is computed by exactly one call, as it would be by one big call. */
+  int64_t rb = GEMM_BLOCK_MACS / (n * kk);
+  if (rb < 1) rb = 1;
+  if (rb > m) rb = m;
+  int64_t cb = rb > 1 ? n : GEMM_BLOCK_MACS / kk;
+  if (cb < 1) cb = 1;
+  if (cb > n) cb = n;
+  for (int64_t i = 0; i < m; i += rb) {
+    int64_t mi = m - i < rb ? m - i : rb;
+    const float *ai = trans_a ? a + i : a + i * lda;
+    for (int64_t j = 0; j < n; j += cb) {
+      if (attn__cancelled()) return attn__limit_error("sgemm");
+      int64_t nj = n - j < cb ? n - j : cb;
+      const float *bj = trans_b ? b + j * ldb : b + j;
+      blas.sgemm(ROW_MAJOR, ta, tb, (int)mi, (int)nj, (int)k, alpha, ai, (int)lda, bj, (int)ldb, beta,
+                 c + i * ldc + j, (int)ldc);
+    }
+  }
   return ATTN_OK;
 }

@@ -204,7 +204,10 @@ attn_status attn_binary(attn_binary_op op, const attn_tensor *a, const attn_tens
   attn__broadcast_strides(b, ndim, shape, strides[2]);
   float *base[3] = {attn_tensor_data(o), attn_tensor_data(a), attn_tensor_data(b)};
   binary_row_fn fn = binary_rows[op];
-  attn__foreach(ndim, shape, 3, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, binary_inner, &fn);
+  if (!attn__foreach(ndim, shape, 3, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, binary_inner, &fn)) {
+    attn_tensor_release(o);
+    return attn__limit_error(binary_names[op]);
+  }
   if ((st = attn__record_binary(op, a, b, o))) {
     attn_tensor_release(o);
     return st;
@@ -243,9 +246,9 @@ attn_status attn_binary_(attn_binary_op op, attn_tensor *a, const attn_tensor *b
   attn__broadcast_strides(b, ndim, shape, strides[2]);
   float *base[3] = {attn_tensor_data(a), attn_tensor_data(a), attn_tensor_data(b)};
   binary_row_fn fn = binary_rows[op];
-  attn__foreach(ndim, shape, 3, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, binary_inner, &fn);
+  bool done = attn__foreach(ndim, shape, 3, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, binary_inner, &fn);
   attn_tensor_release(tmp);
-  return ATTN_OK;
+  return done ? ATTN_OK : attn__limit_error(name);
 }
 
 /* Scalars ride along as a stride-0 operand: no 0-d tensor is allocated. */
@@ -271,7 +274,10 @@ attn_status attn_binary_scalar(attn_binary_op op, const attn_tensor *a, float s,
   base[at] = attn_tensor_data(a);
   base[sc] = &s;
   binary_row_fn fn = binary_rows[op];
-  attn__foreach(a->ndim, a->shape, 3, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, binary_inner, &fn);
+  if (!attn__foreach(a->ndim, a->shape, 3, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, binary_inner, &fn)) {
+    attn_tensor_release(o);
+    return attn__limit_error(binary_names[op]);
+  }
   if ((st = attn__record_binary_scalar(op, a, s, reversed, o))) {
     attn_tensor_release(o);
     return st;
@@ -300,7 +306,8 @@ attn_status attn_binary_scalar_(attn_binary_op op, attn_tensor *a, float s, bool
   base[0] = base[at] = attn_tensor_data(a);
   base[sc] = &s;
   binary_row_fn fn = binary_rows[op];
-  attn__foreach(a->ndim, a->shape, 3, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, binary_inner, &fn);
+  if (!attn__foreach(a->ndim, a->shape, 3, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, binary_inner, &fn))
+    return attn__limit_error(name);
   return ATTN_OK;
 }
 
@@ -316,7 +323,10 @@ attn_status attn_unary(attn_unary_op op, const attn_tensor *a, attn_tensor **out
   }
   float *base[2] = {attn_tensor_data(o), attn_tensor_data(a)};
   unary_row_fn fn = unary_rows[op];
-  attn__foreach(a->ndim, a->shape, 2, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, unary_inner, &fn);
+  if (!attn__foreach(a->ndim, a->shape, 2, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, unary_inner, &fn)) {
+    attn_tensor_release(o);
+    return attn__limit_error(unary_names[op]);
+  }
   if ((st = attn__record_unary(op, a, o))) {
     attn_tensor_release(o);
     return st;
@@ -341,7 +351,8 @@ attn_status attn_unary_(attn_unary_op op, attn_tensor *a) {
   for (int d = 0; d < a->ndim; d++) strides[0][d] = strides[1][d] = a->stride[d];
   float *base[2] = {attn_tensor_data(a), attn_tensor_data(a)};
   unary_row_fn fn = unary_rows[op];
-  attn__foreach(a->ndim, a->shape, 2, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, unary_inner, &fn);
+  if (!attn__foreach(a->ndim, a->shape, 2, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, unary_inner, &fn))
+    return attn__limit_error(name);
   return ATTN_OK;
 }
 
@@ -375,7 +386,8 @@ static attn_status clamp_into(attn_tensor *o, const attn_tensor *a, float lo, fl
   }
   float *base[2] = {attn_tensor_data(o), attn_tensor_data(a)};
   clamp_ctx c = {lo, hi};
-  attn__foreach(a->ndim, a->shape, 2, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, clamp_inner, &c);
+  if (!attn__foreach(a->ndim, a->shape, 2, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, clamp_inner, &c))
+    return attn__limit_error("clamp");
   return ATTN_OK;
 }
 
@@ -383,8 +395,7 @@ attn_status attn_clamp(const attn_tensor *a, float lo, float hi, attn_tensor **o
   attn_tensor *o;
   attn_status st = attn__alloc("clamp", a->ndim, a->shape, &o);
   if (st) return st;
-  clamp_into(o, a, lo, hi);
-  if ((st = attn__record_clamp(a, lo, hi, o))) {
+  if ((st = clamp_into(o, a, lo, hi)) || (st = attn__record_clamp(a, lo, hi, o))) {
     attn_tensor_release(o);
     return st;
   }
@@ -424,7 +435,10 @@ attn_status attn_where(const attn_tensor *cond, const attn_tensor *a, const attn
   attn__broadcast_strides(a, ndim, shape, strides[2]);
   attn__broadcast_strides(b, ndim, shape, strides[3]);
   float *base[4] = {attn_tensor_data(o), attn_tensor_data(cond), attn_tensor_data(a), attn_tensor_data(b)};
-  attn__foreach(ndim, shape, 4, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, where_inner, NULL);
+  if (!attn__foreach(ndim, shape, 4, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, where_inner, NULL)) {
+    attn_tensor_release(o);
+    return attn__limit_error("where");
+  }
   if ((st = attn__record_where(cond, a, b, o))) {
     attn_tensor_release(o);
     return st;
@@ -459,9 +473,10 @@ static attn_status masked_fill_into(const char *fn, attn_tensor *o, const attn_t
   }
   attn__broadcast_strides(mask, ndim, shape, strides[2]);
   float *base[3] = {attn_tensor_data(o), attn_tensor_data(t), attn_tensor_data(mask)};
-  attn__foreach(ndim, shape, 3, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, masked_fill_inner, &value);
+  bool done =
+      attn__foreach(ndim, shape, 3, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, masked_fill_inner, &value);
   attn_tensor_release(tmp);
-  return ATTN_OK;
+  return done ? ATTN_OK : attn__limit_error(fn);
 }
 
 attn_status attn_masked_fill(const attn_tensor *t, const attn_tensor *mask, float value, attn_tensor **out) {
@@ -505,7 +520,10 @@ attn_status attn_add_scaled(const attn_tensor *a, const attn_tensor *b, float al
   attn__broadcast_strides(a, ndim, shape, strides[1]);
   attn__broadcast_strides(b, ndim, shape, strides[2]);
   float *base[3] = {attn_tensor_data(o), attn_tensor_data(a), attn_tensor_data(b)};
-  attn__foreach(ndim, shape, 3, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, add_scaled_inner, &alpha);
+  if (!attn__foreach(ndim, shape, 3, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, add_scaled_inner, &alpha)) {
+    attn_tensor_release(o);
+    return attn__limit_error("add");
+  }
   if ((st = attn__record_add_scaled(a, b, alpha, o))) {
     attn_tensor_release(o);
     return st;

@@ -421,7 +421,10 @@ static attn_status unary_backward(attn_node *node, const attn_tensor *g, attn_te
   }
   float *base[4] = {attn_tensor_data(r), attn_tensor_data(g), attn_tensor_data(x), attn_tensor_data(y)};
   unary_ctx ctx = {(attn_unary_op)node->iargs[0]};
-  attn__foreach(g->ndim, g->shape, 4, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, dunary_inner, &ctx);
+  if (!attn__foreach(g->ndim, g->shape, 4, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, dunary_inner, &ctx)) {
+    attn_tensor_release(r);
+    return attn__limit_error("backward");
+  }
   grads[0] = r;
   return ATTN_OK;
 }
@@ -468,7 +471,11 @@ static attn_status clamp_backward(attn_node *node, const attn_tensor *g, attn_te
   }
   float bounds[2] = {(float)node->fargs[0], (float)node->fargs[1]};
   float *base[3] = {attn_tensor_data(r), attn_tensor_data(g), attn_tensor_data(x)};
-  attn__foreach(g->ndim, g->shape, 3, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, clamp_grad_inner, bounds);
+  if (!attn__foreach(g->ndim, g->shape, 3, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, clamp_grad_inner,
+                     bounds)) {
+    attn_tensor_release(r);
+    return attn__limit_error("backward");
+  }
   grads[0] = r;
   return ATTN_OK;
 }

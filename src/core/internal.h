@@ -64,9 +64,11 @@ attn_status attn__check_index(const char *fn, const attn_tensor *index, int64_t 
 
 /* Runs fn over the common shape of nt tensors given as base pointers and
    (broadcast) strides: coalesces dims, then calls fn once per innermost
-   row with n elements, row pointers and the inner strides. */
+   row with n elements, row pointers and the inner strides (long rows in
+   pieces).  Polls the deadline every ATTN__POLL_WORK elements: false when
+   it stopped there (the caller fails with attn__limit_error). */
 typedef void (*attn__inner_fn)(int64_t n, float **p, const int64_t *s, void *ctx);
-void attn__foreach(int ndim, const int64_t *shape, int nt, float *const *base,
+bool attn__foreach(int ndim, const int64_t *shape, int nt, float *const *base,
                    const int64_t (*strides)[ATTN_MAX_DIMS], attn__inner_fn fn, void *ctx);
 
 /* Whether the memory two tensors can reach overlaps (conservative). */
@@ -111,6 +113,23 @@ static inline void attn__dimsplit_next(const attn__dimsplit *s, int64_t *idx, in
 extern int64_t attn__live_tensors, attn__live_storages, attn__live_storage_bytes, attn__live_nodes;
 #define ATTN__COUNT(var, delta) __atomic_add_fetch(&(var), (delta), __ATOMIC_RELAXED)
 
+/* Time limits (deadline.c): whether the calling thread's deadline
+   (attn_deadline_set_current) has passed.  Cheap: long kernels call it
+   between blocks of work (a row block, a tile, every ATTN__POLL_WORK
+   elements) and then fail with attn__limit_error(fn) (ATTN_ERR_LIMIT,
+   "fn: time limit reached"), releasing what they allocated.  Kernels on
+   the pool (parallel.c) see the submitting thread's deadline. */
+bool attn__cancelled(void);
+attn_status attn__limit_error(const char *fn);
+#define ATTN__POLL_WORK ((int64_t)1 << 16)
+/* Adds n units of work to *acc and polls once ATTN__POLL_WORK have
+   accumulated since the last poll. */
+static inline bool attn__poll_work(int64_t *acc, int64_t n) {
+  if ((*acc += n) < ATTN__POLL_WORK) return false;
+  *acc = 0;
+  return attn__cancelled();
+}
+
 /* Allocation that never aborts. */
 void *attn__malloc(size_t n);
 void *attn__calloc(size_t n, size_t size);
@@ -133,8 +152,9 @@ attn_status attn__nomem(const char *fn, int64_t bytes);
    for what, e.g. a shape. */
 attn_status attn__budget_refused(const char *fn, int64_t bytes, const char *what);
 
-/* Copies src (any strides) into dst's contiguous buffer. */
-void attn__gather_contiguous(const attn_tensor *src, float *dst);
+/* Copies src (any strides) into dst's contiguous buffer; false when the
+   deadline stopped it (attn__cancelled). */
+bool attn__gather_contiguous(const attn_tensor *src, float *dst);
 
 #define ATTN_SHAPE(t, buf) attn_shape_str((t)->ndim, (t)->shape, (buf), sizeof(buf))
 

@@ -188,8 +188,12 @@ static attn_status matmul_impl(const char *fn, const attn_tensor *a_in, const at
   attn__broadcast_strides(&ab, nbatch, batch, astr);
   attn__broadcast_strides(&bb, nbatch, batch, bstr);
   int64_t idx[ATTN_MAX_DIMS] = {0};
-  int64_t aoff = 0, boff = 0;
+  int64_t aoff = 0, boff = 0, work = 0;
   for (int64_t bi = 0; bi < nb; bi++) {
+    if (attn__poll_work(&work, m * n * (k > 0 ? k : 1))) {
+      attn_tensor_release(o);
+      return attn__limit_error(fn);
+    }
     mat Ai = {A.data + aoff, A.rs, A.cs}, Bi = {B.data + boff, B.rs, B.cs};
     st = gemm_one(Ai, Bi, m, n, k, c + bi * m * n, reference);
     if (st) {
@@ -350,7 +354,14 @@ attn_status attn_dot(const attn_tensor *a, const attn_tensor *b, attn_tensor **o
   const float *x = attn_tensor_data(a), *y = attn_tensor_data(b);
   int64_t n = a->shape[0], sx = a->stride[0], sy = b->stride[0];
   double acc = 0.0;
-  for (int64_t i = 0; i < n; i++) acc += (double)x[i * sx] * (double)y[i * sy];
+  for (int64_t i0 = 0; i0 < n; i0 += ATTN__POLL_WORK) {
+    if (attn__cancelled()) {
+      attn_tensor_release(o);
+      return attn__limit_error("dot");
+    }
+    int64_t i1 = n - i0 < ATTN__POLL_WORK ? n : i0 + ATTN__POLL_WORK;
+    for (int64_t i = i0; i < i1; i++) acc += (double)x[i * sx] * (double)y[i * sy];
+  }
   attn_tensor_data(o)[0] = (float)acc;
   const attn_tensor *in[2] = {a, b};
   if (attn__ag_needed(2, in) && (st = attn__ag_record(o, "DotBackward0", dot_backward, 2, in, 2, in, NULL))) {

@@ -32,6 +32,7 @@ static struct {
   void *ctx;
   int64_t n, chunk;
   int64_t next;              /* atomic: first index not handed out */
+  double deadline;           /* the submitting thread's (deadline.c) */
 } pool = {.busy = PTHREAD_MUTEX_INITIALIZER,
           .lock = PTHREAD_MUTEX_INITIALIZER,
           .wake = PTHREAD_COND_INITIALIZER,
@@ -40,9 +41,12 @@ static struct {
 static _Thread_local bool in_pool;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
-/* Takes chunks until the job runs out. */
+/* Takes chunks until the job runs out, or the deadline passes: then the
+   rest is skipped and the kernel, polling after attn__parallel_for, fails
+   (the deadline is still passed when it looks). */
 static void run_chunks(range_fn fn, void *ctx, int64_t n, int64_t chunk) {
   for (;;) {
+    if (attn__cancelled()) break;
     int64_t b = __atomic_fetch_add(&pool.next, chunk, __ATOMIC_RELAXED);
     if (b >= n) break;
     fn(b, b + chunk < n ? b + chunk : n, ctx);
@@ -60,8 +64,11 @@ static void *worker_main(void *arg) {
     range_fn fn = pool.fn;
     void *ctx = pool.ctx;
     int64_t n = pool.n, chunk = pool.chunk;
+    double deadline = pool.deadline;
     pthread_mutex_unlock(&pool.lock);
+    attn_deadline_set_current(deadline);
     run_chunks(fn, ctx, n, chunk);
+    attn_deadline_set_current(0);
     pthread_mutex_lock(&pool.lock);
     if (--pool.active == 0) pthread_cond_signal(&pool.done);
   }
@@ -142,6 +149,7 @@ void attn__parallel_for(int64_t n, range_fn fn, void *ctx) {
   pool.ctx = ctx;
   pool.n = n;
   pool.chunk = chunk;
+  pool.deadline = attn_deadline_current();
   __atomic_store_n(&pool.next, 0, __ATOMIC_RELAXED);
   pool.active = pool.nworkers;
   pool.generation++;

@@ -633,7 +633,10 @@ attn_status attn_bernoulli_tensor(const attn_tensor *probs, attn_generator *g, a
   attn_status st = attn__alloc("bernoulli", probs->ndim, probs->shape, &r);
   if (st) return st;
   float *dst = attn_tensor_data(r);
-  attn__gather_contiguous(probs, dst);
+  if (!attn__gather_contiguous(probs, dst)) {
+    attn_tensor_release(r);
+    return attn__limit_error("bernoulli");
+  }
   /* bernoulli_distribution<float>: a float uniform compared in float */
   g = gen_lock(g);
   for (int64_t i = 0; i < n; i++) dst[i] = unif_float(g) < dst[i] ? 1.0f : 0.0f;
@@ -746,8 +749,10 @@ attn_status attn_multinomial(const attn_tensor *probs, int64_t num_samples, bool
      unspecified order; we refuse instead). */
   const float *pd = probs->storage->data + probs->offset;
   int64_t s0 = probs->ndim == 2 ? probs->stride[0] : 0, s1 = probs->stride[probs->ndim - 1];
+  int64_t work = 0;
   for (int64_t r = 0; r < ndist; r++) {
     int64_t nonzero = 0;
+    if (attn__poll_work(&work, ncat)) return attn__limit_error("multinomial");
     for (int64_t c = 0; c < ncat; c++) {
       float v = pd[r * s0 + c * s1];
       if (!(v >= 0.0f) || isinf(v))

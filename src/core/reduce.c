@@ -471,16 +471,100 @@ ATTN_HOT static void block_cols(const rspec *r, const float *x, int64_t n, int64
   }
 }
 
+/* Under a deadline, rows longer than this (only expanded views can be
+   much longer: their memory is not counted) go through col_polled. */
+#define POLLED_ROW ((int64_t)1 << 20)
+
+/* One column x[n] at stride rs, sequentially, in pieces with a deadline
+   poll between them (false: cancelled).  The same arithmetic as the
+   column kernel; *val gets the raw value (arg kinds: the value, *ix the
+   index). */
+static bool col_polled(const rspec *r, const float *x, int64_t n, int64_t rs, double *val, double *ix) {
+  const rkind k = r->kind;
+  const int64_t piece = ATTN__POLL_WORK;
+  double acc = k == K_PROD || k == K_ALL ? 1 : k == K_MAX || k == K_NORMINF ? -INFINITY
+               : k == K_MIN || k == K_NORMNEGINF ? INFINITY : 0;
+  double acc2 = 0;
+  const int mode = k == K_MAX ? 0 : k == K_MIN ? 1 : k == K_NORMINF ? 2 : 3;
+  const bool is_min = k == K_ARGMIN;
+  if (kind_is_arg(k)) acc = x[0];
+  if (k == K_LSE) acc2 = -INFINITY;
+  int passes = k == K_VAR || k == K_LSE ? 2 : 1;
+  for (int pass = 0; pass < passes; pass++) {
+    if (pass == 1 && k == K_VAR) acc2 = acc / (double)n, acc = 0;
+    if (pass == 1 && k == K_LSE && isinf(acc2)) acc2 = 0;
+    for (int64_t i0 = 0; i0 < n; i0 += piece) {
+      if (attn__cancelled()) return false;
+      const int64_t i1 = n - i0 < piece ? n : i0 + piece;
+      for (int64_t i = i0; i < i1; i++) {
+        const float v = x[i * rs];
+        switch (k) {
+        case K_SUM: acc += v; break;
+        case K_NORM2: acc += (double)v * v; break;
+        case K_NORM1: acc += fabs((double)v); break;
+        case K_PROD: acc *= v; break;
+        case K_MAX: case K_MIN: case K_NORMINF: case K_NORMNEGINF: acc = pick((float)acc, v, mode); break;
+        case K_ARGMAX: case K_ARGMIN:
+          if (i > 0 && acc == acc && (v != v || (is_min ? v < acc : v > acc))) acc = v, acc2 = (double)i;
+          break;
+        case K_VAR:
+          if (pass == 0) acc += v;
+          else acc += ((double)v - acc2) * ((double)v - acc2);
+          break;
+        case K_NORM0: acc += v != 0; break;
+        case K_NORMP: acc += pow(fabs((double)v), r->p); break;
+        case K_LSE:
+          if (pass == 0) acc2 = pick((float)acc2, v, 0);
+          else acc += expf(v - (float)acc2);
+          break;
+        case K_ALL: acc = v == 0 ? 0.0 : acc; break;
+        case K_ANY: acc = v != 0 ? 1.0 : acc; break;
+        }
+      }
+    }
+  }
+  if (k == K_LSE) acc = log(acc) + acc2;
+  *val = acc;
+  *ix = acc2;
+  return true;
+}
+
 /* Runs the reduction over every block of the split.  buf (2*m doubles) is
-   given when the column kernel should be used. */
-static void reduce_run(const rspec *r, const float *base, const attn__dimsplit *s, float *vals, float *idxs,
+   given when the column kernel should be used.  Polls the deadline
+   between blocks (and inside very long rows): false when it stopped. */
+static bool reduce_run(const rspec *r, const float *base, const attn__dimsplit *s, float *vals, float *idxs,
                        double *buf) {
-  int64_t idx[ATTN_MAX_DIMS] = {0}, ip = 0, op = 0;
+  int64_t idx[ATTN_MAX_DIMS] = {0}, ip = 0, op = 0, work = 0;
+  const bool deadline = attn_deadline_current() != 0;
+  const bool polled = deadline && s->n > POLLED_ROW;
+  /* Under a deadline a block goes in slices of columns, polled in
+     between: columns are independent, so the results are the same. */
+  int64_t slice = s->m;
+  if (deadline && s->n > 0) {
+    slice = ATTN__POLL_WORK / s->n;
+    if (slice < 1) slice = 1;
+  }
   for (int64_t o = 0; o < s->outer; o++) {
     const float *x = base + ip;
-    if (buf) {
+    if (attn__poll_work(&work, s->n * s->m)) return false;
+    if (polled) {
+      for (int64_t j = 0; j < s->m; j++) {
+        double a, a2;
+        if (!col_polled(r, x + j * s->vs, s->n, s->in_stride, &a, &a2)) return false;
+        if (kind_is_arg(r->kind)) {
+          if (vals) vals[op + j * s->vos] = (float)a;
+          if (idxs) idxs[op + j * s->vos] = (float)a2;
+        } else {
+          vals[op + j * s->vos] = (float)finalize(r, a, s->n);
+        }
+      }
+    } else if (buf) {
       double *acc = buf, *acc2 = buf + s->m;
-      block_cols(r, x, s->n, s->in_stride, s->m, acc, acc2);
+      for (int64_t j0 = 0; j0 < s->m; j0 += slice) {
+        if (j0 > 0 && attn__cancelled()) return false;
+        int64_t mj = s->m - j0 < slice ? s->m - j0 : slice;
+        block_cols(r, x + j0, s->n, s->in_stride, mj, acc + j0, acc2 + j0);
+      }
       for (int64_t j = 0; j < s->m; j++) {
         if (kind_is_arg(r->kind)) {
           if (vals) vals[op + j * s->vos] = (float)acc[j];
@@ -490,11 +574,16 @@ static void reduce_run(const rspec *r, const float *base, const attn__dimsplit *
         }
       }
     } else {
-      block_rows(r, x, s->n, s->in_stride, s->m, s->vs, vals ? vals + op : NULL, idxs ? idxs + op : NULL,
-                 s->vos);
+      for (int64_t j0 = 0; j0 < s->m; j0 += slice) {
+        if (j0 > 0 && attn__cancelled()) return false;
+        int64_t mj = s->m - j0 < slice ? s->m - j0 : slice;
+        block_rows(r, x + j0 * s->vs, s->n, s->in_stride, mj, s->vs, vals ? vals + op + j0 * s->vos : NULL,
+                   idxs ? idxs + op + j0 * s->vos : NULL, s->vos);
+      }
     }
     attn__dimsplit_next(s, idx, &ip, &op);
   }
+  return true;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -545,8 +634,14 @@ static attn_status reduce_dim_into(const rspec *r, const attn_tensor *t, int dim
     return st;
   }
   /* an empty result has nothing to write, however many (empty) blocks */
-  if (attn__shape_numel(ond, oshape) > 0)
-    reduce_run(r, attn_tensor_data(t), &s, v ? attn_tensor_data(v) : NULL, ix ? attn_tensor_data(ix) : NULL, buf);
+  if (attn__shape_numel(ond, oshape) > 0 &&
+      !reduce_run(r, attn_tensor_data(t), &s, v ? attn_tensor_data(v) : NULL, ix ? attn_tensor_data(ix) : NULL,
+                  buf)) {
+    attn_tensor_release(v);
+    attn_tensor_release(ix);
+    attn__scratch_free(buf, buf_bytes);
+    return attn__limit_error(fn);
+  }
   attn__scratch_free(buf, buf_bytes);
   if (vals) *vals = v;
   if (idxs) *idxs = ix;
@@ -616,8 +711,13 @@ attn_status attn_reduce_all(attn_reduce_op op, const attn_tensor *t, const attn_
   }
   attn__dimsplit s = {.nd = 1, .shape = {1}, .outer = 1, .m = 1, .n = numel, .in_stride = 1};
   float *o = attn_tensor_data(res);
-  reduce_run(&r, attn_tensor_data(c), &s, kind_is_arg(r.kind) ? NULL : o, kind_is_arg(r.kind) ? o : NULL, NULL);
+  bool done = reduce_run(&r, attn_tensor_data(c), &s, kind_is_arg(r.kind) ? NULL : o,
+                         kind_is_arg(r.kind) ? o : NULL, NULL);
   attn_tensor_release(c);
+  if (!done) {
+    attn_tensor_release(res);
+    return attn__limit_error(fn);
+  }
   if ((st = attn__record_reduce(op, t, -1, false, opts, res))) {
     attn_tensor_release(res);
     return st;
@@ -679,8 +779,13 @@ attn_status attn_cumsum(const attn_tensor *t, int dim, attn_tensor **out) {
   }
   const float *x = attn_tensor_data(t);
   float *y = attn_tensor_data(res);
-  int64_t idx[ATTN_MAX_DIMS] = {0}, ip = 0, op = 0;
+  int64_t idx[ATTN_MAX_DIMS] = {0}, ip = 0, op = 0, work = 0;
   for (int64_t o = 0; o < s.outer; o++) {
+    if (attn__poll_work(&work, s.n * s.m)) {
+      attn__scratch_free(buf, buf_bytes);
+      attn_tensor_release(res);
+      return attn__limit_error("cumsum");
+    }
     if (buf)
       cumsum_cols(x + ip, s.n, s.in_stride, s.m, y + op, s.out_stride, s.vos, buf);
     else

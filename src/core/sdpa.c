@@ -550,7 +550,7 @@ ATTN_HOT static void fwd_range(int64_t begin, int64_t end, void *ctx) {
     __atomic_store_n(&P->failed, 1, __ATOMIC_RELAXED);
     return;
   }
-  for (int64_t t = begin; t < end; t++) fwd_block(P, &T, t / P->nqb, t % P->nqb);
+  for (int64_t t = begin; t < end && !attn__cancelled(); t++) fwd_block(P, &T, t / P->nqb, t % P->nqb);
   scratch_free(T.base, T.n);
 }
 
@@ -683,7 +683,7 @@ ATTN_HOT static void kv_range(int64_t begin, int64_t end, void *ctx) {
     __atomic_store_n(&P->failed, 1, __ATOMIC_RELAXED);
     return;
   }
-  for (int64_t t = begin; t < end; t++) kv_block(P, &T, t / P->nkb, t % P->nkb);
+  for (int64_t t = begin; t < end && !attn__cancelled(); t++) kv_block(P, &T, t / P->nkb, t % P->nkb);
   scratch_free(T.base, T.n);
 }
 
@@ -695,7 +695,7 @@ ATTN_HOT static void q_range(int64_t begin, int64_t end, void *ctx) {
     __atomic_store_n(&P->failed, 1, __ATOMIC_RELAXED);
     return;
   }
-  for (int64_t t = begin; t < end; t++) q_block(P, &T, t / P->nqb, t % P->nqb);
+  for (int64_t t = begin; t < end && !attn__cancelled(); t++) q_block(P, &T, t / P->nqb, t % P->nqb);
   scratch_free(T.base, T.n);
 }
 
@@ -910,6 +910,7 @@ static attn_status sdpa_backward(attn_node *node, const attn_tensor *g, attn_ten
     run(&P, P.nbq * P.nqb, q_range, 1.5 * work_flops(&P));
   }
   if (P.failed) st = attn_set_error(ATTN_ERR_NOMEM, FN ": out of memory for the backward tiles");
+  else if (attn__cancelled()) st = attn__limit_error(FN); /* blocks were skipped */
 out:
   scratch_free(D, nD);
   if (st) {
@@ -965,6 +966,10 @@ static attn_status fused(const attn_tensor *q, const attn_tensor *k, const attn_
   else scratch_free(lse, nlse);
   if (P.failed) {
     st = attn_set_error(ATTN_ERR_NOMEM, FN ": out of memory for the attention tiles");
+    goto fail;
+  }
+  if (attn__cancelled()) { /* blocks were skipped */
+    st = attn__limit_error(FN);
     goto fail;
   }
   if (record) {

@@ -90,7 +90,10 @@ static attn_status triangle(const char *fn, const attn_tensor *t, int64_t k, boo
   if (st) return st;
   const int64_t diagonal = k; /* k is clamped below */
   float *p = attn_tensor_data(o);
-  attn__gather_contiguous(t, p);
+  if (!attn__gather_contiguous(t, p)) {
+    attn_tensor_release(o);
+    return attn__limit_error(fn);
+  }
   int64_t r = t->shape[t->ndim - 2], c = t->shape[t->ndim - 1];
   int64_t numel = attn_tensor_numel(t);
   if (numel > 0) {

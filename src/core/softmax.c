@@ -224,8 +224,13 @@ static attn_status softmax_impl(const char *fn, const attn_tensor *t, int dim, b
   }
   const float *x = attn_tensor_data(t);
   float *y = attn_tensor_data(res);
-  int64_t idx[ATTN_MAX_DIMS] = {0}, ip = 0, op = 0;
+  int64_t idx[ATTN_MAX_DIMS] = {0}, ip = 0, op = 0, work = 0;
   for (int64_t o = 0; o < s.outer; o++) {
+    if (attn__poll_work(&work, s.n * s.m)) {
+      attn__scratch_free(buf, buf_bytes);
+      attn_tensor_release(res);
+      return attn__limit_error(fn);
+    }
     if (cols)
       softmax_cols(x + ip, s.n, s.in_stride, s.m, y + op, s.out_stride, s.vos, log_space,
                    (float *)((double *)buf + s.m), (double *)buf);

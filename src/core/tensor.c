@@ -325,6 +325,9 @@ attn_status attn__alloc(const char *fn, int ndim, const int64_t *shape, attn_ten
     return attn_set_error(ATTN_ERR_NOMEM, "%s: shape %s has too many elements", fn,
                           attn_shape_str(ndim, shape, sb, sizeof sb));
   }
+  /* Past the thread's deadline (attn.h) every kernel that would allocate
+     a result fails here, before touching memory. */
+  if (attn__cancelled()) return attn__limit_error(fn);
   bool over;
   attn_storage *s = storage_new(numel, &over);
   if (over) {
@@ -461,24 +464,25 @@ void attn__broadcast_strides(const attn_tensor *t, int ndim, const int64_t *shap
   }
 }
 
-void attn__gather_contiguous(const attn_tensor *src, float *dst) {
+bool attn__gather_contiguous(const attn_tensor *src, float *dst) {
   int64_t shape[ATTN_MAX_DIMS], strides[1][ATTN_MAX_DIMS];
   for (int i = 0; i < src->ndim; i++) {
     shape[i] = src->shape[i];
     strides[0][i] = src->stride[i];
   }
   int64_t numel = attn_tensor_numel(src);
-  if (numel == 0) return;
+  if (numel == 0) return true;
   const float *base = attn_tensor_data(src);
   int nd = attn__coalesce(src->ndim, shape, 1, strides);
   if (src->ndim == 0) {
     dst[0] = base[0];
-    return;
+    return true;
   }
   int64_t inner = shape[nd - 1], is = strides[0][nd - 1];
   int64_t idx[ATTN_MAX_DIMS] = {0};
-  int64_t pos = 0;
+  int64_t pos = 0, work = 0;
   for (;;) {
+    if (attn__poll_work(&work, inner)) return false;
     const float *p = base + pos;
     if (is == 1)
       memcpy(dst, p, (size_t)inner * sizeof(float));
@@ -496,6 +500,7 @@ void attn__gather_contiguous(const attn_tensor *src, float *dst) {
     }
     if (d < 0) break;
   }
+  return true;
 }
 
 attn_status attn__check_dim(const char *fn, const attn_tensor *t, int dim) {
@@ -727,7 +732,10 @@ attn_status attn_clone(const attn_tensor *t, attn_tensor **out) {
   attn_tensor *c;
   attn_status st = attn__alloc("clone", t->ndim, t->shape, &c);
   if (st) return st;
-  attn__gather_contiguous(t, attn_tensor_data(c));
+  if (!attn__gather_contiguous(t, attn_tensor_data(c))) {
+    attn_tensor_release(c);
+    return attn__limit_error("clone");
+  }
   *out = c;
   return rec(ATTN_OK, t, out, "CloneBackward0", ATTN__VIEW_IDENTITY, 0, NULL);
 }
@@ -795,9 +803,13 @@ attn_status attn_copy_(attn_tensor *dst, const attn_tensor *src) {
     if (ndim == 0) {
       d[0] = s[0];
     } else {
-      int64_t idx[ATTN_MAX_DIMS] = {0}, pd = 0, ps = 0;
+      int64_t idx[ATTN_MAX_DIMS] = {0}, pd = 0, ps = 0, work = 0;
       int64_t inner = shape[nd - 1], ds = strides[0][nd - 1], ss = strides[1][nd - 1];
       for (;;) {
+        if (attn__poll_work(&work, inner)) {
+          attn_tensor_release(tmp);
+          return attn__limit_error("copy_");
+        }
         for (int64_t i = 0; i < inner; i++) d[pd + i * ds] = s[ps + i * ss];
         int k = nd - 2;
         for (; k >= 0; k--) {
@@ -824,11 +836,11 @@ bool attn__has_internal_overlap(const attn_tensor *t) {
   return false;
 }
 
-void attn__foreach(int ndim, const int64_t *shape_in, int nt, float *const *base,
+bool attn__foreach(int ndim, const int64_t *shape_in, int nt, float *const *base,
                    const int64_t (*strides_in)[ATTN_MAX_DIMS], attn__inner_fn fn, void *ctx) {
   int64_t shape[ATTN_MAX_DIMS], strides[4][ATTN_MAX_DIMS];
   float *p[4];
-  if (attn__shape_numel(ndim, shape_in) == 0) return;
+  if (attn__shape_numel(ndim, shape_in) == 0) return true;
   for (int d = 0; d < ndim; d++) shape[d] = shape_in[d];
   for (int k = 0; k < nt; k++) {
     for (int d = 0; d < ndim; d++) strides[k][d] = strides_in[k][d];
@@ -837,14 +849,26 @@ void attn__foreach(int ndim, const int64_t *shape_in, int nt, float *const *base
   if (ndim == 0) {
     int64_t zero[4] = {0, 0, 0, 0};
     fn(1, p, zero, ctx);
-    return;
+    return true;
   }
   int nd = attn__coalesce(ndim, shape, nt, strides);
   int64_t inner[4];
   for (int k = 0; k < nt; k++) inner[k] = strides[k][nd - 1];
-  int64_t idx[ATTN_MAX_DIMS] = {0};
+  int64_t idx[ATTN_MAX_DIMS] = {0}, work = 0;
+  /* rows longer than a poll's worth go in pieces */
+  const int64_t len = shape[nd - 1], piece = len > ATTN__POLL_WORK ? ATTN__POLL_WORK : len;
   for (;;) {
-    fn(shape[nd - 1], p, inner, ctx);
+    if (len == piece) {
+      if (attn__poll_work(&work, len)) return false;
+      fn(len, p, inner, ctx);
+    } else {
+      float *q[4];
+      for (int64_t j = 0; j < len; j += piece) {
+        if (attn__cancelled()) return false;
+        for (int k = 0; k < nt; k++) q[k] = p[k] + j * inner[k];
+        fn(len - j < piece ? len - j : piece, q, inner, ctx);
+      }
+    }
     int d = nd - 2;
     for (; d >= 0; d--) {
       if (++idx[d] < shape[d]) {
@@ -856,6 +880,7 @@ void attn__foreach(int ndim, const int64_t *shape_in, int nt, float *const *base
     }
     if (d < 0) break;
   }
+  return true;
 }
 
 attn_status attn_fill_(attn_tensor *t, float value) {

@@ -31,14 +31,31 @@ static void enter(host_ctx *c) {
   if (!c || c->depth++ > 0) return;
   attn__host_reset_limits(c);
   c->saved_current = attn_budget_set_current(c->budget);
+  /* The time budget is also the thread's deadline, which long kernels
+     poll (attn.h): a state without one keeps the host's. */
+  c->saved_deadline = attn_deadline_current();
+  if (c->time_limit > 0) attn_deadline_set_current(c->deadline);
+  c->saved_grad = attn_grad_enabled();
 }
 
 static void leave(host_ctx *c) {
   if (!c || --c->depth > 0) return;
   attn_budget_set_current(c->saved_current);
+  attn_deadline_set_current(c->saved_deadline);
+  /* a call that raised left its state's grad mode on the thread */
+  attn_set_grad_enabled(c->saved_grad);
+}
+
+/* A failure once the time budget is spent is the limit's doing: a kernel
+   that stopped at the deadline ("sdpa: time limit reached") raises an
+   ordinary Lua error before the hook has run.  The state is then
+   exhausted, as if the hook had seen it. */
+static void note_deadline(host_ctx *c) {
+  if (c && !c->exhausted && c->time_limit > 0 && attn__host_now() >= c->deadline) c->exhausted = EXHAUSTED_TIME;
 }
 
 static attn_status status_of(host_ctx *c, int lst) {
+  if (lst != LUA_OK && lst != LUA_ERRMEM) note_deadline(c);
   switch (lst) {
   case LUA_OK: return ATTN_OK;
   case LUA_ERRMEM: return ATTN_ERR_NOMEM;

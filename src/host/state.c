@@ -79,6 +79,12 @@ double attn__host_now(void) {
    count event and drops the count to 1, so the error reaches the host:
    code that catches it must execute an instruction to go on, and that
    instruction raises again. */
+static int raise_limit(lua_State *L, host_ctx *c) {
+  if (c->exhausted == EXHAUSTED_INSTRUCTIONS)
+    return luaL_error(L, "instruction limit of %I reached", (lua_Integer)c->instruction_limit);
+  return luaL_error(L, "time limit of %f s reached", (lua_Number)c->time_limit);
+}
+
 static void limit_hook(lua_State *L, lua_Debug *ar) {
   (void)ar;
   host_ctx *c = attn__host_ctx(L);
@@ -107,13 +113,22 @@ static void limit_hook(lua_State *L, lua_Debug *ar) {
     }
   }
   if (n != 1) lua_sethook(L, limit_hook, LUA_MASKCOUNT, 1);
-  switch (c->exhausted) {
-  case EXHAUSTED_INSTRUCTIONS:
-    luaL_error(L, "instruction limit of %I reached", (lua_Integer)c->instruction_limit);
-    break;
-  default:
-    luaL_error(L, "time limit of %f s reached", (lua_Number)c->time_limit);
+  raise_limit(L, c);
+}
+
+void attn__host_poll(lua_State *L, uint64_t steps) {
+  host_ctx *c = attn__host_ctx(L);
+  if (!c) return;
+  if (!c->exhausted) {
+    c->count += steps;
+    if (c->instruction_limit && c->count >= c->instruction_limit)
+      c->exhausted = EXHAUSTED_INSTRUCTIONS;
+    else if (c->time_limit > 0 && attn__host_now() >= c->deadline)
+      c->exhausted = EXHAUSTED_TIME;
+    if (!c->exhausted) return;
   }
+  if (lua_gethook(L) == limit_hook && lua_gethookcount(L) != 1) lua_sethook(L, limit_hook, LUA_MASKCOUNT, 1);
+  raise_limit(L, c);
 }
 
 void attn__host_reset_limits(host_ctx *c) {
@@ -238,13 +253,60 @@ void attn__host_ensure_core(lua_State *L) {
 
 /* load(chunk [, chunkname [, mode [, env]]]) with mode forced to "t":
    binary chunks can crash the VM, so a sandbox never loads one. */
+/* Lua's parser runs no hook: a chunk reaches it in pieces of at most
+   64 KiB through chunk_reader, which polls the budget before each piece.
+   Upvalues: the script's reader function (or nil for a string chunk), the
+   string being handed out, the offset in it.  A spent budget makes load
+   return the limit message, and the hook raises it again at once. */
+#define LOAD_PIECE ((size_t)1 << 16)
+
+static int chunk_reader(lua_State *L) {
+  size_t len;
+  const char *s = lua_tolstring(L, lua_upvalueindex(2), &len);
+  size_t at = (size_t)lua_tointeger(L, lua_upvalueindex(3));
+  if (at >= len) {
+    if (lua_isnil(L, lua_upvalueindex(1))) return 0;
+    /* the script's reader: a long string result is cut up too; anything
+       else goes to load as it came (load checks it) */
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_call(L, 0, 1);
+    if (lua_type(L, -1) != LUA_TSTRING || lua_rawlen(L, -1) <= LOAD_PIECE) return 1;
+    lua_replace(L, lua_upvalueindex(2));
+    s = lua_tolstring(L, lua_upvalueindex(2), &len);
+    at = 0;
+  }
+  attn__host_poll(L, 1);
+  size_t n = len - at < LOAD_PIECE ? len - at : LOAD_PIECE;
+  lua_pushinteger(L, (lua_Integer)(at + n));
+  lua_replace(L, lua_upvalueindex(3));
+  lua_pushlstring(L, s + at, n);
+  return 1;
+}
+
 static int text_load(lua_State *L) {
   int n = lua_gettop(L);
   if (n > 4) lua_settop(L, n = 4);
   lua_pushvalue(L, lua_upvalueindex(1)); /* the real load */
-  lua_pushvalue(L, 1);
-  if (n >= 2) lua_pushvalue(L, 2);
-  else lua_pushnil(L);
+  if (lua_type(L, 1) == LUA_TSTRING && lua_rawlen(L, 1) > LOAD_PIECE) {
+    lua_pushnil(L);
+    lua_pushvalue(L, 1);
+    lua_pushinteger(L, 0);
+    lua_pushcclosure(L, chunk_reader, 3);
+    /* the chunk's default name stays the string's (luaB_load's) */
+    if (n >= 2 && !lua_isnil(L, 2)) lua_pushvalue(L, 2);
+    else lua_pushvalue(L, 1);
+  } else if (lua_type(L, 1) == LUA_TFUNCTION) {
+    lua_pushvalue(L, 1);
+    lua_pushliteral(L, "");
+    lua_pushinteger(L, 0);
+    lua_pushcclosure(L, chunk_reader, 3);
+    if (n >= 2) lua_pushvalue(L, 2);
+    else lua_pushnil(L);
+  } else {
+    lua_pushvalue(L, 1);
+    if (n >= 2) lua_pushvalue(L, 2);
+    else lua_pushnil(L);
+  }
   lua_pushliteral(L, "t");
   int nargs = 3;
   if (n >= 4) { /* an explicit env, even nil, is passed on as given */
@@ -333,6 +395,7 @@ static void open_sandbox_libs(lua_State *L) {
   wrap_global(L, "load", text_load);
   wrap_global(L, "setmetatable", no_gc_setmetatable);
   wrap_global(L, "xpcall", guarded_xpcall);
+  attn__host_sandbox_libs(L);
   /* package: require serves package.preload only */
   lua_getglobal(L, LUA_LOADLIBNAME);
   lua_pushnil(L);

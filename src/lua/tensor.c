@@ -587,7 +587,8 @@ static int l_info(lua_State *L) {
 
 static int l_set_num_threads(lua_State *L) {
   int64_t n = attnL_checkint(L, 1, "set_num_threads", "n");
-  if (n < 1 || n > 4096) return luaL_error(L, "set_num_threads: need 1..4096 threads (got %d)", (int)n);
+  if (n < 1 || n > ATTN_MAX_THREADS)
+    return luaL_error(L, "set_num_threads: n must be in [1, %d] (got %I)", ATTN_MAX_THREADS, (lua_Integer)n);
   if (attn_set_num_threads((int)n)) return attnL_error(L);
   return 0;
 }
