@@ -366,6 +366,26 @@ attn_tensor *attn_grad(const attn_tensor *t);
 attn_status attn_set_grad(attn_tensor *t, attn_tensor *g);
 /* "MmBackward0" etc. for results of recorded ops, NULL for leaves. */
 const char *attn_grad_fn_name(const attn_tensor *t);
+/* A C hook that backward calls right after it has accumulated a leaf's
+   .grad (torch's post-accumulate-grad hook), in the thread running
+   backward, with gradient mode off.  One per leaf (a new one replaces the
+   old; fn NULL removes it); ctx is not owned, so whoever sets a hook must
+   remove it before freeing ctx.  The hook may read and write the leaf's
+   .grad data but must not release the leaf; a failure it returns ends
+   backward with that status.  Used by attn.dist's gradient reducer. */
+typedef attn_status (*attn_grad_hook_fn)(void *ctx, attn_tensor *leaf);
+attn_status attn_set_grad_hook(attn_tensor *t, attn_grad_hook_fn fn, void *ctx);
+/* The ctx of t's hook, or NULL when it has none. */
+void *attn_grad_hook_ctx(const attn_tensor *t);
+/* Records out = f(inputs) with a backward written in C outside the core
+   (e.g. attn.dist's ring attention): fn(ctx, grad_out, grads) fills
+   grads[i] (one reference each, shapes of inputs[i]) and runs with gradient
+   mode off.  ctx is owned by the node from this call on (freed with
+   ctx_free, which may be NULL, also on failure and when no input requires
+   grad, in which case nothing is recorded). */
+typedef attn_status (*attn_custom_backward_fn)(void *ctx, const attn_tensor *grad_out, attn_tensor **grads);
+attn_status attn_custom_record(attn_tensor *out, const char *name, int n, const attn_tensor *const *inputs,
+                               attn_custom_backward_fn fn, void *ctx, void (*ctx_free)(void *));
 /* Keeps .grad on a non-leaf after backward. */
 attn_status attn_retain_grad(attn_tensor *t);
 /* A view sharing t's storage, cut from the graph. */
