@@ -61,14 +61,43 @@ describe("attn.dist without a launcher", function()
   end)
 end)
 
+describe("data.DistributedSampler", function()
+  -- Expected lists from torch 1.13's torch.utils.data.DistributedSampler
+  -- (0-based there, 1-based here), e.g.
+  -- list(DistributedSampler(range(10), num_replicas=3, rank=1, shuffle=True, seed=5)) == [4, 3, 2, 1]
+  local cases = {
+    {n = 10, opts = {num_replicas = 3, rank = 1, shuffle = true, seed = 5}, want = {4, 3, 2, 1}},
+    {n = 10, opts = {num_replicas = 4, rank = 3, shuffle = true, seed = 2, drop_last = true}, epoch = 3,
+     want = {6, 2}},
+    {n = 5, opts = {num_replicas = 4, rank = 2, shuffle = false}, want = {2, 1}},
+    {n = 2, opts = {num_replicas = 5, rank = 4, shuffle = true, seed = 0}, want = {0}},
+  }
+  for i, c in ipairs(cases) do
+    it("matches torch's shard, case " .. i, function()
+      local s = attn.data.DistributedSampler(c.n, c.opts)
+      if c.epoch then s:set_epoch(c.epoch) end
+      local want = {}
+      for j, v in ipairs(c.want) do want[j] = v + 1 end
+      assert.are.same(want, s:indices())
+      assert.are.equal(#want, #s)
+    end)
+  end
+
+  it("rejects a rank outside 0..num_replicas-1", function()
+    assert.has_error(function() attn.data.DistributedSampler(4, {num_replicas = 2, rank = 2}) end,
+      "DistributedSampler: rank must be in 0..1 (0-based), got 2")
+  end)
+end)
+
 local mpiexec = os.getenv("ATTN_MPIEXEC")
 local flags = os.getenv("ATTN_MPIEXEC_FLAGS") or ""
 local lua = os.getenv("ATTN_LUA") or "lua5.4"
 local src = os.getenv("ATTN_SOURCE_DIR") or "."
 
-local function run(script)
+local function run(script, np, prog)
   local t0 = attn.now()
-  local cmd = ("%s %s -np 2 %s %s/spec/mpi/%s 2>&1"):format(mpiexec, flags, lua, src, script)
+  local cmd = ("%s %s -np %d %s %s 2>&1"):format(mpiexec, flags, np or 2, prog or lua,
+    script:find("/") and script or src .. "/spec/mpi/" .. script)
   local p = io.popen(cmd)
   local out = p:read("a")
   local ok, how, code = p:close()
@@ -90,6 +119,26 @@ describe("attn.dist jobs under mpirun", function()
     assert.matches("rank 1: deliberate failure", out)
     assert.is_nil(out:find("unreachable", 1, true))
     assert.is_true(secs < 30, ("took %.1f s"):format(secs))
+  end)
+
+  it("mpirun -np 4 attn scripts/ddp_train.lua matches the 1-rank run", function()
+    local bin = os.getenv("ATTN_BIN")
+    if not bin then return pending("ATTN_BIN not set") end
+    local dir = os.getenv("ATTN_BUILD_DIR") or "/tmp"
+    local one, four = dir .. "/ddp_train_np1.safetensors", dir .. "/ddp_train_np4.safetensors"
+    local p = io.popen(("%s %s/scripts/ddp_train.lua --steps 8 --save %s 2>&1"):format(bin, src, one))
+    local out1 = p:read("a")
+    assert.is_truthy(p:close(), out1)
+    local ok, code, out4 = run(src .. "/scripts/ddp_train.lua --steps 8 --save " .. four, 4, bin)
+    assert.is_truthy(ok, out4)
+    assert.matches("4 rank%(s%)", out4)
+    local l1, l4 = out1:match("final loss (%S+)"), out4:match("final loss (%S+)")
+    assert.are.equal(l1, l4)
+    local a, b = attn.load(one), attn.load(four)
+    local worst = 0
+    for name, t in pairs(a) do worst = math.max(worst, (t - b[name]):abs():max():item()) end
+    assert.is_true(worst < 1e-5, "weights differ by " .. worst)
+    os.remove(one); os.remove(four)
   end)
 
   it("a rank whose peer never joins fails after the timeout", function()

@@ -1515,7 +1515,8 @@ end
 --    rank holds the average gradient and optimizer:step() needs no call.
 --    A parameter that got no gradient in a pass (unused in the forward)
 --    leaves its bucket waiting: call ddp:sync_gradients() before the step
---    then (the missing gradients count as zeros);
+--    then (the missing gradients count as zeros); otherwise the next
+--    forward raises an error, as torch's DDP does;
 --  - ddp:no_sync(fn, ...) runs fn with the averaging off (gradient
 --    accumulation: the next synchronised backward averages the sum), or
 --    `local g <close> = ddp:no_sync()` for a block;
@@ -1554,8 +1555,11 @@ end
 
 function DDP:forward(...)
   local dist = require "attn.dist"
-  local r = self._reducer
-  r:finish() -- a pass left open by unused parameters
+  if self._reducer:pending() then
+    error("DistributedDataParallel: the previous backward did not give every parameter a gradient (parameters "
+      .. "unused in the forward?), so its averaging is still open; call ddp:sync_gradients() after backward "
+      .. "in such steps", 2)
+  end
   if self.broadcast_buffers and dist.size() > 1 then
     local bufs = self.module:buffers()
     if #bufs > 0 then

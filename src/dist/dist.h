@@ -102,6 +102,8 @@ void attn_dist_reducer_enable(attn_dist_reducer *r, bool on);
    A no-op when nothing is pending. */
 attn_status attn_dist_reducer_finish(attn_dist_reducer *r);
 int attn_dist_reducer_buckets(const attn_dist_reducer *r);
+/* Whether a pass began (a hook fired) and is not complete yet. */
+bool attn_dist_reducer_pending(const attn_dist_reducer *r);
 /* Number of passes whose allreduces were all started from hooks. */
 int64_t attn_dist_reducer_overlapped(const attn_dist_reducer *r);
 /* Removes the hooks and frees the reducer (waits for pending work). */

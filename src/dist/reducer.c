@@ -214,6 +214,7 @@ attn_status attn_dist_reducer_finish(attn_dist_reducer *r) {
 }
 
 int attn_dist_reducer_buckets(const attn_dist_reducer *r) { return r->nb; }
+bool attn_dist_reducer_pending(const attn_dist_reducer *r) { return r->active; }
 int64_t attn_dist_reducer_overlapped(const attn_dist_reducer *r) { return r->overlapped; }
 
 void attn_dist_reducer_free(attn_dist_reducer *r) {

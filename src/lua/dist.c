@@ -238,6 +238,12 @@ static int reducer_finish(lua_State *L) {
   return 0;
 }
 
+static int reducer_pending(lua_State *L) {
+  attn_dist_reducer **box = check_reducer(L);
+  lua_pushboolean(L, attn_dist_reducer_pending(*box));
+  return 1;
+}
+
 static int reducer_buckets(lua_State *L) {
   attn_dist_reducer **box = check_reducer(L);
   lua_pushinteger(L, attn_dist_reducer_buckets(*box));
@@ -256,6 +262,7 @@ void attnL_open_dist(lua_State *L, int module, int methods) {
   static const luaL_Reg reducer_methods[] = {{"enable", reducer_enable},
                                              {"finish", reducer_finish},
                                              {"buckets", reducer_buckets},
+                                             {"pending", reducer_pending},
                                              {"overlapped", reducer_overlapped},
                                              {NULL, NULL}};
   static const luaL_Reg fns[] = {{"init", l_init},
