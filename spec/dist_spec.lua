@@ -48,6 +48,21 @@ describe("attn.dist without a launcher", function()
     assert.matches("set_timeout", err)
   end)
 
+  it("ring attention with one rank is full SDPA (both layouts), with gradients", function()
+    local g = attn.Generator(2)
+    for _, causal in ipairs({false, true}) do
+      local q, k, v = attn.randn({2, 8, 4}, g), attn.randn({2, 8, 4}, g), attn.randn({2, 8, 3}, g)
+      local q1, q2 = q:clone():requires_grad_(), q:clone():requires_grad_()
+      local ref = attn.scaled_dot_product_attention(q1, k, v, {is_causal = causal})
+      local sq = dist.ring_shard(q2, {causal = causal})
+      local out = attn.F.ring_attention(sq, k, v, {causal = causal})
+      assert.is_true((out - ref):abs():max():item() < 1e-5)
+      ref:sum():backward(); out:sum():backward()
+      assert.is_true((q1.grad - q2.grad):abs():max():item() < 1e-5)
+      assert.is_true((dist.ring_unshard(out, {causal = causal}) - ref):abs():max():item() < 1e-5)
+    end
+  end)
+
   it("DistributedDataParallel and DistributedSampler work with one rank", function()
     local nn = attn.nn
     local m = nn.Linear(3, 2)

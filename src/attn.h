@@ -574,6 +574,22 @@ void attn_sdpa_opts_init(attn_sdpa_opts *opts);
 /* opts may be NULL (defaults); weights may be NULL. */
 attn_status attn_sdpa(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
                       const attn_sdpa_opts *opts, attn_tensor **out, attn_tensor **weights);
+/* Blocks of a longer attention (sequence parallelism: attn.dist's ring
+   attention).  attn_sdpa_block_forward gives out [..., L, Ev] and lse
+   [..., L], the log-sum-exp of each query's scaled scores over this
+   block's visible keys (-inf, with a zero output row, where none is
+   visible); results of several key blocks combine as
+   lse = logaddexp(lse1, lse2), out = out1 * exp(lse1 - lse) + out2 * exp(lse2 - lse).
+   attn_sdpa_block_backward takes the final out and lse (over all blocks,
+   lse contiguous) and dout, and gives this block's contributions to dq,
+   dk, dv (to be summed over blocks).  No mask, no dropout; is_causal is
+   top-left within the block; no autograd recording (the caller records). */
+attn_status attn_sdpa_block_forward(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v, bool is_causal,
+                                    double scale, attn_tensor **out, attn_tensor **lse);
+attn_status attn_sdpa_block_backward(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                                     const attn_tensor *out, const attn_tensor *dout, const attn_tensor *lse,
+                                     bool is_causal, double scale, attn_tensor **dq, attn_tensor **dk,
+                                     attn_tensor **dv);
 /* [L, S] of 1 where query i sees key j (j <= i, or j <= i + S - L with
    bottom_right), else 0: a mask for mask_is_bool. */
 attn_status attn_causal_mask(int64_t L, int64_t S, bool bottom_right, attn_tensor **out);

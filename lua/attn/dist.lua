@@ -141,6 +141,84 @@ function dist.print0(...)
   if C.rank() == 0 then print(...) end
 end
 
+--------------------------------------------------------------------------
+-- Sequence parallelism
+
+--- ring_attention(q, k, v [, {causal = false, scale = 1/sqrt(E)}]) -> out:
+-- scaled dot-product attention of a sequence split over the ranks along
+-- dim -2 (also attn.F.ring_attention).  Each rank passes its part of q, k
+-- and v ([..., Lc, E], the same shapes on every rank) and gets the output
+-- for the same positions.  K/V blocks circulate around the ring with
+-- non-blocking send/recv while the fused SDPA kernel works on the block in
+-- hand; partial results combine with the log-sum-exp rule; backward
+-- circulates dK/dV the same way.  Memory per rank is O(L/P).
+-- Which positions a rank holds: use ring_shard / ring_unshard.  Not
+-- causal: rank r holds positions r*Lc+1 .. (r+1)*Lc.  Causal: the
+-- sequence is cut into 2P chunks and rank r holds chunks r+1 and 2P-r
+-- (1-based), so that every rank does the same causal work ("zigzag"); Lc
+-- must then be even.
+function dist.ring_attention(q, k, v, opts)
+  opts = opts or {}
+  if type(opts) ~= "table" then error("ring_attention: opts must be a table", 2) end
+  check_tensor("ring_attention", q); check_tensor("ring_attention", k); check_tensor("ring_attention", v)
+  if opts.scale ~= nil and type(opts.scale) ~= "number" then
+    error(("ring_attention (%s): scale must be a number"):format(where()), 2)
+  end
+  return C.ring_attention(q, k, v, opts.causal == true or opts.is_causal == true, opts.scale)
+end
+
+local function chunk_ids(causal, r, P)
+  if causal then return {r + 1, 2 * P - r} end
+  return {r + 1}
+end
+
+--- ring_shard(x [, {causal = false, rank, size}]) -> this rank's part of a
+-- full sequence x [..., L, X] in ring_attention's layout (a contiguous copy).
+function dist.ring_shard(x, opts)
+  opts = opts or {}
+  check_tensor("ring_shard", x)
+  local P, r = opts.size or C.size(), opts.rank or C.rank()
+  local causal = opts.causal == true or opts.is_causal == true
+  local nchunks = causal and 2 * P or P
+  local L = x:size(-2)
+  if L % nchunks ~= 0 then
+    error(("ring_shard (%s): sequence length %d must be divisible by %d (%s)"):format(where(), L, nchunks,
+      causal and "2 chunks per rank when causal" or "one chunk per rank"), 2)
+  end
+  local c = L // nchunks
+  local parts = {}
+  for i, id in ipairs(chunk_ids(causal, r, P)) do parts[i] = x:narrow(-2, (id - 1) * c + 1, c) end
+  return core.cat(parts, x:dim() - 1):contiguous()
+end
+
+--- ring_unshard(y [, {causal = false}]) -> the full sequence from every
+-- rank's part (allgather, then the chunks put back in order).
+function dist.ring_unshard(y, opts)
+  opts = opts or {}
+  check_tensor("ring_unshard", y)
+  local P = C.size()
+  local causal = opts.causal == true or opts.is_causal == true
+  local nd = y:dim()
+  -- gather along dim 1: move dim -2 to the front
+  local perm = {nd - 1}
+  for d = 1, nd do if d ~= nd - 1 then perm[#perm + 1] = d end end
+  local front = y:permute(table.unpack(perm)):contiguous()
+  local all = C.allgather(front, false) -- [P * Lc, ...]
+  local Lc = y:size(-2)
+  local nper = causal and 2 or 1
+  local c = Lc // nper
+  local chunks = {}
+  for r = 0, P - 1 do
+    for j, id in ipairs(chunk_ids(causal, r, P)) do
+      chunks[id] = all:narrow(1, r * Lc + (j - 1) * c + 1, c)
+    end
+  end
+  local full = core.cat(chunks, 1)
+  local inv = {}
+  for i, d in ipairs(perm) do inv[d] = i end
+  return full:permute(table.unpack(inv)):contiguous()
+end
+
 dist._reducer = C.reducer
 
 return dist

@@ -82,6 +82,17 @@ attn_status attn_dist_recv(attn_tensor *t, int src, int tag);
 attn_status attn_dist_isend(const attn_tensor *t, int dst, int tag, attn_dist_work **out);
 attn_status attn_dist_irecv(attn_tensor *t, int src, int tag, attn_dist_work **out);
 
+/* Ring attention (src/dist/ring.c): scaled dot-product attention of a
+   sequence split over the ranks along dim -2.  q, k, v [..., Lc, E|Ev]
+   hold this rank's part: positions [r*Lc, (r+1)*Lc) when not causal; when
+   causal, chunks r and 2P-1-r of 2P chunks of Lc/2 (zigzag; Lc even),
+   which balances the causal work.  out [..., Lc, Ev] holds the same
+   positions.  scale NaN or 0: 1/sqrt(E).  Differentiable (a backward node
+   that circulates dK/dV around the ring); every rank must call it with the
+   same shapes. */
+attn_status attn_dist_ring_attention(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v, bool causal,
+                                     double scale, attn_tensor **out);
+
 /* Gradient reducer of nn.DistributedDataParallel.  Parameters are put into
    buckets of about bucket_bytes in reverse order (gradients arrive roughly
    last layer first); each parameter gets an autograd grad hook

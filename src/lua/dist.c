@@ -190,6 +190,15 @@ static int l_recv(lua_State *L) {
   return finish(L, attn_dist_irecv(t, src, tag, box), box, async);
 }
 
+/* ring_attention(q, k, v, causal, scale) */
+static int l_ring_attention(lua_State *L) {
+  attn_tensor *q = attnL_check(L, 1), *k = attnL_check(L, 2), *v = attnL_check(L, 3);
+  int causal = lua_toboolean(L, 4);
+  double scale = luaL_optnumber(L, 5, 0.0);
+  attn_tensor **box = attnL_newbox(L);
+  return attnL_result(L, attn_dist_ring_attention(q, k, v, causal, scale, box));
+}
+
 /* ------------------------------------------------------------------------ */
 /* Gradient reducer (nn.DistributedDataParallel) */
 
@@ -282,6 +291,7 @@ void attnL_open_dist(lua_State *L, int module, int methods) {
                                  {"send", l_send},
                                  {"recv", l_recv},
                                  {"reducer", l_reducer},
+                                 {"ring_attention", l_ring_attention},
                                  {NULL, NULL}};
   if (luaL_newmetatable(L, WORK_MT)) {
     lua_newtable(L);
