@@ -745,20 +745,36 @@ DistributedSampler.__index = DistributedSampler
 --   #s, s:len()       how many
 --   for i in s:iter() do ... end
 function data.DistributedSampler(n, opts)
-  if math.type(n) ~= "integer" and not (type(n) == "number" and n == math.floor(n)) or n < 0 then
+  if type(n) ~= "number" or n ~= n or n == math.huge or n ~= math.floor(n) or n < 0 or n >= 2 ^ 53 then
     error("DistributedSampler: n must be a non-negative integer, got " .. tostring(n), 2)
   end
   n = math.tointeger(n)
-  opts = opts or {}
-  if type(opts) ~= "table" then error("DistributedSampler: opts must be a table", 2) end
+  if opts == nil then opts = {} end
+  if type(opts) ~= "table" or attn.is_tensor(opts) then error("DistributedSampler: opts must be a table", 2) end
+  local kinds = {shuffle = "boolean", drop_last = "boolean", seed = "integer", num_replicas = "integer",
+    rank = "integer"}
+  for k, v in pairs(opts) do
+    local kind = kinds[k]
+    if not kind then error(("DistributedSampler: unknown option '%s'"):format(tostring(k)), 2) end
+    if kind == "boolean" and type(v) ~= "boolean" then
+      error(("DistributedSampler: option %s must be a boolean, got %s"):format(k, type(v)), 2)
+    end
+    if kind == "integer" then
+      if math.type(v) == "float" and v == math.floor(v) and math.abs(v) < 2 ^ 53 then v = math.tointeger(v) end
+      if math.type(v) ~= "integer" or (k == "seed" and v < 0) then
+        error(("DistributedSampler: option %s must be a%s integer, got %s"):format(k,
+          k == "seed" and " non-negative" or "n", tostring(v)), 2)
+      end
+    end
+  end
   local dist = require "attn.dist"
   local self = setmetatable({
     n = n,
     shuffle = opts.shuffle ~= false,
-    seed = opts.seed or 0,
+    seed = math.tointeger(opts.seed or 0),
     drop_last = opts.drop_last == true,
-    num_replicas = opts.num_replicas or dist.size(),
-    rank = opts.rank or dist.rank(),
+    num_replicas = math.tointeger(opts.num_replicas or dist.size()),
+    rank = math.tointeger(opts.rank or dist.rank()),
     epoch = 0,
   }, DistributedSampler)
   local P, r = self.num_replicas, self.rank

@@ -59,19 +59,67 @@ local function check_tensor(fn, t)
   if not core.is_tensor(t) then
     error(("%s (%s): expected a tensor, got %s"):format(fn, where(), type(t)), 3)
   end
+  if not pcall(core.dim, t) then error(("%s (%s): the tensor is closed"):format(fn, where()), 3) end
 end
 
-local function opt_async(fn, opts)
-  if opts == nil then return false end
-  if type(opts) ~= "table" then error(("%s: opts must be a table, got %s"):format(fn, type(opts)), 3) end
-  return opts.async == true or opts.async_op == true
+-- Checks an options table against allowed = {name = kind}; kinds:
+-- "boolean", "number" (finite), "tag" (integer >= 0).  Unknown names and
+-- wrong types are errors.  Returns the table ({} for nil).
+local function check_opts(fn, opts, allowed, level)
+  level = (level or 2) + 1
+  if opts == nil then return {} end
+  if type(opts) ~= "table" or core.is_tensor(opts) then
+    error(("%s (%s): opts must be a table, got %s"):format(fn, where(), core.is_tensor(opts) and "a tensor"
+      or type(opts)), level)
+  end
+  for k, v in pairs(opts) do
+    local kind = allowed[k]
+    if not kind then
+      error(("%s (%s): unknown option '%s'"):format(fn, where(), tostring(k)), level)
+    end
+    local ok
+    if kind == "boolean" then
+      ok = type(v) == "boolean"
+    elseif kind == "number" then
+      ok = type(v) == "number" and v == v and v ~= math.huge and v ~= -math.huge
+    elseif kind == "tag" then
+      ok = math.type(v) == "integer" and v >= 0 and v <= 0x7fffffff
+        or (math.type(v) == "float" and v == math.floor(v) and v >= 0 and v <= 0x7fffffff)
+    end
+    if not ok then
+      local want = kind == "boolean" and "a boolean" or kind == "number" and "a finite number"
+        or "an integer in 0..2^31-1"
+      error(("%s (%s): option %s must be %s, got %s"):format(fn, where(), k, want, tostring(v)), level)
+    end
+  end
+  return opts
+end
+
+local ASYNC = {async = "boolean", async_op = "boolean"}
+local P2P = {async = "boolean", async_op = "boolean", tag = "tag"}
+
+local function opt_async(fn, opts, allowed)
+  opts = check_opts(fn, opts, allowed or ASYNC, 3)
+  return opts.async == true or opts.async_op == true, opts
+end
+
+local function check_rank(fn, what, v)
+  if math.type(v) == "float" and v == math.floor(v) then v = math.tointeger(v) end
+  if math.type(v) ~= "integer" or v < 0 or v >= C.size() then
+    error(("%s (%s): %s must be a rank in 0..%d, got %s"):format(fn, where(), what, C.size() - 1, tostring(v)), 3)
+  end
+  return v
 end
 
 --- init([opts]): initialises MPI once (later calls do nothing).
 -- opts.timeout: seconds any wait may take (default 300 or ATTN_DIST_TIMEOUT).
 function dist.init(opts)
+  opts = check_opts("init", opts, {timeout = "number"})
+  if opts.timeout ~= nil and not (opts.timeout > 0) then
+    error(("init (%s): option timeout must be > 0 seconds, got %s"):format(where(), tostring(opts.timeout)), 2)
+  end
   C.init()
-  if opts and opts.timeout then C.set_timeout(opts.timeout) end
+  if opts.timeout then C.set_timeout(opts.timeout) end
 end
 
 dist.rank = C.rank
@@ -86,55 +134,82 @@ dist.is_available = C.compiled
 dist.uses_mpi = C.uses_mpi
 --- backend(): the MPI library's version line, or "none".
 dist.backend = C.backend
-dist.set_timeout = C.set_timeout
+function dist.set_timeout(seconds)
+  if type(seconds) ~= "number" or not (seconds > 0) or seconds == math.huge then
+    error(("set_timeout (%s): seconds must be a positive finite number, got %s"):format(where(), tostring(seconds)), 2)
+  end
+  C.set_timeout(seconds)
+end
 dist.timeout = C.timeout
 
 function dist.barrier(opts)
   return C.barrier(opt_async("barrier", opts))
 end
 
-function dist.allreduce(t, op, opts)
-  check_tensor("allreduce", t)
-  op = check_op("allreduce", op)
-  local h = C.allreduce(t, op, opt_async("allreduce", opts))
+-- Calls the C function f; an i-form (fn "iallreduce" for f's "allreduce")
+-- names itself in front of the C message.
+local function cc(fn, base, f, ...)
+  if fn == base then return f(...) end
+  local res = table.pack(pcall(f, ...))
+  if not res[1] then error(fn .. ": " .. tostring(res[2]):gsub("^[^:]*%.lua:%d+: ", ""), 4) end
+  return table.unpack(res, 2, res.n)
+end
+
+local function allreduce(fn, t, op, opts)
+  check_tensor(fn, t)
+  op = check_op(fn, op)
+  local h = cc(fn, "allreduce", C.allreduce, t, op, opt_async(fn, opts))
   return h or t
 end
 
-function dist.broadcast(t, root, opts)
-  check_tensor("broadcast", t)
-  local h = C.broadcast(t, root or 0, opt_async("broadcast", opts))
+local function broadcast(fn, t, root, opts)
+  check_tensor(fn, t)
+  root = check_rank(fn, "root", root == nil and 0 or root)
+  local h = cc(fn, "broadcast", C.broadcast, t, root, opt_async(fn, opts))
   return h or t
 end
 
-function dist.allgather(t, opts)
-  check_tensor("allgather", t)
-  return C.allgather(t, opt_async("allgather", opts))
+local function allgather(fn, t, opts)
+  check_tensor(fn, t)
+  return cc(fn, "allgather", C.allgather, t, opt_async(fn, opts))
 end
 
-function dist.reduce_scatter(t, op, opts)
-  check_tensor("reduce_scatter", t)
-  op = check_op("reduce_scatter", op)
-  return C.reduce_scatter(t, op, opt_async("reduce_scatter", opts))
+local function reduce_scatter(fn, t, op, opts)
+  check_tensor(fn, t)
+  op = check_op(fn, op)
+  return cc(fn, "reduce_scatter", C.reduce_scatter, t, op, opt_async(fn, opts))
 end
 
-function dist.send(t, dst, opts)
-  check_tensor("send", t)
-  return C.send(t, dst, opts and opts.tag or 0, opt_async("send", opts))
+local function send(fn, t, dst, opts)
+  check_tensor(fn, t)
+  dst = check_rank(fn, "dst", dst)
+  local async, o = opt_async(fn, opts, P2P)
+  return cc(fn, "send", C.send, t, dst, math.tointeger(o.tag or 0), async)
 end
 
-function dist.recv(t, src, opts)
-  check_tensor("recv", t)
-  local h = C.recv(t, src, opts and opts.tag or 0, opt_async("recv", opts))
+local function recv(fn, t, src, opts)
+  check_tensor(fn, t)
+  src = check_rank(fn, "src", src)
+  local async, o = opt_async(fn, opts, P2P)
+  local h = cc(fn, "recv", C.recv, t, src, math.tointeger(o.tag or 0), async)
   return h or t
 end
+
+function dist.allreduce(t, op, opts) return allreduce("allreduce", t, op, opts) end
+function dist.broadcast(t, root, opts) return broadcast("broadcast", t, root, opts) end
+function dist.allgather(t, opts) return allgather("allgather", t, opts) end
+function dist.reduce_scatter(t, op, opts) return reduce_scatter("reduce_scatter", t, op, opts) end
+function dist.send(t, dst, opts) return send("send", t, dst, opts) end
+function dist.recv(t, src, opts) return recv("recv", t, src, opts) end
 
 --- Async shorthands: dist.iallreduce(t, op) == dist.allreduce(t, op, {async = true}), etc.
-function dist.iallreduce(t, op) return dist.allreduce(t, op, {async = true}) end
-function dist.ibroadcast(t, root) return dist.broadcast(t, root, {async = true}) end
-function dist.iallgather(t) return dist.allgather(t, {async = true}) end
-function dist.ireduce_scatter(t, op) return dist.reduce_scatter(t, op, {async = true}) end
-function dist.isend(t, dst, tag) return dist.send(t, dst, {async = true, tag = tag}) end
-function dist.irecv(t, src, tag) return dist.recv(t, src, {async = true, tag = tag}) end
+local ASYNC_TRUE = {async = true}
+function dist.iallreduce(t, op) return allreduce("iallreduce", t, op, ASYNC_TRUE) end
+function dist.ibroadcast(t, root) return broadcast("ibroadcast", t, root, ASYNC_TRUE) end
+function dist.iallgather(t) return allgather("iallgather", t, ASYNC_TRUE) end
+function dist.ireduce_scatter(t, op) return reduce_scatter("ireduce_scatter", t, op, ASYNC_TRUE) end
+function dist.isend(t, dst, tag) return send("isend", t, dst, {async = true, tag = tag}) end
+function dist.irecv(t, src, tag) return recv("irecv", t, src, {async = true, tag = tag}) end
 
 --- print0(...): print on rank 0 only.
 function dist.print0(...)
@@ -158,12 +233,8 @@ end
 -- (1-based), so that every rank does the same causal work ("zigzag"); Lc
 -- must then be even.
 function dist.ring_attention(q, k, v, opts)
-  opts = opts or {}
-  if type(opts) ~= "table" then error("ring_attention: opts must be a table", 2) end
   check_tensor("ring_attention", q); check_tensor("ring_attention", k); check_tensor("ring_attention", v)
-  if opts.scale ~= nil and type(opts.scale) ~= "number" then
-    error(("ring_attention (%s): scale must be a number"):format(where()), 2)
-  end
+  opts = check_opts("ring_attention", opts, {causal = "boolean", is_causal = "boolean", scale = "number"})
   return C.ring_attention(q, k, v, opts.causal == true or opts.is_causal == true, opts.scale)
 end
 
@@ -175,9 +246,15 @@ end
 --- ring_shard(x [, {causal = false, rank, size}]) -> this rank's part of a
 -- full sequence x [..., L, X] in ring_attention's layout (a contiguous copy).
 function dist.ring_shard(x, opts)
-  opts = opts or {}
   check_tensor("ring_shard", x)
-  local P, r = opts.size or C.size(), opts.rank or C.rank()
+  opts = check_opts("ring_shard", opts, {causal = "boolean", is_causal = "boolean", rank = "tag", size = "tag"})
+  local P, r = math.tointeger(opts.size or C.size()), math.tointeger(opts.rank or C.rank())
+  if P < 1 or r >= P then
+    error(("ring_shard (%s): rank %d and size %d do not fit (0 <= rank < size)"):format(where(), r, P), 2)
+  end
+  if x:dim() < 2 then
+    error(("ring_shard (%s): x must have at least 2 dims ([..., L, X]), got %d"):format(where(), x:dim()), 2)
+  end
   local causal = opts.causal == true or opts.is_causal == true
   local nchunks = causal and 2 * P or P
   local L = x:size(-2)
@@ -194,11 +271,18 @@ end
 --- ring_unshard(y [, {causal = false}]) -> the full sequence from every
 -- rank's part (allgather, then the chunks put back in order).
 function dist.ring_unshard(y, opts)
-  opts = opts or {}
   check_tensor("ring_unshard", y)
+  opts = check_opts("ring_unshard", opts, {causal = "boolean", is_causal = "boolean"})
   local P = C.size()
   local causal = opts.causal == true or opts.is_causal == true
   local nd = y:dim()
+  if nd < 2 then
+    error(("ring_unshard (%s): y must have at least 2 dims ([..., Lc, X]), got %d"):format(where(), nd), 2)
+  end
+  if causal and y:size(-2) % 2 ~= 0 then
+    error(("ring_unshard (%s): a causal part has two chunks: its length %d must be even"):format(where(),
+      y:size(-2)), 2)
+  end
   -- gather along dim 1: move dim -2 to the front
   local perm = {nd - 1}
   for d = 1, nd do if d ~= nd - 1 then perm[#perm + 1] = d end end

@@ -1529,13 +1529,25 @@ function DDP:init(module, opts)
   if not is_module(module) then
     error("DistributedDataParallel: expected a module, got " .. type_name(module), 3)
   end
-  opts = opts or {}
-  if type(opts) ~= "table" then error("DistributedDataParallel: opts must be a table", 3) end
+  if opts == nil then opts = {} end
+  if type(opts) ~= "table" or is_tensor(opts) then
+    error("DistributedDataParallel: opts must be a table, got " .. type_name(opts), 3)
+  end
+  for k, v in pairs(opts) do
+    if k == "bucket_mb" then
+      if type(v) ~= "number" or not (v > 0) or v == math.huge then
+        error("DistributedDataParallel: bucket_mb must be a positive finite number, got " .. tostring(v), 3)
+      end
+    elseif k == "broadcast_buffers" then
+      if type(v) ~= "boolean" then
+        error("DistributedDataParallel: broadcast_buffers must be a boolean, got " .. type_name(v), 3)
+      end
+    else
+      error(("DistributedDataParallel: unknown option '%s'"):format(tostring(k)), 3)
+    end
+  end
   local dist = require "attn.dist"
   local bucket_mb = opts.bucket_mb or 25
-  if type(bucket_mb) ~= "number" or not (bucket_mb > 0) then
-    error("DistributedDataParallel: bucket_mb must be a positive number", 3)
-  end
   self.module = module
   self.broadcast_buffers = opts.broadcast_buffers ~= false
   self.bucket_mb = bucket_mb
@@ -1550,7 +1562,7 @@ function DDP:init(module, opts)
       for _, b in ipairs(module:buffers()) do dist.broadcast(b, 0) end
     end)
   end
-  self._reducer = dist._reducer(params, math.max(1, math.floor(bucket_mb * 1024 * 1024)))
+  self._reducer = dist._reducer(params, math.max(1, math.floor(math.min(bucket_mb, 2 ^ 40) * 1024 * 1024)))
 end
 
 function DDP:forward(...)
@@ -1583,6 +1595,9 @@ function DDP:bucket_count() return self._reducer:buckets() end
 --- ddp:no_sync([fn, ...]): see nn.DistributedDataParallel.
 function DDP:no_sync(fn, ...)
   local r = self._reducer
+  if fn ~= nil and type(fn) ~= "function" then
+    error("DistributedDataParallel:no_sync: expected a function or nothing, got " .. type_name(fn), 2)
+  end
   if fn == nil then
     r:enable(false)
     return setmetatable({}, {__close = function() r:enable(true) end})

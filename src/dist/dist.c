@@ -360,8 +360,18 @@ static attn_status check_peer(const char *op, const char *what, int peer) {
   return ATTN_OK;
 }
 
-/* w->t = t, w->buf = t or a contiguous copy (copy_data: with t's values). */
+/* w->t = t, w->buf = t or a contiguous copy (copy_data: with t's values).
+   A target that is written (allreduce, broadcast, recv) may not be an
+   expanded view whose elements share memory. */
 static attn_status stage(attn_dist_work *w, attn_tensor *t, bool copy_data) {
+  if (w->kind == W_ALLREDUCE || w->kind == W_BROADCAST || w->kind == W_RECV)
+    for (int d = 0; d < t->ndim; d++)
+      if (t->stride[d] == 0 && t->shape[d] > 1) {
+        char sb[128];
+        return fail(ATTN_ERR_ARG, work_names[w->kind],
+                    "the tensor %s is an expanded view whose elements share memory; clone it before writing in place",
+                    attn_shape_str(t->ndim, t->shape, sb, sizeof sb));
+      }
   w->t = attn_tensor_retain(t);
   if (attn_tensor_is_contiguous(t)) {
     w->buf = attn_tensor_retain(t);
