@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #ifdef ATTN_HAVE_MPI
 #include <dlfcn.h>
@@ -224,6 +225,9 @@ struct attn_dist_work {
 #endif
 };
 
+/* Set by the blocking forms around their start call (see BLOCKING). */
+static _Thread_local bool tl_blocking;
+
 static attn_status work_new(int kind, attn_dist_work **out) {
   attn_dist_work *w = calloc(1, sizeof *w);
   if (!w) return fail(ATTN_ERR_NOMEM, work_names[kind], "out of memory");
@@ -312,23 +316,28 @@ attn_status attn_dist_wait(attn_dist_work *w) {
     return work_result(w);
   }
 #ifdef ATTN_HAVE_MPI
+  /* Poll MPI_Test (which drives the progress of non-blocking collectives):
+     spin for the first 20 ms (yielding now and then), then sleep with a growing back-off up
+     to 1 ms, until the timeout. */
   const double limit = attn_dist_timeout(), start = now_s();
-  long spins = 0;
+  long sleep_ns = 10000, spins = 0;
   for (;;) {
     if (attn_dist_test(w)) break;
-    if (++spins < 64) {
-      sched_yield();
-      continue;
-    }
-    if (now_s() - start > limit) {
+    double el = now_s() - start;
+    if (el > limit) {
       w->stuck = true;
       return fail(ATTN_ERR_STATE, work_names[w->kind],
                   "timed out after %g s waiting for the other ranks (did a rank die or skip this call? the limit "
                   "is attn.dist.set_timeout / ATTN_DIST_TIMEOUT)",
                   limit);
     }
-    struct timespec ts = {0, spins < 4096 ? 2000 : 50000};
-    nanosleep(&ts, NULL);
+    if (el < 0.02) {
+      if (++spins % 64 == 0) sched_yield(); /* let a rank sharing this core run */
+    } else {
+      struct timespec ts = {0, sleep_ns};
+      nanosleep(&ts, NULL);
+      if (sleep_ns < 1000000) sleep_ns *= 2;
+    }
   }
 #endif
   work_finish(w);
@@ -401,6 +410,112 @@ static attn_status started(attn_dist_work *w, int rc, attn_dist_work **out) {
   *out = w;
   return ATTN_OK;
 }
+
+/* Blocking forms call MPI's blocking collectives (its tuned algorithms are
+   faster than the non-blocking schedules for small and mid-size buffers)
+   under a watchdog: a process-wide thread that, when a blocking call has
+   run past the timeout, prints "op (rank r of n): timed out ..." and
+   aborts the job (a started collective cannot be cancelled, so there is
+   nothing to return to).  Async forms time out in attn_dist_wait instead,
+   with an error. */
+typedef struct wd_slot {
+  double deadline;
+  const char *op;
+  struct wd_slot *prev, *next;
+} wd_slot;
+
+static pthread_mutex_t wd_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wd_cv;
+static pthread_once_t wd_once = PTHREAD_ONCE_INIT;
+static bool wd_ok;
+static wd_slot *wd_head;
+
+static void *wd_main(void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&wd_mu);
+  for (;;) {
+    if (!wd_head) {
+      pthread_cond_wait(&wd_cv, &wd_mu);
+      continue;
+    }
+    wd_slot *first = wd_head;
+    for (wd_slot *x = wd_head; x; x = x->next)
+      if (x->deadline < first->deadline) first = x;
+    double now = now_s();
+    if (now >= first->deadline) {
+      fprintf(stderr,
+              "%s (rank %d of %d): timed out after %g s waiting for the other ranks (did a rank die or skip this "
+              "call? the limit is attn.dist.set_timeout / ATTN_DIST_TIMEOUT); aborting the job\n",
+              first->op, world_rank, world_size, attn_dist_timeout());
+      fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+      _exit(1);
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    double wait = first->deadline - now;
+    if (wait > 1.0) wait = 1.0;
+    long ns = ts.tv_nsec + (long)(wait * 1e9);
+    ts.tv_sec += ns / 1000000000L;
+    ts.tv_nsec = ns % 1000000000L;
+    pthread_cond_timedwait(&wd_cv, &wd_mu, &ts);
+  }
+  return NULL;
+}
+
+static void wd_start(void) {
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&wd_cv, &ca);
+  pthread_condattr_destroy(&ca);
+  pthread_attr_t ta;
+  pthread_attr_init(&ta);
+  pthread_attr_setdetachstate(&ta, PTHREAD_CREATE_DETACHED);
+  pthread_t th;
+  wd_ok = pthread_create(&th, &ta, wd_main, NULL) == 0;
+  pthread_attr_destroy(&ta);
+}
+
+static void wd_enter(wd_slot *slot, const char *op) {
+  pthread_once(&wd_once, wd_start);
+  if (!wd_ok) return;
+  slot->op = op;
+  slot->deadline = now_s() + attn_dist_timeout();
+  pthread_mutex_lock(&wd_mu);
+  slot->prev = NULL;
+  slot->next = wd_head;
+  if (wd_head) wd_head->prev = slot;
+  wd_head = slot;
+  pthread_cond_signal(&wd_cv);
+  pthread_mutex_unlock(&wd_mu);
+}
+
+static void wd_leave(wd_slot *slot) {
+  if (!wd_ok) return;
+  pthread_mutex_lock(&wd_mu);
+  if (slot->prev) slot->prev->next = slot->next;
+  else wd_head = slot->next;
+  if (slot->next) slot->next->prev = slot->prev;
+  pthread_mutex_unlock(&wd_mu);
+}
+
+/* A blocking MPI call that ran (rc): the work is complete. */
+static attn_status ran(attn_dist_work *w, int rc, attn_dist_work **out) {
+  if (rc != MPI_SUCCESS) return started(w, rc, out);
+  w->complete = true;
+  *out = w;
+  return ATTN_OK;
+}
+
+#define BLOCKING(w, call, out)                  \
+  do {                                          \
+    wd_slot slot_;                              \
+    wd_enter(&slot_, work_names[(w)->kind]);    \
+    int rc_ = (call);                           \
+    wd_leave(&slot_);                           \
+    return ran((w), rc_, (out));                \
+  } while (0)
 #endif
 
 static attn_status abandon(attn_dist_work *w, attn_status st) {
@@ -415,7 +530,10 @@ attn_status attn_dist_ibarrier(attn_dist_work **out) {
   attn_status st = work_new(W_BARRIER, &w);
   if (st) return st;
 #ifdef ATTN_HAVE_MPI
-  if (use_mpi) return started(w, MPI_Ibarrier(comm, &w->req), out);
+  if (use_mpi) {
+    if (tl_blocking) BLOCKING(w, MPI_Barrier(comm), out);
+    return started(w, MPI_Ibarrier(comm, &w->req), out);
+  }
 #endif
   return start_done(w, out);
 }
@@ -430,11 +548,17 @@ attn_status attn_dist_iallreduce(attn_tensor *t, attn_dist_op op, attn_dist_work
   w->op = op;
   if ((st = stage(w, t, true))) return abandon(w, st);
 #ifdef ATTN_HAVE_MPI
-  if (use_mpi && world_size > 1)
+  if (use_mpi && world_size > 1) {
+    if (tl_blocking)
+      BLOCKING(w,
+               MPI_Allreduce(MPI_IN_PLACE, attn_tensor_data(w->buf), (int)attn_tensor_numel(w->buf), mpi_dtype(t),
+                             mpi_op(op), comm),
+               out);
     return started(w,
                    MPI_Iallreduce(MPI_IN_PLACE, attn_tensor_data(w->buf), (int)attn_tensor_numel(w->buf),
                                   mpi_dtype(t), mpi_op(op), comm, &w->req),
                    out);
+  }
 #endif
   return start_done(w, out);
 }
@@ -448,11 +572,15 @@ attn_status attn_dist_ibroadcast(attn_tensor *t, int root, attn_dist_work **out)
   if ((st = work_new(W_BROADCAST, &w))) return st;
   if ((st = stage(w, t, root == world_rank))) return abandon(w, st);
 #ifdef ATTN_HAVE_MPI
-  if (use_mpi && world_size > 1)
+  if (use_mpi && world_size > 1) {
+    if (tl_blocking)
+      BLOCKING(w, MPI_Bcast(attn_tensor_data(w->buf), (int)attn_tensor_numel(w->buf), mpi_dtype(t), root, comm),
+               out);
     return started(w,
                    MPI_Ibcast(attn_tensor_data(w->buf), (int)attn_tensor_numel(w->buf), mpi_dtype(t), root, comm,
                               &w->req),
                    out);
+  }
 #endif
   return start_done(w, out);
 }
@@ -477,6 +605,11 @@ static attn_status iallgather(const attn_tensor *t, attn_dist_work **out) {
 #ifdef ATTN_HAVE_MPI
   if (use_mpi && world_size > 1) {
     int n = (int)attn_tensor_numel(w->buf);
+    if (tl_blocking)
+      BLOCKING(w,
+               MPI_Allgather(attn_tensor_data(w->buf), n, mpi_dtype(t), attn_tensor_data(w->out), n, mpi_dtype(t),
+                             comm),
+               out);
     return started(w,
                    MPI_Iallgather(attn_tensor_data(w->buf), n, mpi_dtype(t), attn_tensor_data(w->out), n,
                                   mpi_dtype(t), comm, &w->req),
@@ -506,12 +639,18 @@ static attn_status ireduce_scatter(const attn_tensor *t, attn_dist_op op, attn_d
   if ((st = stage(w, (attn_tensor *)t, true)) || (st = attn_empty(t->ndim, shape, &w->out)))
     return abandon(w, st);
 #ifdef ATTN_HAVE_MPI
-  if (use_mpi && world_size > 1)
+  if (use_mpi && world_size > 1) {
+    if (tl_blocking)
+      BLOCKING(w,
+               MPI_Reduce_scatter_block(attn_tensor_data(w->buf), attn_tensor_data(w->out),
+                                        (int)attn_tensor_numel(w->out), mpi_dtype(t), mpi_op(op), comm),
+               out);
     return started(w,
                    MPI_Ireduce_scatter_block(attn_tensor_data(w->buf), attn_tensor_data(w->out),
                                              (int)attn_tensor_numel(w->out), mpi_dtype(t), mpi_op(op), comm,
                                              &w->req),
                    out);
+  }
 #endif
   memcpy(attn_tensor_data(w->out), attn_tensor_data(w->buf), (size_t)attn_tensor_numel(w->buf) * sizeof(float));
   return start_done(w, out);
@@ -527,11 +666,15 @@ attn_status attn_dist_isend(const attn_tensor *t, int dst, int tag, attn_dist_wo
   if ((st = work_new(W_SEND, &w))) return st;
   if ((st = stage(w, (attn_tensor *)t, true))) return abandon(w, st);
 #ifdef ATTN_HAVE_MPI
-  if (use_mpi)
+  if (use_mpi) {
+    if (tl_blocking)
+      BLOCKING(w, MPI_Send(attn_tensor_data(w->buf), (int)attn_tensor_numel(w->buf), mpi_dtype(t), dst, tag, comm),
+               out);
     return started(w,
                    MPI_Isend(attn_tensor_data(w->buf), (int)attn_tensor_numel(w->buf), mpi_dtype(t), dst, tag, comm,
                              &w->req),
                    out);
+  }
 #endif
   return abandon(w, fail(ATTN_ERR_STATE, "send", "a 1-rank world has no peer to send to (start with mpirun)"));
 }
@@ -546,17 +689,24 @@ attn_status attn_dist_irecv(attn_tensor *t, int src, int tag, attn_dist_work **o
   if ((st = work_new(W_RECV, &w))) return st;
   if ((st = stage(w, t, false))) return abandon(w, st);
 #ifdef ATTN_HAVE_MPI
-  if (use_mpi)
+  if (use_mpi) {
+    if (tl_blocking)
+      BLOCKING(w,
+               MPI_Recv(attn_tensor_data(w->buf), (int)attn_tensor_numel(w->buf), mpi_dtype(t), src, tag, comm,
+                        MPI_STATUS_IGNORE),
+               out);
     return started(w,
                    MPI_Irecv(attn_tensor_data(w->buf), (int)attn_tensor_numel(w->buf), mpi_dtype(t), src, tag, comm,
                              &w->req),
                    out);
+  }
 #endif
   return abandon(w, fail(ATTN_ERR_STATE, "recv", "a 1-rank world has no peer to receive from (start with mpirun)"));
 }
 
-/* Blocking forms: start, wait, free. */
+/* Blocking forms: run (tl_blocking set by the caller), finish, free. */
 static attn_status run_work(attn_status st, attn_dist_work *w, attn_tensor **result) {
+  tl_blocking = false;
   if (st) return st;
   st = attn_dist_wait(w);
   if (st == ATTN_OK && result) *result = attn_tensor_retain(w->out);
@@ -566,31 +716,31 @@ static attn_status run_work(attn_status st, attn_dist_work *w, attn_tensor **res
 
 attn_status attn_dist_barrier(void) {
   attn_dist_work *w = NULL;
-  attn_status st = attn_dist_ibarrier(&w);
+  attn_status st = (tl_blocking = true, attn_dist_ibarrier(&w));
   return run_work(st, w, NULL);
 }
 
 attn_status attn_dist_allreduce(attn_tensor *t, attn_dist_op op) {
   attn_dist_work *w = NULL;
-  attn_status st = attn_dist_iallreduce(t, op, &w);
+  attn_status st = (tl_blocking = true, attn_dist_iallreduce(t, op, &w));
   return run_work(st, w, NULL);
 }
 
 attn_status attn_dist_broadcast(attn_tensor *t, int root) {
   attn_dist_work *w = NULL;
-  attn_status st = attn_dist_ibroadcast(t, root, &w);
+  attn_status st = (tl_blocking = true, attn_dist_ibroadcast(t, root, &w));
   return run_work(st, w, NULL);
 }
 
 attn_status attn_dist_allgather(const attn_tensor *t, attn_tensor **out) {
   attn_dist_work *w = NULL;
-  attn_status st = iallgather(t, &w);
+  attn_status st = (tl_blocking = true, iallgather(t, &w));
   return run_work(st, w, out);
 }
 
 attn_status attn_dist_reduce_scatter(const attn_tensor *t, attn_dist_op op, attn_tensor **out) {
   attn_dist_work *w = NULL;
-  attn_status st = ireduce_scatter(t, op, &w);
+  attn_status st = (tl_blocking = true, ireduce_scatter(t, op, &w));
   return run_work(st, w, out);
 }
 
@@ -603,12 +753,12 @@ attn_tensor *attn_dist_work_output(const attn_dist_work *w) { return w ? w->out 
 
 attn_status attn_dist_send(const attn_tensor *t, int dst, int tag) {
   attn_dist_work *w = NULL;
-  attn_status st = attn_dist_isend(t, dst, tag, &w);
+  attn_status st = (tl_blocking = true, attn_dist_isend(t, dst, tag, &w));
   return run_work(st, w, NULL);
 }
 
 attn_status attn_dist_recv(attn_tensor *t, int src, int tag) {
   attn_dist_work *w = NULL;
-  attn_status st = attn_dist_irecv(t, src, tag, &w);
+  attn_status st = (tl_blocking = true, attn_dist_irecv(t, src, tag, &w));
   return run_work(st, w, NULL);
 }

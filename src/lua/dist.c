@@ -129,8 +129,11 @@ static int l_timeout(lua_State *L) {
 /* ------------------------------------------------------------------------ */
 /* Collectives: (args..., async) */
 
+/* The blocking forms call the blocking C functions (MPI's blocking
+   collectives under the watchdog); async ones return a work handle. */
 static int l_barrier(lua_State *L) {
   int async = lua_toboolean(L, 1);
+  if (!async) return attn_dist_barrier() ? dist_error(L) : 0;
   attn_dist_work **box = new_work_box(L);
   return finish(L, attn_dist_ibarrier(box), box, async);
 }
@@ -140,6 +143,7 @@ static int l_allreduce(lua_State *L) {
   attn_tensor *t = attnL_check(L, 1);
   attn_dist_op op = check_op(L, 2, "allreduce");
   int async = lua_toboolean(L, 3);
+  if (!async) return attn_dist_allreduce(t, op) ? dist_error(L) : 0;
   attn_dist_work **box = new_work_box(L);
   return finish(L, attn_dist_iallreduce(t, op, box), box, async);
 }
@@ -149,6 +153,7 @@ static int l_broadcast(lua_State *L) {
   attn_tensor *t = attnL_check(L, 1);
   int root = check_rank_arg(L, 2, "broadcast", "root");
   int async = lua_toboolean(L, 3);
+  if (!async) return attn_dist_broadcast(t, root) ? dist_error(L) : 0;
   attn_dist_work **box = new_work_box(L);
   return finish(L, attn_dist_ibroadcast(t, root, box), box, async);
 }
@@ -157,6 +162,10 @@ static int l_broadcast(lua_State *L) {
 static int l_allgather(lua_State *L) {
   attn_tensor *t = attnL_check(L, 1);
   int async = lua_toboolean(L, 2);
+  if (!async) {
+    attn_tensor **res = attnL_newbox(L);
+    return attnL_result(L, attn_dist_allgather(t, res));
+  }
   attn_dist_work **box = new_work_box(L);
   return finish(L, attn_dist_iallgather(t, box), box, async);
 }
@@ -166,6 +175,10 @@ static int l_reduce_scatter(lua_State *L) {
   attn_tensor *t = attnL_check(L, 1);
   attn_dist_op op = check_op(L, 2, "reduce_scatter");
   int async = lua_toboolean(L, 3);
+  if (!async) {
+    attn_tensor **res = attnL_newbox(L);
+    return attnL_result(L, attn_dist_reduce_scatter(t, op, res));
+  }
   attn_dist_work **box = new_work_box(L);
   return finish(L, attn_dist_ireduce_scatter(t, op, box), box, async);
 }
@@ -176,6 +189,7 @@ static int l_send(lua_State *L) {
   int dst = check_rank_arg(L, 2, "send", "dst");
   int tag = (int)luaL_optinteger(L, 3, 0);
   int async = lua_toboolean(L, 4);
+  if (!async) return attn_dist_send(t, dst, tag) ? dist_error(L) : 0;
   attn_dist_work **box = new_work_box(L);
   return finish(L, attn_dist_isend(t, dst, tag, box), box, async);
 }
@@ -186,6 +200,7 @@ static int l_recv(lua_State *L) {
   int src = check_rank_arg(L, 2, "recv", "src");
   int tag = (int)luaL_optinteger(L, 3, 0);
   int async = lua_toboolean(L, 4);
+  if (!async) return attn_dist_recv(t, src, tag) ? dist_error(L) : 0;
   attn_dist_work **box = new_work_box(L);
   return finish(L, attn_dist_irecv(t, src, tag, box), box, async);
 }
