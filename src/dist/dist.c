@@ -57,7 +57,7 @@ static attn_status fail(attn_status st, const char *op, const char *fmt, ...) {
   return attn_set_error(st, "%s (rank %d of %d): %s", op, world_rank, world_size, msg);
 }
 
-static double now_s(void) {
+static __attribute__((unused)) double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
@@ -280,7 +280,7 @@ static attn_status work_result(attn_dist_work *w) {
 }
 
 /* Records the error in w; returns it. */
-static attn_status work_error(attn_dist_work *w, attn_status st) {
+static __attribute__((unused)) attn_status work_error(attn_dist_work *w, attn_status st) {
   w->status = st;
   snprintf(w->msg, sizeof w->msg, "%s", attn_last_error());
   w->complete = w->finished = true;

@@ -140,77 +140,73 @@ static int l_barrier(lua_State *L) {
 
 /* allreduce(t, op, async) */
 static int l_allreduce(lua_State *L) {
-  attn_tensor *t = attnL_check(L, 1);
   attn_dist_op op = check_op(L, 2, "allreduce");
   int async = lua_toboolean(L, 3);
+  attn_dist_work **box = async ? new_work_box(L) : NULL;
+  attn_tensor *t = attnL_check(L, 1); /* last: nothing allocates while t is borrowed */
   if (!async) return attn_dist_allreduce(t, op) ? dist_error(L) : 0;
-  attn_dist_work **box = new_work_box(L);
   return finish(L, attn_dist_iallreduce(t, op, box), box, async);
 }
 
 /* broadcast(t, root, async) */
 static int l_broadcast(lua_State *L) {
-  attn_tensor *t = attnL_check(L, 1);
   int root = check_rank_arg(L, 2, "broadcast", "root");
   int async = lua_toboolean(L, 3);
+  attn_dist_work **box = async ? new_work_box(L) : NULL;
+  attn_tensor *t = attnL_check(L, 1);
   if (!async) return attn_dist_broadcast(t, root) ? dist_error(L) : 0;
-  attn_dist_work **box = new_work_box(L);
   return finish(L, attn_dist_ibroadcast(t, root, box), box, async);
 }
 
 /* allgather(t, async) */
 static int l_allgather(lua_State *L) {
-  attn_tensor *t = attnL_check(L, 1);
   int async = lua_toboolean(L, 2);
-  if (!async) {
-    attn_tensor **res = attnL_newbox(L);
-    return attnL_result(L, attn_dist_allgather(t, res));
-  }
-  attn_dist_work **box = new_work_box(L);
+  attn_tensor **res = async ? NULL : attnL_newbox(L);
+  attn_dist_work **box = async ? new_work_box(L) : NULL;
+  attn_tensor *t = attnL_check(L, 1);
+  if (!async) return attnL_result(L, attn_dist_allgather(t, res));
   return finish(L, attn_dist_iallgather(t, box), box, async);
 }
 
 /* reduce_scatter(t, op, async) */
 static int l_reduce_scatter(lua_State *L) {
-  attn_tensor *t = attnL_check(L, 1);
   attn_dist_op op = check_op(L, 2, "reduce_scatter");
   int async = lua_toboolean(L, 3);
-  if (!async) {
-    attn_tensor **res = attnL_newbox(L);
-    return attnL_result(L, attn_dist_reduce_scatter(t, op, res));
-  }
-  attn_dist_work **box = new_work_box(L);
+  attn_tensor **res = async ? NULL : attnL_newbox(L);
+  attn_dist_work **box = async ? new_work_box(L) : NULL;
+  attn_tensor *t = attnL_check(L, 1);
+  if (!async) return attnL_result(L, attn_dist_reduce_scatter(t, op, res));
   return finish(L, attn_dist_ireduce_scatter(t, op, box), box, async);
 }
 
 /* send(t, dst, tag, async) */
 static int l_send(lua_State *L) {
-  attn_tensor *t = attnL_check(L, 1);
   int dst = check_rank_arg(L, 2, "send", "dst");
   int tag = (int)luaL_optinteger(L, 3, 0);
   int async = lua_toboolean(L, 4);
+  attn_dist_work **box = async ? new_work_box(L) : NULL;
+  attn_tensor *t = attnL_check(L, 1);
   if (!async) return attn_dist_send(t, dst, tag) ? dist_error(L) : 0;
-  attn_dist_work **box = new_work_box(L);
   return finish(L, attn_dist_isend(t, dst, tag, box), box, async);
 }
 
 /* recv(t, src, tag, async) */
 static int l_recv(lua_State *L) {
-  attn_tensor *t = attnL_check(L, 1);
   int src = check_rank_arg(L, 2, "recv", "src");
   int tag = (int)luaL_optinteger(L, 3, 0);
   int async = lua_toboolean(L, 4);
+  attn_dist_work **box = async ? new_work_box(L) : NULL;
+  attn_tensor *t = attnL_check(L, 1);
   if (!async) return attn_dist_recv(t, src, tag) ? dist_error(L) : 0;
-  attn_dist_work **box = new_work_box(L);
   return finish(L, attn_dist_irecv(t, src, tag, box), box, async);
 }
 
 /* ring_attention(q, k, v, causal, scale) */
 static int l_ring_attention(lua_State *L) {
-  attn_tensor *q = attnL_check(L, 1), *k = attnL_check(L, 2), *v = attnL_check(L, 3);
   int causal = lua_toboolean(L, 4);
   double scale = luaL_optnumber(L, 5, 0.0);
   attn_tensor **box = attnL_newbox(L);
+  attn_tensor *q = attnL_check(L, 1), *k = attnL_check(L, 2), *v = attnL_check(L, 3);
   return attnL_result(L, attn_dist_ring_attention(q, k, v, causal, scale, box));
 }
 
@@ -233,20 +229,25 @@ static int reducer_gc(lua_State *L) {
 
 /* reducer({params...}, bucket_bytes) */
 static int l_reducer(lua_State *L) {
-  const attn_tensor **list;
-  int n = attnL_checktensorlist(L, 1, &list, "DistributedDataParallel");
   lua_Integer bytes = luaL_checkinteger(L, 2);
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_settop(L, 2);
+  attn_dist_reducer **box = lua_newuserdatauv(L, sizeof *box, 1); /* 3: safe (NULL) before anything can fail */
+  *box = NULL;
+  luaL_setmetatable(L, REDUCER_MT);
+  lua_pushvalue(L, 1); /* keep the parameter table (and so the tensors' boxes) alive */
+  lua_setiuservalue(L, 3, 1);
+  int n = (int)lua_rawlen(L, 1);
   for (int i = 0; i < n; i++) {
     lua_rawgeti(L, 1, i + 1);
     if (!attnL_test(L, -1)) return luaL_error(L, "DistributedDataParallel: parameter %d is not a tensor", i + 1);
     lua_pop(L, 1);
   }
-  attn_dist_reducer **box = lua_newuserdatauv(L, sizeof *box, 1);
-  *box = NULL;
-  luaL_setmetatable(L, REDUCER_MT);
-  lua_pushvalue(L, 1); /* keep the parameter table (and so the tensors' boxes) alive */
-  lua_setiuservalue(L, -2, 1);
+  const attn_tensor **list;
+  attnL_checktensorlist(L, 1, &list, "DistributedDataParallel"); /* all tensors already: converts nothing */
+  /* the reducer retains every parameter before anything else runs */
   if (attn_dist_reducer_new(n, (attn_tensor *const *)list, (int64_t)bytes, box)) return dist_error(L);
+  lua_settop(L, 3);
   return 1;
 }
 
