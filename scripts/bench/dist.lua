@@ -9,7 +9,8 @@
 --    2 free cores).
 -- 2. Ring attention with 4 ranks vs single-process SDPA at the same
 --    sequence length L (forward + backward, H = 4, E = 64, causal): time of
---    a step (best of 3, slowest rank) and peak RSS growth per rank.
+--    a step (best of 3, slowest rank) and peak RSS growth per rank; then
+--    4 ranks on a 4x longer sequence.  --parts 2 runs only this part.
 -- 3. Allreduce bandwidth: attn.dist.allreduce vs raw MPI_Allreduce (a C
 --    program built here with mpicc) on the same float buffers, 2 ranks;
 --    bus bandwidth = 2 (P-1)/P * bytes / time; ratio attn / raw (target >= 90%).
@@ -18,13 +19,18 @@
 local attn = require "attn"
 
 local quick = false
+local parts = {true, true, true}
 local mpirun = os.getenv("ATTN_MPIRUN") or "mpirun --oversubscribe --allow-run-as-root"
 do
   local a, i = {...}, 1
   while i <= #a do
     if a[i] == "--quick" then quick, i = true, i + 1
     elseif a[i] == "--mpirun" and a[i + 1] then mpirun, i = a[i + 1], i + 2
-    else io.stderr:write("usage: attn scripts/bench/dist.lua [--quick] [--mpirun CMD]\n"); os.exit(2) end
+    elseif a[i] == "--parts" and a[i + 1] then
+      parts = {}
+      for p in a[i + 1]:gmatch("%d") do parts[tonumber(p)] = true end
+      i = i + 2
+    else io.stderr:write("usage: attn scripts/bench/dist.lua [--quick] [--parts 123] [--mpirun CMD]\n"); os.exit(2) end
   end
 end
 
@@ -56,7 +62,7 @@ print(run(mpirun .. " --version"):match("[^\n]+"))
 print()
 
 -- 1. DDP scaling ---------------------------------------------------------
-do
+if parts[1] then
   local steps = quick and 15 or 40
   local function tput(np)
     local cmd = ("%s/scripts/ddp_train.lua --bench --steps %d --dim 128 --seq 64"):format(src, steps)
@@ -76,7 +82,7 @@ do
 end
 
 -- 2. Ring attention ------------------------------------------------------
-do
+if parts[2] then
   local H, E = 4, 64
   local Ls = quick and {2048} or {4096, 8192}
   print(("2. Causal attention forward+backward, H = %d, E = %d: 4-rank ring vs 1-process SDPA at the same L"):format(H, E))
@@ -88,11 +94,16 @@ do
     print(("   %-7d %-16s %10.3f %18.1f %7.2fx"):format(L, "ring, 4 ranks", four.time, four.peak_kb / 1024,
       four.time / one.time))
   end
+  -- a 4x longer sequence on 4 ranks: peak RSS per rank beside one process at L
+  local L = Ls[1]
+  local long = result(run(mpi(4, ("%s/scripts/bench/dist_worker.lua ring %d %d %d causal 1"):format(src, 4 * L, H, E))))
+  print(("   %-7d %-16s %10.3f %18.1f   (4x the L above)"):format(4 * L, "ring, 4 ranks", long.time,
+    long.peak_kb / 1024))
   print()
 end
 
 -- 3. Allreduce bandwidth -------------------------------------------------
-do
+if parts[3] then
   local dir = os.tmpname()
   os.remove(dir)
   os.execute("mkdir -p " .. dir)
