@@ -101,14 +101,14 @@ log(("ddp_train: %d rank(s) (%s), global batch %d (%d per rank), %d params in %d
   end)(), ddp:bucket_count()))
 
 local step, epoch = 0, 0
-local t0, tstart = attn.now(), nil
+local t0, tstart, cstart = attn.now(), nil, nil
 local last_loss
 while step < opts.steps do
   sampler:set_epoch(epoch)
   local idx = sampler:indices()
   for first = 1, #idx - b + 1, b do
     if step >= opts.steps then break end
-    if step == 1 then tstart = attn.now() end -- step 0 is warm-up
+    if step == 1 then tstart, cstart = attn.now(), os.clock() end -- step 0 is warm-up
     local rows = {}
     for i = 1, b do rows[i] = idx[first + i - 1] end
     local batch = seqs:index_select(1, attn.tensor(rows))
@@ -131,9 +131,13 @@ end
 local elapsed = attn.now() - (tstart or t0)
 
 if opts.bench then
+  -- CPU seconds of all ranks together (os.clock: this process's CPU time),
+  -- a measure that does not depend on how many free cores there were
+  local cpu = attn.tensor({os.clock() - (cstart or 0)})
+  dist.allreduce(cpu, "sum")
   if R == 0 then
-    print(("ddp_train bench: ranks %d steps/s %.3f samples/s %.1f"):format(P, (opts.steps - 1) / elapsed,
-      (opts.steps - 1) * B / elapsed))
+    print(("ddp_train bench: ranks %d steps/s %.3f samples/s %.1f samples/cpu-s %.1f"):format(P,
+      (opts.steps - 1) / elapsed, (opts.steps - 1) * B / elapsed, (opts.steps - 1) * B / cpu[1]))
   end
 end
 log(("final loss %.6f after %d steps"):format(last_loss, step))

@@ -66,18 +66,21 @@ if parts[1] then
   local steps = quick and 15 or 40
   local function tput(np)
     local cmd = ("%s/scripts/ddp_train.lua --bench --steps %d --dim 128 --seq 64"):format(src, steps)
-    local best = 0
+    local best, cpu = 0, 0
     for _ = 1, quick and 1 or 3 do
       local out = np == 1 and run(bin .. " " .. cmd) or run(mpi(np, cmd))
       best = math.max(best, tonumber(out:match("samples/s ([%d%.]+)")))
+      cpu = math.max(cpu, tonumber(out:match("samples/cpu%-s ([%d%.]+)")))
     end
-    return best
+    return best, cpu
   end
-  local t1, t2 = tput(1), tput(2)
+  local t1, c1 = tput(1)
+  local t2, c2 = tput(2)
   print("1. DDP training step (scripts/ddp_train.lua: char-GPT D = 128, T = 64, global batch 32, 1 thread per rank)")
-  print(("   %-10s %14s %8s"):format("ranks", "samples/s", "speedup"))
-  print(("   %-10d %14.1f %8s"):format(1, t1, "1.00x"))
-  print(("   %-10d %14.1f %7.2fx"):format(2, t2, t2 / t1))
+  print("   (samples per CPU-second of all ranks together: the work per sample, whatever the free cores)")
+  print(("   %-10s %14s %8s %16s %10s"):format("ranks", "samples/s", "speedup", "samples/cpu-s", "cpu eff."))
+  print(("   %-10d %14.1f %8s %16.1f %10s"):format(1, t1, "1.00x", c1, "100%"))
+  print(("   %-10d %14.1f %7.2fx %16.1f %9.0f%%"):format(2, t2, t2 / t1, c2, 100 * c2 / c1))
   print()
 end
 
