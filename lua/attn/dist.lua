@@ -38,6 +38,11 @@
 -- A rank whose script raises an error ends with a non-zero status, and attn
 -- then aborts the whole MPI job (MPI_Abort), so the other ranks stop at
 -- once.
+--
+-- Launch detection: MPI is initialised when one of OMPI_COMM_WORLD_SIZE,
+-- PMI_SIZE, PMI_RANK, PMIX_RANK, MPI_LOCALNRANKS (set by mpirun / mpiexec /
+-- srun) or ATTN_DIST_FORCE_MPI (MPI's singleton start without a launcher)
+-- is in the environment, or when the host program initialised MPI itself.
 local core = require "attn.core"
 local C = core._dist
 

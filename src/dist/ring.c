@@ -160,7 +160,7 @@ static attn_status ring_backward(void *p, const attn_tensor *g, attn_tensor **gr
      receive buffers used in turn, so a block is never overwritten while
      it is computed on or sent */
   attn_tensor *kcur = c->k, *vcur = c->v, *kbuf[2] = {0}, *vbuf[2] = {0}, *knext = NULL, *vnext = NULL;
-  attn_dist_work *w[4] = {0};
+  attn_dist_work *w[4] = {0}, *wd[4] = {0};
   attn_status st;
   if (c->q->storage->version != c->version[0] || c->k->storage->version != c->version[1] ||
       c->v->storage->version != c->version[2]) {
@@ -175,6 +175,12 @@ static attn_status ring_backward(void *p, const attn_tensor *g, attn_tensor **gr
                 (st = empty_like(c->k, &dk_in)) || (st = empty_like(c->v, &dv_in))))
     goto done;
   if (P > 2 && ((st = empty_like(c->k, &kbuf[1])) || (st = empty_like(c->v, &vbuf[1])))) goto done;
+  /* The dK/dV accumulators travel one step behind K/V: at step s this
+     rank computes its share for block src into partials while the
+     accumulator of block src is still arriving (sent by the previous rank
+     at the end of its step s-1), then waits for it, adds the partials and
+     sends it on without waiting; after the last step one more hop brings
+     every accumulator home. */
   for (int s = 0; s < P; s++) {
     const int src = (r - s + P) % P;
     knext = kbuf[s % 2], vnext = vbuf[s % 2];
@@ -184,42 +190,48 @@ static attn_status ring_backward(void *p, const attn_tensor *g, attn_tensor **gr
         goto done;
     }
     task t[3];
+    attn_tensor *pk[3] = {0}, *pv[3] = {0};
     int nt = schedule(c->causal, r, src, Lc, t);
     for (int i = 0; i < nt && !st; i++) {
-      attn_tensor *qv = NULL, *kv = NULL, *vv = NULL, *ov = NULL, *gv = NULL, *lv = NULL, *lc = NULL;
-      attn_tensor *pq = NULL, *pk = NULL, *pv = NULL;
+      attn_tensor *qv = NULL, *kv = NULL, *vv = NULL, *ov = NULL, *gv = NULL, *lv = NULL, *lc = NULL, *pq = NULL;
       if (!(st = rows(c->q, t[i].q0, t[i].nq, &qv)) && !(st = rows(kcur, t[i].k0, t[i].nk, &kv)) &&
           !(st = rows(vcur, t[i].k0, t[i].nk, &vv)) && !(st = rows(c->out, t[i].q0, t[i].nq, &ov)) &&
           !(st = rows(dout, t[i].q0, t[i].nq, &gv)) &&
           !(st = attn_narrow(c->lse, c->lse->ndim - 1, t[i].q0, t[i].nq, &lv)) && !(st = attn_contiguous(lv, &lc)) &&
-          !(st = attn_sdpa_block_backward(qv, kv, vv, ov, gv, lc, t[i].causal, c->scale, &pq, &pk, &pv))) {
+          !(st = attn_sdpa_block_backward(qv, kv, vv, ov, gv, lc, t[i].causal, c->scale, &pq, &pk[i], &pv[i])))
         add_rows(dq, t[i].q0, pq);
-        add_rows(dk, t[i].k0, pk);
-        add_rows(dv, t[i].k0, pv);
-      }
-      attn_tensor *all[] = {qv, kv, vv, ov, gv, lv, lc, pq, pk, pv};
+      attn_tensor *all[] = {qv, kv, vv, ov, gv, lv, lc, pq};
       for (size_t j = 0; j < sizeof all / sizeof *all; j++) attn_tensor_release(all[j]);
     }
-    if (st) goto done;
-    if (P > 1) { /* pass the accumulators of block src on, get those of the next block */
-      attn_dist_work *wd[4] = {0};
-      if ((st = attn_dist_irecv(dk_in, prev, TAG_DK, &wd[0])) || (st = attn_dist_irecv(dv_in, prev, TAG_DV, &wd[1])) ||
-          (st = attn_dist_isend(dk, next, TAG_DK, &wd[2])) || (st = attn_dist_isend(dv, next, TAG_DV, &wd[3]))) {
-        free_all(wd, 4);
-        goto done;
-      }
+    if (!st && s > 0) { /* the accumulators of block src, from the previous rank */
       st = wait_all(wd, 4);
-      if (st) goto done;
-      swap(&dk, &dk_in);
-      swap(&dv, &dv_in);
+      if (!st) {
+        swap(&dk, &dk_in);
+        swap(&dv, &dv_in);
+      }
     }
+    for (int i = 0; i < nt && !st; i++) {
+      add_rows(dk, t[i].k0, pk[i]);
+      add_rows(dv, t[i].k0, pv[i]);
+    }
+    for (int i = 0; i < 3; i++) attn_tensor_release(pk[i]), attn_tensor_release(pv[i]);
+    if (st) goto done;
+    if (P > 1 && ((st = attn_dist_irecv(dk_in, prev, TAG_DK, &wd[0])) || (st = attn_dist_irecv(dv_in, prev, TAG_DV, &wd[1])) ||
+                  (st = attn_dist_isend(dk, next, TAG_DK, &wd[2])) || (st = attn_dist_isend(dv, next, TAG_DV, &wd[3]))))
+      goto done;
     if ((st = wait_all(w, 4))) goto done;
     kcur = knext, vcur = vnext;
+  }
+  if (P > 1) { /* the last hop: this rank's own accumulators come home */
+    if ((st = wait_all(wd, 4))) goto done;
+    swap(&dk, &dk_in);
+    swap(&dv, &dv_in);
   }
   grads[0] = dq, grads[1] = dk, grads[2] = dv;
   dq = dk = dv = NULL;
 done:
   free_all(w, 4);
+  free_all(wd, 4);
   attn_tensor *all[] = {dout, dq, dk, dv, dk_in, dv_in, kbuf[0], kbuf[1], vbuf[0], vbuf[1]};
   for (size_t j = 0; j < sizeof all / sizeof *all; j++) attn_tensor_release(all[j]);
   return st;
