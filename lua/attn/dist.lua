@@ -34,7 +34,9 @@
 -- Failures: errors name the operation and the rank ("allreduce (rank 1 of
 -- 4): ...").  MPI's error handler returns errors instead of aborting, and
 -- every wait is bounded by a timeout (default 300 s; set_timeout(s) or
--- ATTN_DIST_TIMEOUT=s): a rank whose peer died fails instead of hanging.
+-- ATTN_DIST_TIMEOUT=s): h:wait() on an async operation raises an error at
+-- the deadline; a blocking call (which MPI cannot cancel) prints the same
+-- message and aborts the job.
 -- A rank whose script raises an error ends with a non-zero status, and attn
 -- then aborts the whole MPI job (MPI_Abort), so the other ranks stop at
 -- once.

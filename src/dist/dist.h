@@ -11,10 +11,14 @@
  * Ranks are 0-based, as in MPI and torch.distributed.  Every function
  * returns an attn_status; messages start with the operation and the rank,
  * e.g. "allreduce (rank 1 of 4): ...".  MPI's error handler is
- * MPI_ERRORS_RETURN, and every blocking operation is a non-blocking one
- * polled against a deadline (attn_dist_set_timeout, default 300 s, or
- * ATTN_DIST_TIMEOUT in seconds): a rank whose peer died fails with an
- * error instead of hanging forever.
+ * MPI_ERRORS_RETURN.  Waits are bounded by a timeout (attn_dist_set_timeout,
+ * default 300 s, or ATTN_DIST_TIMEOUT in seconds): attn_dist_wait on an
+ * async operation polls it and fails with an error at the deadline; the
+ * blocking forms call MPI's blocking collectives (faster) under a watchdog
+ * thread that prints the same message and aborts the job at the deadline,
+ * since a started collective cannot be cancelled.  A process that exits
+ * with a non-zero status after MPI was initialised aborts the job
+ * (MPI_Abort), so a rank whose script failed stops the others at once.
  *
  * Tensors: contiguous tensors are sent from and received into their own
  * storage; non-contiguous ones go through a contiguous copy that is
