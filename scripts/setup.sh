@@ -12,6 +12,9 @@ cd "$(dirname "$0")/.."
 want=(cmake pkg-config gcc make lua5.4 liblua5.4-dev libopenblas-dev libreadline-dev libcjson-dev zlib1g-dev wamerican)
 # attn.plot draws with cairo; its labels use DejaVu Sans (fontconfig finds it).
 want+=(libcairo2-dev fonts-dejavu-core)
+# attn.dist runs over MPI: Open MPI from Debian (MPICH works too; without
+# either attn.dist is a 1-rank world and the mpirun specs are skipped).
+want+=(libopenmpi-dev openmpi-bin)
 if [[ "${1:-}" == "--test" ]]; then
   want+=(lua-busted)
   # scripts/test.sh's further suites: valgrind (scripts/valgrind.sh), clang

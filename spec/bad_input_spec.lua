@@ -2956,6 +2956,69 @@ for _, b in ipairs(BLOCKS) do
   E("attn.bert." .. b[1] .. ".forward", sig, {method = "forward", fn = cls.forward, override = over})
 end
 
+
+-- attn.dist (spec/dist_spec.lua and spec/mpi/ cover the behaviour; here the
+-- 1-rank world a spec process is, with bad arguments)
+local dist = attn.dist
+for _, name in ipairs({"rank", "size", "world_size", "local_rank", "is_main", "is_available", "uses_mpi", "backend",
+                       "timeout"}) do
+  E("attn.dist." .. name, {})
+end
+E("attn.dist.init", {K.opts({timeout = K.num(300, {opt = true, min = 1e-300, finite = true})})},
+  {override = {[1] = {["option timeout = 1e-300"] = "any"}}})
+E("attn.dist.set_timeout", {K.num(300, {min = 1e-300, finite = true})}, {override = {[1] = {["1e-300"] = "any"}}})
+E("attn.dist.print0", {}) -- print's arguments: anything goes
+local ASYNC_OPTS = K.opts({async = BOOL(false), async_op = BOOL(false)})
+E("attn.dist.barrier", {ASYNC_OPTS})
+local OP = K.choice("sum", {opt = true})
+-- written in place: an expanded (stride-0) target is refused, as copy_ does
+local EXPANDED = {[1] = {["a stride-0 expanded view"] = "error"}}
+E("attn.dist.allreduce", {K.tensor({2, 3}), OP, ASYNC_OPTS}, {writes = {1}, override = EXPANDED})
+E("attn.dist.iallreduce", {K.tensor({2, 3}), OP}, {writes = {1}, override = EXPANDED})
+E("attn.dist.broadcast", {K.tensor({2, 3}), K.int(0, {opt = true, min = 0, max = 0}), ASYNC_OPTS},
+  {writes = {1}, override = EXPANDED})
+E("attn.dist.ibroadcast", {K.tensor({2, 3}), K.int(0, {opt = true, min = 0, max = 0})},
+  {writes = {1}, override = EXPANDED})
+E("attn.dist.allgather", {K.tensor({2, 3}), ASYNC_OPTS})
+E("attn.dist.iallgather", {K.tensor({2, 3})})
+E("attn.dist.reduce_scatter", {K.tensor({2, 3}), OP, ASYNC_OPTS})
+E("attn.dist.ireduce_scatter", {K.tensor({2, 3}), OP})
+-- a 1-rank world has no peer: every well-formed call is refused with the
+-- rank in the message (the valid calls run under mpirun in spec/mpi)
+local function no_peer(path, write)
+  E(path, {K.tensor({2, 3}), K.int(0, {min = 0, max = 0}), K.opts({async = BOOL(false), async_op = BOOL(false),
+    tag = K.int(0, {opt = true, min = 0, max = 2 ^ 31 - 1})})}, {writes = write and {1} or nil,
+    base_expect = "error"})
+end
+no_peer("attn.dist.send")
+no_peer("attn.dist.recv", true)
+E("attn.dist.isend", {K.tensor({2, 3}), K.int(0, {min = 0, max = 0}), K.int(0, {opt = true, min = 0, max = 2 ^ 31 - 1})},
+  {base_expect = "error"})
+E("attn.dist.irecv", {K.tensor({2, 3}), K.int(0, {min = 0, max = 0}), K.int(0, {opt = true, min = 0, max = 2 ^ 31 - 1})},
+  {writes = {1}, base_expect = "error", override = EXPANDED})
+local RING_OPTS = K.opts({causal = BOOL(true), is_causal = BOOL(true), scale = K.num(0.5, {opt = true, finite = true})})
+E("attn.dist.ring_attention", {K.tensor({2, 4, 3}), K.tensor({2, 4, 3}, {salt = 2}), K.tensor({2, 4, 3}, {salt = 3}),
+  RING_OPTS})
+E("attn.F.ring_attention", {K.tensor({2, 4, 3}), K.tensor({2, 4, 3}, {salt = 2}), K.tensor({2, 4, 3}, {salt = 3}),
+  RING_OPTS}, {names = {"ring_attention"}})
+E("attn.dist.ring_shard", {K.tensor({2, 4, 3}), K.opts({causal = BOOL(true), is_causal = BOOL(true),
+  rank = K.int(0, {opt = true, min = 0, max = 0}), size = K.int(1, {opt = true, min = 1, max = 1})})})
+E("attn.dist.ring_unshard", {K.tensor({2, 4, 3}), K.opts({causal = BOOL(true), is_causal = BOOL(true)})})
+E("attn.data.DistributedSampler", {K.size(5, {huge = "any"}), K.opts({shuffle = BOOL(true), drop_last = BOOL(false),
+  seed = K.int(0, {opt = true, min = 0}), num_replicas = K.int(1, {opt = true, min = 1}),
+  rank = K.int(0, {opt = true, min = 0, max = 0})})})
+local function ddp() return nn.DistributedDataParallel(nn.Linear(3, 4)) end
+E("attn.nn.DistributedDataParallel", {mod(function() return nn.Linear(3, 4) end), K.opts({
+  bucket_mb = K.num(25, {opt = true, min = 1e-300, finite = true}), broadcast_buffers = BOOL(true)})},
+  {override = {[2] = {["option bucket_mb = 1e-300"] = "any"}}})
+forward("attn.nn.DistributedDataParallel.forward", ddp, {K.tensor({2, 3})})
+for _, m in ipairs({"bucket_count", "extra_repr", "sync_gradients"}) do
+  E("attn.nn.DistributedDataParallel." .. m, {mod(ddp)}, {method = m})
+end
+E("attn.nn.DistributedDataParallel.no_sync", {mod(ddp), K.custom(function() return function() return 1 end end, {
+  {"a number", function() return 3 end, "error"},
+}, {opt = true, skip = {["a function"] = true}})}, {method = "no_sync"})
+
 ---------------------------------------------------------------------------
 -- 9. The tests
 ---------------------------------------------------------------------------

@@ -38,3 +38,48 @@ if(BUSTED_EXECUTABLE AND LUA_EXECUTABLE)
 else()
   message(WARNING "busted or lua5.4 not found: the Lua specs are not registered")
 endif()
+
+# attn.dist under MPI: spec/mpi/*_spec.lua run by mpirun with 2 and 4 ranks
+# (--oversubscribe: CI machines may have fewer cores; --allow-run-as-root:
+# CI runs as root; both are Open MPI flags, left out for MPICH's mpiexec),
+# one BLAS thread per rank, one such test at a time (RUN_SERIAL).  Not in
+# sanitizer builds: Open MPI's own allocations are reported by LSan, and its
+# shared-memory transport confuses ASan/TSan (scripts/sanitize.sh, tsan.sh).
+# spec/dist_spec.lua (1-rank world, fail-fast and timeout jobs) gets the
+# launcher through ATTN_MPIEXEC and says when it skips.
+set(ATTN_MPIEXEC_FLAGS "")
+if(ATTN_MPIEXEC)
+  execute_process(COMMAND ${ATTN_MPIEXEC} --version OUTPUT_VARIABLE _mpiexec_version ERROR_QUIET)
+  if(_mpiexec_version MATCHES "Open MPI|OpenRTE")
+    set(ATTN_MPIEXEC_FLAGS --oversubscribe --allow-run-as-root)
+  endif()
+endif()
+string(REPLACE ";" " " ATTN_MPIEXEC_FLAGS_STR "${ATTN_MPIEXEC_FLAGS}")
+# Open MPI's shared-memory transport copies large messages with
+# process_vm_readv, which containers without CAP_SYS_PTRACE (typical CI)
+# refuse; the specs use its copy-in/copy-out path instead (the benchmarks
+# do not set this).
+set(ATTN_MPI_TEST_ENV "OPENBLAS_NUM_THREADS=1" "OMPI_MCA_btl_vader_single_copy_mechanism=none")
+file(GLOB ATTN_MPI_SPECS CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/spec/mpi/*_spec.lua)
+if(MPI_C_FOUND AND ATTN_MPIEXEC AND BUSTED_EXECUTABLE AND LUA_EXECUTABLE AND NOT ATTN_SANITIZE)
+  if(TEST lua/dist_spec)
+    set_property(TEST lua/dist_spec APPEND PROPERTY ENVIRONMENT "ATTN_MPIEXEC=${ATTN_MPIEXEC}"
+      "ATTN_MPIEXEC_FLAGS=${ATTN_MPIEXEC_FLAGS_STR}" "ATTN_LUA=${LUA_EXECUTABLE}" ${ATTN_MPI_TEST_ENV})
+    set_property(TEST lua/dist_spec PROPERTY RUN_SERIAL TRUE)
+  endif()
+  foreach(spec IN LISTS ATTN_MPI_SPECS)
+    get_filename_component(name ${spec} NAME_WE)
+    foreach(np 2 4)
+      add_test(NAME mpi/${name}-np${np}
+        COMMAND ${ATTN_MPIEXEC} ${ATTN_MPIEXEC_FLAGS} -np ${np}
+                ${LUA_EXECUTABLE} ${BUSTED_EXECUTABLE} --output=TAP ${spec}
+        WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+      set_tests_properties(mpi/${name}-np${np} PROPERTIES ENVIRONMENT
+        "${ATTN_SPEC_ENV};${ATTN_MPI_TEST_ENV};ATTN_MPI_NP=${np}" RUN_SERIAL TRUE TIMEOUT 900)
+    endforeach()
+  endforeach()
+elseif(ATTN_SANITIZE)
+  message(STATUS "attn.dist: the mpirun specs are not registered in sanitizer builds (Open MPI's allocations and shared memory are sanitizer noise)")
+else()
+  message(STATUS "attn.dist: MPI or mpirun not found: the mpirun specs (spec/mpi) are skipped")
+endif()

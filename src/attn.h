@@ -390,6 +390,26 @@ attn_tensor *attn_grad(const attn_tensor *t);
 attn_status attn_set_grad(attn_tensor *t, attn_tensor *g);
 /* "MmBackward0" etc. for results of recorded ops, NULL for leaves. */
 const char *attn_grad_fn_name(const attn_tensor *t);
+/* A C hook that backward calls right after it has accumulated a leaf's
+   .grad (torch's post-accumulate-grad hook), in the thread running
+   backward, with gradient mode off.  One per leaf (a new one replaces the
+   old; fn NULL removes it); ctx is not owned, so whoever sets a hook must
+   remove it before freeing ctx.  The hook may read and write the leaf's
+   .grad data but must not release the leaf; a failure it returns ends
+   backward with that status.  Used by attn.dist's gradient reducer. */
+typedef attn_status (*attn_grad_hook_fn)(void *ctx, attn_tensor *leaf);
+attn_status attn_set_grad_hook(attn_tensor *t, attn_grad_hook_fn fn, void *ctx);
+/* The ctx of t's hook, or NULL when it has none. */
+void *attn_grad_hook_ctx(const attn_tensor *t);
+/* Records out = f(inputs) with a backward written in C outside the core
+   (e.g. attn.dist's ring attention): fn(ctx, grad_out, grads) fills
+   grads[i] (one reference each, shapes of inputs[i]) and runs with gradient
+   mode off.  ctx is owned by the node from this call on (freed with
+   ctx_free, which may be NULL, also on failure and when no input requires
+   grad, in which case nothing is recorded). */
+typedef attn_status (*attn_custom_backward_fn)(void *ctx, const attn_tensor *grad_out, attn_tensor **grads);
+attn_status attn_custom_record(attn_tensor *out, const char *name, int n, const attn_tensor *const *inputs,
+                               attn_custom_backward_fn fn, void *ctx, void (*ctx_free)(void *));
 /* Keeps .grad on a non-leaf after backward. */
 attn_status attn_retain_grad(attn_tensor *t);
 /* A view sharing t's storage, cut from the graph. */
@@ -581,6 +601,22 @@ void attn_sdpa_opts_init(attn_sdpa_opts *opts);
 /* opts may be NULL (defaults); weights may be NULL. */
 attn_status attn_sdpa(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
                       const attn_sdpa_opts *opts, attn_tensor **out, attn_tensor **weights);
+/* Blocks of a longer attention (sequence parallelism: attn.dist's ring
+   attention).  attn_sdpa_block_forward gives out [..., L, Ev] and lse
+   [..., L], the log-sum-exp of each query's scaled scores over this
+   block's visible keys (-inf, with a zero output row, where none is
+   visible); results of several key blocks combine as
+   lse = logaddexp(lse1, lse2), out = out1 * exp(lse1 - lse) + out2 * exp(lse2 - lse).
+   attn_sdpa_block_backward takes the final out and lse (over all blocks,
+   lse contiguous) and dout, and gives this block's contributions to dq,
+   dk, dv (to be summed over blocks).  No mask, no dropout; is_causal is
+   top-left within the block; no autograd recording (the caller records). */
+attn_status attn_sdpa_block_forward(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v, bool is_causal,
+                                    double scale, attn_tensor **out, attn_tensor **lse);
+attn_status attn_sdpa_block_backward(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                                     const attn_tensor *out, const attn_tensor *dout, const attn_tensor *lse,
+                                     bool is_causal, double scale, attn_tensor **dq, attn_tensor **dk,
+                                     attn_tensor **dv);
 /* [L, S] of 1 where query i sees key j (j <= i, or j <= i + S - L with
    bottom_right), else 0: a mask for mask_is_bool. */
 attn_status attn_causal_mask(int64_t L, int64_t S, bool bottom_right, attn_tensor **out);

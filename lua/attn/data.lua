@@ -733,4 +733,108 @@ end
 Progress.close = Progress.finish
 Progress.__close = Progress.finish
 
+-- ---------------------------------------------------------------------------
+-- Distributed sampling
+
+local DistributedSampler = {}
+DistributedSampler.__index = DistributedSampler
+
+--- data.DistributedSampler(n [, opts]) -> sampler giving this rank its shard
+-- of the example indices 1..n, with torch.utils.data.DistributedSampler's
+-- semantics: opts.shuffle (default true) permutes with
+-- attn.randperm(n, attn.Generator(seed + epoch)) (torch's order for the
+-- same seed and epoch, so every rank draws the same permutation),
+-- opts.seed (default 0), opts.drop_last (default false: the list is padded
+-- by repeating its start so every rank gets ceil(n / size) indices; true:
+-- the tail is dropped so every rank gets floor(n / size)).  Rank r takes
+-- every size-th index starting at position r + 1.  opts.num_replicas and
+-- opts.rank default to attn.dist.size() and attn.dist.rank().
+--   s:set_epoch(e)    reshuffle for epoch e (call it each epoch, as in torch)
+--   s:indices()       this rank's 1-based indices as a Lua list
+--   #s, s:len()       how many
+--   for i in s:iter() do ... end
+function data.DistributedSampler(n, opts)
+  if type(n) ~= "number" or n ~= n or n == math.huge or n ~= math.floor(n) or n < 0 or n >= 2 ^ 53 then
+    error("DistributedSampler: n must be a non-negative integer, got " .. tostring(n), 2)
+  end
+  n = math.tointeger(n)
+  if opts == nil then opts = {} end
+  if type(opts) ~= "table" or attn.is_tensor(opts) then error("DistributedSampler: opts must be a table", 2) end
+  local kinds = {shuffle = "boolean", drop_last = "boolean", seed = "integer", num_replicas = "integer",
+    rank = "integer"}
+  for k, v in pairs(opts) do
+    local kind = kinds[k]
+    if not kind then error(("DistributedSampler: unknown option '%s'"):format(tostring(k)), 2) end
+    if kind == "boolean" and type(v) ~= "boolean" then
+      error(("DistributedSampler: option %s must be a boolean, got %s"):format(k, type(v)), 2)
+    end
+    if kind == "integer" then
+      if math.type(v) == "float" and v == math.floor(v) and math.abs(v) < 2 ^ 53 then v = math.tointeger(v) end
+      if math.type(v) ~= "integer" or (k == "seed" and v < 0) then
+        error(("DistributedSampler: option %s must be a%s integer, got %s"):format(k,
+          k == "seed" and " non-negative" or "n", tostring(v)), 2)
+      end
+    end
+  end
+  local dist = require "attn.dist"
+  local self = setmetatable({
+    n = n,
+    shuffle = opts.shuffle ~= false,
+    seed = math.tointeger(opts.seed or 0),
+    drop_last = opts.drop_last == true,
+    num_replicas = math.tointeger(opts.num_replicas or dist.size()),
+    rank = math.tointeger(opts.rank or dist.rank()),
+    epoch = 0,
+  }, DistributedSampler)
+  local P, r = self.num_replicas, self.rank
+  if math.type(P) ~= "integer" or P < 1 then error("DistributedSampler: num_replicas must be an integer >= 1", 2) end
+  if math.type(r) ~= "integer" or r < 0 or r >= P then
+    error(("DistributedSampler: rank must be in 0..%d (0-based), got %s"):format(P - 1, tostring(r)), 2)
+  end
+  if self.drop_last and n % P ~= 0 then
+    self.num_samples = math.ceil((n - P) / P)
+  else
+    self.num_samples = math.ceil(n / P)
+  end
+  self.total_size = self.num_samples * P
+  return self
+end
+
+function DistributedSampler:set_epoch(epoch)
+  if math.type(epoch) ~= "integer" then error("set_epoch: epoch must be an integer", 2) end
+  self.epoch = epoch
+end
+
+function DistributedSampler:len() return self.num_samples end
+DistributedSampler.__len = DistributedSampler.len
+
+function DistributedSampler:indices()
+  local n = self.n
+  local all
+  if self.shuffle then
+    all = permutation(n, attn.Generator(self.seed + self.epoch))
+  else
+    all = {}
+    for i = 1, n do all[i] = i end
+  end
+  if not self.drop_last then
+    local i = 1
+    while #all < self.total_size and n > 0 do
+      all[#all + 1] = all[i]
+      i = i + 1
+    end
+  end
+  local out = {}
+  for pos = self.rank + 1, self.total_size, self.num_replicas do out[#out + 1] = all[pos] end
+  return out
+end
+
+function DistributedSampler:iter()
+  local idx, i = self:indices(), 0
+  return function()
+    i = i + 1
+    return idx[i]
+  end
+end
+
 return data

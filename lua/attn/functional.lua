@@ -573,6 +573,9 @@ end
 F.scaled_dot_product_attention = attn.scaled_dot_product_attention
 
 --- split_heads(x [..., L, H*D], H) -> [..., H, L, D]; combine_heads inverts it.
+--- F.ring_attention(q, k, v [, {causal =, scale =}]): attention over a
+-- sequence split across MPI ranks (attn.dist.ring_attention).
+function F.ring_attention(q, k, v, opts) return require("attn.dist").ring_attention(q, k, v, opts) end
 function F.split_heads(x, H) return require("attn.attention").split_heads(x, H) end
 function F.combine_heads(x) return require("attn.attention").combine_heads(x) end
 

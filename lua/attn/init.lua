@@ -35,6 +35,7 @@ local submodules = {
   data = "attn.data",
   text = "attn.text",
   bert = "attn.bert",
+  dist = "attn.dist",
 }
 
 return setmetatable(attn, {

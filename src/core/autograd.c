@@ -40,7 +40,8 @@ static void node_free_saved(attn_node *n) {
     attn_tensor_release(n->saved[i]);
     n->saved[i] = NULL;
   }
-  free(n->extra);
+  if (n->extra_free) n->extra_free(n->extra);
+  else free(n->extra);
   n->extra = NULL;
 }
 
@@ -235,6 +236,69 @@ attn_status attn_set_grad(attn_tensor *t, attn_tensor *g) {
   return ATTN_OK;
 }
 
+attn_status attn_set_grad_hook(attn_tensor *t, attn_grad_hook_fn fn, void *ctx) {
+  if (fn && !attn_is_leaf(t))
+    return attn_set_error(ATTN_ERR_STATE, "set_grad_hook: the tensor is not a leaf (hooks run when a leaf's grad "
+                                          "is accumulated)");
+  if (!fn && !t->autograd) return ATTN_OK;
+  struct attn_autograd *ag = ag_get(t);
+  if (!ag) return attn_set_error(ATTN_ERR_NOMEM, "set_grad_hook: out of memory");
+  ag->hook = fn;
+  ag->hook_ctx = fn ? ctx : NULL;
+  return ATTN_OK;
+}
+
+void *attn_grad_hook_ctx(const attn_tensor *t) { return t->autograd && t->autograd->hook ? t->autograd->hook_ctx : NULL; }
+
+/* A node whose backward is the caller's C function (see attn.h). */
+typedef struct {
+  attn_custom_backward_fn fn;
+  void *ctx;
+  void (*ctx_free)(void *);
+} custom_extra;
+
+static void custom_extra_free(void *p) {
+  custom_extra *e = p;
+  if (e && e->ctx_free) e->ctx_free(e->ctx);
+  free(e);
+}
+
+static attn_status custom_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
+  custom_extra *e = node->extra;
+  if (!e) return attn_set_error(ATTN_ERR_STATE, "backward: %s has no state (already freed)", node->name);
+  attn_status st = e->fn(e->ctx, g, grads);
+  if (st) return st;
+  for (int i = 0; i < node->n_next; i++)
+    if (!node->next[i].node) {
+      attn_tensor_release(grads[i]);
+      grads[i] = NULL;
+    }
+  return ATTN_OK;
+}
+
+attn_status attn_custom_record(attn_tensor *out, const char *name, int n, const attn_tensor *const *inputs,
+                               attn_custom_backward_fn fn, void *ctx, void (*ctx_free)(void *)) {
+  if (!attn__ag_needed(n, inputs)) {
+    if (ctx_free) ctx_free(ctx);
+    return ATTN_OK;
+  }
+  custom_extra *e = attn__calloc(1, sizeof *e);
+  if (!e) {
+    if (ctx_free) ctx_free(ctx);
+    return attn_set_error(ATTN_ERR_NOMEM, "%s: out of memory recording the graph", name);
+  }
+  e->fn = fn, e->ctx = ctx, e->ctx_free = ctx_free;
+  attn_node *node;
+  attn_status st = attn__ag_record(out, name, custom_backward, n, inputs, 0, NULL, &node);
+  if (st) {
+    custom_extra_free(e);
+    return st;
+  }
+  node->extra = e;
+  node->extra_free = custom_extra_free;
+  return ATTN_OK;
+}
+
 const char *attn_grad_fn_name(const attn_tensor *t) {
   return t->autograd && t->autograd->grad_fn ? t->autograd->grad_fn->name : NULL;
 }
@@ -350,7 +414,11 @@ static attn_status run_node(attn_node *node, attn_tensor *g, bool retain_graph, 
   /* a non-leaf that retains grad accumulates over backward calls, like a
      leaf (torch's retain_grad hook) */
   if (node->retained && (st = accumulate_leaf(node->retained, g))) return st;
-  if (node->leaf) return accumulate_leaf(node->leaf, g);
+  if (node->leaf) {
+    if ((st = accumulate_leaf(node->leaf, g))) return st;
+    const struct attn_autograd *ag = node->leaf->autograd;
+    return ag && ag->hook ? ag->hook(ag->hook_ctx, node->leaf) : ATTN_OK;
+  }
   if (node->released)
     return attn_set_error(ATTN_ERR_STATE,
                           "backward: trying to go through the graph a second time (at %s); its saved tensors "

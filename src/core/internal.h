@@ -190,6 +190,7 @@ struct attn_node {
   int64_t iargs[ATTN_NODE_IARGS];        /* op parameters */
   double fargs[4];
   void *extra;                     /* op data owned by the node, freed with free() */
+  void (*extra_free)(void *);      /* frees extra instead of free() when set */
   attn_tensor *leaf;               /* AccumulateGrad: the leaf (strong) */
   attn_tensor *retained;           /* non-leaf output that retains grad (weak) */
   /* engine scratch */
@@ -205,6 +206,8 @@ struct attn_autograd {
   attn_tensor *grad;
   attn_node *grad_fn;              /* strong; NULL for leaves */
   attn_node *accumulator;          /* leaf's AccumulateGrad (weak) */
+  attn_grad_hook_fn hook;          /* attn_set_grad_hook (ctx not owned) */
+  void *hook_ctx;
 };
 
 /* Whether an op over these inputs must be recorded. */

@@ -1057,3 +1057,129 @@ attn_status attn_padding_mask(const attn_tensor *lengths, int64_t S, attn_tensor
   *out = t;
   return ATTN_OK;
 }
+
+/* ------------------------------------------------------------------------ */
+/* Block entry points (sequence parallelism)                                 */
+/*
+ * The fused kernel on one (query block, key block) pair, for attention
+ * split over processes (attn.dist's ring attention): the forward gives the
+ * block's output and per-query log-sum-exp, so that blocks combine with
+ * the log-sum-exp rule; the backward takes the final output and
+ * log-sum-exp over all blocks and gives this block's share of dq, dk, dv.
+ * Added beside the entry points above without changing them.
+ */
+
+#undef FN
+#define FN "sdpa_block_forward"
+
+attn_status attn_sdpa_block_forward(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v, bool is_causal,
+                                    double scale, attn_tensor **out, attn_tensor **lse_out) {
+  attn_sdpa_opts o;
+  attn_sdpa_opts_init(&o);
+  o.is_causal = is_causal;
+  o.scale = scale;
+  plan P;
+  attn_status st = check_args(q, k, v, &o, &P);
+  if (st) return st;
+  int64_t oshape[ATTN_MAX_DIMS], lshape[ATTN_MAX_DIMS];
+  memcpy(oshape, q->shape, sizeof oshape);
+  oshape[q->ndim - 1] = P.Ev;
+  memcpy(lshape, q->shape, sizeof lshape);
+  attn_tensor *res = NULL, *lse_t = NULL;
+  const int64_t nrows = P.nbq * P.L;
+  float *pairs = NULL;
+  if ((st = attn__alloc(FN, q->ndim, oshape, &res)) || (st = attn__alloc(FN, q->ndim - 1, lshape, &lse_t))) goto fail;
+  if (!(pairs = scratch_alloc(2 * nrows))) {
+    st = attn_set_error(ATTN_ERR_NOMEM, FN ": out of memory");
+    goto fail;
+  }
+  P.out = attn_tensor_data(res);
+  P.lse = pairs;
+  if (P.nbq > 0 && P.L > 0) run(&P, P.nbq * P.nqb, fwd_range, work_flops(&P));
+  if (P.failed) {
+    st = attn_set_error(ATTN_ERR_NOMEM, FN ": out of memory for the attention tiles");
+    goto fail;
+  }
+  float *l = attn_tensor_data(lse_t);
+  for (int64_t i = 0; i < nrows; i++) /* (m, log l) -> m + log l; no visible key: -inf */
+    l[i] = pairs[2 * i] == INFINITY ? -INFINITY : pairs[2 * i] + pairs[2 * i + 1];
+  scratch_free(pairs, 2 * nrows);
+  *out = res;
+  *lse_out = lse_t;
+  return ATTN_OK;
+fail:
+  scratch_free(pairs, 2 * nrows);
+  attn_tensor_release(res);
+  attn_tensor_release(lse_t);
+  return st;
+}
+
+#undef FN
+#define FN "sdpa_block_backward"
+
+attn_status attn_sdpa_block_backward(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                                     const attn_tensor *out, const attn_tensor *dout, const attn_tensor *lse,
+                                     bool is_causal, double scale, attn_tensor **dq_out, attn_tensor **dk_out,
+                                     attn_tensor **dv_out) {
+  attn_sdpa_opts o;
+  attn_sdpa_opts_init(&o);
+  o.is_causal = is_causal;
+  o.scale = scale;
+  plan P;
+  attn_status st = check_args(q, k, v, &o, &P);
+  if (st) return st;
+  char sa[ATTN_SHAPE_BUF], sb[ATTN_SHAPE_BUF];
+  const int nd = q->ndim;
+  bool ok = out->ndim == nd && dout->ndim == nd && lse->ndim == nd - 1 && attn_same_shape(out, dout) &&
+            attn_tensor_is_contiguous(lse) && out->shape[nd - 1] == P.Ev;
+  for (int d = 0; ok && d < nd - 1; d++) ok = out->shape[d] == q->shape[d] && lse->shape[d] == q->shape[d];
+  if (!ok)
+    return attn_set_error(ATTN_ERR_SHAPE, FN ": out %s / dout and lse %s (contiguous) must match query %s",
+                          ATTN_SHAPE(out, sa), ATTN_SHAPE(lse, sb), ATTN_SHAPE(q, sa));
+  const int nb = P.nb;
+  const int64_t nrows = P.nbq * P.L;
+  set_operand(&P.o, out, nb, NULL);
+  set_operand(&P.dout, dout, nb, NULL);
+  attn_tensor *dq = NULL, *dk = NULL, *dv = NULL;
+  float *D = NULL, *pairs = NULL;
+  if ((st = attn__alloc(FN, q->ndim, q->shape, &dq)) || (st = attn__alloc(FN, k->ndim, k->shape, &dk)) ||
+      (st = attn__alloc(FN, v->ndim, v->shape, &dv)))
+    goto out;
+  if (!(D = scratch_alloc(nrows ? nrows : 1)) || !(pairs = scratch_alloc(2 * (nrows ? nrows : 1)))) {
+    st = attn_set_error(ATTN_ERR_NOMEM, FN ": out of memory");
+    goto out;
+  }
+  const float *l = attn_tensor_data(lse);
+  for (int64_t i = 0; i < nrows; i++) { /* lse -> (m, 0); -inf (no visible key) -> (+inf, 0): p = 0 */
+    pairs[2 * i] = l[i] == -INFINITY ? INFINITY : l[i];
+    pairs[2 * i + 1] = 0.0f;
+  }
+  P.lse = pairs;
+  P.D = D;
+  run(&P, P.nbq, rowdot_range, (double)nrows * (double)P.Ev * 64);
+  P.dk = attn_tensor_data(dk);
+  P.dv = attn_tensor_data(dv);
+  if (P.S == 0 || P.nbkv == 0) {
+  } else if (P.L == 0) {
+    memset(P.dk, 0, (size_t)attn_tensor_numel(dk) * sizeof(float));
+    memset(P.dv, 0, (size_t)attn_tensor_numel(dv) * sizeof(float));
+  } else {
+    run(&P, P.nbkv * P.nkb, kv_range, 2 * work_flops(&P));
+  }
+  if (P.L > 0 && P.nbq > 0) {
+    P.dq = attn_tensor_data(dq);
+    run(&P, P.nbq * P.nqb, q_range, 1.5 * work_flops(&P));
+  }
+  if (P.failed) st = attn_set_error(ATTN_ERR_NOMEM, FN ": out of memory for the backward tiles");
+out:
+  scratch_free(D, nrows ? nrows : 1);
+  scratch_free(pairs, 2 * (nrows ? nrows : 1));
+  if (st) {
+    attn_tensor_release(dq), attn_tensor_release(dk), attn_tensor_release(dv);
+    return st;
+  }
+  *dq_out = dq;
+  *dk_out = dk;
+  *dv_out = dv;
+  return ATTN_OK;
+}

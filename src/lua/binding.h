@@ -126,6 +126,8 @@ void attnL_open_autograd(lua_State *L, int module, int methods);
 void attnL_open_attention(lua_State *L, int module, int methods);
 /* attn.plot's C part (cairo), as the table attn.core._plot. */
 void attnL_open_plot(lua_State *L, int module, int methods);
+/* attn.dist's C part (src/dist over MPI), as the table attn.core._dist. */
+void attnL_open_dist(lua_State *L, int module, int methods);
 /* t.grad, t.requires_grad, t.grad_fn, t.is_leaf: pushes the value and
    returns 1, or returns 0 for an unknown key. */
 int attnL_property(lua_State *L, attn_tensor *t, const char *key);

@@ -1,0 +1,315 @@
+--- attn.dist: data and sequence parallelism over MPI.
+--
+--   mpirun -np 4 attn train.lua          -- 4 ranks on this machine
+--   mpirun -np 8 --hostfile hosts attn train.lua
+--
+--   local dist = require "attn".dist
+--   dist.init()                          -- optional: every call initialises lazily
+--   print(dist.rank(), dist.size())      -- 0-based ranks, as in MPI and torch.distributed
+--   dist.allreduce(t, "avg")             -- in place on every rank
+--   local h = dist.allreduce(t, "sum", {async = true}); ...; h:wait()
+--
+-- attn.dist runs on a real MPI library (Open MPI by default, MPICH works
+-- too); `mpirun` starts the ranks.  A script that was not launched by an
+-- MPI launcher, or an attn built without MPI, sees a world of one rank in
+-- which every collective is the identity, so the same script runs on a
+-- laptop.  Give each rank one BLAS thread (attn.set_num_threads(1) or
+-- OPENBLAS_NUM_THREADS=1): ranks already use every core.
+--
+-- Collectives (every rank must call them in the same order):
+--   barrier([opts])
+--   allreduce(t, op [, opts])       t op= all ranks' t, in place; op "sum" (default), "avg", "max", "min"
+--   broadcast(t, root [, opts])     t = rank root's t, in place
+--   allgather(t [, opts])           every rank's t concatenated along dim 1 (new tensor)
+--   reduce_scatter(t, op [, opts])  reduce, then rank r gets slice r+1 of dim 1 (dim 1 divisible by size())
+--   send(t, dst [, opts]) / recv(t, src [, opts])   point to point; opts.tag (default 0)
+-- opts.async = true returns a handle h instead: h:wait() completes it (and
+-- returns the result of allgather / reduce_scatter), h:is_completed()
+-- polls.  A handle keeps its tensors alive until it is waited for or
+-- collected; collecting a running handle waits for it.
+--
+-- Tensors: float32 (attn's only dtype today); non-contiguous tensors go
+-- through a contiguous copy that is written back.
+--
+-- Failures: errors name the operation and the rank ("allreduce (rank 1 of
+-- 4): ...").  MPI's error handler returns errors instead of aborting, and
+-- every wait is bounded by a timeout (default 300 s; set_timeout(s) or
+-- ATTN_DIST_TIMEOUT=s): h:wait() on an async operation raises an error at
+-- the deadline; a blocking call (which MPI cannot cancel) prints the same
+-- message and aborts the job.
+-- A rank whose script raises an error ends with a non-zero status, and attn
+-- then aborts the whole MPI job (MPI_Abort), so the other ranks stop at
+-- once.
+--
+-- Launch detection: MPI is initialised when one of OMPI_COMM_WORLD_SIZE,
+-- PMI_SIZE, PMI_RANK, PMIX_RANK, MPI_LOCALNRANKS (set by mpirun / mpiexec /
+-- srun) or ATTN_DIST_FORCE_MPI (MPI's singleton start without a launcher)
+-- is in the environment, or when the host program initialised MPI itself.
+local core = require "attn.core"
+local C = core._dist
+
+local dist = {}
+
+local ops = {sum = true, avg = true, max = true, min = true}
+
+local function where() return ("rank %d of %d"):format(C.rank(), C.size()) end
+
+local function check_op(fn, op)
+  op = op == nil and "sum" or op
+  if not ops[op] then
+    error(("%s (%s): op must be \"sum\", \"avg\", \"max\" or \"min\", got %s"):format(fn, where(), tostring(op)), 3)
+  end
+  return op
+end
+
+local function check_tensor(fn, t)
+  if not core.is_tensor(t) then
+    error(("%s (%s): expected a tensor, got %s"):format(fn, where(), type(t)), 3)
+  end
+  if not pcall(core.dim, t) then error(("%s (%s): the tensor is closed"):format(fn, where()), 3) end
+end
+
+-- Checks an options table against allowed = {name = kind}; kinds:
+-- "boolean", "number" (finite), "tag" (integer >= 0).  Unknown names and
+-- wrong types are errors.  Returns the table ({} for nil).
+local function check_opts(fn, opts, allowed, level)
+  level = (level or 2) + 1
+  if opts == nil then return {} end
+  if type(opts) ~= "table" or core.is_tensor(opts) then
+    error(("%s (%s): opts must be a table, got %s"):format(fn, where(), core.is_tensor(opts) and "a tensor"
+      or type(opts)), level)
+  end
+  for k, v in pairs(opts) do
+    local kind = allowed[k]
+    if not kind then
+      error(("%s (%s): unknown option '%s'"):format(fn, where(), tostring(k)), level)
+    end
+    local ok
+    if kind == "boolean" then
+      ok = type(v) == "boolean"
+    elseif kind == "number" then
+      ok = type(v) == "number" and v == v and v ~= math.huge and v ~= -math.huge
+    elseif kind == "tag" then
+      ok = math.type(v) == "integer" and v >= 0 and v <= 0x7fffffff
+        or (math.type(v) == "float" and v == math.floor(v) and v >= 0 and v <= 0x7fffffff)
+    end
+    if not ok then
+      local want = kind == "boolean" and "a boolean" or kind == "number" and "a finite number"
+        or "an integer in 0..2^31-1"
+      error(("%s (%s): option %s must be %s, got %s"):format(fn, where(), k, want, tostring(v)), level)
+    end
+  end
+  return opts
+end
+
+local ASYNC = {async = "boolean", async_op = "boolean"}
+local P2P = {async = "boolean", async_op = "boolean", tag = "tag"}
+
+local function opt_async(fn, opts, allowed)
+  opts = check_opts(fn, opts, allowed or ASYNC, 3)
+  return opts.async == true or opts.async_op == true, opts
+end
+
+local function check_rank(fn, what, v)
+  if math.type(v) == "float" and v == math.floor(v) then v = math.tointeger(v) end
+  if math.type(v) ~= "integer" or v < 0 or v >= C.size() then
+    error(("%s (%s): %s must be a rank in 0..%d, got %s"):format(fn, where(), what, C.size() - 1, tostring(v)), 3)
+  end
+  return v
+end
+
+--- init([opts]): initialises MPI once (later calls do nothing).
+-- opts.timeout: seconds any wait may take (default 300 or ATTN_DIST_TIMEOUT).
+function dist.init(opts)
+  opts = check_opts("init", opts, {timeout = "number"})
+  if opts.timeout ~= nil and not (opts.timeout > 0) then
+    error(("init (%s): option timeout must be > 0 seconds, got %s"):format(where(), tostring(opts.timeout)), 2)
+  end
+  C.init()
+  if opts.timeout then C.set_timeout(opts.timeout) end
+end
+
+dist.rank = C.rank
+dist.size = C.size
+dist.world_size = C.size
+dist.local_rank = C.local_rank
+--- is_main(): rank 0, the one that logs and saves.
+function dist.is_main() return C.rank() == 0 end
+--- is_available(): attn was built with MPI.
+dist.is_available = C.compiled
+--- uses_mpi(): this process runs MPI (false in a 1-rank fallback world).
+dist.uses_mpi = C.uses_mpi
+--- backend(): the MPI library's version line, or "none".
+dist.backend = C.backend
+function dist.set_timeout(seconds)
+  if type(seconds) ~= "number" or not (seconds > 0) or seconds == math.huge then
+    error(("set_timeout (%s): seconds must be a positive finite number, got %s"):format(where(), tostring(seconds)), 2)
+  end
+  C.set_timeout(seconds)
+end
+dist.timeout = C.timeout
+
+function dist.barrier(opts)
+  return C.barrier(opt_async("barrier", opts))
+end
+
+-- Calls the C function f; an i-form (fn "iallreduce" for f's "allreduce")
+-- names itself in front of the C message.
+local function cc(fn, base, f, ...)
+  if fn == base then return f(...) end
+  local res = table.pack(pcall(f, ...))
+  if not res[1] then error(fn .. ": " .. tostring(res[2]):gsub("^[^:]*%.lua:%d+: ", ""), 4) end
+  return table.unpack(res, 2, res.n)
+end
+
+local function allreduce(fn, t, op, opts)
+  check_tensor(fn, t)
+  op = check_op(fn, op)
+  local h = cc(fn, "allreduce", C.allreduce, t, op, opt_async(fn, opts))
+  return h or t
+end
+
+local function broadcast(fn, t, root, opts)
+  check_tensor(fn, t)
+  root = check_rank(fn, "root", root == nil and 0 or root)
+  local h = cc(fn, "broadcast", C.broadcast, t, root, opt_async(fn, opts))
+  return h or t
+end
+
+local function allgather(fn, t, opts)
+  check_tensor(fn, t)
+  return cc(fn, "allgather", C.allgather, t, opt_async(fn, opts))
+end
+
+local function reduce_scatter(fn, t, op, opts)
+  check_tensor(fn, t)
+  op = check_op(fn, op)
+  return cc(fn, "reduce_scatter", C.reduce_scatter, t, op, opt_async(fn, opts))
+end
+
+local function send(fn, t, dst, opts)
+  check_tensor(fn, t)
+  dst = check_rank(fn, "dst", dst)
+  local async, o = opt_async(fn, opts, P2P)
+  return cc(fn, "send", C.send, t, dst, math.tointeger(o.tag or 0), async)
+end
+
+local function recv(fn, t, src, opts)
+  check_tensor(fn, t)
+  src = check_rank(fn, "src", src)
+  local async, o = opt_async(fn, opts, P2P)
+  local h = cc(fn, "recv", C.recv, t, src, math.tointeger(o.tag or 0), async)
+  return h or t
+end
+
+function dist.allreduce(t, op, opts) return allreduce("allreduce", t, op, opts) end
+function dist.broadcast(t, root, opts) return broadcast("broadcast", t, root, opts) end
+function dist.allgather(t, opts) return allgather("allgather", t, opts) end
+function dist.reduce_scatter(t, op, opts) return reduce_scatter("reduce_scatter", t, op, opts) end
+function dist.send(t, dst, opts) return send("send", t, dst, opts) end
+function dist.recv(t, src, opts) return recv("recv", t, src, opts) end
+
+--- Async shorthands: dist.iallreduce(t, op) == dist.allreduce(t, op, {async = true}), etc.
+local ASYNC_TRUE = {async = true}
+function dist.iallreduce(t, op) return allreduce("iallreduce", t, op, ASYNC_TRUE) end
+function dist.ibroadcast(t, root) return broadcast("ibroadcast", t, root, ASYNC_TRUE) end
+function dist.iallgather(t) return allgather("iallgather", t, ASYNC_TRUE) end
+function dist.ireduce_scatter(t, op) return reduce_scatter("ireduce_scatter", t, op, ASYNC_TRUE) end
+function dist.isend(t, dst, tag) return send("isend", t, dst, {async = true, tag = tag}) end
+function dist.irecv(t, src, tag) return recv("irecv", t, src, {async = true, tag = tag}) end
+
+--- print0(...): print on rank 0 only.
+function dist.print0(...)
+  if C.rank() == 0 then print(...) end
+end
+
+--------------------------------------------------------------------------
+-- Sequence parallelism
+
+--- ring_attention(q, k, v [, {causal = false, scale = 1/sqrt(E)}]) -> out:
+-- scaled dot-product attention of a sequence split over the ranks along
+-- dim -2 (also attn.F.ring_attention).  Each rank passes its part of q, k
+-- and v ([..., Lc, E], the same shapes on every rank) and gets the output
+-- for the same positions.  K/V blocks circulate around the ring with
+-- non-blocking send/recv while the fused SDPA kernel works on the block in
+-- hand; partial results combine with the log-sum-exp rule; backward
+-- circulates dK/dV the same way.  Memory per rank is O(L/P).
+-- Which positions a rank holds: use ring_shard / ring_unshard.  Not
+-- causal: rank r holds positions r*Lc+1 .. (r+1)*Lc.  Causal: the
+-- sequence is cut into 2P chunks and rank r holds chunks r+1 and 2P-r
+-- (1-based), so that every rank does the same causal work ("zigzag"); Lc
+-- must then be even.
+function dist.ring_attention(q, k, v, opts)
+  check_tensor("ring_attention", q); check_tensor("ring_attention", k); check_tensor("ring_attention", v)
+  opts = check_opts("ring_attention", opts, {causal = "boolean", is_causal = "boolean", scale = "number"})
+  return C.ring_attention(q, k, v, opts.causal == true or opts.is_causal == true, opts.scale)
+end
+
+local function chunk_ids(causal, r, P)
+  if causal then return {r + 1, 2 * P - r} end
+  return {r + 1}
+end
+
+--- ring_shard(x [, {causal = false, rank, size}]) -> this rank's part of a
+-- full sequence x [..., L, X] in ring_attention's layout (a contiguous copy).
+function dist.ring_shard(x, opts)
+  check_tensor("ring_shard", x)
+  opts = check_opts("ring_shard", opts, {causal = "boolean", is_causal = "boolean", rank = "tag", size = "tag"})
+  local P, r = math.tointeger(opts.size or C.size()), math.tointeger(opts.rank or C.rank())
+  if P < 1 or r >= P then
+    error(("ring_shard (%s): rank %d and size %d do not fit (0 <= rank < size)"):format(where(), r, P), 2)
+  end
+  if x:dim() < 2 then
+    error(("ring_shard (%s): x must have at least 2 dims ([..., L, X]), got %d"):format(where(), x:dim()), 2)
+  end
+  local causal = opts.causal == true or opts.is_causal == true
+  local nchunks = causal and 2 * P or P
+  local L = x:size(-2)
+  if L % nchunks ~= 0 then
+    error(("ring_shard (%s): sequence length %d must be divisible by %d (%s)"):format(where(), L, nchunks,
+      causal and "2 chunks per rank when causal" or "one chunk per rank"), 2)
+  end
+  local c = L // nchunks
+  local parts = {}
+  for i, id in ipairs(chunk_ids(causal, r, P)) do parts[i] = x:narrow(-2, (id - 1) * c + 1, c) end
+  return core.cat(parts, x:dim() - 1):contiguous()
+end
+
+--- ring_unshard(y [, {causal = false}]) -> the full sequence from every
+-- rank's part (allgather, then the chunks put back in order).
+function dist.ring_unshard(y, opts)
+  check_tensor("ring_unshard", y)
+  opts = check_opts("ring_unshard", opts, {causal = "boolean", is_causal = "boolean"})
+  local P = C.size()
+  local causal = opts.causal == true or opts.is_causal == true
+  local nd = y:dim()
+  if nd < 2 then
+    error(("ring_unshard (%s): y must have at least 2 dims ([..., Lc, X]), got %d"):format(where(), nd), 2)
+  end
+  if causal and y:size(-2) % 2 ~= 0 then
+    error(("ring_unshard (%s): a causal part has two chunks: its length %d must be even"):format(where(),
+      y:size(-2)), 2)
+  end
+  -- gather along dim 1: move dim -2 to the front
+  local perm = {nd - 1}
+  for d = 1, nd do if d ~= nd - 1 then perm[#perm + 1] = d end end
+  local front = y:permute(table.unpack(perm)):contiguous()
+  local all = C.allgather(front, false) -- [P * Lc, ...]
+  local Lc = y:size(-2)
+  local nper = causal and 2 or 1
+  local c = Lc // nper
+  local chunks = {}
+  for r = 0, P - 1 do
+    for j, id in ipairs(chunk_ids(causal, r, P)) do
+      chunks[id] = all:narrow(1, r * Lc + (j - 1) * c + 1, c)
+    end
+  end
+  local full = core.cat(chunks, 1)
+  local inv = {}
+  for i, d in ipairs(perm) do inv[d] = i end
+  return full:permute(table.unpack(inv)):contiguous()
+end
+
+dist._reducer = C.reducer
+
+return dist
