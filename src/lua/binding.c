@@ -575,6 +575,8 @@ int attnL_checktensorlist(lua_State *L, int arg, const attn_tensor ***list, cons
   int holder = lua_gettop(L);
   for (int i = 1; i <= n; i++) {
     lua_rawgeti(L, arg, i);
+    attn_tensor **box = test_box(L, -1);
+    if (box && !*box) luaL_error(L, "%s: entry %d of the list is a closed tensor", fn, i);
     attn_tensor *t = attnL_test(L, -1);
     if (!t) {
       t = attnL_totensor(L, -1, fn, "tensors");

@@ -311,7 +311,7 @@ void attnL_open_dist(lua_State *L, int module, int methods) {
                                  {NULL, NULL}};
   if (luaL_newmetatable(L, WORK_MT)) {
     lua_newtable(L);
-    luaL_setfuncs(L, work_methods, 0);
+    attnL_setfuncs(L, work_methods);
     lua_setfield(L, -2, "__index");
     lua_pushcfunction(L, work_gc);
     lua_setfield(L, -2, "__gc");
@@ -321,7 +321,7 @@ void attnL_open_dist(lua_State *L, int module, int methods) {
   lua_pop(L, 1);
   if (luaL_newmetatable(L, REDUCER_MT)) {
     lua_newtable(L);
-    luaL_setfuncs(L, reducer_methods, 0);
+    attnL_setfuncs(L, reducer_methods);
     lua_setfield(L, -2, "__index");
     lua_pushcfunction(L, reducer_gc);
     lua_setfield(L, -2, "__gc");
@@ -330,6 +330,6 @@ void attnL_open_dist(lua_State *L, int module, int methods) {
   }
   lua_pop(L, 1);
   lua_newtable(L);
-  luaL_setfuncs(L, fns, 0);
+  attnL_setfuncs(L, fns);
   lua_setfield(L, module, "_dist"); /* wrapped by lua/attn/dist.lua */
 }
