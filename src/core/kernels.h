@@ -1,0 +1,37 @@
+/* Kernel families, one per instruction set (see attn_isa_info in attn.h).
+ *
+ * Each family is a translation unit compiled with its own flags
+ * (kernels_avx512.c: -mavx512f -mavx512dq -mavx512bw -mavx512vl -mavx2
+ * -mfma; kernels_avx2.c: -mavx2 -mfma; kernels_portable.c: the build's
+ * baseline) that fills one attn__kernels table.  isa.c picks a table once
+ * (CPU detection, ATTN_ISA) with pthread_once, so the choice is race-free
+ * and needs no ifunc resolvers (which TSan builds cannot use).  Only the
+ * chosen family's code ever runs, so a CPU never meets an instruction it
+ * lacks.  Callers load the table once per operation: attn_set_isa may
+ * switch it between operations. */
+#ifndef ATTN_KERNELS_H
+#define ATTN_KERNELS_H
+
+#include "internal.h"
+
+/* tasks [begin, end) of a parallel loop; ctx is the caller's plan */
+typedef void (*attn__range_fn)(int64_t begin, int64_t end, void *ctx);
+
+/* A row kernel over nt operands (attn__foreach's attn__inner_fn). */
+typedef struct attn__kernels {
+  const char *name; /* "avx512", "avx2", "portable" */
+  /* Fused attention (sdpa_tiles.h): ctx is sdpa_plan.h's plan.
+     fwd: tasks (batch, query block); bwd_kv: (kv batch, key block);
+     bwd_q: (batch, query block). */
+  attn__range_fn sdpa_fwd, sdpa_bwd_kv, sdpa_bwd_q;
+} attn__kernels;
+
+extern const attn__kernels attn__kernels_portable;
+#if defined(__x86_64__)
+extern const attn__kernels attn__kernels_avx2, attn__kernels_avx512;
+#endif
+
+/* The family in use (chosen at first call). */
+const attn__kernels *attn__kern(void);
+
+#endif
