@@ -170,6 +170,7 @@ INLINE void tile_gemm(int64_t M, int64_t N, int64_t K, const float *a, int64_t a
   }
 }
 
+#define SDPA_VQ 16 /* queries per vector in the softmax loops */
 #include "sdpa_tiles.h"
 
 const attn__kernels attn__kernels_avx512 = {

@@ -74,6 +74,7 @@ INLINE void tile_gemm(int64_t M, int64_t N, int64_t K, const float *a, int64_t a
     for (int64_t j = 0; j < N; j += 2 * VW) mk4x8(K, a + i * ars, ars, acs, b + j, ldb, c + i * ldc + j, ldc, acc);
 }
 
+#define SDPA_VQ 4 /* queries per vector in the softmax loops */
 #include "sdpa_tiles.h"
 
 const attn__kernels attn__kernels_portable = {

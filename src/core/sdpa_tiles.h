@@ -7,7 +7,8 @@
  *     a's element (r, p) at a[r * ars + p * acs] (broadcast, any layout),
  *     b and c with row strides ldb, ldc;
  * the loops over query columns below are left to the compiler's
- * vectoriser at the family's width.  Defines the static task functions
+ * vectoriser at the family's width, or written on vectors of SDPA_VQ
+ * floats (the includer defines SDPA_VQ: 16, 8 or 4).  Defines the static task functions
  * sdpa_fwd_range, sdpa_kv_range and sdpa_q_range. */
 #include "sdpa_plan.h"
 
@@ -40,6 +41,42 @@ INLINE float exp_neg(float x) {
 
 /* NaN-sticky max (a NaN score poisons its row, as in softmax) */
 INLINE float max_nan(float a, float v) { return (v > a || v != v) ? v : a; }
+
+/* The same on vectors of SDPA_VQ floats (the includer's width), for the
+   loops over query columns: GCC/Clang vector types, so one text serves
+   every family and compiles to that family's instructions. */
+typedef float vq __attribute__((vector_size(SDPA_VQ * sizeof(float))));
+typedef int32_t vqi __attribute__((vector_size(SDPA_VQ * sizeof(float))));
+INLINE vq vq_load(const float *p) {
+  vq v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+INLINE void vq_store(float *p, vq v) { memcpy(p, &v, sizeof v); }
+INLINE vq vq_set(float x) { return (vq){0} + x; }
+/* m ? a : b per lane (m from a vector compare: all ones or zero) */
+INLINE vq vq_sel(vqi m, vq a, vq b) { return (vq)((m & (vqi)a) | (~m & (vqi)b)); }
+INLINE vq max_nan_v(vq a, vq v) { return vq_sel((v > a) | (v != v), v, a); }
+/* exp_neg per lane for x <= 0 (the callers' arguments are, up to a
+   rounding step; -inf and NaN too): the same steps without the upper
+   clamp. */
+INLINE vq exp_neg_v(vq x) {
+  const vq lo = vq_set(-87.0f);
+  vq xc = vq_sel(x < lo, lo, x);
+  const vq magic = vq_set(12582912.0f); /* 1.5 * 2^23 */
+  vq k = (xc * 1.44269504088896341f + magic) - magic;
+  vq r = (xc - k * 0.693359375f) - k * -2.12194440e-4f;
+  vq p = vq_set(1.9875691500e-4f);
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  vqi ki = __builtin_convertvector(vq_sel(k == k, k, vq_set(0.0f)), vqi);
+  vq e = p * (vq)((ki + 127) << 23);
+  return vq_sel(x < lo, vq_set(0.0f), e);
+}
 
 /* ------------------------------------------------------------------------ */
 /* Packing and masking                                                       */
@@ -177,7 +214,7 @@ INLINE void fwd_block(const plan *P, const tiles *T, int64_t b, int64_t qb) {
   const int64_t E = P->E, Ep = P->Ep, Ev = P->Ev, Evp = P->Evp;
   float *restrict qt = T->t[F_QT], *restrict kr = T->t[F_KR], *restrict vr = T->t[F_VR], *restrict st = T->t[F_ST],
                   *restrict oacc = T->t[F_O];
-  float m[BQ], l[BQ], mx[BQ], mu[BQ], alpha[BQ], sum[BQ];
+  float m[BQ], l[BQ], alpha[BQ];
   pack_t(qt, BQ, bp.q + i0 * P->q.rs, nq, P->q.rs, P->q.cs, E, P->scale);
   memset(oacc, 0, (size_t)(nq4 * Evp) * sizeof(float));
   for (int i = 0; i < BQ; i++) m[i] = -INFINITY, l[i] = 0.0f;
@@ -191,22 +228,30 @@ INLINE void fwd_block(const plan *P, const tiles *T, int64_t b, int64_t qb) {
     mask_tile_t(P, st, nq, i0, j0, nk, bp.m);
     /* online softmax down the columns (query columns nq..nqw-1 are
        padding: computed, never read back) */
-    for (int i = 0; i < nqw; i++) mx[i] = -INFINITY, sum[i] = 0.0f;
-    for (int64_t j = 0; j < nk; j++)
-      for (int i = 0; i < nqw; i++) mx[i] = max_nan(mx[i], st[j * BQ + i]);
-    for (int i = 0; i < nqw; i++) {
-      float mnew = max_nan(m[i], mx[i]);
-      mu[i] = mnew == -INFINITY ? 0.0f : mnew; /* nothing visible yet: every p is 0 */
-      alpha[i] = exp_neg(m[i] - mu[i]);
-      m[i] = mnew;
-    }
-    for (int64_t j = 0; j < nk; j++)
-      for (int i = 0; i < nqw; i++) {
-        float e = exp_neg(st[j * BQ + i] - mu[i]);
-        st[j * BQ + i] = e;
-        sum[i] += e;
+    for (int i = 0; i < nqw; i += SDPA_VQ) { /* SDPA_VQ queries at a time, held in registers */
+      /* four running maxima: one would wait on its compare and blend every row */
+      vq mx0 = vq_set(-INFINITY), mx1 = mx0, mx2 = mx0, mx3 = mx0, sum = vq_set(0.0f);
+      int64_t j = 0;
+      for (; j + 4 <= nk; j += 4) {
+        mx0 = max_nan_v(mx0, vq_load(st + j * BQ + i));
+        mx1 = max_nan_v(mx1, vq_load(st + (j + 1) * BQ + i));
+        mx2 = max_nan_v(mx2, vq_load(st + (j + 2) * BQ + i));
+        mx3 = max_nan_v(mx3, vq_load(st + (j + 3) * BQ + i));
       }
-    for (int i = 0; i < nqw; i++) l[i] = l[i] * alpha[i] + sum[i];
+      for (; j < nk; j++) mx0 = max_nan_v(mx0, vq_load(st + j * BQ + i));
+      const vq mx = max_nan_v(max_nan_v(mx0, mx1), max_nan_v(mx2, mx3));
+      const vq mold = vq_load(m + i), mnew = max_nan_v(mold, mx);
+      const vq mu = vq_sel(mnew == -INFINITY, vq_set(0.0f), mnew); /* nothing visible yet: every p is 0 */
+      const vq al = exp_neg_v(mold - mu);
+      for (int64_t j = 0; j < nk; j++) {
+        vq e = exp_neg_v(vq_load(st + j * BQ + i) - mu);
+        vq_store(st + j * BQ + i, e);
+        sum += e;
+      }
+      vq_store(alpha + i, al);
+      vq_store(m + i, mnew);
+      vq_store(l + i, vq_load(l + i) * al + sum);
+    }
     for (int64_t i = 0; i < nq4; i++)
       if (alpha[i] != 1.0f)
         for (int64_t c = 0; c < Evp; c++) oacc[i * Evp + c] *= alpha[i];
@@ -350,11 +395,13 @@ INLINE void q_block(const plan *P, const tiles *T, int64_t b, int64_t qb) {
     tile_gemm(nk4, nqw, E, kr, Ep, 1, qt, BQ, st, BQ, false);
     mask_tile_t(P, st, nq, i0, j0, nk, bp.m);
     tile_gemm(nk4, nqw, Ev, vr, Evp, 1, dot, BQ, dpt, BQ, false);
-    for (int64_t j = 0; j < nk; j++)
-      for (int i = 0; i < nqw; i++) {
-        float p = exp_neg((st[j * BQ + i] - mi[i]) - gi[i]);
-        dpt[j * BQ + i] = p * (dpt[j * BQ + i] - di[i]);
+    for (int i = 0; i < nqw; i += SDPA_VQ) {
+      const vq mv = vq_load(mi + i), gv = vq_load(gi + i), dv = vq_load(di + i);
+      for (int64_t j = 0; j < nk; j++) {
+        vq p = exp_neg_v((vq_load(st + j * BQ + i) - mv) - gv);
+        vq_store(dpt + j * BQ + i, p * (vq_load(dpt + j * BQ + i) - dv));
       }
+    }
     /* dq [nq4, Ep] += ds [nq4, nk] (= dpt^T) @ kr [nk, Ep] */
     tile_gemm(nq4, Ep, nk, dpt, 1, BQ, kr, Ep, dq, Ep, true);
   }
