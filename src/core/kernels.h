@@ -24,7 +24,21 @@ typedef struct attn__kernels {
      fwd: tasks (batch, query block); bwd_kv: (kv batch, key block);
      bwd_q: (batch, query block). */
   attn__range_fn sdpa_fwd, sdpa_bwd_kv, sdpa_bwd_q;
+  /* softmax / log_softmax of a block x [n, m] -> y [n, m] (softmax.c):
+     rows: m rows of n elements (row stride vs, element stride rs);
+     cols: n rows of m unit-stride elements, scratch mx [m], sum [m]. */
+  void (*softmax_rows)(const float *x, int64_t n, int64_t rs, int64_t m, int64_t vs, float *y, int64_t ors,
+                       int64_t vos, bool log_space);
+  void (*softmax_cols)(const float *x, int64_t n, int64_t rs, int64_t m, float *y, int64_t ors, int64_t vos,
+                       bool log_space, float *mx, double *sum);
 } attn__kernels;
+
+/* A family unit's table of its static kernels (same names in every unit). */
+#define ATTN__KERNEL_TABLE(family)                                                                                   \
+  {                                                                                                                  \
+    .name = family, .sdpa_fwd = sdpa_fwd_range, .sdpa_bwd_kv = sdpa_kv_range, .sdpa_bwd_q = sdpa_q_range,          \
+    .softmax_rows = softmax_rows, .softmax_cols = softmax_cols,                                                      \
+  }
 
 extern const attn__kernels attn__kernels_portable;
 #if defined(__x86_64__)

@@ -12,15 +12,24 @@
 #include <immintrin.h>
 
 #if defined(__GNUC__) && !defined(__clang__)
-/* FMA contraction for the micro-kernels (ISO C mode turns it off), and
-   selects on float compares that vectorise; attn never reads FP flags. */
-#pragma GCC optimize("no-trapping-math", "fp-contract=fast")
+/* Selects on float compares only vectorise when GCC may assume FP
+   operations do not trap; attn never reads the FP exception flags. */
+#pragma GCC optimize("no-trapping-math")
 #endif
 
 #if defined(__GNUC__)
 #define INLINE static inline __attribute__((always_inline))
 #else
 #define INLINE static inline
+#endif
+
+/* Softmax, reductions and elementwise loops: the same text for every
+   family (same results), vectorised at this unit's width. */
+#include "softmax_kernels.h"
+
+#if defined(__GNUC__) && !defined(__clang__)
+/* From here on (attention) FMA contraction too: ISO C mode turns it off. */
+#pragma GCC optimize("fp-contract=fast")
 #endif
 
 /* ------------------------------------------------------------------------ */
@@ -73,12 +82,7 @@ INLINE void tile_gemm(int64_t M, int64_t N, int64_t K, const float *a, int64_t a
 #define SDPA_VQ 8 /* queries per vector in the softmax loops */
 #include "sdpa_tiles.h"
 
-const attn__kernels attn__kernels_avx2 = {
-    .name = "avx2",
-    .sdpa_fwd = sdpa_fwd_range,
-    .sdpa_bwd_kv = sdpa_kv_range,
-    .sdpa_bwd_q = sdpa_q_range,
-};
+const attn__kernels attn__kernels_avx2 = ATTN__KERNEL_TABLE("avx2");
 
 #else
 typedef int attn__no_avx2_here; /* not x86-64: an empty unit */
