@@ -17,7 +17,8 @@
 /* tasks [begin, end) of a parallel loop; ctx is the caller's plan */
 typedef void (*attn__range_fn)(int64_t begin, int64_t end, void *ctx);
 
-/* A row kernel over nt operands (attn__foreach's attn__inner_fn). */
+struct attn__rspec; /* reduce_spec.h */
+
 typedef struct attn__kernels {
   const char *name; /* "avx512", "avx2", "portable" */
   /* Fused attention (sdpa_tiles.h): ctx is sdpa_plan.h's plan.
@@ -31,13 +32,25 @@ typedef struct attn__kernels {
                        int64_t vos, bool log_space);
   void (*softmax_cols)(const float *x, int64_t n, int64_t rs, int64_t m, float *y, int64_t ors, int64_t vos,
                        bool log_space, float *mx, double *sum);
+  /* reductions of a block x [n, m] (reduce.c, reduce_spec.h): rows -> vals,
+     idxs [m] at stride os; cols (unit-stride rows) -> raw acc, acc2 [m] */
+  void (*reduce_rows)(const struct attn__rspec *r, const float *x, int64_t n, int64_t rs, int64_t m, int64_t vs,
+                      float *vals, float *idxs, int64_t os);
+  void (*reduce_cols)(const struct attn__rspec *r, const float *x, int64_t n, int64_t rs, int64_t m, double *acc,
+                      double *acc2);
+  /* cumsum of a block x [n, m] -> y [n, m]; cols: scratch acc [m] */
+  void (*cumsum_rows)(const float *x, int64_t n, int64_t rs, int64_t m, int64_t vs, float *y, int64_t ors,
+                      int64_t vos);
+  void (*cumsum_cols)(const float *x, int64_t n, int64_t rs, int64_t m, float *y, int64_t ors, int64_t vos,
+                      double *acc);
 } attn__kernels;
 
 /* A family unit's table of its static kernels (same names in every unit). */
 #define ATTN__KERNEL_TABLE(family)                                                                                   \
   {                                                                                                                  \
     .name = family, .sdpa_fwd = sdpa_fwd_range, .sdpa_bwd_kv = sdpa_kv_range, .sdpa_bwd_q = sdpa_q_range,          \
-    .softmax_rows = softmax_rows, .softmax_cols = softmax_cols,                                                      \
+    .softmax_rows = softmax_rows, .softmax_cols = softmax_cols, .reduce_rows = block_rows, .reduce_cols = block_cols, \
+    .cumsum_rows = cumsum_rows, .cumsum_cols = cumsum_cols,                                                          \
   }
 
 extern const attn__kernels attn__kernels_portable;

@@ -23,6 +23,7 @@
 /* Softmax, reductions and elementwise loops: the same text for every
    family (same results), vectorised at this unit's width. */
 #include "softmax_kernels.h"
+#include "reduce_kernels.h"
 
 #if defined(__GNUC__) && !defined(__clang__)
 /* From here on (attention) FMA contraction too: ISO C mode turns it off. */
