@@ -19,6 +19,14 @@ typedef void (*attn__range_fn)(int64_t begin, int64_t end, void *ctx);
 
 struct attn__rspec; /* reduce_spec.h */
 
+/* Elementwise rows (elementwise.c): o [n] (stride os) = op(a [n], b [n]) */
+typedef void (*attn__binary_row_fn)(int64_t n, float *restrict o, int64_t os, const float *a, int64_t as,
+                                    const float *b, int64_t bs);
+typedef void (*attn__unary_row_fn)(int64_t n, float *restrict o, int64_t os, const float *a, int64_t as);
+typedef struct {
+  float lo, hi; /* NaN: no bound */
+} attn__clamp_ctx;
+
 typedef struct attn__kernels {
   const char *name; /* "avx512", "avx2", "portable" */
   /* Fused attention (sdpa_tiles.h): ctx is sdpa_plan.h's plan.
@@ -43,6 +51,11 @@ typedef struct attn__kernels {
                       int64_t vos);
   void (*cumsum_cols)(const float *x, int64_t n, int64_t rs, int64_t m, float *y, int64_t ors, int64_t vos,
                       double *acc);
+  /* elementwise: rows per attn_binary_op / attn_unary_op; clamp over
+     attn__foreach's rows with an attn__clamp_ctx */
+  const attn__binary_row_fn *binary_rows;
+  const attn__unary_row_fn *unary_rows;
+  attn__inner_fn clamp_inner;
 } attn__kernels;
 
 /* A family unit's table of its static kernels (same names in every unit). */
@@ -50,7 +63,8 @@ typedef struct attn__kernels {
   {                                                                                                                  \
     .name = family, .sdpa_fwd = sdpa_fwd_range, .sdpa_bwd_kv = sdpa_kv_range, .sdpa_bwd_q = sdpa_q_range,          \
     .softmax_rows = softmax_rows, .softmax_cols = softmax_cols, .reduce_rows = block_rows, .reduce_cols = block_cols, \
-    .cumsum_rows = cumsum_rows, .cumsum_cols = cumsum_cols,                                                          \
+    .cumsum_rows = cumsum_rows, .cumsum_cols = cumsum_cols, .binary_rows = binary_rows, .unary_rows = unary_rows,    \
+    .clamp_inner = clamp_inner,                                                                                      \
   }
 
 extern const attn__kernels attn__kernels_portable;

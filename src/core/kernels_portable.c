@@ -22,6 +22,7 @@
    family (same results), vectorised at this unit's width. */
 #include "softmax_kernels.h"
 #include "reduce_kernels.h"
+#include "elementwise_kernels.h"
 
 #if defined(__GNUC__) && !defined(__clang__)
 /* From here on (attention) FMA contraction too: ISO C mode turns it off. */
