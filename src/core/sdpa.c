@@ -27,7 +27,10 @@
  *  - per (b, block of BQ queries): the same dS, dQ += dS K, times scale.
  * Splitting dQ from dK/dV costs two extra tile products per tile pair but
  * needs no atomics and no per-thread copies of dQ, and the result does not
- * depend on the number of threads.
+ * depend on the number of threads.  When there are at least 8 kv heads x
+ * batches to share out, one task per kv batch walks all its key blocks in
+ * order and also sums dQ += dS K into a [L, E] buffer per query head: no
+ * recomputation, still independent of the thread count.
  *
  * Extra memory: (m, log l) and D ([..., L, 2] and [..., L] floats) plus per-thread tiles of fixed
  * size (BQ, BK times E or Ev), whatever S is.
@@ -55,6 +58,9 @@
 #include <stdio.h>
 
 #define round_up sdpa_round_up
+
+/* kv heads x batches from which the backward computes dQ in the dK/dV pass */
+#define SDPA_ONE_PASS_MIN_KV 8
 
 /* ------------------------------------------------------------------------ */
 /* Allocation counter (tests check the kernel's memory stays O(L))          */
@@ -276,7 +282,17 @@ static attn_status sdpa_backward(attn_node *node, const attn_tensor *g, attn_ten
   }
   P.D = D;
   run(&P, P.nbq, rowdot_range, (double)nD * (double)P.Ev * 64);
-  if (want_kv) {
+  /* With enough kv heads x batches to share among threads, dQ rides along
+     in the dK/dV pass (one task per kv batch; no second pass recomputing P
+     and dP).  Decided by the shapes alone, so results never depend on the
+     thread count. */
+  const bool one_pass = want_q && want_kv && P.L > 0 && P.S > 0 && P.nbkv >= SDPA_ONE_PASS_MIN_KV;
+  if (one_pass) {
+    P.dk = attn_tensor_data(dk);
+    P.dv = attn_tensor_data(dv);
+    P.dq = attn_tensor_data(dq);
+    run(&P, P.nbkv, K->sdpa_bwd_kvq, 2.5 * work_flops(&P));
+  } else if (want_kv) {
     P.dk = attn_tensor_data(dk);
     P.dv = attn_tensor_data(dv);
     if (P.S == 0 || P.nbkv == 0) {
@@ -287,7 +303,7 @@ static attn_status sdpa_backward(attn_node *node, const attn_tensor *g, attn_ten
       run(&P, P.nbkv * P.nkb, K->sdpa_bwd_kv, 2 * work_flops(&P));
     }
   }
-  if (want_q && P.L > 0 && P.nbq > 0) {
+  if (want_q && !one_pass && P.L > 0 && P.nbq > 0) {
     P.dq = attn_tensor_data(dq);
     run(&P, P.nbq * P.nqb, K->sdpa_bwd_q, 1.5 * work_flops(&P));
   }

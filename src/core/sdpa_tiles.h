@@ -291,15 +291,17 @@ static void sdpa_fwd_range(int64_t begin, int64_t end, void *ctx) {
 /* ------------------------------------------------------------------------ */
 /* Backward                                                                  */
 
-enum { A_KT, A_VT, A_QS, A_DO, A_S, A_DP, A_DK, A_DV, A_COUNT };
+enum { A_KT, A_VT, A_QS, A_DO, A_S, A_DP, A_DK, A_DV, A_KR, A_COUNT };
 
 /* dK, dV of one block of keys of the kv batch kvb, summed over the query
    heads that read it and every query block that sees it.  Tiles: kt
    [E, BK], vt [Ev, BK] (the key block, transposed once); per query block
    qs [BQ, Ep] (q * scale) and dos [BQ, Evp] (dO) rows, s [BQ, BK]
    (scores, then P) and dp [BQ, BK] (dP, then dS); dk [BK, Ep], dv [BK, Evp]
-   the sums. */
-INLINE void kv_block(const plan *P, const tiles *T, int64_t kvb, int64_t kb) {
+   the sums.  With dqb (the task's dQ sums, [group][round_up(L, 4)][Ep], one
+   per query head of this kv head) dQ += dS K rides along, K's rows in kr
+   [BK, Ep]: no second pass recomputing P and dP. */
+INLINE void kv_block(const plan *P, const tiles *T, int64_t kvb, int64_t kb, float *dqb) {
   const int64_t j0 = kb * BK, nk = P->S - j0 < BK ? P->S - j0 : BK, nk4 = sdpa_round_up(nk, 4);
   const int64_t nkw = sdpa_round_up(nk, SDPA_PAD); /* key columns computed (short sequences) */
   const int64_t E = P->E, Ep = P->Ep, Ev = P->Ev, Evp = P->Evp;
@@ -325,6 +327,7 @@ INLINE void kv_block(const plan *P, const tiles *T, int64_t kvb, int64_t kb) {
     if (g == 0) {
       pack_t(kt, BK, bp.k + j0 * P->k.rs, nk, P->k.rs, P->k.cs, E, 1.0f);
       pack_t(vt, BK, bp.v + j0 * P->v.rs, nk, P->v.rs, P->v.cs, Ev, 1.0f);
+      if (dqb) pack_rows(T->t[A_KR], Ep, nk, bp.k + j0 * P->k.rs, nk, P->k.rs, P->k.cs, E, 1.0f);
     }
     int64_t qb0 = 0;
     if (P->causal) { /* the first query that sees key j0: i >= j0 - causal_off */
@@ -354,6 +357,9 @@ INLINE void kv_block(const plan *P, const tiles *T, int64_t kvb, int64_t kb) {
          dk [nk4, Ep] += ds^T [nk4, nq] @ qs [nq, Ep] */
       tile_gemm(nk4, Evp, nq, s, 1, BK, dos, Evp, dv, Evp, true);
       tile_gemm(nk4, Ep, nq, dp, 1, BK, qs, Ep, dk, Ep, true);
+      /* dq [nq4, Ep] += ds [nq4, nk] @ kr [nk, Ep] (ds rows nq..nq4-1 are 0) */
+      if (dqb)
+        tile_gemm(nq4, Ep, nk, dp, BK, 1, T->t[A_KR], Ep, dqb + (g * sdpa_round_up(P->L, 4) + i0) * Ep, Ep, true);
     }
   }
   float *gk = P->dk + (kvb * P->S + j0) * E, *gv = P->dv + (kvb * P->S + j0) * Ev;
@@ -413,13 +419,49 @@ INLINE void q_block(const plan *P, const tiles *T, int64_t b, int64_t qb) {
 static void sdpa_kv_range(int64_t begin, int64_t end, void *ctx) {
   plan *P = ctx;
   const int64_t sizes[A_COUNT] = {P->E * BK,   P->Ev * BK, BQ * P->Ep,  BQ * P->Evp,
-                                  BQ * BK,     BQ * BK,    BK * P->Ep,  BK * P->Evp};
+                                  BQ * BK,     BQ * BK,    BK * P->Ep,  BK * P->Evp, 0};
   tiles T;
   if (!tiles_alloc(&T, A_COUNT, sizes)) {
     __atomic_store_n(&P->failed, 1, __ATOMIC_RELAXED);
     return;
   }
-  for (int64_t t = begin; t < end; t++) kv_block(P, &T, t / P->nkb, t % P->nkb);
+  for (int64_t t = begin; t < end; t++) kv_block(P, &T, t / P->nkb, t % P->nkb, NULL);
+  attn__sdpa_scratch_free(T.base, T.n);
+}
+
+/* dK, dV and dQ in one pass: tasks [begin, end) are whole kv batches (every
+   key block in order, so the dQ sums do not depend on the thread count);
+   dQ of the group's query heads accumulates in a per-task buffer
+   [group, round_up(L, 4), Ep] and is written scaled at the end. */
+static void sdpa_kvq_range(int64_t begin, int64_t end, void *ctx) {
+  plan *P = ctx;
+  const int64_t Lp = sdpa_round_up(P->L, 4), ndq = P->group * Lp * P->Ep;
+  const int64_t sizes[A_COUNT + 1] = {P->E * BK,   P->Ev * BK, BQ * P->Ep,  BQ * P->Evp, BQ * BK,
+                                      BQ * BK,     BK * P->Ep, BK * P->Evp, BK * P->Ep,  ndq};
+  tiles T;
+  if (!tiles_alloc(&T, A_COUNT + 1, sizes)) {
+    __atomic_store_n(&P->failed, 1, __ATOMIC_RELAXED);
+    return;
+  }
+  float *dqb = T.t[A_COUNT];
+  int64_t kvshape[ATTN_MAX_DIMS], idx[ATTN_MAX_DIMS], cstride[ATTN_MAX_DIMS];
+  memcpy(kvshape, P->bshape, sizeof kvshape);
+  if (P->nb) kvshape[P->nb - 1] /= P->group;
+  attn__contiguous_strides(P->nb, P->bshape, cstride);
+  for (int64_t kvb = begin; kvb < end; kvb++) {
+    memset(dqb, 0, (size_t)ndq * sizeof(float));
+    for (int64_t kb = 0; kb < P->nkb; kb++) kv_block(P, &T, kvb, kb, dqb);
+    sdpa_unflatten(P->nb, kvshape, kvb, idx);
+    for (int64_t g = 0; g < P->group; g++) {
+      int64_t qidx[ATTN_MAX_DIMS];
+      memcpy(qidx, idx, sizeof qidx);
+      if (P->nb) qidx[P->nb - 1] = idx[P->nb - 1] * P->group + g;
+      float *out = P->dq + sdpa_offset_of(P->nb, qidx, cstride) * P->L * P->E;
+      const float *acc = dqb + g * Lp * P->Ep;
+      for (int64_t i = 0; i < P->L; i++)
+        for (int64_t c = 0; c < P->E; c++) out[i * P->E + c] = acc[i * P->Ep + c] * P->scale;
+    }
+  }
   attn__sdpa_scratch_free(T.base, T.n);
 }
 
