@@ -58,11 +58,15 @@ INLINE vq vq_set(float x) { return (vq){0} + x; }
 INLINE vq vq_sel(vqi m, vq a, vq b) { return (vq)((m & (vqi)a) | (~m & (vqi)b)); }
 INLINE vq max_nan_v(vq a, vq v) { return vq_sel((v > a) | (v != v), v, a); }
 /* exp_neg per lane for x <= 0 (the callers' arguments are, up to a
-   rounding step; -inf and NaN too): the same steps without the upper
-   clamp. */
+   rounding step; -inf and NaN too), in fewer steps: clamping at -88 makes
+   k = -127 there, whose exponent field 0 turns the result into exactly 0
+   without a final select (so -inf gives 0; below -87.3 the result may flush
+   to 0 where exp_neg gives a subnormal or 0), and a NaN passes the clamp
+   and poisons p (whatever 2^k the conversion made of it). */
+typedef uint32_t vqu __attribute__((vector_size(SDPA_VQ * sizeof(float))));
 INLINE vq exp_neg_v(vq x) {
-  const vq lo = vq_set(-87.0f);
-  vq xc = vq_sel(x < lo, lo, x);
+  const vq lo = vq_set(-88.0f);
+  const vq xc = vq_sel(x < lo, lo, x);
   const vq magic = vq_set(12582912.0f); /* 1.5 * 2^23 */
   vq k = (xc * 1.44269504088896341f + magic) - magic;
   vq r = (xc - k * 0.693359375f) - k * -2.12194440e-4f;
@@ -73,9 +77,8 @@ INLINE vq exp_neg_v(vq x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * (r * r) + r + 1.0f;
-  vqi ki = __builtin_convertvector(vq_sel(k == k, k, vq_set(0.0f)), vqi);
-  vq e = p * (vq)((ki + 127) << 23);
-  return vq_sel(x < lo, vq_set(0.0f), e);
+  vqu bits = (vqu)(__builtin_convertvector(k, vqi) + 127) << 23;
+  return p * (vq)bits;
 }
 
 /* ------------------------------------------------------------------------ */
