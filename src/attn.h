@@ -412,8 +412,9 @@ typedef struct attn_blas_info {
 } attn_blas_info;
 attn_status attn_blas_get_info(attn_blas_info *info);
 /* Kernel families: the attention, softmax, LayerNorm, elementwise and
-   reduction kernels exist once per instruction set ("avx512": AVX-512
-   F/DQ/BW/VL; "avx2": AVX2 + FMA; "portable": plain C, every CPU).  The
+   reduction kernels exist once per instruction set ("avx512": x86-64-v4,
+   AVX-512 F/DQ/CD/BW/VL; "avx2": x86-64-v3, AVX2 + FMA + BMI1/2 + F16C +
+   LZCNT + MOVBE; "portable": plain C, every CPU).  The
    widest family the CPU (and OS) supports is chosen at first use; the
    environment variable ATTN_ISA=avx512|avx2|portable forces one.  A
    forced family the CPU lacks (or an unknown name) is not used: attn

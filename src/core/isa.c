@@ -17,8 +17,8 @@ typedef struct {
 
 static const family families[] = {
 #if defined(__x86_64__)
-    {&attn__kernels_avx512, "AVX-512 F, DQ, BW and VL with OS support for zmm state"},
-    {&attn__kernels_avx2, "AVX2 and FMA with OS support for ymm state"},
+    {&attn__kernels_avx512, "x86-64-v4 (AVX-512 F, DQ, CD, BW, VL and the AVX2 family's features) with OS zmm support"},
+    {&attn__kernels_avx2, "x86-64-v3 (AVX2, FMA, BMI1/2, F16C, LZCNT, MOVBE) with OS ymm support"},
 #endif
     {&attn__kernels_portable, "nothing"},
 };
@@ -37,21 +37,32 @@ static struct {
 } isa = {.once = PTHREAD_ONCE_INIT};
 
 #if defined(__x86_64__)
-/* bit 0: avx2 family, bit 1: avx512 family */
+/* bit 0: avx2 family (x86-64-v3: the unit is built with -march=x86-64-v3),
+   bit 1: avx512 family (x86-64-v4).  Every feature those levels let the
+   compiler use is checked, and the OS must save the ymm / zmm state. */
 static unsigned x86_features(void) {
   unsigned a, b, c, d;
   if (!__get_cpuid(0, &a, &b, &c, &d) || a < 7) return 0;
   __cpuid(1, a, b, c, d);
-  bool osxsave = c & (1u << 27), avx = c & (1u << 28), fma = c & (1u << 12);
-  if (!osxsave || !avx) return 0;
+  const unsigned v2_c = (1u << 0) | (1u << 9) | (1u << 13) | (1u << 19) | (1u << 20) | (1u << 23); /* SSE3 SSSE3 CX16 SSE4.1/2 POPCNT */
+  const unsigned v3_c = (1u << 12) | (1u << 22) | (1u << 26) | (1u << 27) | (1u << 28) | (1u << 29); /* FMA MOVBE XSAVE OSXSAVE AVX F16C */
+  if ((c & (v2_c | v3_c)) != (v2_c | v3_c)) return 0;
   unsigned xlo, xhi;
   __asm__ volatile("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
   bool ymm = (xlo & 0x6) == 0x6, zmm = (xlo & 0xe6) == 0xe6; /* SSE, AVX (+ opmask, ZMM_Hi256, Hi16_ZMM) */
   __cpuid_count(7, 0, a, b, c, d);
-  bool avx2 = b & (1u << 5), f = b & (1u << 16), dq = b & (1u << 17), bw = b & (1u << 30), vl = b & (1u << 31);
+  const unsigned v3_b = (1u << 3) | (1u << 5) | (1u << 8);                              /* BMI1 AVX2 BMI2 */
+  const unsigned v4_b = (1u << 16) | (1u << 17) | (1u << 28) | (1u << 30) | (1u << 31); /* AVX-512 F DQ CD BW VL */
+  const unsigned leaf7_b = b;
+  unsigned ext_c = 0;
+  if (__get_cpuid(0x80000000, &a, &b, &c, &d) && a >= 0x80000001) {
+    __cpuid(0x80000001, a, b, c, d);
+    ext_c = c;
+  }
+  const unsigned v3_ext = (1u << 0) | (1u << 5); /* LAHF/SAHF, LZCNT */
   unsigned r = 0;
-  if (ymm && avx2 && fma) r |= 1;
-  if ((r & 1) && zmm && f && dq && bw && vl) r |= 2;
+  if (ymm && (leaf7_b & v3_b) == v3_b && (ext_c & v3_ext) == v3_ext) r |= 1;
+  if ((r & 1) && zmm && (leaf7_b & v4_b) == v4_b) r |= 2;
   return r;
 }
 

@@ -1,5 +1,6 @@
-/* The AVX2 + FMA kernel family (kernels.h): compiled with -mavx2 -mfma
- * (CMakeLists.txt), run only on CPUs that have them (isa.c).  16 ymm
+/* The AVX2 + FMA kernel family (kernels.h): compiled with -march=x86-64-v3
+ * (scripts/cmake/kernel_flags.cmake), run only on CPUs that have all of it
+ * (isa.c).  16 ymm
  * registers: the attention tiles use 6 x 16 register tiles (12
  * accumulators, 2 registers for a row of b, 1 broadcast), so nothing
  * spills; the softmax loops vectorise 8 floats wide. */
@@ -7,7 +8,7 @@
 
 #if defined(__x86_64__)
 #if !defined(__AVX2__) || !defined(__FMA__)
-#error "kernels_avx2.c needs -mavx2 -mfma (see CMakeLists.txt)"
+#error "kernels_avx2.c needs -march=x86-64-v3 (scripts/cmake/kernel_flags.cmake)"
 #endif
 #include <immintrin.h>
 

@@ -1,12 +1,12 @@
-/* The AVX-512 kernel family (kernels.h): compiled with -mavx512f
- * -mavx512dq -mavx512bw -mavx512vl -mavx2 -mfma (CMakeLists.txt), run only
- * on CPUs that have them (isa.c).  32 zmm registers: the attention tiles
+/* The AVX-512 kernel family (kernels.h): compiled with -march=x86-64-v4
+ * (scripts/cmake/kernel_flags.cmake), run only on CPUs that have all of it
+ * (isa.c).  32 zmm registers: the attention tiles
  * use 16-float vectors and 8 x 32 register tiles (16 accumulators). */
 #include "kernels.h"
 
 #if defined(__x86_64__)
 #if !defined(__AVX512F__) || !defined(__AVX512BW__) || !defined(__AVX512DQ__) || !defined(__AVX512VL__) || !defined(__FMA__)
-#error "kernels_avx512.c needs -mavx512f -mavx512dq -mavx512bw -mavx512vl -mfma (see CMakeLists.txt)"
+#error "kernels_avx512.c needs -march=x86-64-v4 (scripts/cmake/kernel_flags.cmake)"
 #endif
 #if defined(__GNUC__) && !defined(__clang__)
 /* Selects on float compares only vectorise when GCC may assume FP
