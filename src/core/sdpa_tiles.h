@@ -224,10 +224,20 @@ INLINE void fwd_block(const plan *P, const tiles *T, int64_t b, int64_t qb) {
   const int64_t kend = sdpa_key_end(P, i0, nq);
   for (int64_t j0 = 0; j0 < kend; j0 += BK) {
     const int64_t nk = P->S - j0 < BK ? P->S - j0 : BK, nk4 = sdpa_round_up(nk, 4);
-    pack_rows(kr, Ep, nk4, bp.k + j0 * P->k.rs, nk, P->k.rs, P->k.cs, E, 1.0f);
-    pack_rows(vr, Evp, nk, bp.v + j0 * P->v.rs, nk, P->v.rs, P->v.cs, Ev, 1.0f);
-    /* st [nk4, nqw] = kr [nk4, E] @ qt [E, nqw] (row stride BQ) */
-    tile_gemm(nk4, nqw, E, kr, Ep, 1, qt, BQ, st, BQ, false);
+    /* unit-stride rows with no padding to add are read in place (a full
+       key block for K, whose padded rows would lie past its end) */
+    const float *ka = kr, *vb = vr;
+    int64_t lda = Ep, ldv = Evp;
+    if (P->k.cs == 1 && E == Ep && nk == BK)
+      ka = bp.k + j0 * P->k.rs, lda = P->k.rs;
+    else
+      pack_rows(kr, Ep, nk4, bp.k + j0 * P->k.rs, nk, P->k.rs, P->k.cs, E, 1.0f);
+    if (P->v.cs == 1 && Ev == Evp)
+      vb = bp.v + j0 * P->v.rs, ldv = P->v.rs;
+    else
+      pack_rows(vr, Evp, nk, bp.v + j0 * P->v.rs, nk, P->v.rs, P->v.cs, Ev, 1.0f);
+    /* st [nk4, nqw] = k rows [nk4, E] @ qt [E, nqw] (row stride BQ) */
+    tile_gemm(nk4, nqw, E, ka, lda, 1, qt, BQ, st, BQ, false);
     mask_tile_t(P, st, nq, i0, j0, nk, bp.m);
     /* online softmax down the columns (query columns nq..nqw-1 are
        padding: computed, never read back) */
@@ -258,8 +268,8 @@ INLINE void fwd_block(const plan *P, const tiles *T, int64_t b, int64_t qb) {
     for (int64_t i = 0; i < nq4; i++)
       if (alpha[i] != 1.0f)
         for (int64_t c = 0; c < Evp; c++) oacc[i * Evp + c] *= alpha[i];
-    /* o [nq4, Evp] += p [nq4, nk] (= st^T) @ vr [nk, Evp] */
-    tile_gemm(nq4, Evp, nk, st, 1, BQ, vr, Evp, oacc, Evp, true);
+    /* o [nq4, Evp] += p [nq4, nk] (= st^T) @ v rows [nk, Evp] */
+    tile_gemm(nq4, Evp, nk, st, 1, BQ, vb, ldv, oacc, Evp, true);
   }
   float *out = P->out + (b * P->L + i0) * Ev, *lse = P->lse + 2 * (b * P->L + i0);
   for (int64_t r = 0; r < nq; r++) {
