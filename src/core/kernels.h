@@ -3,9 +3,9 @@
  * Each family is a translation unit compiled with its own flags
  * (kernels_avx512.c: -march=x86-64-v4; kernels_avx2.c: -march=x86-64-v3;
  * kernels_portable.c: the build's baseline) that fills one attn__kernels
- * table.  isa.c picks a table once
- * (CPU detection, ATTN_ISA) with pthread_once, so the choice is race-free
- * and needs no ifunc resolvers (which TSan builds cannot use).  Only the
+ * table.  isa.c picks a table once (CPU detection, ATTN_ISA) with
+ * pthread_once, so the choice is race-free and needs no ifunc resolvers
+ * (which TSan builds cannot use).  Only the
  * chosen family's code ever runs, so a CPU never meets an instruction it
  * lacks.  Callers load the table once per operation: attn_set_isa may
  * switch it between operations. */

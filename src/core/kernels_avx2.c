@@ -1,9 +1,8 @@
 /* The AVX2 + FMA kernel family (kernels.h): compiled with -march=x86-64-v3
  * (scripts/cmake/kernel_flags.cmake), run only on CPUs that have all of it
- * (isa.c).  16 ymm
- * registers: the attention tiles use 6 x 16 register tiles (12
- * accumulators, 2 registers for a row of b, 1 broadcast), so nothing
- * spills; the softmax loops vectorise 8 floats wide. */
+ * (isa.c).  16 ymm registers: the attention tiles use 6 x 16 register
+ * tiles (12 accumulators, 2 registers for a row of b, 1 broadcast), so
+ * nothing spills; the softmax loops vectorise 8 floats wide. */
 #include "kernels.h"
 
 #if defined(__x86_64__)

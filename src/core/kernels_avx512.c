@@ -1,7 +1,7 @@
 /* The AVX-512 kernel family (kernels.h): compiled with -march=x86-64-v4
  * (scripts/cmake/kernel_flags.cmake), run only on CPUs that have all of it
- * (isa.c).  32 zmm registers: the attention tiles
- * use 16-float vectors and 8 x 32 register tiles (16 accumulators). */
+ * (isa.c).  32 zmm registers: the attention tiles use 16-float vectors
+ * and 8 x 32 register tiles (16 accumulators). */
 #include "kernels.h"
 
 #if defined(__x86_64__)

@@ -6,10 +6,10 @@
  *     c [M, N] (+)= a [M, K] @ b [K, N], M % 4 == 0, N % SDPA_PAD == 0,
  *     a's element (r, p) at a[r * ars + p * acs] (broadcast, any layout),
  *     b and c with row strides ldb, ldc;
- * the loops over query columns below are left to the compiler's
- * vectoriser at the family's width, or written on vectors of SDPA_VQ
- * floats (the includer defines SDPA_VQ: 16, 8 or 4).  Defines the static task functions
- * sdpa_fwd_range, sdpa_kv_range and sdpa_q_range. */
+ * and SDPA_VQ (16, 8 or 4): the softmax loops over query columns run on
+ * vectors of that many floats, the rest is left to the compiler's
+ * vectoriser at the family's width.  Defines the static task functions
+ * sdpa_fwd_range, sdpa_kv_range, sdpa_q_range and sdpa_kvq_range. */
 #include "sdpa_plan.h"
 
 #include <math.h>
