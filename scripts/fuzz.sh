@@ -16,6 +16,9 @@
 #   ATTN_FUZZ_MERGE=1      after each run, add the inputs that reach new
 #                          edges to spec/fuzz/corpus/<target>/ (to commit)
 #   ATTN_FUZZ_RSS_MB=N     memory limit per target (default 2048)
+#   ATTN_FUZZ_ISA=family   kernel family the targets run (ATTN_ISA; default
+#                          portable: the corpus replays in ctest already run
+#                          the CPU's widest family; "auto" for that one)
 #   CC                     the compiler (default clang; must be clang)
 # Needs Debian's clang and libclang-rt-dev (libFuzzer, sanitizer runtimes);
 # scripts/setup.sh --test installs them.
@@ -54,6 +57,9 @@ if ! cmake --build "$build" -j"$(nproc)" >"$build/build.log" 2>&1; then
   exit 2
 fi
 
+# The plain C kernels get fuzzed; ctest's corpus replays cover the widest family.
+export ATTN_ISA="${ATTN_FUZZ_ISA:-portable}"
+echo "fuzz: kernel family ATTN_ISA=$ATTN_ISA"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 mkdir -p "$build/logs"

@@ -1664,6 +1664,7 @@ E("attn.info", {})
 E("attn.now", {})
 E("attn.debug_counts", {})
 E("attn.get_num_threads", {})
+E("attn.set_isa", {K.choice("auto", {opt = true})})
 E("attn.set_num_threads", {K.int(attn.get_num_threads(), {min = 1, max = 64})}, {
   override = {[1] = {["2^31"] = "error", ["2^53"] = "error", ["2^62"] = "error", ["maxinteger"] = "error"}}})
 

@@ -83,3 +83,29 @@ elseif(ATTN_SANITIZE)
 else()
   message(STATUS "attn.dist: MPI or mpirun not found: the mpirun specs (spec/mpi) are skipped")
 endif()
+
+# The kernel tests once more per kernel family (src/core/kernels.h), with
+# ATTN_ISA forcing it: isa/<family>/<test>.  scripts/isa_test.sh skips
+# (ctest "Skipped") a family this CPU lacks and the one the plain tests
+# above already ran with.  ctest -L isa runs only these.
+set(ATTN_ISA_C_TESTS test_sdpa test_reduce test_grad_ops)
+set(ATTN_ISA_SPECS sdpa_spec mha_spec reduce_spec math_spec gradcheck_spec grads_spec attention_modules_spec
+  nn_layers_spec losses_spec numeric_robustness_spec)
+foreach(fam IN ITEMS avx512 avx2 portable)
+  foreach(name IN LISTS ATTN_ISA_C_TESTS)
+    add_test(NAME isa/${fam}/c/${name}
+      COMMAND sh ${PROJECT_SOURCE_DIR}/scripts/isa_test.sh $<TARGET_FILE:attn> ${fam} $<TARGET_FILE:${name}>
+      WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+    set_tests_properties(isa/${fam}/c/${name} PROPERTIES SKIP_RETURN_CODE 77 LABELS isa)
+  endforeach()
+  if(BUSTED_EXECUTABLE AND LUA_EXECUTABLE)
+    foreach(name IN LISTS ATTN_ISA_SPECS)
+      add_test(NAME isa/${fam}/lua/${name}
+        COMMAND sh ${PROJECT_SOURCE_DIR}/scripts/isa_test.sh $<TARGET_FILE:attn> ${fam}
+                ${LUA_EXECUTABLE} ${BUSTED_EXECUTABLE} --output=TAP ${PROJECT_SOURCE_DIR}/spec/${name}.lua
+        WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+      set_tests_properties(isa/${fam}/lua/${name} PROPERTIES ENVIRONMENT "${ATTN_SPEC_ENV}" SKIP_RETURN_CODE 77
+        LABELS isa)
+    endforeach()
+  endif()
+endforeach()

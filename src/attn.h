@@ -455,6 +455,28 @@ typedef struct attn_blas_info {
   int num_threads;
 } attn_blas_info;
 attn_status attn_blas_get_info(attn_blas_info *info);
+/* Kernel families: the attention, softmax, LayerNorm, elementwise and
+   reduction kernels exist once per instruction set ("avx512": x86-64-v4,
+   AVX-512 F/DQ/CD/BW/VL; "avx2": x86-64-v3, AVX2 + FMA + BMI1/2 + F16C +
+   LZCNT + MOVBE; "portable": plain C, every CPU).  The
+   widest family the CPU (and OS) supports is chosen at first use; the
+   environment variable ATTN_ISA=avx512|avx2|portable forces one.  A
+   forced family the CPU lacks (or an unknown name) is not used: attn
+   falls back to the widest supported one, says so once on stderr and in
+   info.note.  Never runs an instruction the CPU lacks. */
+typedef struct attn_isa_info {
+  const char *active;    /* family in use */
+  const char *best;      /* widest family this CPU supports */
+  const char *available; /* supported families, widest first, e.g. "avx2,portable" */
+  const char *requested; /* ATTN_ISA as found at start-up, or NULL */
+  const char *note;      /* why active is not what was requested, or "" */
+  const char *cpu;       /* CPU brand string (cpuid), or "" */
+} attn_isa_info;
+attn_status attn_isa_get_info(attn_isa_info *info);
+/* Switches the process to a family (NULL or "auto": the widest); refuses
+   (ATTN_ERR_ARG) a family the CPU lacks.  Kernels already running finish
+   with the family they started with. */
+attn_status attn_set_isa(const char *family);
 /* OpenBLAS's threads, and attn's own pool (attention kernels) alike: n in
    [1, ATTN_MAX_THREADS], else ATTN_ERR_ARG naming the range (also when
    the loaded OpenBLAS was built for fewer threads: nothing is changed). */

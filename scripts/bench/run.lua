@@ -1,13 +1,15 @@
 -- attn vs PyTorch 1.13 benchmark suite (issue 7).
 --
---   attn scripts/bench/run.lua [--quick] [--cases 1,2,3,4,5,6,7] [--threads 1,2] [--out FILE.csv]
+--   attn scripts/bench/run.lua [--quick] [--cases 1,2,3,4,5,6,7] [--threads 1,2] [--isa avx2,portable]
+--                              [--out FILE.csv]
 --
 -- Cases: 1 SDPA forward and forward+backward (B = 1, H = 8, E = 64, L = S,
 -- causal and not); 2 nn.MultiheadAttention(512, 8, batch_first) self-
 -- attention; 3 tiny ops (microseconds per call from a Lua loop vs a Python
 -- loop); 4 a training step of a 1-layer causal self-attention char model;
 -- 5 whole seed scripts (process wall time) vs the notebooks' code as Python
--- scripts; 6 sgemm 2048^3 and an AVX-512 FMA peak loop (C, compiled with cc);
+-- scripts; 6 sgemm 2048^3 and the FMA peak of each kernel family the CPU has
+-- (a C loop compiled with cc for that family: AVX-512, AVX2 + FMA, portable);
 -- 7 start-up time of `attn -e ''` vs `python3 -c 'import torch'`.
 -- The torch side runs in scripts/bench/torch_bench.py under /usr/bin/python3,
 -- one process per thread count, with torch.set_num_threads(n),
@@ -16,6 +18,11 @@
 -- them, at most 20; a first call over 5 s is the only one).  Memory: peak
 -- RSS growth, VmHWM after minus VmRSS before, with VmHWM reset through
 -- /proc/self/clear_refs (same in the Python process).
+-- Kernel families: case 1 runs once per family in --isa (default: every
+-- family this CPU supports, attn.info().isa_available), the other cases
+-- with the family attn chose (ATTN_ISA forces it).  Each case-1 row shows
+-- its GFLOP/s as a share of its family's FMA peak measured in this run,
+-- and the end of the report checks issue 19's targets.
 local attn = require "attn"
 local nn = require "attn.nn"
 local F = require "attn.functional"
@@ -24,6 +31,7 @@ local optim = require "attn.optim"
 local quick, out_csv = false, nil
 local cases = {[1] = true, [2] = true, [3] = true, [4] = true, [5] = true, [6] = true, [7] = true}
 local thread_list = {1, 2}
+local isa_list
 do
   local args = {...}
   local function list(s)
@@ -42,10 +50,15 @@ do
       i = i + 2
     elseif a == "--threads" and args[i + 1] then
       thread_list, i = list(args[i + 1]), i + 2
+    elseif a == "--isa" and args[i + 1] then
+      isa_list = {}
+      for x in args[i + 1]:gmatch("[^,]+") do isa_list[#isa_list + 1] = x end
+      i = i + 2
     elseif a == "--out" and args[i + 1] then
       out_csv, i = args[i + 1], i + 2
     else
-      io.stderr:write("usage: attn scripts/bench/run.lua [--quick] [--cases 1,2,...] [--threads 1,2] [--out FILE]\n")
+      io.stderr:write("usage: attn scripts/bench/run.lua [--quick] [--cases 1,2,...] [--threads 1,2] [--isa LIST] " ..
+        "[--out FILE]\n")
       os.exit(2)
     end
   end
@@ -53,6 +66,29 @@ end
 
 local info = attn.info()
 local core = info.blas_core or "SkylakeX"
+local isa_default = info.isa or "portable"
+local isa_available = {}
+for x in (info.isa_available or "portable"):gmatch("[^,]+") do isa_available[#isa_available + 1] = x end
+if isa_list then
+  for _, x in ipairs(isa_list) do
+    local ok = false
+    for _, y in ipairs(isa_available) do ok = ok or x == y end
+    if not ok then
+      io.stderr:write(("run.lua: --isa %s: this CPU supports %s only\n"):format(x, info.isa_available or "portable"))
+      os.exit(2)
+    end
+  end
+else
+  isa_list = isa_available
+end
+-- CPU model: attn's cpuid brand string, else /proc/cpuinfo (aarch64 has no "model name")
+local cpu_model = info.cpu ~= "" and info.cpu or nil
+if not cpu_model then
+  local f = io.open("/proc/cpuinfo")
+  local s = f and f:read("a") or ""
+  if f then f:close() end
+  cpu_model = s:match("model name%s*:%s*([^\n]+)") or s:match("CPU part%s*:%s*([^\n]+)") or "unknown CPU"
+end
 local here = "scripts/bench/"
 local PY = "/usr/bin/python3"
 local lengths = quick and {128, 512, 1024} or {128, 512, 1024, 2048, 4096, 8192}
@@ -75,27 +111,30 @@ local function reset_hwm()
 end
 
 -- best seconds, peak RSS growth (bytes), note
+-- best wall seconds, peak RSS growth (bytes), note, best CPU seconds
+-- (os.clock: the process's CPU time, which other jobs on a shared machine
+-- inflate far less than wall time; meaningful per call at 1 thread)
 local function bench(fn, budget, max_reps)
   budget, max_reps = budget or 0.5, max_reps or 20
   collectgarbage()
   collectgarbage()
   reset_hwm()
   local rss0 = status_kb("VmRSS")
-  local t0 = attn.now()
+  local t0, c0 = attn.now(), os.clock()
   fn()
-  local first = attn.now() - t0
-  local best, note = math.huge, ""
+  local first, first_cpu = attn.now() - t0, os.clock() - c0
+  local best, best_cpu, note = math.huge, math.huge, ""
   if first > 5 then
-    best, note = first, "1 run"
+    best, best_cpu, note = first, first_cpu, "1 run"
   else
     local reps = math.max(1, math.min(max_reps, math.floor(budget / math.max(first, 1e-9))))
     for _ = 1, reps do
-      t0 = attn.now()
+      t0, c0 = attn.now(), os.clock()
       fn()
-      best = math.min(best, attn.now() - t0)
+      best, best_cpu = math.min(best, attn.now() - t0), math.min(best_cpu, os.clock() - c0)
     end
   end
-  return best, (status_kb("VmHWM") - rss0) * 1024, note
+  return best, (status_kb("VmHWM") - rss0) * 1024, note, best_cpu
 end
 
 -- seconds per call of a Lua loop, best of 3 loops of >= 0.1 s
@@ -117,12 +156,13 @@ local function per_call(fn)
   return best
 end
 
-local rows = {} -- {case, name, threads, attn_s, torch_s, gflop, attn_mem, torch_mem, note}
-local function add(case, name, threads, attn_s, torch_s, flop, attn_mem, torch_mem, note)
+local rows = {} -- {case, name, threads, attn_s, torch_s, gflop, attn_mem, torch_mem, note, isa}
+local cur_isa = isa_default -- the family the attn side runs with
+local function add(case, name, threads, attn_s, torch_s, flop, attn_mem, torch_mem, note, isa)
   rows[#rows + 1] = {case = case, name = name, threads = threads, attn_s = attn_s, torch_s = torch_s, flop = flop,
-    attn_mem = attn_mem, torch_mem = torch_mem, note = note or ""}
+    attn_mem = attn_mem, torch_mem = torch_mem, note = note or "", isa = isa or cur_isa}
   local r = rows[#rows]
-  io.stderr:write(("  [%d] %-26s %dT attn %s torch %s\n"):format(case, name, threads, tostring(attn_s),
+  io.stderr:write(("  [%d] %-26s %dT %-8s attn %s torch %s\n"):format(case, name, threads, r.isa, tostring(attn_s),
     tostring(torch_s)))
 end
 
@@ -161,6 +201,123 @@ local function join(a, b)
 end
 
 ---------------------------------------------------------------------------
+-- FMA peak of each kernel family the CPU has (needed by case 1's "% of
+-- peak" and by case 6): a C loop of 12 independent FMA chains per thread,
+-- compiled with cc for the family (AVX-512: -mavx512f; AVX2: -mavx2 -mfma;
+-- portable: 4-float GCC vectors at the build's baseline, multiply + add
+-- where the baseline has no FMA).  Only families in attn.info().isa_available
+-- (attn's cpuid check) are compiled and run, so the probe never executes an
+-- instruction this CPU lacks, and runs on aarch64 too (portable only).
+
+local function wall(cmd, reps)
+  local best = math.huge
+  for _ = 1, reps or 3 do
+    local t0 = attn.now()
+    local ok = os.execute(cmd .. " >/dev/null 2>&1")
+    local dt = attn.now() - t0
+    if not ok then return nil end
+    best = math.min(best, dt)
+  end
+  return best
+end
+
+local peaks = {} -- peaks[family][threads] = flop/s
+local peak_src = [[
+#include <stdio.h>
+#include <stdlib.h>
+#include <pthread.h>
+#include <time.h>
+#if defined(FAM_AVX512)
+#include <immintrin.h>
+typedef __m512 V; enum { W = 16 };
+#define SET(x) _mm512_set1_ps(x)
+#define FMA(x, m, c) _mm512_fmadd_ps(x, m, c)
+static float first(V v) { return _mm512_cvtss_f32(v); }
+#elif defined(FAM_AVX2)
+#include <immintrin.h>
+typedef __m256 V; enum { W = 8 };
+#define SET(x) _mm256_set1_ps(x)
+#define FMA(x, m, c) _mm256_fmadd_ps(x, m, c)
+static float first(V v) { return _mm256_cvtss_f32(v); }
+#else
+typedef float V __attribute__((vector_size(16))); enum { W = 4 };
+#define SET(x) ((V){x, x, x, x})
+#define FMA(x, m, c) ((x) * (m) + (c))
+static float first(V v) { return v[0]; }
+#endif
+/* 12 independent accumulators hide the FMA latency on 2 ports. */
+static long iters;
+static void *run(void *p) {
+  V m = SET(0.999999f), c = SET(1e-7f);
+  V a0 = SET(0), a1 = SET(1), a2 = SET(2), a3 = SET(3), a4 = SET(4), a5 = SET(5);
+  V a6 = SET(6), a7 = SET(7), a8 = SET(8), a9 = SET(9), a10 = SET(10), a11 = SET(11);
+#define F(x) x = FMA(x, m, c)
+  for (long n = 0; n < iters; n++) {
+    F(a0); F(a1); F(a2); F(a3); F(a4); F(a5); F(a6); F(a7); F(a8); F(a9); F(a10); F(a11);
+  }
+  *(float *)p = first(a0) + first(a1) + first(a2) + first(a3) + first(a4) + first(a5) + first(a6) + first(a7) +
+                first(a8) + first(a9) + first(a10) + first(a11);
+  return NULL;
+}
+int main(int argc, char **argv) {
+  int t = atoi(argv[1]); iters = atol(argv[2]);
+  pthread_t th[64]; float out[64]; struct timespec a, b;
+  struct timespec ca, cb;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ca);
+  for (int i = 0; i < t; i++) pthread_create(&th[i], NULL, run, &out[i]);
+  for (int i = 0; i < t; i++) pthread_join(th[i], NULL);
+  clock_gettime(CLOCK_MONOTONIC, &b);
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cb);
+  double s = (b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) * 1e-9;
+  double c = (cb.tv_sec - ca.tv_sec) + (cb.tv_nsec - ca.tv_nsec) * 1e-9;
+  printf("%.6f %d %g %.6f\n", s, (int)W, (double)out[0], c);
+  return 0;
+}
+]]
+local peak_exe, peak_w, peak_t, peak_c, peaks_cpu = {}, {}, {}, {}, {}
+local peak_iters = 50000000
+local peak_dir
+if cases[1] or cases[6] then
+  peak_dir = os.tmpname()
+  os.remove(peak_dir)
+  os.execute("mkdir -p " .. peak_dir)
+  local src = peak_dir .. "/fma.c"
+  local f = assert(io.open(src, "w"))
+  f:write(peak_src)
+  f:close()
+  local flags = {avx512 = "-DFAM_AVX512 -mavx512f", avx2 = "-DFAM_AVX2 -mavx2 -mfma", portable = "-ffp-contract=fast"}
+  for _, fam in ipairs(isa_available) do
+    local exe_f = ("%s/fma_%s"):format(peak_dir, fam)
+    local ok = flags[fam] and os.execute(("cc -O2 %s -pthread -o %s %s 2>/dev/null"):format(flags[fam], exe_f, src))
+    peak_exe[fam] = ok and exe_f or false
+    peaks[fam], peak_t[fam], peak_c[fam], peaks_cpu[fam] = {}, {}, {}, {}
+  end
+end
+
+-- Runs fam's probe reps times on th threads; peaks keep the best run of
+-- the whole benchmark (like the cases' best of repeated calls, so a busy
+-- moment lowers neither side's figure alone).  Case 1 calls it before and
+-- after each family's rows.
+local function measure_peak(fam, th, reps)
+  local exe_f = peak_exe[fam]
+  if not exe_f then return end
+  for _ = 1, reps do
+    local p = io.popen(("%s %d %d 2>/dev/null"):format(exe_f, th, peak_iters))
+    local line = p and p:read("l")
+    if p then p:close() end
+    local t, w, c = (line or ""):match("^(%S+) (%d+) %S+ (%S+)")
+    if t then
+      peak_t[fam][th] = math.min(peak_t[fam][th] or math.huge, tonumber(t))
+      peak_c[fam][th] = math.min(peak_c[fam][th] or math.huge, tonumber(c))
+      peak_w[fam] = tonumber(w)
+      peaks[fam][th] = 2.0 * peak_w[fam] * 12 * peak_iters * th / peak_t[fam][th]
+      peaks_cpu[fam][th] = 2.0 * peak_w[fam] * 12 * peak_iters * th / peak_c[fam][th]
+    end
+  end
+end
+
+---------------------------------------------------------------------------
 -- Cases 1-4 and 6 (sgemm), per thread count
 
 for _, th in ipairs(thread_list) do
@@ -169,29 +326,39 @@ for _, th in ipairs(thread_list) do
   attn.manual_seed(0)
 
   if cases[1] then
+    for _, fam in ipairs(isa_list) do
+    attn.set_isa(fam)
+    cur_isa = fam
+    measure_peak(fam, th, 3)
     for _, L in ipairs(lengths) do
       for _, causal in ipairs({false, true}) do
         local c = causal and 1 or 0
         local q, k, v = attn.randn(1, H, L, E), attn.randn(1, H, L, E), attn.randn(1, H, L, E)
         local fl = 4.0 * L * L * E * H * (causal and 0.5 or 1)
         local opts = {is_causal = causal}
-        local t, m, note = attn.no_grad(function()
-          return bench(function() return attn.scaled_dot_product_attention(q, k, v, opts) end)
+        local t, m, note, cpu = attn.no_grad(function()
+          return bench(function() return attn.scaled_dot_product_attention(q, k, v, opts) end, 1.5)
         end)
         local key = ("sdpa_fwd_L%d_c%d"):format(L, c)
         local tt, tm, tn = tget(tr, key)
         add(1, ("sdpa fwd%s L=%d"):format(causal and " causal" or "", L), th, t, tt, fl, m, tm, join(note, tn))
+        rows[#rows].cpu_s = cpu
         local qg, kg, vg = q:clone():requires_grad_(), k:clone():requires_grad_(), v:clone():requires_grad_()
-        t, m, note = bench(function()
+        t, m, note, cpu = bench(function()
           attn.scaled_dot_product_attention(qg, kg, vg, opts):sum():backward()
-        end)
+        end, 1.5)
         key = ("sdpa_fwdbwd_L%d_c%d"):format(L, c)
         tt, tm, tn = tget(tr, key)
         add(1, ("sdpa fwd+bwd%s L=%d"):format(causal and " causal" or "", L), th, t, tt, fl * 3.5, m, tm,
           join(note, tn))
+        rows[#rows].cpu_s = cpu
         q, k, v, qg, kg, vg = nil, nil, nil, nil, nil, nil
       end
     end
+    measure_peak(fam, th, 3)
+    end
+    attn.set_isa(isa_default)
+    cur_isa = isa_default
   end
 
   if cases[2] then
@@ -268,79 +435,22 @@ for _, th in ipairs(thread_list) do
   end
 end
 
----------------------------------------------------------------------------
--- Case 6: FMA peak, a C loop of independent AVX-512 FMAs (cc -O2 -mavx512f, 12 independent accumulators)
-
-local function wall(cmd, reps)
-  local best = math.huge
-  for _ = 1, reps or 3 do
-    local t0 = attn.now()
-    local ok = os.execute(cmd .. " >/dev/null 2>&1")
-    local dt = attn.now() - t0
-    if not ok then return nil end
-    best = math.min(best, dt)
-  end
-  return best
-end
-
-if cases[6] then
-  local dir = os.tmpname()
-  os.remove(dir)
-  os.execute("mkdir -p " .. dir)
-  local src = dir .. "/fma.c"
-  local f = assert(io.open(src, "w"))
-  f:write([[
-#include <immintrin.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <pthread.h>
-#include <time.h>
-/* 12 independent accumulators hide the 4-cycle FMA latency on 2 ports. */
-static long iters;
-static void *run(void *p) {
-  __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
-  __m512 a0 = _mm512_set1_ps(0), a1 = _mm512_set1_ps(1), a2 = _mm512_set1_ps(2), a3 = _mm512_set1_ps(3);
-  __m512 a4 = _mm512_set1_ps(4), a5 = _mm512_set1_ps(5), a6 = _mm512_set1_ps(6), a7 = _mm512_set1_ps(7);
-  __m512 a8 = _mm512_set1_ps(8), a9 = _mm512_set1_ps(9), a10 = _mm512_set1_ps(10), a11 = _mm512_set1_ps(11);
-#define F(x) x = _mm512_fmadd_ps(x, m, c)
-  for (long n = 0; n < iters; n++) {
-    F(a0); F(a1); F(a2); F(a3); F(a4); F(a5); F(a6); F(a7); F(a8); F(a9); F(a10); F(a11);
-  }
-  __m512 s0 = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
-                            _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)));
-  float s = _mm512_reduce_add_ps(_mm512_add_ps(s0, _mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11))));
-  *(float *)p = s; return NULL;
-}
-int main(int argc, char **argv) {
-  int t = atoi(argv[1]); iters = atol(argv[2]);
-  pthread_t th[64]; float out[64]; struct timespec a, b;
-  clock_gettime(CLOCK_MONOTONIC, &a);
-  for (int i = 0; i < t; i++) pthread_create(&th[i], NULL, run, &out[i]);
-  for (int i = 0; i < t; i++) pthread_join(th[i], NULL);
-  clock_gettime(CLOCK_MONOTONIC, &b);
-  double s = (b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) * 1e-9;
-  printf("%.6f %g\n", s, (double)out[0]);
-  return 0;
-}
-]])
-  f:close()
-  local ok = os.execute(("cc -O2 -mavx512f -mfma -pthread -o %s/fma %s 2>/dev/null"):format(dir, src))
-  for _, th in ipairs(thread_list) do
-    if ok then
-      local iters = 100000000
-      local best = math.huge
-      for _ = 1, 3 do
-        local p = io.popen(("%s/fma %d %d"):format(dir, th, iters))
-        local s = tonumber(p:read("l"):match("^(%S+)"))
-        p:close()
-        best = math.min(best, s)
+if cases[1] or cases[6] then
+  for _, fam in ipairs(isa_available) do
+    for _, th in ipairs(thread_list) do
+      if cases[6] then measure_peak(fam, th, 3) end
+      local name = ("FMA peak (%s)"):format(fam)
+      local t = peak_t[fam] and peak_t[fam][th]
+      if t then
+        add(6, name, th, t, nil, 2.0 * peak_w[fam] * 12 * peak_iters * th, nil, nil,
+          ("C loop via cc, best run; from CPU time %.1f GFLOP/s"):format(peaks_cpu[fam][th] / 1e9), fam)
+        rows[#rows].cpu_s = peak_c[fam][th] / th
+      elseif cases[6] or peak_exe[fam] == false then
+        add(6, name, th, nil, nil, nil, nil, nil, peak_exe[fam] == false and "cc failed" or "probe did not run", fam)
       end
-      add(6, "AVX-512 FMA loop (peak)", th, best, nil, 2.0 * 16 * 12 * iters * th, nil, nil, "C loop via cc")
-    else
-      add(6, "AVX-512 FMA loop (peak)", th, nil, nil, nil, nil, nil, "cc -mavx512f failed")
     end
   end
-  os.execute("rm -rf " .. dir)
+  os.execute("rm -rf " .. peak_dir)
 end
 
 ---------------------------------------------------------------------------
@@ -393,33 +503,86 @@ local function fmt_mem(b)
   return ("%.1f MB"):format(b / 2 ^ 20)
 end
 
-local header = {"case", "name", "threads", "attn", "torch", "torch/attn", "attn GFLOP/s", "torch GFLOP/s",
-  "attn peak RSS", "torch peak RSS", "note"}
+-- % of the family's FMA peak: at 1 thread from CPU times on both sides
+-- (robust to other jobs time-sharing the cores), else from wall times.
+local function pct_peak(r)
+  if r.case ~= 1 or not (r.flop and r.attn_s) then return nil end
+  local pc = peaks_cpu[r.isa] and peaks_cpu[r.isa][r.threads]
+  if r.threads == 1 and r.cpu_s and pc then return 100 * r.flop / r.cpu_s / pc end
+  local pk = peaks[r.isa] and peaks[r.isa][r.threads]
+  return pk and 100 * r.flop / r.attn_s / pk or nil
+end
+
+print(("CPU: %s; kernel family: %s (available: %s%s); BLAS core: %s\n"):format(cpu_model, isa_default,
+  info.isa_available or "portable", info.isa_note and ("; " .. info.isa_note) or "", core))
+local header = {"case", "name", "threads", "isa", "attn", "attn CPU", "torch", "torch/attn", "attn GFLOP/s", "% of peak",
+  "torch GFLOP/s", "attn peak RSS", "torch peak RSS", "note"}
 print(("| %s |"):format(table.concat(header, " | ")))
 print(("|%s"):format(("---|"):rep(#header)))
 for _, r in ipairs(rows) do
   local ratio = (r.attn_s and r.torch_s) and ("%.2fx"):format(r.torch_s / r.attn_s) or "-"
   local ga = (r.flop and r.attn_s) and ("%.1f"):format(r.flop / r.attn_s / 1e9) or "-"
   local gt = (r.flop and r.torch_s) and ("%.1f"):format(r.flop / r.torch_s / 1e9) or "-"
-  print(("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |"):format(r.case, r.name,
-    r.threads > 0 and tostring(r.threads) or "-", fmt_time(r.attn_s, r.case), fmt_time(r.torch_s, r.case), ratio, ga,
-    gt, fmt_mem(r.attn_mem), fmt_mem(r.torch_mem), r.note))
+  local pp = pct_peak(r)
+  print(("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |"):format(r.case, r.name,
+    r.threads > 0 and tostring(r.threads) or "-", r.isa, fmt_time(r.attn_s, r.case),
+    r.cpu_s and r.threads == 1 and fmt_time(r.cpu_s, r.case) or "-", fmt_time(r.torch_s, r.case),
+    ratio, ga, pp and ("%.0f%%"):format(pp) or "-", gt, fmt_mem(r.attn_mem), fmt_mem(r.torch_mem), r.note))
+end
+
+-- Issue 19's targets for the SDPA rows at L >= 1024, 1 thread (non-causal):
+-- AVX2 forward >= 75% of the AVX2 peak and >= 3x torch, forward+backward >=
+-- 60% and >= 3x; the portable family within 4x of the AVX2 one.
+local function find(isa, name, th)
+  for _, r in ipairs(rows) do
+    if r.case == 1 and r.isa == isa and r.name == name and r.threads == th then return r end
+  end
+end
+local checks = {}
+for _, L in ipairs(lengths) do
+  if L >= 1024 then
+    for _, what in ipairs({{"fwd", 75}, {"fwd+bwd", 60}}) do
+      local name = ("sdpa %s L=%d"):format(what[1], L)
+      local a2, pt = find("avx2", name, 1), find("portable", name, 1)
+      local pp = a2 and pct_peak(a2)
+      if pp then
+        checks[#checks + 1] = ("%s avx2 1T: %.0f%% of the AVX2 peak (target >= %d%%): %s"):format(name, pp, what[2],
+          pp >= what[2] and "met" or "NOT met")
+      end
+      if a2 and a2.attn_s and a2.torch_s then
+        local x = a2.torch_s / a2.attn_s
+        checks[#checks + 1] = ("%s avx2 1T: %.2fx torch (target >= 3x): %s"):format(name, x, x >= 3 and "met" or
+          "NOT met")
+      end
+      if a2 and pt and a2.attn_s and pt.attn_s then
+        local x = (pt.cpu_s and a2.cpu_s) and pt.cpu_s / a2.cpu_s or pt.attn_s / a2.attn_s
+        checks[#checks + 1] = ("%s portable 1T: %.2fx the avx2 time (target <= 4x): %s"):format(name, x, x <= 4 and
+          "met" or "NOT met")
+      end
+    end
+  end
+end
+if #checks > 0 then
+  print("\nTargets (issue 19):")
+  for _, c in ipairs(checks) do print("- " .. c) end
 end
 
 out_csv = out_csv or (here .. "results/" .. os.date("!%Y%m%dT%H%M%SZ") .. (quick and "-quick" or "") .. ".csv")
 local f = io.open(out_csv, "w")
 if f then
-  f:write("case,name,threads,attn_s,torch_s,ratio,attn_gflops,torch_gflops,attn_peak_bytes,torch_peak_bytes,note\n")
+  f:write("case,name,threads,isa,attn_s,attn_cpu_s,torch_s,ratio,attn_gflops,pct_of_peak,torch_gflops,attn_peak_bytes," ..
+    "torch_peak_bytes,note\n")
   local function n(x) return x and ("%.9g"):format(x) or "" end
   for _, r in ipairs(rows) do
-    f:write(('%d,"%s",%d,%s,%s,%s,%s,%s,%s,%s,"%s"\n'):format(r.case, r.name, r.threads, n(r.attn_s), n(r.torch_s),
-      n(r.attn_s and r.torch_s and r.torch_s / r.attn_s), n(r.flop and r.attn_s and r.flop / r.attn_s / 1e9),
+    f:write(('%d,"%s",%d,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,"%s"\n'):format(r.case, r.name, r.threads, r.isa, n(r.attn_s),
+      n(r.cpu_s), n(r.torch_s), n(r.attn_s and r.torch_s and r.torch_s / r.attn_s),
+      n(r.flop and r.attn_s and r.flop / r.attn_s / 1e9), n(pct_peak(r)),
       n(r.flop and r.torch_s and r.flop / r.torch_s / 1e9), n(r.attn_mem), n(r.torch_mem), r.note))
   end
   f:close()
   local la = io.open("/proc/loadavg")
   local load = la and la:read("l") or "?"
   if la then la:close() end
-  print(("\n%s, BLAS core %s, %s; load average at the end %s; CSV: %s"):format(os.date("!%Y-%m-%d %H:%M UTC"),
-    core, info.blas_config or "", load, out_csv))
+  print(("\n%s, %s, kernel family %s, BLAS core %s, %s; load average at the end %s; CSV: %s"):format(
+    os.date("!%Y-%m-%d %H:%M UTC"), cpu_model, isa_default, core, info.blas_config or "", load, out_csv))
 end

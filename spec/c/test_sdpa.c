@@ -376,8 +376,11 @@ static void test_memory(void) {
 
 /* The result does not depend on the number of threads (the backward has
    no reductions across threads), and the pool survives resizing. */
-static void test_threads(void) {
-  int64_t qs[4] = {2, 4, 300, 64}, ks[4] = {2, 2, 257, 64}, vs[4] = {2, 2, 257, 40}, os[4] = {2, 4, 300, 40};
+/* kvh kv heads (x 2 batches): 2 takes the two-pass backward, 4 (8 kv
+   batches) the one-pass one where dQ sums in the dK/dV tasks. */
+static void test_threads_kv(int64_t kvh) {
+  int64_t qs[4] = {2, 2 * kvh, 300, 64}, ks[4] = {2, kvh, 257, 64}, vs[4] = {2, kvh, 257, 40},
+          os[4] = {2, 2 * kvh, 300, 40};
   attn_tensor *q = randn(4, qs), *k = randn(4, ks), *v = randn(4, vs), *dout = randn(4, os);
   attn_requires_grad_(q, true), attn_requires_grad_(k, true), attn_requires_grad_(v, true);
   attn_sdpa_opts o;
@@ -402,6 +405,11 @@ static void test_threads(void) {
     for (int i = 0; i < 3; i++) attn_tensor_release(grads[t][i]);
   }
   attn_tensor_release(q), attn_tensor_release(k), attn_tensor_release(v), attn_tensor_release(dout);
+}
+
+static void test_threads(void) {
+  test_threads_kv(2);
+  test_threads_kv(4);
 }
 
 /* out:sum():backward() style gradients: dO with every stride 0. */

@@ -2,11 +2,11 @@
  *
  * Shapes: out = broadcast(a, b); every kernel below works on one innermost
  * row of n elements with per-operand strides (0 = broadcast scalar), after
- * attn__foreach has merged all the dims it can.  The unit-stride cases are
- * separate loops so GCC vectorises them (ATTN_HOT builds AVX-512/AVX2
- * copies picked at run time).
+ * attn__foreach has merged all the dims it can.  The row kernels are in
+ * elementwise_kernels.h, compiled once per kernel family (kernels.h), the
+ * unit-stride cases as separate loops so they vectorise at its width.
  */
-#include "internal.h"
+#include "kernels.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -24,139 +24,13 @@ const char *attn_unary_op_name(attn_unary_op op) {
   return (unsigned)op < ATTN_UNARY_OP_COUNT ? unary_names[op] : "?";
 }
 
-/* ------------------------------------------------------------------------ */
-/* Scalar definitions (torch's float semantics)                              */
-
-static inline float f_pow(float x, float y) {
-  if (y == 2.0f) return x * x;
-  if (y == 0.5f) return sqrtf(x);
-  if (y == -0.5f) return 1.0f / sqrtf(x); /* torch's rsqrt: NaN at -inf, -inf at -0 (powf: 0, +inf) */
-  if (y == 1.0f) return x;
-  return powf(x, y);
-}
-static inline float f_max(float x, float y) { return (x != x || y != y) ? NAN : (x > y ? x : y); }
-static inline float f_min(float x, float y) { return (x != x || y != y) ? NAN : (x < y ? x : y); }
-
-#define OP_ADD(x, y) ((x) + (y))
-#define OP_SUB(x, y) ((x) - (y))
-#define OP_MUL(x, y) ((x) * (y))
-#define OP_DIV(x, y) ((x) / (y))
-#define OP_POW(x, y) f_pow((x), (y))
-#define OP_EQ(x, y) ((x) == (y) ? 1.0f : 0.0f)
-#define OP_NE(x, y) ((x) != (y) ? 1.0f : 0.0f)
-#define OP_LT(x, y) ((x) < (y) ? 1.0f : 0.0f)
-#define OP_LE(x, y) ((x) <= (y) ? 1.0f : 0.0f)
-#define OP_GT(x, y) ((x) > (y) ? 1.0f : 0.0f)
-#define OP_GE(x, y) ((x) >= (y) ? 1.0f : 0.0f)
-#define OP_MAXIMUM(x, y) f_max((x), (y))
-#define OP_MINIMUM(x, y) f_min((x), (y))
-#define OP_ATAN2(x, y) atan2f((x), (y))
-#define OP_FMOD(x, y) fmodf((x), (y))
-
-/* One row: o[i*os] = OP(a[i*as], b[i*bs]) for i < n. */
-#define BINARY_ROW(NAME, OP)                                                               \
-  ATTN_HOT static void NAME(int64_t n, float *restrict o, int64_t os, const float *a, int64_t as, \
-                            const float *b, int64_t bs) {                                  \
-    if (os == 1 && as == 1 && bs == 1) {                                                   \
-      for (int64_t i = 0; i < n; i++) o[i] = OP(a[i], b[i]);                               \
-    } else if (os == 1 && as == 1 && bs == 0) {                                            \
-      const float y = b[0];                                                                \
-      for (int64_t i = 0; i < n; i++) o[i] = OP(a[i], y);                                  \
-    } else if (os == 1 && as == 0 && bs == 1) {                                            \
-      const float x = a[0];                                                                \
-      for (int64_t i = 0; i < n; i++) o[i] = OP(x, b[i]);                                  \
-    } else {                                                                               \
-      for (int64_t i = 0; i < n; i++) o[i * os] = OP(a[i * as], b[i * bs]);                \
-    }                                                                                      \
-  }
-
-BINARY_ROW(row_add, OP_ADD)
-BINARY_ROW(row_sub, OP_SUB)
-BINARY_ROW(row_mul, OP_MUL)
-BINARY_ROW(row_div, OP_DIV)
-BINARY_ROW(row_pow, OP_POW)
-BINARY_ROW(row_eq, OP_EQ)
-BINARY_ROW(row_ne, OP_NE)
-BINARY_ROW(row_lt, OP_LT)
-BINARY_ROW(row_le, OP_LE)
-BINARY_ROW(row_gt, OP_GT)
-BINARY_ROW(row_ge, OP_GE)
-BINARY_ROW(row_maximum, OP_MAXIMUM)
-BINARY_ROW(row_minimum, OP_MINIMUM)
-BINARY_ROW(row_atan2, OP_ATAN2)
-BINARY_ROW(row_fmod, OP_FMOD)
-
-typedef void (*binary_row_fn)(int64_t, float *restrict, int64_t, const float *, int64_t, const float *,
-                              int64_t);
-static const binary_row_fn binary_rows[ATTN_BINARY_OP_COUNT] = {
-    row_add, row_sub, row_mul,     row_div,     row_pow,   row_eq,  row_ne, row_lt,
-    row_le,  row_gt,  row_ge,      row_maximum, row_minimum, row_atan2, row_fmod};
-
 static void binary_inner(int64_t n, float **p, const int64_t *s, void *ctx) {
-  binary_row_fn fn = *(binary_row_fn *)ctx;
+  attn__binary_row_fn fn = *(attn__binary_row_fn *)ctx;
   fn(n, p[0], s[0], p[1], s[1], p[2], s[2]);
 }
 
-/* ------------------------------------------------------------------------ */
-/* Unary                                                                     */
-
-static inline float f_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
-static inline float f_relu(float x) { return (x > 0.0f || x != x) ? x : 0.0f; }
-/* torch's exact GELU: x * Phi(x) via erf */
-static inline float f_gelu(float x) { return x * 0.5f * (1.0f + erff(x * 0.70710678118654752440f)); }
-static inline float f_gelu_tanh(float x) {
-  const float k = 0.7978845608028654f; /* sqrt(2/pi) */
-  return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
-}
-static inline float f_sign(float x) { return x != x ? x : (float)((x > 0.0f) - (x < 0.0f)); }
-
-#define UNARY_ROW(NAME, EXPR)                                                               \
-  ATTN_HOT static void NAME(int64_t n, float *restrict o, int64_t os, const float *a, int64_t as) { \
-    if (os == 1 && as == 1) {                                                               \
-      for (int64_t i = 0; i < n; i++) {                                                     \
-        const float x = a[i];                                                               \
-        o[i] = (EXPR);                                                                      \
-      }                                                                                     \
-    } else {                                                                                \
-      for (int64_t i = 0; i < n; i++) {                                                     \
-        const float x = a[i * as];                                                          \
-        o[i * os] = (EXPR);                                                                 \
-      }                                                                                     \
-    }                                                                                       \
-  }
-
-UNARY_ROW(row_neg, -x)
-UNARY_ROW(row_exp, expf(x))
-UNARY_ROW(row_log, logf(x))
-UNARY_ROW(row_sqrt, sqrtf(x))
-UNARY_ROW(row_rsqrt, 1.0f / sqrtf(x))
-UNARY_ROW(row_tanh, tanhf(x))
-UNARY_ROW(row_sigmoid, f_sigmoid(x))
-UNARY_ROW(row_relu, f_relu(x))
-UNARY_ROW(row_gelu, f_gelu(x))
-UNARY_ROW(row_gelu_tanh, f_gelu_tanh(x))
-UNARY_ROW(row_abs, fabsf(x))
-UNARY_ROW(row_sin, sinf(x))
-UNARY_ROW(row_cos, cosf(x))
-UNARY_ROW(row_sign, f_sign(x))
-UNARY_ROW(row_reciprocal, 1.0f / x)
-UNARY_ROW(row_square, x * x)
-UNARY_ROW(row_log1p, log1pf(x))
-UNARY_ROW(row_expm1, expm1f(x))
-UNARY_ROW(row_floor, floorf(x))
-UNARY_ROW(row_ceil, ceilf(x))
-UNARY_ROW(row_round, nearbyintf(x))
-UNARY_ROW(row_silu, x * f_sigmoid(x))
-UNARY_ROW(row_erf, erff(x))
-
-typedef void (*unary_row_fn)(int64_t, float *restrict, int64_t, const float *, int64_t);
-static const unary_row_fn unary_rows[ATTN_UNARY_OP_COUNT] = {
-    row_neg,  row_exp,        row_log,    row_sqrt,   row_rsqrt, row_tanh,  row_sigmoid, row_relu,
-    row_gelu, row_gelu_tanh,  row_abs,    row_sin,    row_cos,   row_sign,  row_reciprocal,
-    row_square, row_log1p,    row_expm1,  row_floor,  row_ceil,  row_round, row_silu,    row_erf};
-
 static void unary_inner(int64_t n, float **p, const int64_t *s, void *ctx) {
-  unary_row_fn fn = *(unary_row_fn *)ctx;
+  attn__unary_row_fn fn = *(attn__unary_row_fn *)ctx;
   fn(n, p[0], s[0], p[1], s[1]);
 }
 
@@ -203,7 +77,7 @@ attn_status attn_binary(attn_binary_op op, const attn_tensor *a, const attn_tens
   attn__broadcast_strides(a, ndim, shape, strides[1]);
   attn__broadcast_strides(b, ndim, shape, strides[2]);
   float *base[3] = {attn_tensor_data(o), attn_tensor_data(a), attn_tensor_data(b)};
-  binary_row_fn fn = binary_rows[op];
+  attn__binary_row_fn fn = attn__kern()->binary_rows[op];
   if (!attn__foreach(ndim, shape, 3, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, binary_inner, &fn)) {
     attn_tensor_release(o);
     return attn__limit_error(binary_names[op]);
@@ -245,7 +119,7 @@ attn_status attn_binary_(attn_binary_op op, attn_tensor *a, const attn_tensor *b
   for (int d = 0; d < ndim; d++) strides[0][d] = strides[1][d] = a->stride[d];
   attn__broadcast_strides(b, ndim, shape, strides[2]);
   float *base[3] = {attn_tensor_data(a), attn_tensor_data(a), attn_tensor_data(b)};
-  binary_row_fn fn = binary_rows[op];
+  attn__binary_row_fn fn = attn__kern()->binary_rows[op];
   bool done = attn__foreach(ndim, shape, 3, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, binary_inner, &fn);
   attn_tensor_release(tmp);
   return done ? ATTN_OK : attn__limit_error(name);
@@ -273,7 +147,7 @@ attn_status attn_binary_scalar(attn_binary_op op, const attn_tensor *a, float s,
   base[0] = attn_tensor_data(o);
   base[at] = attn_tensor_data(a);
   base[sc] = &s;
-  binary_row_fn fn = binary_rows[op];
+  attn__binary_row_fn fn = attn__kern()->binary_rows[op];
   if (!attn__foreach(a->ndim, a->shape, 3, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, binary_inner, &fn)) {
     attn_tensor_release(o);
     return attn__limit_error(binary_names[op]);
@@ -305,7 +179,7 @@ attn_status attn_binary_scalar_(attn_binary_op op, attn_tensor *a, float s, bool
   float *base[3];
   base[0] = base[at] = attn_tensor_data(a);
   base[sc] = &s;
-  binary_row_fn fn = binary_rows[op];
+  attn__binary_row_fn fn = attn__kern()->binary_rows[op];
   if (!attn__foreach(a->ndim, a->shape, 3, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, binary_inner, &fn))
     return attn__limit_error(name);
   return ATTN_OK;
@@ -322,7 +196,7 @@ attn_status attn_unary(attn_unary_op op, const attn_tensor *a, attn_tensor **out
     strides[1][d] = a->stride[d];
   }
   float *base[2] = {attn_tensor_data(o), attn_tensor_data(a)};
-  unary_row_fn fn = unary_rows[op];
+  attn__unary_row_fn fn = attn__kern()->unary_rows[op];
   if (!attn__foreach(a->ndim, a->shape, 2, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, unary_inner, &fn)) {
     attn_tensor_release(o);
     return attn__limit_error(unary_names[op]);
@@ -350,7 +224,7 @@ attn_status attn_unary_(attn_unary_op op, attn_tensor *a) {
   int64_t strides[2][ATTN_MAX_DIMS];
   for (int d = 0; d < a->ndim; d++) strides[0][d] = strides[1][d] = a->stride[d];
   float *base[2] = {attn_tensor_data(a), attn_tensor_data(a)};
-  unary_row_fn fn = unary_rows[op];
+  attn__unary_row_fn fn = attn__kern()->unary_rows[op];
   if (!attn__foreach(a->ndim, a->shape, 2, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, unary_inner, &fn))
     return attn__limit_error(name);
   return ATTN_OK;
@@ -359,24 +233,7 @@ attn_status attn_unary_(attn_unary_op op, attn_tensor *a) {
 /* ------------------------------------------------------------------------ */
 /* clamp, where, masked_fill, add_scaled                                     */
 
-typedef struct {
-  float lo, hi;
-} clamp_ctx;
-
-ATTN_HOT static void clamp_inner(int64_t n, float **p, const int64_t *s, void *vctx) {
-  const clamp_ctx *c = vctx;
-  float *o = p[0];
-  const float *a = p[1];
-  const float lo = c->lo, hi = c->hi;
-  const bool has_lo = lo == lo, has_hi = hi == hi;
-  for (int64_t i = 0; i < n; i++) {
-    float x = a[i * s[1]];
-    /* torch: min(max(x, lo), hi), NaN input stays NaN */
-    if (has_lo && x < lo) x = lo;
-    if (has_hi && x > hi) x = hi;
-    o[i * s[0]] = x;
-  }
-}
+typedef attn__clamp_ctx clamp_ctx;
 
 static attn_status clamp_into(attn_tensor *o, const attn_tensor *a, float lo, float hi) {
   int64_t strides[2][ATTN_MAX_DIMS];
@@ -386,7 +243,8 @@ static attn_status clamp_into(attn_tensor *o, const attn_tensor *a, float lo, fl
   }
   float *base[2] = {attn_tensor_data(o), attn_tensor_data(a)};
   clamp_ctx c = {lo, hi};
-  if (!attn__foreach(a->ndim, a->shape, 2, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, clamp_inner, &c))
+  if (!attn__foreach(a->ndim, a->shape, 2, base, (const int64_t(*)[ATTN_MAX_DIMS])strides,
+                      attn__kern()->clamp_inner, &c))
     return attn__limit_error("clamp");
   return ATTN_OK;
 }

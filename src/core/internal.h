@@ -298,12 +298,6 @@ attn_status attn__sdpa_fused(const attn_tensor *q, const attn_tensor *k, const a
 void attn__sdpa_mem_reset(void);
 int64_t attn__sdpa_mem_peak(void);
 
-/* GCC builds AVX-512, AVX2 and baseline copies of a hot loop and picks one
-   at load time, so the default build stays portable. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(ATTN_NO_CLONES)
-#define ATTN_HOT __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define ATTN_HOT
-#endif
+/* The hot kernels exist once per instruction set: kernels.h. */
 
 #endif

@@ -13,8 +13,10 @@
  * probability 0 (log-probability -inf).
  *
  * Under autograd the node saves an alias of the output (grad_reduce.c).
+ * The kernels are in softmax_kernels.h, compiled once per kernel family
+ * (kernels.h); this file picks the family's and walks the blocks.
  */
-#include "internal.h"
+#include "kernels.h"
 
 #include <math.h>
 
@@ -24,182 +26,6 @@
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math")
 #endif
-
-/* The row helpers must be inlined into the ATTN_HOT drivers so that each
-   target clone (AVX-512, AVX2, baseline) gets its own vector code. */
-#if defined(__GNUC__)
-#define INLINE static inline __attribute__((always_inline))
-#else
-#define INLINE static inline
-#endif
-
-INLINE float max_nan(float a, float v) { return (v > a || v != v) ? v : a; }
-
-#if defined(__GNUC__)
-/* GCC does not vectorise the NaN-sticky max on its own: 16-byte vector
-   extensions (SSE2 / NEON, VEX-encoded in the AVX clones), four
-   accumulators. */
-typedef float vec4f __attribute__((vector_size(16)));
-typedef int32_t vec4i __attribute__((vector_size(16)));
-
-INLINE vec4f max_nan4(vec4f a, vec4f v) {
-  vec4i take = (v > a) | (v != v);
-  return (vec4f)(((vec4i)v & take) | ((vec4i)a & ~take));
-}
-#endif
-
-/* max of x[n] (unit stride), NaN if any element is NaN, -inf if n == 0 */
-INLINE float max_contig(const float *x, int64_t n) {
-  float mx = -INFINITY;
-  int64_t i = 0;
-#if defined(__GNUC__)
-  vec4f a0 = {mx, mx, mx, mx}, a1 = a0, a2 = a0, a3 = a0;
-  for (; i + 16 <= n; i += 16) {
-    vec4f v0, v1, v2, v3;
-    memcpy(&v0, x + i, sizeof v0);
-    memcpy(&v1, x + i + 4, sizeof v1);
-    memcpy(&v2, x + i + 8, sizeof v2);
-    memcpy(&v3, x + i + 12, sizeof v3);
-    a0 = max_nan4(a0, v0);
-    a1 = max_nan4(a1, v1);
-    a2 = max_nan4(a2, v2);
-    a3 = max_nan4(a3, v3);
-  }
-  a0 = max_nan4(max_nan4(a0, a1), max_nan4(a2, a3));
-  for (int k = 0; k < 4; k++) mx = max_nan(mx, a0[k]);
-#endif
-  for (; i < n; i++) mx = max_nan(mx, x[i]);
-  return mx;
-}
-
-/* e^x for max-shifted softmax arguments (x <= 0, -inf or NaN), free of calls
-   and branches so that GCC vectorises the loops using it.  x = k ln2 + r
-   with |r| <= ln2/2; e^r by the Cephes expf polynomial (about 1 ulp, like
-   torch's Sleef expf_u10); 2^k goes into the exponent bits.  Below -87
-   (2^k would leave the normal range) the result is 0; NaN stays NaN. */
-INLINE float exp_neg(float x) {
-  const float log2e = 1.44269504088896341f, ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;
-  const float round_magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
-  float xc = x < -87.0f ? -87.0f : x;
-  xc = xc > 88.0f ? 88.0f : xc;
-  float k = (xc * log2e + round_magic) - round_magic;
-  float r = (xc - k * ln2_hi) - k * ln2_lo;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * (r * r) + r + 1.0f;
-  int32_t ki = (int32_t)(k == k ? k : 0.0f); /* NaN propagates through r, never through the cast */
-  uint32_t bits = (uint32_t)(ki + 127) << 23;
-  float scale;
-  memcpy(&scale, &bits, sizeof scale);
-  float e = p * scale;
-  return x < -87.0f ? 0.0f : e;
-}
-
-#define LANES 8
-
-/* One unit-stride row: x [n] -> y [n].  Every loop is vectorisable: lanes
-   for the max and the double sum, exp_neg for the exponentials (written
-   into y first; log_softmax then overwrites them). */
-INLINE void softmax_row_contig(const float *restrict x, float *restrict y, int64_t n, bool log_space) {
-  float mx = max_contig(x, n);
-  int64_t i;
-  for (i = 0; i < n; i++) y[i] = exp_neg(x[i] - mx);
-  double ls[LANES] = {0};
-  for (i = 0; i + LANES <= n; i += LANES)
-    for (int k = 0; k < LANES; k++) ls[k] += y[i + k];
-  double sum = ((ls[0] + ls[4]) + (ls[1] + ls[5])) + ((ls[2] + ls[6]) + (ls[3] + ls[7]));
-  for (; i < n; i++) sum += y[i];
-
-  if (log_space) {
-    float lse = (float)log(sum);
-    for (i = 0; i < n; i++) y[i] = (x[i] - mx) - lse;
-  } else {
-    float inv = (float)(1.0 / sum);
-    for (i = 0; i < n; i++) y[i] *= inv;
-  }
-}
-
-/* One strided row: x [n] at stride rs -> y [n] at stride ys. */
-INLINE void softmax_row(const float *x, int64_t rs, float *y, int64_t ys, int64_t n, bool log_space) {
-  float mx = -INFINITY;
-  for (int64_t i = 0; i < n; i++) mx = max_nan(mx, x[i * rs]);
-  double sum = 0;
-  for (int64_t i = 0; i < n; i++) {
-    float e = exp_neg(x[i * rs] - mx);
-    y[i * ys] = e;
-    sum += e;
-  }
-  if (log_space) {
-    float lse = (float)log(sum);
-    for (int64_t i = 0; i < n; i++) y[i * ys] = (x[i * rs] - mx) - lse;
-  } else {
-    float inv = (float)(1.0 / sum);
-    for (int64_t i = 0; i < n; i++) y[i * ys] *= inv;
-  }
-}
-
-/* Row driver: m columns (input stride vs, output stride vos), each a row of
-   n elements.  Block shapes: x [n, m] -> y [n, m]. */
-ATTN_HOT static void softmax_rows(const float *x, int64_t n, int64_t rs, int64_t m, int64_t vs, float *y,
-                                  int64_t ors, int64_t vos, bool log_space) {
-  for (int64_t j = 0; j < m; j++) {
-    if (rs == 1 && ors == 1)
-      softmax_row_contig(x + j * vs, y + j * vos, n, log_space);
-    else
-      softmax_row(x + j * vs, rs, y + j * vos, ors, n, log_space);
-  }
-}
-
-/* Column driver: rows x + i*rs hold m unit-stride elements; mx [m] and
-   sum [m] are the per-column running max and sum.  Block shapes:
-   x [n, m] -> y [n, m] (row stride ors, column stride vos). */
-ATTN_HOT static void softmax_cols(const float *x, int64_t n, int64_t rs, int64_t m, float *y, int64_t ors,
-                                  int64_t vos, bool log_space, float *restrict mx, double *restrict sum) {
-  for (int64_t j = 0; j < m; j++) {
-    mx[j] = -INFINITY;
-    sum[j] = 0;
-  }
-  for (int64_t i = 0; i < n; i++) {
-    const float *row = x + i * rs;
-    for (int64_t j = 0; j < m; j++) mx[j] = max_nan(mx[j], row[j]);
-  }
-  for (int64_t i = 0; i < n; i++) {
-    const float *row = x + i * rs;
-    float *out = y + i * ors;
-    /* e is stored even for log_softmax (overwritten below) so the loop has
-       no branch; the unit-stride case is its own loop to vectorise */
-    if (vos == 1)
-      for (int64_t j = 0; j < m; j++) {
-        float e = exp_neg(row[j] - mx[j]);
-        out[j] = e;
-        sum[j] += e;
-      }
-    else
-      for (int64_t j = 0; j < m; j++) {
-        float e = exp_neg(row[j] - mx[j]);
-        out[j * vos] = e;
-        sum[j] += e;
-      }
-  }
-  if (log_space) {
-    for (int64_t j = 0; j < m; j++) sum[j] = log(sum[j]); /* now log(sum) */
-    for (int64_t i = 0; i < n; i++) {
-      const float *row = x + i * rs;
-      float *out = y + i * ors;
-      for (int64_t j = 0; j < m; j++) out[j * vos] = (row[j] - mx[j]) - (float)sum[j];
-    }
-  } else {
-    for (int64_t j = 0; j < m; j++) sum[j] = (float)(1.0 / sum[j]); /* now 1/sum */
-    for (int64_t i = 0; i < n; i++) {
-      float *out = y + i * ors;
-      for (int64_t j = 0; j < m; j++) out[j * vos] *= (float)sum[j];
-    }
-  }
-}
 
 /* t [..., n, ...] -> out of the same shape */
 static attn_status softmax_impl(const char *fn, const attn_tensor *t, int dim, bool log_space, attn_tensor **out) {
@@ -225,6 +51,7 @@ static attn_status softmax_impl(const char *fn, const attn_tensor *t, int dim, b
   const float *x = attn_tensor_data(t);
   float *y = attn_tensor_data(res);
   int64_t idx[ATTN_MAX_DIMS] = {0}, ip = 0, op = 0, work = 0;
+  const attn__kernels *K = attn__kern();
   for (int64_t o = 0; o < s.outer; o++) {
     if (attn__poll_work(&work, s.n * s.m)) {
       attn__scratch_free(buf, buf_bytes);
@@ -232,10 +59,10 @@ static attn_status softmax_impl(const char *fn, const attn_tensor *t, int dim, b
       return attn__limit_error(fn);
     }
     if (cols)
-      softmax_cols(x + ip, s.n, s.in_stride, s.m, y + op, s.out_stride, s.vos, log_space,
+      K->softmax_cols(x + ip, s.n, s.in_stride, s.m, y + op, s.out_stride, s.vos, log_space,
                    (float *)((double *)buf + s.m), (double *)buf);
     else
-      softmax_rows(x + ip, s.n, s.in_stride, s.m, s.vs, y + op, s.out_stride, s.vos, log_space);
+      K->softmax_rows(x + ip, s.n, s.in_stride, s.m, s.vs, y + op, s.out_stride, s.vos, log_space);
     attn__dimsplit_next(&s, idx, &ip, &op);
   }
   attn__scratch_free(buf, buf_bytes);

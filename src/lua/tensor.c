@@ -582,7 +582,34 @@ static int l_info(lua_State *L) {
     lua_pushstring(L, attn_last_error());
     lua_setfield(L, -2, "blas_error");
   }
+  attn_isa_info ii;
+  if (attn_isa_get_info(&ii) == ATTN_OK) {
+    lua_pushstring(L, ii.active);
+    lua_setfield(L, -2, "isa");
+    lua_pushstring(L, ii.best);
+    lua_setfield(L, -2, "isa_best");
+    lua_pushstring(L, ii.available);
+    lua_setfield(L, -2, "isa_available");
+    if (ii.requested) {
+      lua_pushstring(L, ii.requested);
+      lua_setfield(L, -2, "isa_requested");
+    }
+    if (*ii.note) {
+      lua_pushstring(L, ii.note);
+      lua_setfield(L, -2, "isa_note");
+    }
+    lua_pushstring(L, ii.cpu);
+    lua_setfield(L, -2, "cpu");
+  }
   return 1;
+}
+
+/* attn.set_isa(family): "avx512", "avx2", "portable" or "auto" (nil);
+   errors for a family this CPU lacks.  Process-wide. */
+static int l_set_isa(lua_State *L) {
+  const char *name = luaL_optstring(L, 1, NULL);
+  if (attn_set_isa(name)) return attnL_error(L);
+  return 0;
 }
 
 static int l_set_num_threads(lua_State *L) {
@@ -646,7 +673,7 @@ static const luaL_Reg module_fns[] = {
     {"empty_like", l_empty_like}, {"arange", l_arange},
     {"linspace", l_linspace},     {"eye", l_eye},
     {"one_hot", l_one_hot},       {"info", l_info},
-    {"set_num_threads", l_set_num_threads},
+    {"set_num_threads", l_set_num_threads}, {"set_isa", l_set_isa},
     {"get_num_threads", l_get_num_threads},
     {"is_tensor", l_is_tensor},   {"now", l_now},
     {"debug_counts", l_debug_counts},

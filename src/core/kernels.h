@@ -1,0 +1,79 @@
+/* Kernel families, one per instruction set (see attn_isa_info in attn.h).
+ *
+ * Each family is a translation unit compiled with its own flags
+ * (kernels_avx512.c: -march=x86-64-v4; kernels_avx2.c: -march=x86-64-v3;
+ * kernels_portable.c: the build's baseline) that fills one attn__kernels
+ * table.  isa.c picks a table once (CPU detection, ATTN_ISA) with
+ * pthread_once, so the choice is race-free and needs no ifunc resolvers
+ * (which TSan builds cannot use).  Only the
+ * chosen family's code ever runs, so a CPU never meets an instruction it
+ * lacks.  Callers load the table once per operation: attn_set_isa may
+ * switch it between operations. */
+#ifndef ATTN_KERNELS_H
+#define ATTN_KERNELS_H
+
+#include "internal.h"
+
+/* tasks [begin, end) of a parallel loop; ctx is the caller's plan */
+typedef void (*attn__range_fn)(int64_t begin, int64_t end, void *ctx);
+
+struct attn__rspec; /* reduce_spec.h */
+
+/* Elementwise rows (elementwise.c): o [n] (stride os) = op(a [n], b [n]) */
+typedef void (*attn__binary_row_fn)(int64_t n, float *restrict o, int64_t os, const float *a, int64_t as,
+                                    const float *b, int64_t bs);
+typedef void (*attn__unary_row_fn)(int64_t n, float *restrict o, int64_t os, const float *a, int64_t as);
+typedef struct {
+  float lo, hi; /* NaN: no bound */
+} attn__clamp_ctx;
+
+typedef struct attn__kernels {
+  const char *name; /* "avx512", "avx2", "portable" */
+  /* Fused attention (sdpa_tiles.h): ctx is sdpa_plan.h's plan.
+     fwd: tasks (batch, query block); bwd_kv: (kv batch, key block);
+     bwd_q: (batch, query block); bwd_kvq: dK, dV and dQ, tasks kv batches. */
+  attn__range_fn sdpa_fwd, sdpa_bwd_kv, sdpa_bwd_q, sdpa_bwd_kvq;
+  /* softmax / log_softmax of a block x [n, m] -> y [n, m] (softmax.c):
+     rows: m rows of n elements (row stride vs, element stride rs);
+     cols: n rows of m unit-stride elements, scratch mx [m], sum [m]. */
+  void (*softmax_rows)(const float *x, int64_t n, int64_t rs, int64_t m, int64_t vs, float *y, int64_t ors,
+                       int64_t vos, bool log_space);
+  void (*softmax_cols)(const float *x, int64_t n, int64_t rs, int64_t m, float *y, int64_t ors, int64_t vos,
+                       bool log_space, float *mx, double *sum);
+  /* reductions of a block x [n, m] (reduce.c, reduce_spec.h): rows -> vals,
+     idxs [m] at stride os; cols (unit-stride rows) -> raw acc, acc2 [m] */
+  void (*reduce_rows)(const struct attn__rspec *r, const float *x, int64_t n, int64_t rs, int64_t m, int64_t vs,
+                      float *vals, float *idxs, int64_t os);
+  void (*reduce_cols)(const struct attn__rspec *r, const float *x, int64_t n, int64_t rs, int64_t m, double *acc,
+                      double *acc2);
+  /* cumsum of a block x [n, m] -> y [n, m]; cols: scratch acc [m] */
+  void (*cumsum_rows)(const float *x, int64_t n, int64_t rs, int64_t m, int64_t vs, float *y, int64_t ors,
+                      int64_t vos);
+  void (*cumsum_cols)(const float *x, int64_t n, int64_t rs, int64_t m, float *y, int64_t ors, int64_t vos,
+                      double *acc);
+  /* elementwise: rows per attn_binary_op / attn_unary_op; clamp over
+     attn__foreach's rows with an attn__clamp_ctx */
+  const attn__binary_row_fn *binary_rows;
+  const attn__unary_row_fn *unary_rows;
+  attn__inner_fn clamp_inner;
+} attn__kernels;
+
+/* A family unit's table of its static kernels (same names in every unit). */
+#define ATTN__KERNEL_TABLE(family)                                                                                   \
+  {                                                                                                                  \
+    .name = family, .sdpa_fwd = sdpa_fwd_range, .sdpa_bwd_kv = sdpa_kv_range, .sdpa_bwd_q = sdpa_q_range,          \
+    .sdpa_bwd_kvq = sdpa_kvq_range,                                                                                  \
+    .softmax_rows = softmax_rows, .softmax_cols = softmax_cols, .reduce_rows = block_rows, .reduce_cols = block_cols, \
+    .cumsum_rows = cumsum_rows, .cumsum_cols = cumsum_cols, .binary_rows = binary_rows, .unary_rows = unary_rows,    \
+    .clamp_inner = clamp_inner,                                                                                      \
+  }
+
+extern const attn__kernels attn__kernels_portable;
+#if defined(__x86_64__)
+extern const attn__kernels attn__kernels_avx2, attn__kernels_avx512;
+#endif
+
+/* The family in use (chosen at first call). */
+const attn__kernels *attn__kern(void);
+
+#endif

@@ -1,0 +1,492 @@
+/* The fused attention's tile code (the scheme is described in sdpa.c),
+ * written once and compiled by each kernel family's translation unit
+ * (kernels_avx512.c, kernels_avx2.c, kernels_portable.c) with that
+ * family's flags.  The includer first defines INLINE and
+ *   tile_gemm(M, N, K, a, ars, acs, b, ldb, c, ldc, acc):
+ *     c [M, N] (+)= a [M, K] @ b [K, N], M % 4 == 0, N % SDPA_PAD == 0,
+ *     a's element (r, p) at a[r * ars + p * acs] (broadcast, any layout),
+ *     b and c with row strides ldb, ldc;
+ * and SDPA_VQ (16, 8 or 4): the softmax loops over query columns run on
+ * vectors of that many floats, the rest is left to the compiler's
+ * vectoriser at the family's width.  Defines the static task functions
+ * sdpa_fwd_range, sdpa_kv_range, sdpa_q_range and sdpa_kvq_range. */
+#include "sdpa_plan.h"
+
+#include <math.h>
+
+/* e^x for x <= 0 (also -inf, NaN), branch-free so loops over it vectorise:
+   x = k ln2 + r with |r| <= ln2/2, e^r by the Cephes expf polynomial, 2^k
+   put into the exponent bits.  Below -87 the result is 0. */
+INLINE float exp_neg(float x) {
+  const float log2e = 1.44269504088896341f, ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;
+  const float round_magic = 12582912.0f; /* 1.5 * 2^23 */
+  float xc = x < -87.0f ? -87.0f : x;
+  xc = xc > 88.0f ? 88.0f : xc;
+  float k = (xc * log2e + round_magic) - round_magic;
+  float r = (xc - k * ln2_hi) - k * ln2_lo;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  int32_t ki = (int32_t)(k == k ? k : 0.0f);
+  uint32_t bits = (uint32_t)(ki + 127) << 23;
+  float scale;
+  memcpy(&scale, &bits, sizeof scale);
+  float e = p * scale;
+  return x < -87.0f ? 0.0f : e;
+}
+
+/* NaN-sticky max (a NaN score poisons its row, as in softmax) */
+INLINE float max_nan(float a, float v) { return (v > a || v != v) ? v : a; }
+
+/* The same on vectors of SDPA_VQ floats (the includer's width), for the
+   loops over query columns: GCC/Clang vector types, so one text serves
+   every family and compiles to that family's instructions. */
+typedef float vq __attribute__((vector_size(SDPA_VQ * sizeof(float))));
+typedef int32_t vqi __attribute__((vector_size(SDPA_VQ * sizeof(float))));
+INLINE vq vq_load(const float *p) {
+  vq v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+INLINE void vq_store(float *p, vq v) { memcpy(p, &v, sizeof v); }
+INLINE vq vq_set(float x) { return (vq){0} + x; }
+/* m ? a : b per lane (m from a vector compare: all ones or zero) */
+INLINE vq vq_sel(vqi m, vq a, vq b) { return (vq)((m & (vqi)a) | (~m & (vqi)b)); }
+INLINE vq max_nan_v(vq a, vq v) { return vq_sel((v > a) | (v != v), v, a); }
+/* exp_neg per lane for x <= 0 (the callers' arguments are, up to a
+   rounding step; -inf and NaN too), in fewer steps: clamping at -88 makes
+   k = -127 there, whose exponent field 0 turns the result into exactly 0
+   without a final select (so -inf gives 0; below -87.3 the result may flush
+   to 0 where exp_neg gives a subnormal or 0), and a NaN passes the clamp
+   and poisons p (whatever 2^k the conversion made of it). */
+typedef uint32_t vqu __attribute__((vector_size(SDPA_VQ * sizeof(float))));
+INLINE vq exp_neg_v(vq x) {
+  const vq lo = vq_set(-88.0f);
+  const vq xc = vq_sel(x < lo, lo, x);
+  const vq magic = vq_set(12582912.0f); /* 1.5 * 2^23 */
+  vq k = (xc * 1.44269504088896341f + magic) - magic;
+  vq r = (xc - k * 0.693359375f) - k * -2.12194440e-4f;
+  vq p = vq_set(1.9875691500e-4f);
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  vqu bits = (vqu)(__builtin_convertvector(k, vqi) + 127) << 23;
+  return p * (vq)bits;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Packing and masking                                                       */
+
+/* dst [rows4, ldd] = alpha * src [rows, ncols] (strides rs, cs); zero in
+   columns ncols..ldd-1 and rows rows..rows4-1. */
+INLINE void pack_rows(float *restrict dst, int64_t ldd, int64_t rows4, const float *restrict src, int64_t rows,
+                      int64_t rs, int64_t cs, int64_t ncols, float alpha) {
+  for (int64_t r = 0; r < rows; r++) {
+    float *d = dst + r * ldd;
+    const float *s = src + r * rs;
+    if (cs == 1)
+      for (int64_t c = 0; c < ncols; c++) d[c] = alpha * s[c];
+    else
+      for (int64_t c = 0; c < ncols; c++) d[c] = alpha * s[c * cs];
+    for (int64_t c = ncols; c < ldd; c++) d[c] = 0.0f;
+  }
+  if (rows4 > rows) memset(dst + rows * ldd, 0, (size_t)((rows4 - rows) * ldd) * sizeof(float));
+}
+
+/* dst [ncols, ldd] = alpha * src [rows, ncols]^T (strides rs, cs), zero in
+   columns rows..ldd-1.  Done once per task, so it may be plain. */
+INLINE void pack_t(float *restrict dst, int64_t ldd, const float *restrict src, int64_t rows, int64_t rs, int64_t cs,
+                   int64_t ncols, float alpha) {
+  for (int64_t r = 0; r < rows; r++) {
+    const float *s = src + r * rs;
+    for (int64_t c = 0; c < ncols; c++) dst[c * ldd + r] = alpha * s[c * cs];
+  }
+  for (int64_t c = 0; c < ncols; c++)
+    for (int64_t r = rows; r < ldd; r++) dst[c * ldd + r] = 0.0f;
+}
+
+/* The bias of a score tile s [nq, BK] (row r: query i0 + r, column j: key
+   j0 + j): the attention mask (mb: its [L, S] matrix for this batch), the
+   causal limit, and -inf in the columns nk..BK-1 past the keys. */
+INLINE void mask_tile(const plan *P, float *s, int64_t nq, int64_t i0, int64_t j0, int64_t nk, const float *mb) {
+  for (int64_t r = 0; r < nq; r++) {
+    float *row = s + r * BK;
+    if (P->mask_kind != MASK_NONE) {
+      const float *mr = mb + (i0 + r) * P->m.rs + j0 * P->m.cs;
+      int64_t cs = P->m.cs;
+      if (P->mask_kind == MASK_BOOL) {
+        if (cs == 1)
+          for (int64_t j = 0; j < nk; j++) row[j] = mr[j] != 0.0f ? row[j] : -INFINITY;
+        else
+          for (int64_t j = 0; j < nk; j++) row[j] = mr[j * cs] != 0.0f ? row[j] : -INFINITY;
+      } else {
+        if (cs == 1)
+          for (int64_t j = 0; j < nk; j++) row[j] += mr[j];
+        else
+          for (int64_t j = 0; j < nk; j++) row[j] += mr[j * cs];
+      }
+    }
+    int64_t first_hidden = nk;
+    if (P->causal) {
+      int64_t lim = i0 + r + P->causal_off - j0 + 1; /* columns < lim are visible */
+      if (lim < first_hidden) first_hidden = lim < 0 ? 0 : lim;
+    }
+    for (int64_t j = first_hidden; j < BK; j++) row[j] = -INFINITY;
+  }
+}
+
+/* The same for a transposed tile st [nk, BQ] (row j: key j0 + j, column
+   i: query i0 + i); only rows < nk and columns < nq are touched. */
+INLINE void mask_tile_t(const plan *P, float *st, int64_t nq, int64_t i0, int64_t j0, int64_t nk, const float *mb) {
+  if (P->mask_kind != MASK_NONE) {
+    const int64_t rs = P->m.rs, cs = P->m.cs;
+    const bool is_bool = P->mask_kind == MASK_BOOL;
+    if (rs == 0) { /* one value per key (padding masks): whole rows */
+      for (int64_t j = 0; j < nk; j++) {
+        float val = mb[(j0 + j) * cs], *row = st + j * BQ;
+        if (is_bool) {
+          if (val == 0.0f)
+            for (int64_t i = 0; i < nq; i++) row[i] = -INFINITY;
+        } else {
+          for (int64_t i = 0; i < nq; i++) row[i] += val;
+        }
+      }
+    } else {
+      for (int64_t i = 0; i < nq; i++) {
+        const float *mr = mb + (i0 + i) * rs + j0 * cs;
+        float *col = st + i;
+        if (is_bool)
+          for (int64_t j = 0; j < nk; j++) col[j * BQ] = mr[j * cs] != 0.0f ? col[j * BQ] : -INFINITY;
+        else
+          for (int64_t j = 0; j < nk; j++) col[j * BQ] += mr[j * cs];
+      }
+    }
+  }
+  if (P->causal)
+    for (int64_t j = 0; j < nk; j++) {
+      int64_t hidden = j0 + j - P->causal_off - i0; /* queries i < hidden cannot see key j0 + j */
+      if (hidden > nq) hidden = nq;
+      for (int64_t i = 0; i < hidden; i++) st[j * BQ + i] = -INFINITY;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Forward                                                                   */
+
+/* Per-thread tiles, one block each; carved from one aligned allocation. */
+typedef struct {
+  float *t[12];
+  float *base;
+  int64_t n;
+} tiles;
+
+static bool tiles_alloc(tiles *T, int count, const int64_t *sizes) {
+  T->n = 0;
+  for (int i = 0; i < count; i++) T->n += sdpa_round_up(sizes[i], SDPA_PAD); /* each tile 64-byte aligned */
+  T->base = attn__sdpa_scratch_alloc(T->n);
+  if (!T->base) return false;
+  float *p = T->base;
+  for (int i = 0; i < count; i++) {
+    T->t[i] = p;
+    p += sdpa_round_up(sizes[i], SDPA_PAD);
+  }
+  return true;
+}
+
+enum { F_QT, F_KR, F_VR, F_ST, F_O, F_COUNT };
+
+/* One block of queries of batch b -> out [nq, Ev], lse [nq].  Tiles:
+   qt [E, BQ] (q * scale, transposed once), kr [BK, Ep] and vr [BK, Evp]
+   (the key block's rows), st [BK, BQ] (scores, then probabilities, keys
+   along rows so the softmax runs down columns, vectorised over queries),
+   o [BQ, Evp] the running output. */
+INLINE void fwd_block(const plan *P, const tiles *T, int64_t b, int64_t qb) {
+  batch_ptrs bp;
+  sdpa_batch_at(P, b, &bp);
+  const int64_t i0 = qb * BQ, nq = P->L - i0 < BQ ? P->L - i0 : BQ, nq4 = sdpa_round_up(nq, 4);
+  /* columns of the query-wide tiles actually computed: short sequences
+     (the notebooks' 6 to 16 tokens) do not pay for all BQ */
+  const int nqw = (int)sdpa_round_up(nq, SDPA_PAD);
+  const int64_t E = P->E, Ep = P->Ep, Ev = P->Ev, Evp = P->Evp;
+  float *restrict qt = T->t[F_QT], *restrict kr = T->t[F_KR], *restrict vr = T->t[F_VR], *restrict st = T->t[F_ST],
+                  *restrict oacc = T->t[F_O];
+  float m[BQ], l[BQ], alpha[BQ];
+  pack_t(qt, BQ, bp.q + i0 * P->q.rs, nq, P->q.rs, P->q.cs, E, P->scale);
+  memset(oacc, 0, (size_t)(nq4 * Evp) * sizeof(float));
+  for (int i = 0; i < BQ; i++) m[i] = -INFINITY, l[i] = 0.0f;
+  const int64_t kend = sdpa_key_end(P, i0, nq);
+  for (int64_t j0 = 0; j0 < kend; j0 += BK) {
+    const int64_t nk = P->S - j0 < BK ? P->S - j0 : BK, nk4 = sdpa_round_up(nk, 4);
+    /* unit-stride rows with no padding to add are read in place (a full
+       key block for K, whose padded rows would lie past its end) */
+    const float *ka = kr, *vb = vr;
+    int64_t lda = Ep, ldv = Evp;
+    if (P->k.cs == 1 && E == Ep && nk == BK)
+      ka = bp.k + j0 * P->k.rs, lda = P->k.rs;
+    else
+      pack_rows(kr, Ep, nk4, bp.k + j0 * P->k.rs, nk, P->k.rs, P->k.cs, E, 1.0f);
+    if (P->v.cs == 1 && Ev == Evp)
+      vb = bp.v + j0 * P->v.rs, ldv = P->v.rs;
+    else
+      pack_rows(vr, Evp, nk, bp.v + j0 * P->v.rs, nk, P->v.rs, P->v.cs, Ev, 1.0f);
+    /* st [nk4, nqw] = k rows [nk4, E] @ qt [E, nqw] (row stride BQ) */
+    tile_gemm(nk4, nqw, E, ka, lda, 1, qt, BQ, st, BQ, false);
+    mask_tile_t(P, st, nq, i0, j0, nk, bp.m);
+    /* online softmax down the columns (query columns nq..nqw-1 are
+       padding: computed, never read back) */
+    for (int i = 0; i < nqw; i += SDPA_VQ) { /* SDPA_VQ queries at a time, held in registers */
+      /* four running maxima: one would wait on its compare and blend every row */
+      vq mx0 = vq_set(-INFINITY), mx1 = mx0, mx2 = mx0, mx3 = mx0, sum = vq_set(0.0f);
+      int64_t j = 0;
+      for (; j + 4 <= nk; j += 4) {
+        mx0 = max_nan_v(mx0, vq_load(st + j * BQ + i));
+        mx1 = max_nan_v(mx1, vq_load(st + (j + 1) * BQ + i));
+        mx2 = max_nan_v(mx2, vq_load(st + (j + 2) * BQ + i));
+        mx3 = max_nan_v(mx3, vq_load(st + (j + 3) * BQ + i));
+      }
+      for (; j < nk; j++) mx0 = max_nan_v(mx0, vq_load(st + j * BQ + i));
+      const vq mx = max_nan_v(max_nan_v(mx0, mx1), max_nan_v(mx2, mx3));
+      const vq mold = vq_load(m + i), mnew = max_nan_v(mold, mx);
+      const vq mu = vq_sel(mnew == -INFINITY, vq_set(0.0f), mnew); /* nothing visible yet: every p is 0 */
+      const vq al = exp_neg_v(mold - mu);
+      for (int64_t j = 0; j < nk; j++) {
+        vq e = exp_neg_v(vq_load(st + j * BQ + i) - mu);
+        vq_store(st + j * BQ + i, e);
+        sum += e;
+      }
+      vq_store(alpha + i, al);
+      vq_store(m + i, mnew);
+      vq_store(l + i, vq_load(l + i) * al + sum);
+    }
+    for (int64_t i = 0; i < nq4; i++)
+      if (alpha[i] != 1.0f)
+        for (int64_t c = 0; c < Evp; c++) oacc[i * Evp + c] *= alpha[i];
+    /* o [nq4, Evp] += p [nq4, nk] (= st^T) @ v rows [nk, Evp] */
+    tile_gemm(nq4, Evp, nk, st, 1, BQ, vb, ldv, oacc, Evp, true);
+  }
+  float *out = P->out + (b * P->L + i0) * Ev, *lse = P->lse + 2 * (b * P->L + i0);
+  for (int64_t r = 0; r < nq; r++) {
+    float *o = out + r * Ev;
+    const float *a = oacc + r * Evp;
+    if (l[r] == 0.0f) { /* every key masked: zeros, like torch 2.5's _safe_softmax */
+      for (int64_t c = 0; c < Ev; c++) o[c] = 0.0f;
+      lse[2 * r] = INFINITY;
+      lse[2 * r + 1] = 0.0f;
+    } else {
+      float inv = 1.0f / l[r];
+      for (int64_t c = 0; c < Ev; c++) o[c] = a[c] * inv;
+      lse[2 * r] = m[r];
+      lse[2 * r + 1] = logf(l[r]);
+    }
+  }
+}
+
+/* tasks [begin, end) of (b, query block) */
+static void sdpa_fwd_range(int64_t begin, int64_t end, void *ctx) {
+  plan *P = ctx;
+  const int64_t sizes[F_COUNT] = {P->E * BQ, BK * P->Ep, BK * P->Evp, BK * BQ, BQ * P->Evp};
+  tiles T;
+  if (!tiles_alloc(&T, F_COUNT, sizes)) {
+    __atomic_store_n(&P->failed, 1, __ATOMIC_RELAXED);
+    return;
+  }
+  for (int64_t t = begin; t < end && !attn__cancelled(); t++) fwd_block(P, &T, t / P->nqb, t % P->nqb);
+  attn__sdpa_scratch_free(T.base, T.n);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Backward                                                                  */
+
+enum { A_KT, A_VT, A_QS, A_DO, A_S, A_DP, A_DK, A_DV, A_KR, A_COUNT };
+
+/* dK, dV of one block of keys of the kv batch kvb, summed over the query
+   heads that read it and every query block that sees it.  Tiles: kt
+   [E, BK], vt [Ev, BK] (the key block, transposed once); per query block
+   qs [BQ, Ep] (q * scale) and dos [BQ, Evp] (dO) rows, s [BQ, BK]
+   (scores, then P) and dp [BQ, BK] (dP, then dS); dk [BK, Ep], dv [BK, Evp]
+   the sums.  With dqb (the task's dQ sums, [group][round_up(L, 4)][Ep], one
+   per query head of this kv head) dQ += dS K rides along, K's rows in kr
+   [BK, Ep]: no second pass recomputing P and dP. */
+INLINE void kv_block(const plan *P, const tiles *T, int64_t kvb, int64_t kb, float *dqb) {
+  const int64_t j0 = kb * BK, nk = P->S - j0 < BK ? P->S - j0 : BK, nk4 = sdpa_round_up(nk, 4);
+  const int64_t nkw = sdpa_round_up(nk, SDPA_PAD); /* key columns computed (short sequences) */
+  const int64_t E = P->E, Ep = P->Ep, Ev = P->Ev, Evp = P->Evp;
+  float *restrict kt = T->t[A_KT], *restrict vt = T->t[A_VT], *restrict qs = T->t[A_QS], *restrict dos = T->t[A_DO],
+                  *restrict s = T->t[A_S], *restrict dp = T->t[A_DP], *restrict dk = T->t[A_DK],
+                  *restrict dv = T->t[A_DV];
+  memset(dk, 0, (size_t)(nk4 * Ep) * sizeof(float));
+  memset(dv, 0, (size_t)(nk4 * Evp) * sizeof(float));
+  /* the q batches of this kv batch: its index with the head multiplied
+     out by group */
+  int64_t kvshape[ATTN_MAX_DIMS], idx[ATTN_MAX_DIMS], cstride[ATTN_MAX_DIMS];
+  memcpy(kvshape, P->bshape, sizeof kvshape);
+  if (P->nb) kvshape[P->nb - 1] /= P->group;
+  sdpa_unflatten(P->nb, kvshape, kvb, idx);
+  attn__contiguous_strides(P->nb, P->bshape, cstride);
+  for (int64_t g = 0; g < P->group; g++) {
+    int64_t qidx[ATTN_MAX_DIMS];
+    memcpy(qidx, idx, sizeof qidx);
+    if (P->nb) qidx[P->nb - 1] = idx[P->nb - 1] * P->group + g;
+    const int64_t b = sdpa_offset_of(P->nb, qidx, cstride);
+    batch_ptrs bp;
+    sdpa_batch_at(P, b, &bp);
+    if (g == 0) {
+      pack_t(kt, BK, bp.k + j0 * P->k.rs, nk, P->k.rs, P->k.cs, E, 1.0f);
+      pack_t(vt, BK, bp.v + j0 * P->v.rs, nk, P->v.rs, P->v.cs, Ev, 1.0f);
+      if (dqb) pack_rows(T->t[A_KR], Ep, nk, bp.k + j0 * P->k.rs, nk, P->k.rs, P->k.cs, E, 1.0f);
+    }
+    int64_t qb0 = 0;
+    if (P->causal) { /* the first query that sees key j0: i >= j0 - causal_off */
+      int64_t imin = j0 - P->causal_off;
+      if (imin >= P->L) continue;
+      qb0 = imin > 0 ? imin / BQ : 0;
+    }
+    const float *lse = P->lse + 2 * b * P->L, *D = P->D + b * P->L;
+    for (int64_t qb = qb0; qb < P->nqb; qb++) {
+      const int64_t i0 = qb * BQ, nq = P->L - i0 < BQ ? P->L - i0 : BQ, nq4 = sdpa_round_up(nq, 4);
+      pack_rows(qs, Ep, nq4, bp.q + i0 * P->q.rs, nq, P->q.rs, P->q.cs, E, P->scale);
+      pack_rows(dos, Evp, nq4, bp.dout + i0 * P->dout.rs, nq, P->dout.rs, P->dout.cs, Ev, 1.0f);
+      /* s [nq4, BK] = qs @ kt;  dp [nq4, BK] = dos @ vt */
+      tile_gemm(nq4, nkw, E, qs, Ep, 1, kt, BK, s, BK, false);
+      mask_tile(P, s, nq, i0, j0, nk, bp.m);
+      tile_gemm(nq4, nkw, Ev, dos, Evp, 1, vt, BK, dp, BK, false);
+      for (int64_t r = 0; r < nq; r++) {
+        const float mi = lse[2 * (i0 + r)], gi = lse[2 * (i0 + r) + 1], di = D[i0 + r];
+        float *sr = s + r * BK, *dr = dp + r * BK;
+        for (int64_t j = 0; j < nkw; j++) {
+          float p = exp_neg((sr[j] - mi) - gi);
+          sr[j] = p;
+          dr[j] = p * (dr[j] - di);
+        }
+      }
+      /* dv [nk4, Evp] += p^T [nk4, nq] @ dos [nq, Evp];
+         dk [nk4, Ep] += ds^T [nk4, nq] @ qs [nq, Ep] */
+      tile_gemm(nk4, Evp, nq, s, 1, BK, dos, Evp, dv, Evp, true);
+      tile_gemm(nk4, Ep, nq, dp, 1, BK, qs, Ep, dk, Ep, true);
+      /* dq [nq4, Ep] += ds [nq4, nk] @ kr [nk, Ep] (ds rows nq..nq4-1 are 0) */
+      if (dqb)
+        tile_gemm(nq4, Ep, nk, dp, BK, 1, T->t[A_KR], Ep, dqb + (g * sdpa_round_up(P->L, 4) + i0) * Ep, Ep, true);
+    }
+  }
+  float *gk = P->dk + (kvb * P->S + j0) * E, *gv = P->dv + (kvb * P->S + j0) * Ev;
+  for (int64_t j = 0; j < nk; j++) {
+    memcpy(gk + j * E, dk + j * Ep, (size_t)E * sizeof(float));
+    memcpy(gv + j * Ev, dv + j * Evp, (size_t)Ev * sizeof(float));
+  }
+}
+
+enum { B_QT, B_DOT, B_KR, B_VR, B_ST, B_DPT, B_DQ, B_COUNT };
+
+/* dQ of one block of queries of batch b.  Tiles: qt [E, BQ] (q * scale)
+   and dot [Ev, BQ] (dO), transposed once; per key block kr [BK, Ep] and
+   vr [BK, Evp] rows, st [BK, BQ] (scores, then P^T) and dpt [BK, BQ]
+   (dP^T, then dS^T); dq [BQ, Ep] the sum. */
+INLINE void q_block(const plan *P, const tiles *T, int64_t b, int64_t qb) {
+  batch_ptrs bp;
+  sdpa_batch_at(P, b, &bp);
+  const int64_t i0 = qb * BQ, nq = P->L - i0 < BQ ? P->L - i0 : BQ, nq4 = sdpa_round_up(nq, 4);
+  const int nqw = (int)sdpa_round_up(nq, SDPA_PAD); /* query columns computed (short sequences) */
+  const int64_t E = P->E, Ep = P->Ep, Ev = P->Ev, Evp = P->Evp;
+  float *restrict qt = T->t[B_QT], *restrict dot = T->t[B_DOT], *restrict kr = T->t[B_KR], *restrict vr = T->t[B_VR],
+                  *restrict st = T->t[B_ST], *restrict dpt = T->t[B_DPT], *restrict dq = T->t[B_DQ];
+  float mi[BQ], gi[BQ], di[BQ];
+  pack_t(qt, BQ, bp.q + i0 * P->q.rs, nq, P->q.rs, P->q.cs, E, P->scale);
+  pack_t(dot, BQ, bp.dout + i0 * P->dout.rs, nq, P->dout.rs, P->dout.cs, Ev, 1.0f);
+  for (int i = 0; i < BQ; i++) { /* padding columns: m = +inf makes their p 0 */
+    mi[i] = i < nq ? P->lse[2 * (b * P->L + i0 + i)] : INFINITY;
+    gi[i] = i < nq ? P->lse[2 * (b * P->L + i0 + i) + 1] : 0.0f;
+    di[i] = i < nq ? P->D[b * P->L + i0 + i] : 0.0f;
+  }
+  memset(dq, 0, (size_t)(nq4 * Ep) * sizeof(float));
+  const int64_t kend = sdpa_key_end(P, i0, nq);
+  for (int64_t j0 = 0; j0 < kend; j0 += BK) {
+    const int64_t nk = P->S - j0 < BK ? P->S - j0 : BK, nk4 = sdpa_round_up(nk, 4);
+    pack_rows(kr, Ep, nk4, bp.k + j0 * P->k.rs, nk, P->k.rs, P->k.cs, E, 1.0f);
+    pack_rows(vr, Evp, nk4, bp.v + j0 * P->v.rs, nk, P->v.rs, P->v.cs, Ev, 1.0f);
+    /* st [nk4, BQ] = kr @ qt;  dpt [nk4, BQ] = vr @ dot */
+    tile_gemm(nk4, nqw, E, kr, Ep, 1, qt, BQ, st, BQ, false);
+    mask_tile_t(P, st, nq, i0, j0, nk, bp.m);
+    tile_gemm(nk4, nqw, Ev, vr, Evp, 1, dot, BQ, dpt, BQ, false);
+    for (int i = 0; i < nqw; i += SDPA_VQ) {
+      const vq mv = vq_load(mi + i), gv = vq_load(gi + i), dv = vq_load(di + i);
+      for (int64_t j = 0; j < nk; j++) {
+        vq p = exp_neg_v((vq_load(st + j * BQ + i) - mv) - gv);
+        vq_store(dpt + j * BQ + i, p * (vq_load(dpt + j * BQ + i) - dv));
+      }
+    }
+    /* dq [nq4, Ep] += ds [nq4, nk] (= dpt^T) @ kr [nk, Ep] */
+    tile_gemm(nq4, Ep, nk, dpt, 1, BQ, kr, Ep, dq, Ep, true);
+  }
+  float *g = P->dq + (b * P->L + i0) * E;
+  for (int64_t r = 0; r < nq; r++)
+    for (int64_t c = 0; c < E; c++) g[r * E + c] = dq[r * Ep + c] * P->scale;
+}
+
+static void sdpa_kv_range(int64_t begin, int64_t end, void *ctx) {
+  plan *P = ctx;
+  const int64_t sizes[A_COUNT] = {P->E * BK,   P->Ev * BK, BQ * P->Ep,  BQ * P->Evp,
+                                  BQ * BK,     BQ * BK,    BK * P->Ep,  BK * P->Evp, 0};
+  tiles T;
+  if (!tiles_alloc(&T, A_COUNT, sizes)) {
+    __atomic_store_n(&P->failed, 1, __ATOMIC_RELAXED);
+    return;
+  }
+  for (int64_t t = begin; t < end && !attn__cancelled(); t++) kv_block(P, &T, t / P->nkb, t % P->nkb, NULL);
+  attn__sdpa_scratch_free(T.base, T.n);
+}
+
+/* dK, dV and dQ in one pass: tasks [begin, end) are whole kv batches (every
+   key block in order, so the dQ sums do not depend on the thread count);
+   dQ of the group's query heads accumulates in a per-task buffer
+   [group, round_up(L, 4), Ep] and is written scaled at the end. */
+static void sdpa_kvq_range(int64_t begin, int64_t end, void *ctx) {
+  plan *P = ctx;
+  const int64_t Lp = sdpa_round_up(P->L, 4), ndq = P->group * Lp * P->Ep;
+  const int64_t sizes[A_COUNT + 1] = {P->E * BK,   P->Ev * BK, BQ * P->Ep,  BQ * P->Evp, BQ * BK,
+                                      BQ * BK,     BK * P->Ep, BK * P->Evp, BK * P->Ep,  ndq};
+  tiles T;
+  if (!tiles_alloc(&T, A_COUNT + 1, sizes)) {
+    __atomic_store_n(&P->failed, 1, __ATOMIC_RELAXED);
+    return;
+  }
+  float *dqb = T.t[A_COUNT];
+  int64_t kvshape[ATTN_MAX_DIMS], idx[ATTN_MAX_DIMS], cstride[ATTN_MAX_DIMS];
+  memcpy(kvshape, P->bshape, sizeof kvshape);
+  if (P->nb) kvshape[P->nb - 1] /= P->group;
+  attn__contiguous_strides(P->nb, P->bshape, cstride);
+  for (int64_t kvb = begin; kvb < end && !attn__cancelled(); kvb++) {
+    memset(dqb, 0, (size_t)ndq * sizeof(float));
+    for (int64_t kb = 0; kb < P->nkb && !attn__cancelled(); kb++) kv_block(P, &T, kvb, kb, dqb);
+    sdpa_unflatten(P->nb, kvshape, kvb, idx);
+    for (int64_t g = 0; g < P->group; g++) {
+      int64_t qidx[ATTN_MAX_DIMS];
+      memcpy(qidx, idx, sizeof qidx);
+      if (P->nb) qidx[P->nb - 1] = idx[P->nb - 1] * P->group + g;
+      float *out = P->dq + sdpa_offset_of(P->nb, qidx, cstride) * P->L * P->E;
+      const float *acc = dqb + g * Lp * P->Ep;
+      for (int64_t i = 0; i < P->L; i++)
+        for (int64_t c = 0; c < P->E; c++) out[i * P->E + c] = acc[i * P->Ep + c] * P->scale;
+    }
+  }
+  attn__sdpa_scratch_free(T.base, T.n);
+}
+
+static void sdpa_q_range(int64_t begin, int64_t end, void *ctx) {
+  plan *P = ctx;
+  const int64_t sizes[B_COUNT] = {P->E * BQ, P->Ev * BQ, BK * P->Ep, BK * P->Evp, BK * BQ, BK * BQ, BQ * P->Ep};
+  tiles T;
+  if (!tiles_alloc(&T, B_COUNT, sizes)) {
+    __atomic_store_n(&P->failed, 1, __ATOMIC_RELAXED);
+    return;
+  }
+  for (int64_t t = begin; t < end && !attn__cancelled(); t++) q_block(P, &T, t / P->nqb, t % P->nqb);
+  attn__sdpa_scratch_free(T.base, T.n);
+}
+
