@@ -263,6 +263,18 @@ static void opts_from_node(const attn_node *node, attn_sdpa_opts *o) {
 }
 
 /* grads of q, k, v from dO [..., L, Ev] */
+/* The dK/dV pass into P->dk, P->dv (the tensors dk, dv): nothing to do
+   without keys, zeros without queries. */
+static void kv_pass(plan *P, const attn__kernels *K, attn_tensor *dk, attn_tensor *dv) {
+  if (P->S == 0 || P->nbkv == 0) return;
+  if (P->L == 0) {
+    memset(P->dk, 0, (size_t)attn_tensor_numel(dk) * sizeof(float));
+    memset(P->dv, 0, (size_t)attn_tensor_numel(dv) * sizeof(float));
+    return;
+  }
+  run(P, P->nbkv * P->nkb, K->sdpa_bwd_kv, 2 * work_flops(P));
+}
+
 static attn_status sdpa_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
   const attn_tensor *q = node->saved[0], *k = node->saved[1], *v = node->saved[2], *o = node->saved[3],
                     *lse = node->saved[4];
@@ -302,13 +314,7 @@ static attn_status sdpa_backward(attn_node *node, const attn_tensor *g, attn_ten
   } else if (want_kv) {
     P.dk = attn_tensor_data(dk);
     P.dv = attn_tensor_data(dv);
-    if (P.S == 0 || P.nbkv == 0) {
-    } else if (P.L == 0) {
-      memset(P.dk, 0, (size_t)attn_tensor_numel(dk) * sizeof(float));
-      memset(P.dv, 0, (size_t)attn_tensor_numel(dv) * sizeof(float));
-    } else {
-      run(&P, P.nbkv * P.nkb, K->sdpa_bwd_kv, 2 * work_flops(&P));
-    }
+    kv_pass(&P, K, dk, dv);
   }
   if (want_q && !one_pass && P.L > 0 && P.nbq > 0) {
     P.dq = attn_tensor_data(dq);
@@ -570,13 +576,7 @@ attn_status attn_sdpa_block_backward(const attn_tensor *q, const attn_tensor *k,
   run(&P, P.nbq, rowdot_range, (double)nrows * (double)P.Ev * 64);
   P.dk = attn_tensor_data(dk);
   P.dv = attn_tensor_data(dv);
-  if (P.S == 0 || P.nbkv == 0) {
-  } else if (P.L == 0) {
-    memset(P.dk, 0, (size_t)attn_tensor_numel(dk) * sizeof(float));
-    memset(P.dv, 0, (size_t)attn_tensor_numel(dv) * sizeof(float));
-  } else {
-    run(&P, P.nbkv * P.nkb, K->sdpa_bwd_kv, 2 * work_flops(&P));
-  }
+  kv_pass(&P, K, dk, dv);
   if (P.L > 0 && P.nbq > 0) {
     P.dq = attn_tensor_data(dq);
     run(&P, P.nbq * P.nqb, K->sdpa_bwd_q, 1.5 * work_flops(&P));
