@@ -126,6 +126,7 @@ static void blas_load(void) {
     snprintf(blas.error, sizeof blas.error, "blas: %s has no cblas_sgemm", blas.library);
     blas.status = ATTN_ERR_IO;
   }
+  if (blas.get_num_threads) attn__parallel_resize(blas.get_num_threads()); /* one count for both */
 }
 
 attn_status attn_blas_init(void) {
@@ -166,7 +167,7 @@ attn_status attn_set_num_threads(int n) {
 }
 
 int attn_get_num_threads(void) {
-  if (attn_blas_init() != ATTN_OK || !blas.get_num_threads) return 1;
+  if (attn_blas_init() != ATTN_OK || !blas.get_num_threads) return attn__parallel_threads();
   return blas.get_num_threads();
 }
 

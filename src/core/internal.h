@@ -277,13 +277,15 @@ static inline void attn__bump_version(attn_tensor *t) {
 /* Threads and attention internals (parallel.c, sdpa.c, sdpa_ref.c)         */
 
 /* Runs fn over [0, n) split into ranges on attn's persistent thread pool
-   (attn_get_num_threads() threads, the caller included), returning when all
+   (attn__parallel_threads() threads, the caller included), returning when all
    are done.  Serial when called from inside a worker, when another thread
    holds the pool, or with one thread.  fn must not fail: it reports
    through ctx. */
 void attn__parallel_for(int64_t n, void (*fn)(int64_t begin, int64_t end, void *ctx), void *ctx);
-/* Resizes the pool (called by attn_set_num_threads). */
+/* Sets the pool's thread count (attn_set_num_threads and BLAS's loading
+   call it, so the pool follows BLAS without knowing it). */
 void attn__parallel_resize(int nthreads);
+int attn__parallel_threads(void);
 /* The composed reference of attn_sdpa (recorded core ops: matmul, mask,
    softmax, matmul, optional dropout); weights may be NULL. */
 attn_status attn__sdpa_reference(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,

@@ -1,8 +1,11 @@
 /* attn's thread pool: the one place attn creates threads (OpenBLAS keeps
  * its own).
  *
- * A small persistent pool of attn_get_num_threads() - 1 workers; the
- * calling thread is the last member.  attn__parallel_for hands out chunks
+ * A small persistent pool of nthreads - 1 workers; the calling thread is
+ * the last member.  The pool knows nothing of BLAS: attn_set_num_threads
+ * (blas.c) and BLAS's loading tell it the count (attn__parallel_resize), so
+ * both use as many threads; until then it takes the count OpenBLAS would
+ * (OPENBLAS_NUM_THREADS, else OMP_NUM_THREADS, else the online CPUs).  attn__parallel_for hands out chunks
  * of [0, n) from an atomic counter, so uneven work (causal attention) still
  * balances.  Kernels running on the pool must not call OpenBLAS: its own
  * threads would then compete with ours.
@@ -15,6 +18,8 @@
 #include "internal.h"
 
 #include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 typedef void (*range_fn)(int64_t begin, int64_t end, void *ctx);
 
@@ -39,6 +44,7 @@ static struct {
           .done = PTHREAD_COND_INITIALIZER};
 
 static _Thread_local bool in_pool;
+static int pool_threads; /* atomic; 0 until attn__parallel_resize or the first job */
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
 /* Takes chunks until the job runs out, or the deadline passes: then the
@@ -122,7 +128,29 @@ static void ensure_workers(int want) {
   }
 }
 
+static int env_threads(const char *name) {
+  const char *v = getenv(name);
+  long n = v && *v ? strtol(v, NULL, 10) : 0;
+  return n > 0 ? (int)(n < ATTN_MAX_THREADS ? n : ATTN_MAX_THREADS) : 0;
+}
+
+int attn__parallel_threads(void) {
+  int n = __atomic_load_n(&pool_threads, __ATOMIC_RELAXED);
+  if (n > 0) return n;
+  n = env_threads("OPENBLAS_NUM_THREADS");
+  if (!n) n = env_threads("OMP_NUM_THREADS");
+  if (!n) {
+    long c = sysconf(_SC_NPROCESSORS_ONLN);
+    n = c < 1 ? 1 : c > ATTN_MAX_THREADS ? ATTN_MAX_THREADS : (int)c;
+  }
+  int unset = 0; /* a resize that came first wins */
+  __atomic_compare_exchange_n(&pool_threads, &unset, n, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+  return __atomic_load_n(&pool_threads, __ATOMIC_RELAXED);
+}
+
 void attn__parallel_resize(int nthreads) {
+  if (nthreads < 1) nthreads = 1;
+  __atomic_store_n(&pool_threads, nthreads, __ATOMIC_RELAXED);
   if (in_pool) return; /* from inside a job: the next job resizes */
   pthread_mutex_lock(&pool.busy);
   if (pool.nworkers != nthreads - 1) stop_workers(); /* restarted lazily at the size wanted then */
@@ -131,7 +159,7 @@ void attn__parallel_resize(int nthreads) {
 
 void attn__parallel_for(int64_t n, range_fn fn, void *ctx) {
   if (n <= 0) return;
-  int nt = n > 1 && !in_pool ? attn_get_num_threads() : 1;
+  int nt = n > 1 && !in_pool ? attn__parallel_threads() : 1;
   if (nt <= 1 || pthread_mutex_trylock(&pool.busy) != 0) {
     fn(0, n, ctx);
     return;

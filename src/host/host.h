@@ -36,8 +36,10 @@ void attn__host_reset_limits(host_ctx *c);
 void attn__host_poll(lua_State *L, uint64_t steps);
 /* Replaces the sandbox's unbounded library functions (string.rep,
    find, match, gmatch, gsub, table.concat, insert, move, remove, sort)
-   with versions that poll the budget; locks the string metatable. */
-void attn__host_sandbox_libs(lua_State *L);
+   with versions that call poll (attn__host_poll) every few thousand
+   steps; locks the string metatable. */
+typedef void (*attn__host_poll_fn)(lua_State *L, uint64_t steps);
+void attn__host_sandbox_libs(lua_State *L, attn__host_poll_fn poll);
 /* Loads attn.core (sandboxed if the state is) unless its metatables
    exist; may raise, so only call it in protected mode. */
 void attn__host_ensure_core(lua_State *L);

@@ -30,6 +30,7 @@
 #include <lauxlib.h>
 #include <limits.h>
 #include <lualib.h>
+#include <stdatomic.h>
 #include <string.h>
 
 /* ------------------------------------------------------------------------ */
@@ -43,12 +44,17 @@ typedef struct poller {
   unsigned weight; /* steps per counted instruction */
 } poller;
 
+/* The host's budget check (state.c's attn__host_poll), handed in by
+   attn__host_sandbox_libs so that this file does not reach back up into
+   the state that installs it.  One function for every state. */
+static _Atomic(attn__host_poll_fn) host_poll;
+
 static inline void poll_step(poller *pl, uint64_t n) {
   pl->steps += n;
   if (pl->steps >= POLL_STEPS) {
     uint64_t counted = pl->steps / pl->weight;
     pl->steps = 0;
-    attn__host_poll(pl->L, counted ? counted : 1);
+    atomic_load_explicit(&host_poll, memory_order_relaxed)(pl->L, counted ? counted : 1);
   }
 }
 
@@ -768,7 +774,8 @@ static int sb_sort(lua_State *L) {
 /* ------------------------------------------------------------------------ */
 /* Installation                                                              */
 
-void attn__host_sandbox_libs(lua_State *L) {
+void attn__host_sandbox_libs(lua_State *L, attn__host_poll_fn poll) {
+  atomic_store_explicit(&host_poll, poll, memory_order_relaxed);
   static const luaL_Reg string_fns[] = {{"rep", sb_rep},       {"find", sb_find}, {"match", sb_match},
                                         {"gmatch", sb_gmatch}, {"gsub", sb_gsub}, {NULL, NULL}};
   static const luaL_Reg table_fns[] = {{"insert", sb_insert}, {"remove", sb_remove}, {"move", sb_move},

@@ -395,7 +395,7 @@ static void open_sandbox_libs(lua_State *L) {
   wrap_global(L, "load", text_load);
   wrap_global(L, "setmetatable", no_gc_setmetatable);
   wrap_global(L, "xpcall", guarded_xpcall);
-  attn__host_sandbox_libs(L);
+  attn__host_sandbox_libs(L, attn__host_poll);
   /* package: require serves package.preload only */
   lua_getglobal(L, LUA_LOADLIBNAME);
   lua_pushnil(L);

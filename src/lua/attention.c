@@ -20,6 +20,7 @@
  * Unknown option names raise, so typos do not pass silently.
  */
 #include "binding.h"
+#include "openers.h"
 
 #include <math.h>
 #include <string.h>

@@ -1,5 +1,6 @@
 /* Lua binding: autograd (requires_grad, grad, backward, no_grad, detach). */
 #include "binding.h"
+#include "openers.h"
 
 #include <string.h>
 

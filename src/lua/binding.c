@@ -1,4 +1,6 @@
-/* The attn.core module: tensor userdata, argument conversion, registration. */
+/* The binding's toolkit: tensor userdata, call scopes and pins, argument
+ * conversion, registration helpers.  The module itself is put together by
+ * module.c, which calls each file's opener (openers.h). */
 #include "binding.h"
 
 #include <math.h>
@@ -611,29 +613,10 @@ void attnL_register(lua_State *L, int module, int methods, const luaL_Reg *fns) 
   }
 }
 
-int luaopen_attn_core(lua_State *L) {
+void attnL_init_core(lua_State *L) {
   (void)state_get(L);
-  lua_newtable(L); /* module */
-  int module = lua_gettop(L);
-  lua_newtable(L); /* methods */
-  int methods = lua_gettop(L);
   luaL_newmetatable(L, ATTN_TENSOR_MT);
   lua_pushlightuserdata(L, (void *)&tensor_mt_key);
   lua_rawseti(L, -2, 1);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &tensor_mt_key);
-  attnL_open_tensor(L, module, methods);
-  attnL_open_math(L, module, methods);
-  attnL_open_reduce(L, module, methods);
-  attnL_open_shape(L, module, methods);
-  attnL_open_random(L, module, methods);
-  attnL_open_io(L, module, methods);
-  attnL_open_autograd(L, module, methods);
-  attnL_open_attention(L, module, methods);
-  attnL_open_plot(L, module, methods);
-  attnL_open_dist(L, module, methods);
-  /* The Lua side adds methods of its own through attn.core._methods. */
-  lua_pushvalue(L, methods);
-  lua_setfield(L, module, "_methods");
-  lua_pop(L, 1); /* methods */
-  return 1;
 }

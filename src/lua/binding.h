@@ -116,18 +116,9 @@ void attnL_register(lua_State *L, int module, int methods, const luaL_Reg *fns);
 /* luaL_setfuncs without upvalues, through attnL_pushfn. */
 void attnL_setfuncs(lua_State *L, const luaL_Reg *fns);
 
-void attnL_open_tensor(lua_State *L, int module, int methods);
-void attnL_open_math(lua_State *L, int module, int methods);
-void attnL_open_reduce(lua_State *L, int module, int methods);
-void attnL_open_shape(lua_State *L, int module, int methods);
-void attnL_open_random(lua_State *L, int module, int methods);
-void attnL_open_io(lua_State *L, int module, int methods);
-void attnL_open_autograd(lua_State *L, int module, int methods);
-void attnL_open_attention(lua_State *L, int module, int methods);
-/* attn.plot's C part (cairo), as the table attn.core._plot. */
-void attnL_open_plot(lua_State *L, int module, int methods);
-/* attn.dist's C part (src/dist over MPI), as the table attn.core._dist. */
-void attnL_open_dist(lua_State *L, int module, int methods);
+/* Makes the state's context and the tensor metatable (registered, for
+   the openers to fill); module.c calls it first. */
+void attnL_init_core(lua_State *L);
 /* t.grad, t.requires_grad, t.grad_fn, t.is_leaf: pushes the value and
    returns 1, or returns 0 for an unknown key. */
 int attnL_property(lua_State *L, attn_tensor *t, const char *key);

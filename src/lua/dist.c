@@ -6,6 +6,7 @@
  * work and reducer userdata are pushed empty (NULL) before the C call that
  * fills them, and their __gc/__close accept an empty box. */
 #include "binding.h"
+#include "openers.h"
 #include "dist/dist.h"
 
 #include <string.h>

@@ -18,6 +18,7 @@
  * Errors raise with the core's message, which names the path.
  */
 #include "binding.h"
+#include "openers.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,6 @@
 /* Lua binding: elementwise math, operators, where/masked_fill, matmul. */
 #include "binding.h"
+#include "openers.h"
 
 #include <math.h>
 #include <stdio.h>

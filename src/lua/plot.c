@@ -25,6 +25,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "binding.h"
+#include "openers.h"
 #include "core/io_internal.h" /* attn__sink: atomic file replacement */
 
 #include <cairo-pdf.h>

@@ -5,6 +5,7 @@
  * (randperm, multinomial) are 1-based here; the core is 0-based.
  */
 #include "binding.h"
+#include "openers.h"
 
 #include <stdio.h>
 #include <string.h>

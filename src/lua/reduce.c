@@ -19,6 +19,7 @@
  *   t:cumsum(dim), t:softmax(dim), t:log_softmax(dim)
  */
 #include "binding.h"
+#include "openers.h"
 
 #include <math.h>
 #include <string.h>

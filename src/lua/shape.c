@@ -5,6 +5,7 @@
  * Checks whose core message would carry a 0-based dim or list position
  * are repeated here first so that Lua users see Lua numbering. */
 #include "binding.h"
+#include "openers.h"
 
 #include <stdlib.h>
 #include <string.h>

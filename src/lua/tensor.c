@@ -1,6 +1,7 @@
 #define _POSIX_C_SOURCE 200809L
 /* Lua binding: tensor creation, metadata, views, indexing and metamethods. */
 #include "binding.h"
+#include "openers.h"
 
 #include <math.h>
 #include <stdlib.h>
