@@ -64,6 +64,14 @@ do
   end
 end
 
+local function loadavg()
+  local la = io.open("/proc/loadavg")
+  local l = la and la:read("l") or "?"
+  if la then la:close() end
+  return l
+end
+local load_at_start = loadavg()
+
 local info = attn.info()
 local core = info.blas_core or "SkylakeX"
 local isa_default = info.isa or "portable"
@@ -583,6 +591,28 @@ if f then
   local la = io.open("/proc/loadavg")
   local load = la and la:read("l") or "?"
   if la then la:close() end
+  -- what docs/benchmarks.md says of the run (scripts/bench/report.lua)
+  local function sh(cmd)
+    local p = io.popen(cmd .. " 2>/dev/null")
+    local r = p and p:read("l") or ""
+    if p then p:close() end
+    return r
+  end
+  local m = io.open(out_csv .. ".meta", "w")
+  if m then
+    local threads = {}
+    for _, t in ipairs(thread_list) do threads[#threads + 1] = tostring(t) end
+    local fields = {
+      {"date", os.date("!%Y-%m-%d %H:%M UTC")}, {"cpu", cpu_model}, {"cores", sh("nproc")},
+      {"isa", isa_default}, {"isa_available", info.isa_available or ""}, {"blas_core", core},
+      {"blas_config", info.blas_config or ""}, {"threads", table.concat(threads, ",")},
+      {"quick", tostring(quick)}, {"attn_version", info.version or ""}, {"commit", sh("git rev-parse --short HEAD")},
+      {"torch", sh(PY .. " -c 'import torch; print(torch.__version__)'")}, {"load_at_start", load_at_start},
+      {"load_at_end", load},
+    }
+    for _, kv in ipairs(fields) do m:write(kv[1], ": ", (tostring(kv[2]):gsub("\n", " ")), "\n") end
+    m:close()
+  end
   print(("\n%s, %s, kernel family %s, BLAS core %s, %s; load average at the end %s; CSV: %s"):format(
     os.date("!%Y-%m-%d %H:%M UTC"), cpu_model, isa_default, core, info.blas_config or "", load, out_csv))
 end
