@@ -3,7 +3,9 @@
  * module.c, which calls each file's opener (openers.h). */
 #include "binding.h"
 
+#include <ctype.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -299,6 +301,41 @@ void attnL_push(lua_State *L, attn_tensor *t) {
   attnL_account(L, box);
 }
 
+/* Is this frame's chunk a module of the attn package?  Its source ends in
+   "attn/NAME.lua" (stock lua5.4: "@/usr/share/lua/5.4/attn/nn.lua"; the
+   attn binary's embedded package: "@attn/nn.lua"). */
+static bool package_frame(const lua_Debug *ar) {
+  const char *src = ar->source;
+  size_t n = strlen(src);
+  if (n < 10 || strcmp(src + n - 4, ".lua") != 0) return false;
+  const char *p = src + n - 4;
+  while (p > src && (isalnum((unsigned char)p[-1]) || p[-1] == '_')) p--;
+  if (p - src < 5 || strncmp(p - 5, "attn/", 5) != 0) return false;
+  p -= 5;
+  return p == src + 1 || p[-1] == '/';
+}
+
+void attnL_where(lua_State *L) {
+  lua_Debug ar;
+  for (int level = 1; lua_getstack(L, level, &ar); level++) {
+    if (!lua_getinfo(L, "Sl", &ar)) break;
+    if (ar.currentline <= 0 || package_frame(&ar)) continue; /* C, or attn's own Lua */
+    lua_pushfstring(L, "%s:%d: ", ar.short_src, ar.currentline);
+    return;
+  }
+  luaL_where(L, 1);
+}
+
+int attnL_raise(lua_State *L, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  attnL_where(L);
+  lua_pushvfstring(L, fmt, ap);
+  va_end(ap);
+  lua_concat(L, 2);
+  return lua_error(L);
+}
+
 int attnL_error(lua_State *L) {
   const char *msg = attn_last_error();
   attn_budget *b = attn_budget_current();
@@ -310,12 +347,12 @@ int attnL_error(lua_State *L) {
     lua_gc(L, LUA_GCCOLLECT);
     attnL_state *S = attnL_state_of(L);
     if (S) S->used_after_collect = 0; /* what this call held is garbage only after the error: collect again */
-    luaL_where(L, 1);
+    attnL_where(L);
     lua_insert(L, -2);
     lua_concat(L, 2);
     return lua_error(L);
   }
-  return luaL_error(L, "%s", msg);
+  return attnL_raise(L, "%s", msg);
 }
 
 int attnL_result(lua_State *L, attn_status st) {

@@ -81,8 +81,15 @@ void attnL_account(lua_State *L, attn_tensor **box);
 /* The same for other memory a userdata holds (a generator): bytes of GC
    debt for the state S (NULL: looked up). */
 void attnL_gc_debt(lua_State *L, attnL_state *S, int64_t bytes);
-/* Raises the core's last error as a Lua error. */
+/* Raises the core's last error as a Lua error, positioned at the user's
+   line: the first Lua frame that is not a module of the attn package, so
+   an error met inside attn.nn or attn.F points at the script that called
+   them (attnL_where). */
 int attnL_error(lua_State *L);
+/* Pushes "file:line: " of that frame (luaL_where(L, 1) if there is none). */
+void attnL_where(lua_State *L);
+/* luaL_error with attnL_where's position. */
+int attnL_raise(lua_State *L, const char *fmt, ...);
 /* Completes a core call whose result went into the box on top of the
    stack: raises on failure, else accounts the result; returns 1. */
 int attnL_result(lua_State *L, attn_status st);

@@ -4,6 +4,22 @@
 #include "binding.h"
 #include "openers.h"
 
+/* core._error(msg [, level]): error() for the package's Lua modules, which
+   take it as their local `error`: a string message gets the position of
+   the user's line (attnL_where) whatever level was asked, since the level
+   counted from inside attn.nn or attn.F would often name attn's own file;
+   level 0 and non-string values are raised as they are. */
+static int l_error(lua_State *L) {
+  lua_Integer level = luaL_optinteger(L, 2, 1);
+  lua_settop(L, 1);
+  if (lua_type(L, 1) == LUA_TSTRING && level > 0) {
+    attnL_where(L);
+    lua_insert(L, 1);
+    lua_concat(L, 2);
+  }
+  return lua_error(L);
+}
+
 int luaopen_attn_core(lua_State *L) {
   static const attnL_opener openers[] = {ATTN_OPENERS};
   lua_newtable(L); /* module */
@@ -12,6 +28,8 @@ int luaopen_attn_core(lua_State *L) {
   int methods = lua_gettop(L);
   attnL_init_core(L);
   for (size_t i = 0; i < sizeof openers / sizeof openers[0]; i++) openers[i](L, module, methods);
+  attnL_pushfn(L, l_error);
+  lua_setfield(L, module, "_error");
   /* The Lua side adds methods of its own through attn.core._methods. */
   lua_pushvalue(L, methods);
   lua_setfield(L, module, "_methods");
