@@ -10,7 +10,9 @@
 -- 5 whole seed scripts (process wall time) vs the notebooks' code as Python
 -- scripts; 6 sgemm 2048^3 and the FMA peak of each kernel family the CPU has
 -- (a C loop compiled with cc for that family: AVX-512, AVX2 + FMA, portable);
--- 7 start-up time of `attn -e ''` vs `python3 -c 'import torch'`.
+-- 7 start-up time of `attn -e ''` vs `python3 -c 'import torch'`; 8 a
+-- training step of the character GPT of Karpathy's lecture
+-- (scripts/bench/models/char_gpt.lua and .py, same seed, weights and batch).
 -- The torch side runs in scripts/bench/torch_bench.py under /usr/bin/python3,
 -- one process per thread count, with torch.set_num_threads(n),
 -- OPENBLAS_NUM_THREADS=n and OPENBLAS_CORETYPE = attn.info().blas_core.
@@ -29,7 +31,7 @@ local F = require "attn.functional"
 local optim = require "attn.optim"
 
 local quick, out_csv = false, nil
-local cases = {[1] = true, [2] = true, [3] = true, [4] = true, [5] = true, [6] = true, [7] = true}
+local cases = {[1] = true, [2] = true, [3] = true, [4] = true, [5] = true, [6] = true, [7] = true, [8] = true}
 local thread_list = {1, 2}
 local isa_list
 do
@@ -176,7 +178,7 @@ end
 
 local function torch_results(threads)
   local list = {}
-  for _, c in ipairs({1, 2, 3, 4, 6}) do if cases[c] then list[#list + 1] = c end end
+  for _, c in ipairs({1, 2, 3, 4, 6, 8}) do if cases[c] then list[#list + 1] = c end end
   if #list == 0 then return {} end
   local cmd = ("OPENBLAS_CORETYPE=%s OPENBLAS_NUM_THREADS=%d OMP_NUM_THREADS=%d %s %storch_bench.py --threads %d%s --cases %s")
     :format(core, threads, threads, PY, here, threads, quick and " --quick" or "", table.concat(list, ","))
@@ -432,6 +434,20 @@ for _, th in ipairs(thread_list) do
     local t, m, note = bench(step, 1.0, 200)
     local tt, tm, tn = tget(tr, "train_step")
     add(4, "train step (B32 T16 D32)", th, t, tt, nil, m, tm, join(note, tn))
+  end
+
+  if cases[8] then
+    -- the character GPT of scripts/bench/models/char_gpt.{lua,py}: same seed,
+    -- weights and batch on both sides (the first losses must agree)
+    package.path = here .. "models/?.lua;" .. package.path
+    local gpt = require "char_gpt"
+    local model, opt, xb, yb = gpt.setup(0)
+    local loss0 = gpt.step(model, opt, xb, yb):item()
+    local t, m, note = bench(function() gpt.step(model, opt, xb, yb) end, 1.0, 200)
+    local tt, tm, tn = tget(tr, "char_gpt_step")
+    local tl = tsec(tr, "char_gpt_loss0")
+    local same = tl and ("first loss %.6f, torch %.6f"):format(loss0, tl) or ("first loss %.6f"):format(loss0)
+    add(8, "char GPT step (4x64, T32 B16)", th, t, tt, nil, m, tm, join(join(note, tn), same))
   end
 
   if cases[6] then

@@ -10,6 +10,7 @@ best of repeated calls; memory is VmHWM minus VmRSS before the case, with
 VmHWM reset through /proc/self/clear_refs.
 """
 import math
+import os
 import sys
 import time
 
@@ -186,6 +187,14 @@ def main():
             opt.step()
         t, m, note = bench(step, budget=1.0, max_reps=200)
         emit("train_step", t, m, note)
+
+    if 8 in cases:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "models"))
+        import char_gpt as gpt
+        model, opt, xb, yb = gpt.setup(0)
+        emit("char_gpt_loss0", gpt.step(model, opt, xb, yb).item(), 0)
+        t, m, note = bench(lambda: gpt.step(model, opt, xb, yb), budget=1.0, max_reps=200)
+        emit("char_gpt_step", t, m, note)
 
     if 6 in cases:
         n = 2048
