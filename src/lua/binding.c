@@ -41,6 +41,9 @@ typedef struct {
   int mark; /* pins[mark..] belong to this scope */
 } call_scope;
 
+/* tensor bytes between full collections at least (attnL_gc_debt) */
+#define GC_FLOOR ((int64_t)16 << 20)
+
 struct attnL_state {
   call_scope *scopes;
   int nscope, capscope;
@@ -49,7 +52,8 @@ struct attnL_state {
   attn_generator **dead_gens; /* closed while a call may be using them */
   int ndead, capdead;
   bool grad_enabled;
-  int64_t unreported; /* bytes of new tensors not yet told to the collector */
+  int64_t since_collect; /* bytes of new tensors since the last full collection */
+  int64_t collect_at;    /* since_collect that triggers the next one */
   int64_t used_after_collect; /* the budget's use after the last full collection */
 };
 
@@ -121,6 +125,7 @@ static attnL_state *state_get(lua_State *L) {
   S = lua_newuserdatauv(L, sizeof *S, 0);
   memset(S, 0, sizeof *S);
   S->grad_enabled = true;
+  S->collect_at = GC_FLOOR;
   lua_createtable(L, 0, 1);
   lua_pushcfunction(L, state_gc);
   lua_setfield(L, -2, "__gc");
@@ -142,7 +147,31 @@ static void collect_near_cap(lua_State *L, attnL_state *S) {
   S->used_after_collect = attn_budget_used(b);
 }
 
+/* The check runs when the next binding call starts, not when a result is
+   made: by then the script has rebound its variables (`c = a:matmul(b)`
+   drops the previous c only after the call returns), so the collection
+   frees the tensors just dropped.  Under a memory cap the pause also
+   shrinks to half the room left, so garbage never crowds out the next
+   allocation. */
+static int64_t live_bytes(lua_State *L);
+
+static void pace_collect(lua_State *L, attnL_state *S) {
+  if (S->since_collect < S->collect_at) return;
+  if (lua_gc(L, LUA_GCCOLLECT) < 0) return;
+  S->since_collect = 0;
+  int64_t live = live_bytes(L), at = live > GC_FLOOR ? live : GC_FLOOR;
+  attn_budget *b = attn_budget_current();
+  if (b) {
+    int64_t room = (attn_budget_limit(b) - attn_budget_used(b)) / 2;
+    if (at > room) at = room;
+    if (at < ((int64_t)1 << 20)) at = (int64_t)1 << 20;
+    S->used_after_collect = attn_budget_used(b);
+  }
+  S->collect_at = at;
+}
+
 void attnL_enter(lua_State *L, attnL_state *S, uintptr_t frame, attnL_saved *saved) {
+  pace_collect(L, S);
   collect_near_cap(L, S);
   drop_dead(S, frame, 1);
   if (S->nscope == S->capscope) {
@@ -286,13 +315,31 @@ void attnL_account(lua_State *L, attn_tensor **b) {
   attnL_gc_debt(L, S, bytes);
 }
 
+/* Pacing the collector for tensors.  Lua's collector paces itself by the
+   Lua heap, in which a tensor is a 16-byte box: left alone it lets
+   hundreds of MB of dead tensors pile up between cycles (a small GPT's
+   training loop peaked 230 MB over its live set).  Telling it the debt
+   (LUA_GCSTEP) speeds its steps but not the end of its cycle, so the binding
+   paces tensors itself: once the bytes of tensors made since the last full
+   collection reach what was live after it (tensor storage plus the Lua
+   heap; at least GC_FLOOR), it runs a full collection.  Dead tensors then
+   never exceed about the live set (a pause of 100%, where Lua's own is
+   200%), and the work stays proportional to what was allocated: each
+   collection traverses the live heap once per heap-sized allocation.  Lua
+   objects keep Lua's own incremental collector with its default settings,
+   which suit them.  Inside a finalizer lua_gc refuses (-1): the next call
+   collects.  The check is pace_collect, at the start of each call. */
+static int64_t live_bytes(lua_State *L) {
+  attn_budget *b = attn_budget_current();
+  if (b) return attn_budget_used(b); /* a capped state: its tensors and Lua objects */
+  attn_debug_counts c;
+  attn_debug_counts_get(&c); /* the process's tensors */
+  return c.storage_bytes + (int64_t)lua_gc(L, LUA_GCCOUNT) * 1024;
+}
+
 void attnL_gc_debt(lua_State *L, attnL_state *S, int64_t bytes) {
   if (!S && !(S = attnL_state_of(L))) return;
-  S->unreported += bytes;
-  if (S->unreported < 1024) return;
-  int64_t kb = S->unreported / 1024;
-  if (kb > 1 << 30) kb = 1 << 30;
-  if (lua_gc(L, LUA_GCSTEP, (int)kb) >= 0) S->unreported -= kb * 1024; /* -1 inside a finalizer: later */
+  S->since_collect += bytes;
 }
 
 void attnL_push(lua_State *L, attn_tensor *t) {
