@@ -36,7 +36,13 @@ local submodules = {
   text = "attn.text",
   bert = "attn.bert",
   dist = "attn.dist",
+  transformer = "attn.transformer",
+  losses = "attn.losses",
 }
+
+--- attn.deepcopy(x): a deep copy of a module, tensor or table (Python's
+-- copy.deepcopy; see lua/attn/copy.lua).
+function attn.deepcopy(x, memo) return require("attn.copy").deepcopy(x, memo) end
 
 return setmetatable(attn, {
   __index = function(t, key)
