@@ -5,7 +5,7 @@
 --                       returned as is)
 --   module:clone()      the same as attn.deepcopy(module)
 --   nn.clones(module, n) -> nn.ModuleList of n deep copies (the Annotated
---                       Transformer's clones)
+--                       Transformer's clones; n at most 65536)
 --
 -- A copied module is an instance of the same class with fresh parameters
 -- and buffers holding equal values (no storage shared with the original),
@@ -105,7 +105,9 @@ function M.clones(module, n)
     error(("clones: module must be a module (got %s)"):format(is_tensor(module) and "attn.Tensor" or type(module)), 2)
   end
   local k = type(n) == "number" and math.tointeger(n)
-  if not k or k < 0 then error(("clones: n must be a non-negative integer (got %s)"):format(tostring(n)), 2) end
+  if not k or k < 0 or k > (1 << 16) then
+    error(("clones: n must be an integer in 0..65536 (got %s)"):format(tostring(n)), 2)
+  end
   local list = {}
   for i = 1, k do list[i] = copy_value(module, {}) end
   return nn.ModuleList(list)

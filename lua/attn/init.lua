@@ -38,6 +38,7 @@ local submodules = {
   dist = "attn.dist",
   transformer = "attn.transformer",
   losses = "attn.losses",
+  copy = "attn.copy",
 }
 
 --- attn.deepcopy(x): a deep copy of a module, tensor or table (Python's

@@ -78,14 +78,15 @@ local function parse(fn, known, a, b)
       error(("%s: unknown option '%s' (expected %s)"):format(fn, tostring(k), table.concat(names, ", ")), 4)
     end
   end
-  if opts.size_average ~= nil or opts.reduce ~= nil then
-    opts.reduction = legacy_reduction(opts.size_average, opts.reduce, fn)
-  end
   local r = opts.reduction
   if r == nil then r = "mean" end
   if not (reductions[r] or (known.log_target and r == "batchmean")) then
     error(("%s: reduction must be \"mean\", \"sum\"%s or \"none\" (got %s)"):format(fn,
       known.log_target and ", \"batchmean\"" or "", tostring(r)), 4)
+  end
+  -- as in torch, the deprecated arguments replace reduction when given
+  if opts.size_average ~= nil or opts.reduce ~= nil then
+    r = legacy_reduction(opts.size_average, opts.reduce, fn)
   end
   opts.reduction = r
   return opts
@@ -98,12 +99,17 @@ local function set(...)
 end
 
 local function buffer(self, fn, name, v)
-  if v ~= nil and not is_tensor(v) then
-    if type(v) == "table" then
-      v = attn.tensor(v)
-    else
+  if v ~= nil then
+    if type(v) == "table" and not is_tensor(v) and getmetatable(v) == nil then
+      local ok, t = pcall(attn.tensor, v)
+      if not ok then error(("%s: %s: %s"):format(fn, name, tostring(t):gsub("^[^:]*:%d+: ", "")), 4) end
+      v = t
+    elseif not is_tensor(v) then
       error(("%s: %s must be a tensor (got %s)"):format(fn, name, type(v)), 4)
     end
+    -- a closed tensor raises here, at construction, not at the first loss
+    local ok, err = pcall(v.dim, v)
+    if not ok then error(("%s: %s: %s"):format(fn, name, tostring(err):gsub("^[^:]*:%d+: ", "")), 4) end
   end
   self:register_buffer(name, v)
 end

@@ -120,6 +120,18 @@ local function parse_args(fn, names, args, first, level)
   return out
 end
 
+-- at most this many layers in a stack (each one a deep copy)
+local MAX_LAYERS = 1 << 16
+
+local function check_layers(v, fn, name, level)
+  local i = type(v) == "number" and math.tointeger(v)
+  if not i then error(("%s: %s must be an integer (got %s)"):format(fn, name, tostring(v)), level) end
+  if i < 0 or i > MAX_LAYERS then
+    error(("%s: %s must be in 0..%d (got %d)"):format(fn, name, MAX_LAYERS, i), level)
+  end
+  return i
+end
+
 local function check_size(v, fn, name, positive, level)
   local i = type(v) == "number" and math.tointeger(v)
   if not i then error(("%s: %s must be an integer (got %s)"):format(fn, name, tostring(v)), level) end
@@ -174,27 +186,40 @@ end
 
 local tensor_dtype = attn._methods.dtype
 
--- The kind of a mask for nn.MultiheadAttention: an explicit kind is passed
--- on; Lua tables and bool tensors get nil (MultiheadAttention reads them
--- as bool masks); a float tensor is additive unless it is an ambiguous 0/1
--- tensor.
+local function has_boolean(t, depth)
+  if depth > 8 then return false end
+  for _, v in ipairs(t) do
+    if type(v) == "boolean" then return true end
+    if type(v) == "table" and has_boolean(v, depth + 1) then return true end
+  end
+  return false
+end
+
+-- A mask and its kind for nn.MultiheadAttention -> mask, kind.  An
+-- explicit kind is passed on; a Lua table of booleans and a bool tensor get
+-- nil (MultiheadAttention reads them as bool masks); a float tensor (or a
+-- Lua table of numbers, made a tensor) is additive unless it is an
+-- ambiguous 0/1 tensor.
 local function mask_kind(m, kind, fn, name, level)
   if m == nil then
     if kind ~= nil then error(("%s: %s_kind given without %s"):format(fn, name, name), level) end
     return nil
   end
-  if kind ~= nil then
-    if kind ~= "bool" and kind ~= "additive" then
-      error(("%s: %s_kind must be \"bool\" or \"additive\" (got %s)"):format(fn, name, tostring(kind)), level)
-    end
-    return kind
+  if kind ~= nil and kind ~= "bool" and kind ~= "additive" then
+    error(("%s: %s_kind must be \"bool\" or \"additive\" (got %s)"):format(fn, name, tostring(kind)), level)
   end
   if not is_tensor(m) then
-    if type(m) ~= "table" then
+    if type(m) ~= "table" or getmetatable(m) ~= nil then
       error(("%s: %s must be a tensor or a table (got %s)"):format(fn, name, type_name(m)), level)
     end
-    return nil
+    if has_boolean(m, 1) then return m, kind end
+    local ok, t = pcall(attn.tensor, m)
+    if not ok then
+      error(("%s: %s: %s"):format(fn, name, tostring(t):gsub("^[^:]*:%d+: ", "")), level)
+    end
+    m = t
   end
+  if kind ~= nil then return m, kind end
   if tensor_dtype then
     local dt = tostring(tensor_dtype(m))
     if dt:find("bool") then return nil end
@@ -210,7 +235,7 @@ local function mask_kind(m, kind, fn, name, level)
         .. "say %s_kind = \"bool\" or \"additive\""):format(fn, name, name), level)
     end
   end
-  return "additive"
+  return m, "additive"
 end
 
 -- shape of a mask: tensors by shape(), Lua tables by nesting
@@ -355,9 +380,8 @@ local enc_layer_fwd = {"src_mask", "src_key_padding_mask", "src_mask_kind", "src
 -- Checks an encoder input and its masks; returns the masks and kinds.
 local function encoder_args(self, fn, src, o, mask_name, level)
   local batched, N, L = check_seq(src, fn, "src", self.d_model, self.batch_first, level + 1)
-  local m, p = o[mask_name], o.src_key_padding_mask
-  local mk = mask_kind(m, o[mask_name .. "_kind"], fn, mask_name, level + 1)
-  local pk = mask_kind(p, o.src_key_padding_mask_kind, fn, "src_key_padding_mask", level + 1)
+  local m, mk = mask_kind(o[mask_name], o[mask_name .. "_kind"], fn, mask_name, level + 1)
+  local p, pk = mask_kind(o.src_key_padding_mask, o.src_key_padding_mask_kind, fn, "src_key_padding_mask", level + 1)
   check_attn_mask(m, fn, mask_name, N, self.nhead, L, L, level + 1)
   check_kpm(p, fn, "src_key_padding_mask", batched, N, L, level + 1)
   return m, mk, p, pk
@@ -438,8 +462,7 @@ local function decoder_args(self, fn, tgt, memory, o, level)
   end
   local a = {}
   for i, name in ipairs({"tgt_mask", "memory_mask", "tgt_key_padding_mask", "memory_key_padding_mask"}) do
-    a[2 * i - 1] = o[name]
-    a[2 * i] = mask_kind(o[name], o[name .. "_kind"], fn, name, level + 1)
+    a[2 * i - 1], a[2 * i] = mask_kind(o[name], o[name .. "_kind"], fn, name, level + 1)
   end
   check_attn_mask(a[1], fn, "tgt_mask", N, self.nhead, L, L, level + 1)
   check_attn_mask(a[3], fn, "memory_mask", N, self.nhead, L, S, level + 1)
@@ -485,7 +508,7 @@ function TransformerEncoder:init(encoder_layer, num_layers, ...)
   if not is_module(encoder_layer) then
     error(("%s: encoder_layer must be a module (got %s)"):format(fn, type_name(encoder_layer)), 3)
   end
-  local n = check_size(num_layers, fn, "num_layers", false, 4)
+  local n = check_layers(num_layers, fn, "num_layers", 4)
   local o = parse_args(fn, {"norm", "enable_nested_tensor", "mask_check"}, table.pack(...), 1, 4)
   if o.norm ~= nil and not is_module(o.norm) then
     error(("%s: norm must be a module or nil (got %s)"):format(fn, type_name(o.norm)), 3)
@@ -541,7 +564,7 @@ function TransformerDecoder:init(decoder_layer, num_layers, ...)
   if not is_module(decoder_layer) then
     error(("%s: decoder_layer must be a module (got %s)"):format(fn, type_name(decoder_layer)), 3)
   end
-  local n = check_size(num_layers, fn, "num_layers", false, 4)
+  local n = check_layers(num_layers, fn, "num_layers", 4)
   local o = parse_args(fn, {"norm"}, table.pack(...), 1, 4)
   if o.norm ~= nil and not is_module(o.norm) then
     error(("%s: norm must be a module or nil (got %s)"):format(fn, type_name(o.norm)), 3)
@@ -599,10 +622,8 @@ function Transformer:init(...)
   local o = parse_args(fn, xfmr_names, table.pack(...), 1, 4)
   local d_model = o.d_model == nil and 512 or o.d_model
   local nhead = o.nhead == nil and 8 or o.nhead
-  local ne = check_size(o.num_encoder_layers == nil and 6 or o.num_encoder_layers, fn, "num_encoder_layers",
-    false, 4)
-  local nd = check_size(o.num_decoder_layers == nil and 6 or o.num_decoder_layers, fn, "num_decoder_layers",
-    false, 4)
+  local ne = check_layers(o.num_encoder_layers == nil and 6 or o.num_encoder_layers, fn, "num_encoder_layers", 4)
+  local nd = check_layers(o.num_decoder_layers == nil and 6 or o.num_decoder_layers, fn, "num_decoder_layers", 4)
   local lo = {dim_feedforward = o.dim_feedforward, dropout = o.dropout, activation = o.activation,
               layer_norm_eps = o.layer_norm_eps, batch_first = o.batch_first, norm_first = o.norm_first,
               device = o.device, dtype = o.dtype}
