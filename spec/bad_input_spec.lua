@@ -2474,7 +2474,11 @@ forward(S("LuongAttention.precompute"), luong("concat"), {K.tensor({2, 5, 4})}, 
 E(S("LuongAttention._scores"), {mod(luong("dot"))}, {method = "_scores", nobase = true,
   fn = seq2seq.LuongAttention._scores}) -- private helper of forward: covered by it
 E(S("LuongAttention.extra_repr"), {mod(luong("dot", "local-m"))}, {method = "extra_repr"})
-E(S("BahdanauAttention"), {K.size(4, {huge = "error"}), K.size(3, {huge = "error"}), K.size(5, {huge = "error"})})
+E(S("BahdanauAttention"), {K.size(4, {huge = "error"}), K.size(3, {huge = "error"}), K.size(5, {huge = "error"}),
+  K.opts({tutorial = BOOL(true)})}, {cases = {
+    {"the tutorial's one size", function() return {4, {tutorial = true}} end, "ok"},
+    {"the tutorial's one size, a bad option", function() return {4, {tutorial = "yes"}} end, "error"},
+  }})
 local function bahdanau() return seq2seq.BahdanauAttention(4, 3, 5) end
 forward(S("BahdanauAttention.forward"), bahdanau, {K.tensor({2, 3}), K.tensor({2, 5, 4}, {salt = 2}), ATT_OPTS})
 forward(S("BahdanauAttention.precompute"), bahdanau, {K.tensor({2, 5, 4})}, {method = "precompute"})
