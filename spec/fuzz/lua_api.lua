@@ -69,7 +69,8 @@ local function catalog(t)
   return names
 end
 
-local namespaces = { "attn", "nn", "F", "optim", "init", "attention", "seq2seq", "data", "text", "bert", "gradcheck" }
+local namespaces = { "attn", "nn", "F", "optim", "init", "attention", "seq2seq", "data", "text", "bert", "gradcheck",
+  "transformer", "losses", "copy" }
 local catalogs = {}
 local function namespace(i)
   local name = namespaces[i]
@@ -107,6 +108,8 @@ local option_keys = {
   "enable_gqa", "padding_idx", "max_norm", "generator", "kdim", "vdim", "need_weights", "key_padding_mask",
   "average_attn_weights", "approximate", "inplace", "training", "mode", "correction", "unbiased", "min", "max",
   "steps", "gamma", "step_size", "T_max", "eta_min", "lower", "do_lower_case", "max_len", "affine",
+  "src_mask", "tgt_mask", "src_key_padding_mask", "norm_first", "dim_feedforward", "log_target", "pos_weight",
+  "tutorial",
 }
 
 -- Called without input (spec/fuzz/gen_lua_seeds.lua), the chunk hands out
