@@ -189,6 +189,29 @@ describe("nn transformer layers", function()
     assert.are.equal("activation", kids[#kids])
   end)
 
+  it("take custom encoders and decoders as torch does", function()
+    attn.manual_seed(9)
+    local enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(4, 2, 6, 0), 1)
+    local Plain = nn.Module:extend("PlainEncoder")
+    local seen
+    function Plain:forward(src, opts) seen = opts; return src * 2 end
+    local t = nn.Transformer({d_model = 4, nhead = 2, num_decoder_layers = 1, dim_feedforward = 6, dropout = 0,
+                              custom_encoder = Plain()})
+    assert.is_nil(t:state_dict()["encoder.layers.0.linear1.weight"])
+    local src, tgt = attn.randn(3, 2, 4), attn.randn(2, 2, 4)
+    local mask = nn.Transformer.generate_square_subsequent_mask(3)
+    local out = t(src, tgt, {src_mask = mask})
+    assert.are.same({2, 2, 4}, out:shape())
+    assert.is_true(rawequal(seen.mask, mask)) -- torch's call: encoder(src, mask=, src_key_padding_mask=)
+    local direct = t.decoder(tgt, src * 2)
+    assert.is_true((out - direct):abs():max():item() < 1e-6)
+    local t2 = nn.Transformer({d_model = 4, nhead = 2, num_decoder_layers = 1, dim_feedforward = 6, dropout = 0,
+                               custom_encoder = enc})
+    assert.is_true(rawequal(t2.encoder, enc))
+    local o2 = t2(src, tgt)
+    assert.is_true((o2 - t2.decoder(tgt, enc(src))):abs():max():item() < 1e-6)
+  end)
+
   it("accept a float 0/1 mask only with its kind", function()
     local l = nn.TransformerEncoderLayer(4, 2, 6, 0)
     local x = attn.randn(3, 2, 4)
