@@ -1,8 +1,10 @@
 -- attn.nn's transformer layers (lua/attn/transformer.lua) against torch
 -- 1.13 (fixtures from scripts/fixtures/gen_transformer.py): torch's
 -- state_dicts load as is, and outputs, input gradients and parameter
--- gradients match in train mode (dropout 0) and eval mode, post-norm and
--- norm_first, relu / gelu / a function, with float and bool masks.
+-- gradients match in train mode (dropout 0, and dropout > 0 with the same
+-- seed: attn draws torch's dropout masks) and eval mode, post-norm and
+-- norm_first, relu / gelu / a function, with float and bool masks; and
+-- attn.manual_seed(s) gives torch's initial weights.
 local attn = require "attn"
 local fx = require "support.fixture"
 local nn = attn.nn
@@ -94,6 +96,8 @@ describe("nn transformer layers against torch", function()
       local xs = {}
       for k, x in ipairs(c.inputs) do xs[k] = fx.tensor(x):requires_grad_(true) end
       local opts = masks_of(c, {}, i % 2 == 0)
+      -- dropout > 0 in train mode: attn draws torch's masks after the same seed
+      if c.seed then attn.manual_seed(c.seed) end
       local out = call(c, m, xs, opts)
       fx.assert_close(out, c.out, 1e-5, 1e-5, what .. " out")
       m:zero_grad()
@@ -115,7 +119,21 @@ describe("nn transformer layers against torch", function()
       assert.are.equal(count, total, what .. ": parameter count")
       n = n + 1
     end
-    assert.is_true(n >= 18)
+    assert.is_true(n >= 21)
+  end)
+
+  it("initialise as torch does: attn.manual_seed(s) gives torch's weights", function()
+    local n = 0
+    for i, c in ipairs(fix.cases) do
+      -- the generator seeded torch with index + 6 before building each module
+      if c.cls ~= "TransformerEncoder" and c.cls ~= "TransformerDecoder" then
+        attn.manual_seed(i + 6)
+        local sd = build(c):state_dict()
+        for _, p in ipairs(c.state) do fx.assert_close(sd[p[1]], p[2], 0, 0, label(c, i) .. " init " .. p[1]) end
+        n = n + 1
+      end
+    end
+    assert.is_true(n >= 15)
   end)
 
   it("take masks positionally as torch does", function()
