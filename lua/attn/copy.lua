@@ -59,7 +59,7 @@ local function copy_module(m, memo)
   -- the same raw layout as nn's instances: each private table copied
   local c = setmetatable({}, getmetatable(m))
   memo[m] = c
-  for k, v in pairs(m) do
+  for k, v in next, m do
     if k == "_class" then
       rawset(c, k, v)
     elseif k == "_parameters" or k == "_buffers" or k == "_modules" then

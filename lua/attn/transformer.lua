@@ -184,7 +184,19 @@ end
 --------------------------------------------------------------------------
 -- Masks
 
-local tensor_dtype = attn._methods.dtype
+-- A tensor's dtype as a string ("float32", "bool", ...), or nil where
+-- tensors carry none (float32 only).
+local function dtype_of(m)
+  local f = attn._methods.dtype
+  if f == nil then
+    local ok, v = pcall(function() return m.dtype end)
+    if not ok or v == nil then return nil end
+    if type(v) ~= "function" then return tostring(v) end
+    f = v
+  end
+  local ok, v = pcall(f, m)
+  return ok and tostring(v) or nil
+end
 
 local function has_boolean(t, depth)
   if depth > 8 then return false end
@@ -220,9 +232,9 @@ local function mask_kind(m, kind, fn, name, level)
     m = t
   end
   if kind ~= nil then return m, kind end
-  if tensor_dtype then
-    local dt = tostring(tensor_dtype(m))
-    if dt:find("bool") then return nil end
+  local dt = dtype_of(m)
+  if dt then
+    if dt:find("bool") then return m, nil end
     if not dt:find("float") then
       error(("%s: %s must be a float or bool tensor (got %s)"):format(fn, name, dt), level)
     end
