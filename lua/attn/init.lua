@@ -30,15 +30,15 @@ local submodules = {
   init = "attn.nn_init",
   gradcheck = "attn.gradcheck",
   attention = "attn.attention",
+  transformer = "attn.transformer",
+  losses = "attn.losses",
+  copy = "attn.copy",
   seq2seq = "attn.seq2seq",
   plot = "attn.plot",
   data = "attn.data",
   text = "attn.text",
   bert = "attn.bert",
   dist = "attn.dist",
-  transformer = "attn.transformer",
-  losses = "attn.losses",
-  copy = "attn.copy",
 }
 
 --- attn.deepcopy(x): a deep copy of a module, tensor or table (Python's
