@@ -2447,6 +2447,122 @@ forward(A("ALiBi.forward"), function() return attention.ALiBi(4) end, {K.size(3,
   K.size(5, {opt = true, huge = "error"})})
 E(A("ALiBi.extra_repr"), {mod(function() return attention.ALiBi(4) end)}, {method = "extra_repr"})
 
+-- attn.transformer, attn.losses, attn.copy (behaviour: transformer_spec,
+-- loss_modules_spec, annotated_transformer_spec)
+do
+  local XF = "attn.transformer."
+  local xfmr = attn.transformer
+  local ACTIVATION = K.custom(function() return "gelu" end, {
+    {"an unknown name", function() return "swish" end, "error"},
+    {"a number", function() return 1 end, "error"},
+    {"a plain table", function() return {"gelu"} end, "error"},
+  }, {opt = true, skip = {["a function"] = true, ["false"] = true}})
+  local XF_LAYER_OPTS = K.opts({dim_feedforward = K.size(6, {opt = true, min = 1, huge = "error"}),
+    dropout = K.num(0, {opt = true, min = 0, max = 1, finite = true}), activation = ACTIVATION,
+    layer_norm_eps = K.num(1e-5, {opt = true, min = 0}), batch_first = BOOL(false), norm_first = BOOL(false)})
+  for _, cls in ipairs({"TransformerEncoderLayer", "TransformerDecoderLayer"}) do
+    E(XF .. cls, {K.size(4, {min = 1, huge = "error"}), K.size(2, {min = 1, huge = "error"}), XF_LAYER_OPTS},
+      {override = {[1] = {["0"] = "error"}, [2] = {["0"] = "error"}, [3] = {["a number"] = "any"}}, cases = {
+        {"nhead that does not divide d_model", function() return {4, 3} end, "error"},
+        {"torch's positional order", function() return {4, 2, 6, 0.0, "relu", 1e-5, true, true} end, "ok"},
+        {"an activation function", function() return {4, 2, {activation = function(x) return x:tanh() end}} end, "ok"},
+        {"too many arguments", function() return {4, 2, 6, 0.0, "relu", 1e-5, true, true, "cpu", "float32", 1} end,
+          "error"},
+      }})
+  end
+  local function xf_enc_layer() return xfmr.TransformerEncoderLayer(4, 2, 6, 0) end
+  local function xf_dec_layer() return xfmr.TransformerDecoderLayer(4, 2, 6, 0) end
+  local function kpm(shape, salt) return K.tensor(shape, {range = "bin", opt = true, salt = salt}) end
+  local function amask(shape, salt) return K.tensor(shape, {opt = true, salt = salt}) end
+  local KIND = K.choice("bool", {opt = true})
+  local AKIND = K.choice("additive", {opt = true})
+  forward(XF .. "TransformerEncoderLayer.forward", xf_enc_layer, {K.tensor({3, 2, 4}), K.opts({
+    src_mask = amask({3, 3}, 5), src_mask_kind = AKIND, src_key_padding_mask = kpm({2, 3}),
+    src_key_padding_mask_kind = KIND})})
+  local DEC_MASKS = {tgt_mask = amask({3, 3}, 5), tgt_mask_kind = AKIND, memory_mask = amask({3, 5}, 6),
+    memory_mask_kind = AKIND, tgt_key_padding_mask = kpm({2, 3}), tgt_key_padding_mask_kind = KIND,
+    memory_key_padding_mask = kpm({2, 5}, 3), memory_key_padding_mask_kind = KIND}
+  forward(XF .. "TransformerDecoderLayer.forward", xf_dec_layer, {K.tensor({3, 2, 4}), K.tensor({5, 2, 4}, {salt = 2}),
+    K.opts(DEC_MASKS)})
+  local NORM = K.custom(function() return nn.LayerNorm(4) end, {
+    {"a tensor", function() return attn.ones(4) end, "error"},
+  }, {opt = true, skip = {["false"] = true}})
+  local LAYERS = K.size(2, {huge = "error"})
+  E(XF .. "TransformerEncoder", {mod(xf_enc_layer), LAYERS, NORM})
+  E(XF .. "TransformerDecoder", {mod(xf_dec_layer), LAYERS, NORM})
+  forward(XF .. "TransformerEncoder.forward", function() return xfmr.TransformerEncoder(xf_enc_layer(), 2, nn.LayerNorm(4)) end,
+    {K.tensor({3, 2, 4}), K.opts({mask = amask({3, 3}, 5), mask_kind = AKIND, src_key_padding_mask = kpm({2, 3}),
+    src_key_padding_mask_kind = KIND})})
+  forward(XF .. "TransformerDecoder.forward", function() return xfmr.TransformerDecoder(xf_dec_layer(), 2) end,
+    {K.tensor({3, 2, 4}), K.tensor({5, 2, 4}, {salt = 2}), K.opts(DEC_MASKS)})
+  E(XF .. "Transformer", {K.opts({d_model = K.size(4, {opt = true, min = 1, huge = "error"}),
+    nhead = K.size(2, {opt = true, min = 1, huge = "error"}), num_encoder_layers = K.size(1, {opt = true, huge = "error"}),
+    num_decoder_layers = K.size(1, {opt = true, huge = "error"}), dim_feedforward = K.size(6, {opt = true, min = 1,
+    huge = "error"}), dropout = K.num(0, {opt = true, min = 0, max = 1, finite = true}), activation = ACTIVATION,
+    layer_norm_eps = K.num(1e-5, {opt = true, min = 0}), batch_first = BOOL(false), norm_first = BOOL(false)})},
+    {override = {[1] = {["option d_model = 0"] = "error", ["option nhead = 0"] = "error",
+      ["an empty table"] = "ok"}}})
+  local function xf_model() return xfmr.Transformer({d_model = 4, nhead = 2, num_encoder_layers = 1,
+    num_decoder_layers = 1, dim_feedforward = 6, dropout = 0}) end
+  local XF_MASKS = {src_mask = amask({5, 5}, 4), src_mask_kind = AKIND, src_key_padding_mask = kpm({2, 5}, 3),
+    src_key_padding_mask_kind = KIND}
+  for k, v in pairs(DEC_MASKS) do XF_MASKS[k] = v end
+  forward(XF .. "Transformer.forward", xf_model, {K.tensor({5, 2, 4}, {salt = 2}), K.tensor({3, 2, 4}), K.opts(XF_MASKS)})
+  E(XF .. "Transformer.generate_square_subsequent_mask", {K.size(4, {huge = "error"})})
+
+  local function loss_mod(cls, fields, extra)
+    E("attn.losses." .. cls, {K.opts(fields)}, extra)
+  end
+  local LEGACY = {size_average = BOOL(true), reduce = BOOL(true)}
+  local function with_legacy(t)
+    for k, v in pairs(LEGACY) do t[k] = v end
+    return t
+  end
+  local WEIGHT_FIRST = {override = {[1] = {["a tensor"] = "any"}}}
+  loss_mod("CrossEntropyLoss", with_legacy({weight = class_opts.weight, ignore_index = class_opts.ignore_index,
+    reduction = RED, label_smoothing = K.num(0.1, {opt = true, min = 0, max = 1, finite = true})}), WEIGHT_FIRST)
+  loss_mod("NLLLoss", with_legacy({weight = class_opts.weight, ignore_index = class_opts.ignore_index, reduction = RED}),
+    WEIGHT_FIRST)
+  loss_mod("KLDivLoss", with_legacy({reduction = K.choice("batchmean", {opt = true}), log_target = K.bool(false)}))
+  loss_mod("MSELoss", with_legacy({reduction = RED}))
+  loss_mod("L1Loss", with_legacy({reduction = RED}))
+  loss_mod("SmoothL1Loss", with_legacy({reduction = RED, beta = K.num(0.5, {opt = true, min = 0})}))
+  loss_mod("HuberLoss", with_legacy({reduction = RED, delta = K.num(0.5, {opt = true, min = 1e-300})}),
+    {override = {[1] = {["option delta = 1.0000000000000001e-300"] = "any"}}})
+  loss_mod("BCELoss", with_legacy({weight = K.tensor({2, 3}, {opt = true, range = "pos"}), reduction = RED}),
+    WEIGHT_FIRST)
+  loss_mod("BCEWithLogitsLoss", with_legacy({weight = K.tensor({2, 3}, {opt = true, range = "pos"}),
+    pos_weight = K.tensor({3}, {opt = true, range = "pos"}), reduction = RED}), WEIGHT_FIRST)
+  local losses = attn.losses
+  forward("attn.losses.CrossEntropyLoss.forward", function() return losses.CrossEntropyLoss({label_smoothing = 0.1}) end,
+    {K.tensor({3, 4}), K.index({3}, 4)})
+  forward("attn.losses.NLLLoss.forward", function() return losses.NLLLoss() end, {K.tensor({3, 4}), K.index({3}, 4)})
+  forward("attn.losses.KLDivLoss.forward", function() return losses.KLDivLoss({reduction = "batchmean"}) end,
+    {t23(), t23({range = "prob", salt = 4})})
+  for _, cls in ipairs({"MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "BCEWithLogitsLoss"}) do
+    forward("attn.losses." .. cls .. ".forward", function() return losses[cls]() end,
+      {t23(), t23({range = "prob", salt = 4})})
+  end
+  forward("attn.losses.BCELoss.forward", function() return losses.BCELoss() end,
+    {t23({range = "prob"}), t23({range = "prob", salt = 4})}, {cases = {
+      {"an input above 1", function() return {losses.BCELoss(), attn.tensor({1.5}), attn.tensor({1})} end, "error"},
+    }})
+
+  local ANY_VALUE = K.custom(function() return nn.Linear(2, 3) end, {
+    {"a tensor", function() return attn.ones(2, 2) end, "any"},
+    {"a table", function() return {1, {2}, x = attn.ones(1)} end, "any"},
+    {"a number", function() return 3 end, "any"},
+  }, {wrong = false, opt = true})
+  local MEMO = K.custom(function() return {} end, {{"a number", function() return 3 end, "error"}},
+    {opt = true, wrong = false})
+  E("attn.deepcopy", {ANY_VALUE, MEMO})
+  E("attn.copy.deepcopy", {ANY_VALUE, MEMO})
+  E("attn.copy.clones", {mod(function() return nn.Linear(2, 3) end), K.size(2, {huge = "error"})}, {cases = {
+    {"a tensor to clone", function() return {attn.ones(2), 2} end, "error"},
+  }})
+  E("attn.nn.Module.clone", {mod(function() return nn.Linear(2, 3) end)}, {method = "clone"})
+end
+
 -- attn.seq2seq
 local function S(name) return "attn.seq2seq." .. name end
 E(S("LuongAttention"), {K.size(4, {huge = "error"}), K.opts({score = K.choice("general", {opt = true}),
@@ -2474,7 +2590,11 @@ forward(S("LuongAttention.precompute"), luong("concat"), {K.tensor({2, 5, 4})}, 
 E(S("LuongAttention._scores"), {mod(luong("dot"))}, {method = "_scores", nobase = true,
   fn = seq2seq.LuongAttention._scores}) -- private helper of forward: covered by it
 E(S("LuongAttention.extra_repr"), {mod(luong("dot", "local-m"))}, {method = "extra_repr"})
-E(S("BahdanauAttention"), {K.size(4, {huge = "error"}), K.size(3, {huge = "error"}), K.size(5, {huge = "error"})})
+E(S("BahdanauAttention"), {K.size(4, {huge = "error"}), K.size(3, {huge = "error"}), K.size(5, {huge = "error"}),
+  K.opts({tutorial = BOOL(true)})}, {cases = {
+    {"the tutorial's one size", function() return {4, {tutorial = true}} end, "ok"},
+    {"the tutorial's one size, a bad option", function() return {4, {tutorial = "yes"}} end, "error"},
+  }})
 local function bahdanau() return seq2seq.BahdanauAttention(4, 3, 5) end
 forward(S("BahdanauAttention.forward"), bahdanau, {K.tensor({2, 3}), K.tensor({2, 5, 4}, {salt = 2}), ATT_OPTS})
 forward(S("BahdanauAttention.precompute"), bahdanau, {K.tensor({2, 5, 4})}, {method = "precompute"})

@@ -261,20 +261,28 @@ function F.one_hot(ids, num_classes) return attn.one_hot(ids, num_classes) end
 -- Common options: reduction = "mean" (default) | "sum" | "none".
 -- Gradients flow to `input` (and, where the formula allows, to target).
 
--- Checks that target holds class numbers 1..C (or the ignore class).
-local function check_classes(target, C, ignore, fn)
-  if target:numel() == 0 then return end
+-- Checks that target holds class numbers 1..C (or the ignore class; the
+-- message names it when the caller gave it).  Returns whether some target
+-- is the ignore class.
+local function check_classes(target, C, ignore, fn, explicit)
+  if target:numel() == 0 then return false end
   local ok = target:ge(1) * target:le(C) * target:eq(target:floor())
-  if ignore ~= nil then ok = attn.maximum(ok, target:eq(ignore)) end
+  local ignored = false
+  if ignore ~= nil then
+    local is_ignored = target:eq(ignore)
+    ignored = is_ignored:max():item() ~= 0
+    if ignored then ok = attn.maximum(ok, is_ignored) end
+  end
   if ok:min():item() == 0 then
     local t, o = target:reshape(-1):totable(), ok:reshape(-1):totable()
     for i = 1, #o do
       if o[i] == 0 then
         error(("%s: target %g is not a class number in 1..%d%s"):format(fn, t[i], C,
-          ignore ~= nil and (" or the ignore_index " .. tostring(ignore)) or ""), 3)
+          explicit and (" or the ignore_index " .. tostring(ignore)) or ""), 4) -- the caller of the loss
       end
     end
   end
+  return ignored
 end
 
 -- The class dim of an input [C] or [N, C, d1, ...] and the shape a class
@@ -344,15 +352,21 @@ local function class_args(input, target, opts, fn)
   if ignore ~= nil and not (type(ignore) == "number" and math.tointeger(ignore)) then
     error(fn .. ": ignore_index must be a class number (an integer)", 3)
   end
-  check_classes(target, C, ignore, fn)
+  local explicit = ignore ~= nil and ignore ~= -100
+  if ignore == nil then ignore = -100 end
+  -- without an ignored target the plain path gives the same result
+  if not check_classes(target, C, ignore, fn, explicit) then ignore = nil end
   return cdim, C, check_weight(opts.weight, C, fn), ignore
 end
 
 --- nll_loss(input, target, opts): input [C] | [N, C] | [N, C, d1, ...] holds
 -- log-probabilities, target [] | [N] | [N, d1, ...] class numbers (1-based).
--- opts: weight ([C] per-class weights), ignore_index (a class number whose
--- targets are skipped: they add nothing to the loss nor to the weight sum;
--- there is no default, torch's -100 has no 1-based meaning), reduction.
+-- opts: weight ([C] per-class weights), ignore_index (targets equal to it
+-- are skipped: they add nothing to the loss nor to the weight sum; default
+-- -100 like torch's, a value that is no class number, so a torch program's
+-- -100 padding targets work unchanged; a class given as ignore_index is a
+-- 1-based class number like the targets: torch's ignore_index = 0 is 1
+-- here), reduction.
 -- "mean" divides by the sum of the targets' weights (their count without
 -- weight), like torch.
 function F.nll_loss(input, target, opts)
@@ -372,8 +386,8 @@ end
 --    torch 1.13 does); or
 --  * class probabilities: target of input's shape; opts weight, reduction,
 --    label_smoothing (target * (1 - ls) + ls / C); "mean" divides by the
---    number of samples (numel / C).  ignore_index is an error here, as in
---    torch.
+--    number of samples (numel / C).  An ignore_index that is a class
+--    number (>= 1) is an error here, as in torch.
 function F.cross_entropy(input, target, opts)
   local fn = "cross_entropy"
   opts = check_opts(opts, fn, set("weight", "ignore_index", "reduction", "label_smoothing"))
@@ -390,8 +404,10 @@ function F.cross_entropy(input, target, opts)
   local lp = input:log_softmax(cdim)
 
   if same_shape(target:shape(), input:shape()) then
-    -- class probabilities
-    if opts.ignore_index ~= nil then
+    -- class probabilities (torch accepts an ignore_index that is no class
+    -- number, such as the default -100, and ignores it)
+    local ig = opts.ignore_index
+    if ig ~= nil and not (type(ig) == "number" and ig < 1) then
       error(fn .. ": ignore_index is not supported for probability targets", 2)
     end
     local weight = check_weight(opts.weight, C, fn)

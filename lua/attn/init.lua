@@ -30,6 +30,9 @@ local submodules = {
   init = "attn.nn_init",
   gradcheck = "attn.gradcheck",
   attention = "attn.attention",
+  transformer = "attn.transformer",
+  losses = "attn.losses",
+  copy = "attn.copy",
   seq2seq = "attn.seq2seq",
   plot = "attn.plot",
   data = "attn.data",
@@ -37,6 +40,10 @@ local submodules = {
   bert = "attn.bert",
   dist = "attn.dist",
 }
+
+--- attn.deepcopy(x): a deep copy of a module, tensor or table (Python's
+-- copy.deepcopy; see lua/attn/copy.lua).
+function attn.deepcopy(x, memo) return require("attn.copy").deepcopy(x, memo) end
 
 return setmetatable(attn, {
   __index = function(t, key)

@@ -1496,6 +1496,36 @@ do
 end
 -- <<< seq2seq
 
+-- >>> transformer, loss modules, cloning (lua/attn/transformer.lua,
+-- lua/attn/losses.lua, lua/attn/copy.lua): these names load their file on
+-- first lookup; module:clone() is attn.deepcopy(module).
+do
+  local lazy = {TransformerEncoderLayer = "attn.transformer", TransformerDecoderLayer = "attn.transformer",
+                TransformerEncoder = "attn.transformer", TransformerDecoder = "attn.transformer",
+                Transformer = "attn.transformer", clones = "attn.copy"}
+  for _, name in ipairs({"CrossEntropyLoss", "NLLLoss", "KLDivLoss", "MSELoss", "L1Loss", "SmoothL1Loss",
+                         "HuberLoss", "BCELoss", "BCEWithLogitsLoss"}) do
+    lazy[name] = "attn.losses"
+  end
+  local mt = getmetatable(nn)
+  local fallback = mt.__index
+  mt.__index = function(t, key)
+    if lazy[key] then
+      local v = require(lazy[key])[key]
+      rawset(t, key, v)
+      return v
+    end
+    return fallback(t, key)
+  end
+end
+
+--- module:clone() -> a deep copy (attn.deepcopy): fresh parameters and
+-- buffers with equal values, copied children and attributes.
+function Module:clone()
+  return require("attn.copy").deepcopy(self)
+end
+-- <<< transformer
+
 --------------------------------------------------------------------------
 -- Data parallelism
 

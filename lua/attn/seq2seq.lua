@@ -24,7 +24,9 @@
 -- Source positions are 1-based (s = 1..S), as is the decoder step t of
 -- local-m attention.  Parameter names follow the papers (W_a, U_a, v_a,
 -- W_p, v_p, W_c), each an attn.nn.Linear without bias, so state_dicts read
--- "W_a.weight", "attention.v_a.weight", ...
+-- "W_a.weight", "attention.v_a.weight", ...; BahdanauAttention(H,
+-- {tutorial = true}) has the PyTorch seq2seq tutorial's Wa, Ua, Va (with
+-- biases) instead.
 --
 -- The notebook's unbatched formulas are here as plain functions too:
 -- luong_dot(H, s) and bahdanau_additive(H, s, W_a, W_b, W_c).
@@ -289,47 +291,87 @@ end
 local BahdanauAttention = nn.Module:extend("BahdanauAttention")
 M.BahdanauAttention = BahdanauAttention
 
---- BahdanauAttention(enc_hidden, dec_hidden, attn_dim): additive attention
--- e_ij = v_a^T tanh(W_a s_{i-1} + U_a h_j) with W_a: Linear(dec_hidden,
+--- BahdanauAttention(enc_hidden, dec_hidden, attn_dim [, opts]): additive
+-- attention e_ij = v_a^T tanh(W_a s_{i-1} + U_a h_j) with W_a: Linear(dec_hidden,
 -- attn_dim), U_a: Linear(enc_hidden, attn_dim), v_a: Linear(attn_dim, 1),
 -- no biases.
-function BahdanauAttention:init(enc_hidden, dec_hidden, attn_dim)
+-- opts.tutorial = true gives the PyTorch seq2seq tutorial's form and names:
+-- Wa, Ua, Va (Linear layers with biases), score = Va(tanh(Wa(query) +
+-- Ua(keys))), so the tutorial's state_dict (Wa.weight, Wa.bias, Ua.weight,
+-- ..., Va.bias) loads as is; BahdanauAttention(hidden_size, {tutorial =
+-- true}) is the tutorial's BahdanauAttention(hidden_size) (every size
+-- hidden_size).
+function BahdanauAttention:init(enc_hidden, dec_hidden, attn_dim, opts)
+  if type(dec_hidden) == "table" and attn_dim == nil and opts == nil then
+    opts, dec_hidden, attn_dim = dec_hidden, enc_hidden, enc_hidden
+  end
+  opts = check_options(opts, "BahdanauAttention", {tutorial = true})
+  if opts.tutorial ~= nil and type(opts.tutorial) ~= "boolean" then
+    error(("BahdanauAttention: tutorial must be a boolean (got %s)"):format(type(opts.tutorial)), 3)
+  end
   self.enc_hidden = check_size(enc_hidden, "BahdanauAttention", "enc_hidden")
   self.dec_hidden = check_size(dec_hidden, "BahdanauAttention", "dec_hidden")
   self.attn_dim = check_size(attn_dim, "BahdanauAttention", "attn_dim")
   self.context_size = self.enc_hidden
-  self.W_a = nn.Linear(self.dec_hidden, self.attn_dim, false)
-  self.U_a = nn.Linear(self.enc_hidden, self.attn_dim, false)
-  self.v_a = nn.Linear(self.attn_dim, 1, false)
+  self.tutorial = opts.tutorial == true
+  if self.tutorial then
+    self.Wa = nn.Linear(self.dec_hidden, self.attn_dim)
+    self.Ua = nn.Linear(self.enc_hidden, self.attn_dim)
+    self.Va = nn.Linear(self.attn_dim, 1)
+  else
+    self.W_a = nn.Linear(self.dec_hidden, self.attn_dim, false)
+    self.U_a = nn.Linear(self.enc_hidden, self.attn_dim, false)
+    self.v_a = nn.Linear(self.attn_dim, 1, false)
+  end
 end
 
 function BahdanauAttention:extra_repr()
-  return ("enc_hidden=%d, dec_hidden=%d, attn_dim=%d"):format(self.enc_hidden, self.dec_hidden, self.attn_dim)
+  return ("enc_hidden=%d, dec_hidden=%d, attn_dim=%d%s"):format(self.enc_hidden, self.dec_hidden, self.attn_dim,
+    self.tutorial and ", tutorial=true" or "")
+end
+
+-- the three layers under either naming
+local function bahdanau_layers(self)
+  if self.tutorial then return self.Wa, self.Ua, self.Va end
+  return self.W_a, self.U_a, self.v_a
 end
 
 --- precompute(enc [B, S, He]) -> keys U_a h_j [B, S, attn_dim]: compute it
 -- once per source sequence and pass it as opts.keys to every step.
 function BahdanauAttention:precompute(enc)
   check_tensor(enc, "BahdanauAttention.precompute", "encoder_outputs", {false, false, self.enc_hidden})
-  return self.U_a(enc)
+  local _, U = bahdanau_layers(self)
+  return U(enc)
 end
 
 --- forward(s_prev [B, Hd], enc [B, S, He] [, opts]) -> context [B, He],
 -- weights [B, S].  opts: mask [B, S] (1 = real token), keys (from
--- precompute; computed here when absent).
+-- precompute; computed here when absent).  The tutorial's shapes work too:
+-- query [B, 1, Hd] gives context [B, 1, He] and weights [B, 1, S].
 function BahdanauAttention:forward(s, enc, opts)
   opts = check_options(opts, "BahdanauAttention", {mask = true, keys = true})
+  local step_dim = is_tensor(s) and s:dim() == 3
+  if step_dim then
+    if s:size(2) ~= 1 then
+      error(("BahdanauAttention: a 3-D query must be [B, 1, %d] (got %s)"):format(self.dec_hidden,
+        fmt_shape(s:shape())), 2)
+    end
+    s = s:squeeze(2)
+  end
   local B, S = check_query("BahdanauAttention", s, "s_prev", self.dec_hidden, enc, self.enc_hidden)
   local _, pad = source_mask(opts.mask, B, S, "BahdanauAttention")
+  local W, U, V = bahdanau_layers(self)
   local keys = opts.keys
   if keys == nil then
-    keys = self.U_a(enc)
+    keys = U(enc)
   else
     check_tensor(keys, "BahdanauAttention", "opts.keys", {B, S, self.attn_dim})
   end
-  local scores = self.v_a((keys + self.W_a(s):unsqueeze(2)):tanh()):squeeze(3)
+  local scores = V((keys + W(s):unsqueeze(2)):tanh()):squeeze(3)
   local w = masked_softmax(scores, pad)
-  return weighted_sum(w, enc), w
+  local ctx = weighted_sum(w, enc)
+  if step_dim then return ctx:unsqueeze(2), w:unsqueeze(2) end
+  return ctx, w
 end
 
 --------------------------------------------------------------------------

@@ -71,6 +71,9 @@ end
 
 local namespaces = { "attn", "nn", "F", "optim", "init", "attention", "seq2seq", "data", "text", "bert", "gradcheck" }
 local catalogs = {}
+-- the transformer layers, loss modules and deep copies (appended, so that
+-- the earlier namespaces keep their numbers)
+for _, ns in ipairs({ "transformer", "losses", "copy" }) do namespaces[#namespaces + 1] = ns end
 local function namespace(i)
   local name = namespaces[i]
   local c = catalogs[name]
@@ -108,6 +111,9 @@ local option_keys = {
   "average_attn_weights", "approximate", "inplace", "training", "mode", "correction", "unbiased", "min", "max",
   "steps", "gamma", "step_size", "T_max", "eta_min", "lower", "do_lower_case", "max_len", "affine",
 }
+-- the transformer layers' and loss modules' options (appended likewise)
+for _, k in ipairs({ "src_mask", "tgt_mask", "src_key_padding_mask", "norm_first", "dim_feedforward", "log_target",
+  "pos_weight", "tutorial" }) do option_keys[#option_keys + 1] = k end
 
 -- Called without input (spec/fuzz/gen_lua_seeds.lua), the chunk hands out
 -- its tables so that seeds can be written as named calls.

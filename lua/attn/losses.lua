@@ -1,0 +1,274 @@
+--- attn.losses: torch.nn's loss modules (PyTorch 1.13) over attn.F's
+-- losses.  Reachable as attn.nn.<Name> (attn.nn loads this file on the
+-- first lookup) and as attn.losses.<Name>.
+--
+--   CrossEntropyLoss([weight] [, {weight=, ignore_index = -100,
+--                    reduction = "mean", label_smoothing = 0}])
+--   NLLLoss([weight] [, {weight=, ignore_index = -100, reduction=}])
+--   KLDivLoss([{reduction = "mean", log_target = false}])  reduction may
+--                    also be "batchmean" (sum / batch size: the KL
+--                    divergence; "mean" divides by every element, as torch)
+--   MSELoss, L1Loss, BCELoss([weight] [, {reduction=}])
+--   SmoothL1Loss([{reduction=, beta = 1.0}]), HuberLoss([{reduction=,
+--                    delta = 1.0}])
+--   BCEWithLogitsLoss([weight] [, {weight=, reduction=, pos_weight=}])
+--
+-- loss(input, target) -> the loss (a 0-d tensor unless reduction = "none").
+-- Options are torch's keyword arguments in a table; a tensor as the first
+-- argument is the weight (torch's first positional argument).  torch's
+-- deprecated size_average and reduce are accepted and mapped to reduction
+-- as torch does.  weight and pos_weight are buffers (torch's
+-- register_buffer), so they appear in the state_dict when given.
+--
+-- Class targets are 1-based class numbers (torch's 0-based ids + 1).
+-- ignore_index is compared with the target values as given: the default
+-- -100 is no class number, so -100 padding targets written by a torch
+-- program are skipped unchanged; a real class given as ignore_index is
+-- 1-based like the targets (torch's ignore_index = 0 for pad id 0 becomes
+-- ignore_index = 1).
+local attn = require "attn"
+local nn = require "attn.nn"
+local F = require "attn.functional"
+
+local M = {}
+
+local is_tensor = attn.is_tensor
+
+local reductions = {mean = true, sum = true, none = true}
+
+-- torch's legacy_get_string(size_average, reduce)
+local function legacy_reduction(size_average, reduce, fn)
+  for name, v in pairs({size_average = size_average, reduce = reduce}) do
+    if v ~= nil and type(v) ~= "boolean" then
+      error(("%s: %s must be a boolean (got %s)"):format(fn, name, type(v)), 5)
+    end
+  end
+  if size_average == nil then size_average = true end
+  if reduce == nil then reduce = true end
+  if not reduce then return "none" end
+  return size_average and "mean" or "sum"
+end
+
+-- (weight tensor or options [, options]) -> options table, checked
+-- against known; level 5 is the user's line (parse -> init -> __call).
+local function parse(fn, known, a, b)
+  local opts
+  if is_tensor(a) then
+    if not known.weight then error(("%s: expected an options table (got a tensor)"):format(fn), 4) end
+    if b ~= nil and (type(b) ~= "table" or is_tensor(b) or getmetatable(b) ~= nil) then
+      error(("%s: the argument after weight must be an options table (got %s)"):format(fn, type(b)), 4)
+    end
+    opts = {}
+    for k, v in pairs(b or {}) do opts[k] = v end
+    if opts.weight ~= nil then error(fn .. ": weight given twice (as the first argument and as an option)", 4) end
+    opts.weight = a
+  else
+    if b ~= nil then error(("%s: expected at most one options table"):format(fn), 4) end
+    if a ~= nil and (type(a) ~= "table" or getmetatable(a) ~= nil) then
+      error(("%s: expected an options table (got %s)"):format(fn, type(a)), 4)
+    end
+    opts = {}
+    for k, v in pairs(a or {}) do opts[k] = v end
+  end
+  for k in pairs(opts) do
+    if not known[k] then
+      local names = {}
+      for n in pairs(known) do names[#names + 1] = n end
+      table.sort(names)
+      error(("%s: unknown option '%s' (expected %s)"):format(fn, tostring(k), table.concat(names, ", ")), 4)
+    end
+  end
+  local r = opts.reduction
+  if r == nil then r = "mean" end
+  if not (reductions[r] or (known.log_target and r == "batchmean")) then
+    error(("%s: reduction must be \"mean\", \"sum\"%s or \"none\" (got %s)"):format(fn,
+      known.log_target and ", \"batchmean\"" or "", tostring(r)), 4)
+  end
+  -- as in torch, the deprecated arguments replace reduction when given
+  if opts.size_average ~= nil or opts.reduce ~= nil then
+    r = legacy_reduction(opts.size_average, opts.reduce, fn)
+  end
+  opts.reduction = r
+  return opts
+end
+
+local function set(...)
+  local t = {}
+  for _, k in ipairs({...}) do t[k] = true end
+  return t
+end
+
+local function buffer(self, fn, name, v)
+  if v ~= nil then
+    if type(v) == "table" and not is_tensor(v) and getmetatable(v) == nil then
+      local ok, t = pcall(attn.tensor, v)
+      if not ok then error(("%s: %s: %s"):format(fn, name, tostring(t):gsub("^[^:]*:%d+: ", "")), 4) end
+      v = t
+    elseif not is_tensor(v) then
+      error(("%s: %s must be a tensor (got %s)"):format(fn, name, type(v)), 4)
+    end
+    -- a closed tensor raises here, at construction, not at the first loss
+    local ok, err = pcall(v.dim, v)
+    if not ok then error(("%s: %s: %s"):format(fn, name, tostring(err):gsub("^[^:]*:%d+: ", "")), 4) end
+  end
+  self:register_buffer(name, v)
+end
+
+--------------------------------------------------------------------------
+-- Class losses
+
+local CrossEntropyLoss = nn.Module:extend("CrossEntropyLoss")
+M.CrossEntropyLoss = CrossEntropyLoss
+
+function CrossEntropyLoss:init(a, b)
+  local fn = "CrossEntropyLoss"
+  local o = parse(fn, set("weight", "ignore_index", "reduction", "label_smoothing", "size_average", "reduce"), a, b)
+  local ig = o.ignore_index
+  if ig == nil then ig = -100 end
+  if not (type(ig) == "number" and math.tointeger(ig)) then
+    error(("%s: ignore_index must be an integer (got %s)"):format(fn, tostring(ig)), 3)
+  end
+  local ls = o.label_smoothing
+  if ls == nil then ls = 0.0 end
+  if type(ls) ~= "number" or not (ls >= 0 and ls <= 1) then
+    error(("%s: label_smoothing must be between 0.0 and 1.0 (got %s)"):format(fn, tostring(ls)), 3)
+  end
+  buffer(self, fn, "weight", o.weight)
+  self.ignore_index = math.tointeger(ig)
+  self.reduction = o.reduction
+  self.label_smoothing = ls
+end
+
+
+--- loss(input [N, C] | [C] | [N, C, d...] logits, target class numbers
+-- (1-based) or class probabilities of input's shape)
+function CrossEntropyLoss:forward(input, target)
+  return F.cross_entropy(input, target, {weight = self.weight, ignore_index = self.ignore_index,
+                                         reduction = self.reduction, label_smoothing = self.label_smoothing})
+end
+
+local NLLLoss = nn.Module:extend("NLLLoss")
+M.NLLLoss = NLLLoss
+
+function NLLLoss:init(a, b)
+  local fn = "NLLLoss"
+  local o = parse(fn, set("weight", "ignore_index", "reduction", "size_average", "reduce"), a, b)
+  local ig = o.ignore_index
+  if ig == nil then ig = -100 end
+  if not (type(ig) == "number" and math.tointeger(ig)) then
+    error(("%s: ignore_index must be an integer (got %s)"):format(fn, tostring(ig)), 3)
+  end
+  buffer(self, fn, "weight", o.weight)
+  self.ignore_index = math.tointeger(ig)
+  self.reduction = o.reduction
+end
+
+
+--- loss(input log-probabilities [N, C] | [C] | [N, C, d...], target class
+-- numbers (1-based))
+function NLLLoss:forward(input, target)
+  return F.nll_loss(input, target, {weight = self.weight, ignore_index = self.ignore_index,
+                                    reduction = self.reduction})
+end
+
+--------------------------------------------------------------------------
+-- Distribution and regression losses
+
+local KLDivLoss = nn.Module:extend("KLDivLoss")
+M.KLDivLoss = KLDivLoss
+
+function KLDivLoss:init(a, b)
+  local fn = "KLDivLoss"
+  local o = parse(fn, set("reduction", "log_target", "size_average", "reduce"), a, b)
+  if o.log_target ~= nil and type(o.log_target) ~= "boolean" then
+    error(("%s: log_target must be a boolean (got %s)"):format(fn, type(o.log_target)), 3)
+  end
+  self.reduction = o.reduction
+  self.log_target = o.log_target == true
+end
+
+
+--- loss(input log-probabilities, target probabilities (log-probabilities
+-- with log_target))
+function KLDivLoss:forward(input, target)
+  return F.kl_div(input, target, {reduction = self.reduction, log_target = self.log_target})
+end
+
+local function simple(name, fname, extra)
+  local cls = nn.Module:extend(name)
+  M[name] = cls
+  local known = set("reduction", "size_average", "reduce")
+  if extra then known[extra[1]] = true end
+  function cls:init(a, b)
+    local o = parse(name, known, a, b)
+    self.reduction = o.reduction
+    if extra then
+      local v = o[extra[1]]
+      if v == nil then v = extra[2] end
+      if type(v) ~= "number" or v ~= v or v < 0 or (extra[3] and v == 0) then
+        error(("%s: %s must be a %s number (got %s)"):format(name, extra[1],
+          extra[3] and "positive" or "non-negative", tostring(v)), 3)
+      end
+      self[extra[1]] = v
+    end
+  end
+  local f = F[fname]
+  if extra then
+    local key = extra[1]
+    function cls:forward(input, target)
+      return f(input, target, {reduction = self.reduction, [key] = self[key]})
+    end
+  else
+    function cls:forward(input, target)
+      return f(input, target, {reduction = self.reduction})
+    end
+  end
+  return cls
+end
+
+--- MSELoss, L1Loss: (input - target)^2 and |input - target|, reduced
+simple("MSELoss", "mse_loss")
+simple("L1Loss", "l1_loss")
+--- SmoothL1Loss({beta = 1.0}); HuberLoss({delta = 1.0})
+simple("SmoothL1Loss", "smooth_l1_loss", {"beta", 1.0})
+simple("HuberLoss", "huber_loss", {"delta", 1.0, true})
+
+--------------------------------------------------------------------------
+-- Binary losses
+
+local BCELoss = nn.Module:extend("BCELoss")
+M.BCELoss = BCELoss
+
+function BCELoss:init(a, b)
+  local o = parse("BCELoss", set("weight", "reduction", "size_average", "reduce"), a, b)
+  buffer(self, "BCELoss", "weight", o.weight)
+  self.reduction = o.reduction
+end
+
+
+--- loss(input probabilities, target of the same shape)
+function BCELoss:forward(input, target)
+  return F.binary_cross_entropy(input, target, {weight = self.weight, reduction = self.reduction})
+end
+
+local BCEWithLogitsLoss = nn.Module:extend("BCEWithLogitsLoss")
+M.BCEWithLogitsLoss = BCEWithLogitsLoss
+
+function BCEWithLogitsLoss:init(a, b)
+  local fn = "BCEWithLogitsLoss"
+  local o = parse(fn, set("weight", "reduction", "pos_weight", "size_average", "reduce"), a, b)
+  buffer(self, fn, "weight", o.weight)
+  buffer(self, fn, "pos_weight", o.pos_weight)
+  self.reduction = o.reduction
+end
+
+
+--- loss(input logits, target of the same shape): pos_weight weighs the
+-- positive term per class (broadcast along the last dim), weight every
+-- element.
+function BCEWithLogitsLoss:forward(input, target)
+  return F.binary_cross_entropy_with_logits(input, target, {weight = self.weight, pos_weight = self.pos_weight,
+                                                            reduction = self.reduction})
+end
+
+return M
