@@ -31,10 +31,11 @@ end
 
 local function fmt_shape(s) return "[" .. table.concat(s, ", ") .. "]" end
 
--- An int or a one-element list (torch's _single), at least min.
-local function single(v, def, fn, name, min)
+-- An int or, unless strict, a one-element list (torch's _single), at
+-- least min.
+local function single(v, def, fn, name, min, strict)
   if v == nil then return def end
-  if type(v) == "table" and not is_tensor(v) then
+  if type(v) == "table" and not is_tensor(v) and not strict then
     if #v ~= 1 then fail(("%s: %s must be an integer or a list of one integer (got %d values)"):format(fn, name, #v)) end
     v = v[1]
   end
@@ -176,7 +177,7 @@ function M.conv1d(input, weight, bias, stride, padding, dilation, groups)
   end
   stride = single(stride, 1, fn, "stride", 1)
   dilation = single(dilation, 1, fn, "dilation", 1)
-  groups = single(groups, 1, fn, "groups", 1)
+  groups = single(groups, 1, fn, "groups", 1, true)
   check_args(fn, input, weight, bias, groups)
   local left, right = padding_of(padding, fn, weight:size(3), stride, dilation)
   local batched = input:dim() == 3
@@ -219,15 +220,15 @@ function Conv1d:init(in_channels, out_channels, kernel_size, ...)
     o = {}
     for i, n in ipairs(conv_options) do o[n] = args[i] end
   end
-  self.in_channels = single(in_channels, nil, fn, "in_channels", 1)
-  self.out_channels = single(out_channels, nil, fn, "out_channels", 1)
+  self.in_channels = single(in_channels, nil, fn, "in_channels", 1, true)
+  self.out_channels = single(out_channels, nil, fn, "out_channels", 1, true)
   if self.in_channels == nil or self.out_channels == nil then fail(fn .. ": in_channels and out_channels are required") end
   local K = single(kernel_size, nil, fn, "kernel_size", 1)
   if K == nil then fail(fn .. ": kernel_size is required") end
   self.kernel_size = {K}
   self.stride = {single(o.stride, 1, fn, "stride", 1)}
   self.dilation = {single(o.dilation, 1, fn, "dilation", 1)}
-  self.groups = single(o.groups, 1, fn, "groups", 1)
+  self.groups = single(o.groups, 1, fn, "groups", 1, true)
   if self.in_channels % self.groups ~= 0 then fail(fn .. ": in_channels must be divisible by groups") end
   if self.out_channels % self.groups ~= 0 then fail(fn .. ": out_channels must be divisible by groups") end
   local padding = o.padding

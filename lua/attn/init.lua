@@ -36,6 +36,9 @@ local submodules = {
   text = "attn.text",
   bert = "attn.bert",
   dist = "attn.dist",
+  rnn = "attn.rnn",
+  conv = "attn.conv",
+  activation = "attn.activation",
 }
 
 return setmetatable(attn, {

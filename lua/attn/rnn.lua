@@ -359,6 +359,9 @@ function utils.pad_packed_sequence(sequence, ...)
   if total_length ~= nil then
     local n = type(total_length) == "number" and math.tointeger(total_length)
     if not n then fail(("%s: total_length must be an integer (got %s)"):format(fn, tostring(total_length)), 2) end
+    if n > (1 << 24) then
+      fail(("%s: total_length %d is too large (at most 2^24 steps)"):format(fn, n))
+    end
     if n < #sequence._batch_sizes then
       fail(("%s: total_length %d is shorter than the longest sequence (%d)"):format(fn, n,
         #sequence._batch_sizes), 2)
@@ -460,6 +463,9 @@ local function base_init(self, name, mode, input_size, hidden_size, a, b)
   self.input_size = check_size(input_size, name, "input_size", 0)
   self.hidden_size = check_size(hidden_size, name, "hidden_size", 1)
   self.num_layers = check_size(opts.num_layers == nil and 1 or opts.num_layers, name, "num_layers", 1)
+  if self.num_layers > 65536 then
+    fail(("%s: num_layers = %d is too large (at most 65536)"):format(name, self.num_layers))
+  end
   self.bias = check_bool(opts.bias, true, name, "bias", 2)
   self.batch_first = check_bool(opts.batch_first, false, name, "batch_first", 2)
   self.bidirectional = check_bool(opts.bidirectional, false, name, "bidirectional", 2)
@@ -728,6 +734,11 @@ local LSTM = RNNBase:extend("LSTM")
 M.LSTM = LSTM
 function LSTM:init(input_size, hidden_size, a, b)
   base_init(self, "LSTM", "LSTM", input_size, hidden_size, a, b)
+end
+
+-- nn.utils.rnn's functions also at the top (attn.rnn.pad_sequence, ...)
+for _, k in ipairs({"pad_sequence", "pack_padded_sequence", "pad_packed_sequence", "pack_sequence"}) do
+  M[k] = utils[k]
 end
 
 return M
