@@ -543,27 +543,25 @@ local function run_direction(self, x, sfx, h, c, reverse, masks)
   end
   -- all steps' input projections at once: [T, B, G*H]
   local gi = linear(x, w_ih, b_ih)
-  local gi_r, gi_z, gi_n
-  if mode == "GRU" then
-    local ch = gi:chunk(3, 3)
-    gi_r, gi_z, gi_n = ch[1], ch[2], ch[3]
-  end
+  local Hs = w_hh:size(1) // gate_count[mode] -- hidden_size
   local where = attn.where
   for step = 1, T do
     local t = reverse and (T + 1 - step) or step
     local hn, cn
     if mode == "GRU" then
-      local gh = linear(h, w_hh, b_hh):chunk(3, 2)
-      local r = (gi_r:select(1, t) + gh[1]):sigmoid()
-      local z = (gi_z:select(1, t) + gh[2]):sigmoid()
-      local n = (gi_n:select(1, t) + gh[3] * r):tanh()
+      -- r and z in one add and one sigmoid over the first 2H gate columns
+      local gh = linear(h, w_hh, b_hh)
+      local g = gi:select(1, t)
+      local rz = (g:narrow(2, 1, 2 * Hs) + gh:narrow(2, 1, 2 * Hs)):sigmoid()
+      local r, z = rz:narrow(2, 1, Hs), rz:narrow(2, Hs + 1, Hs)
+      local n = (g:narrow(2, 2 * Hs + 1, Hs) + gh:narrow(2, 2 * Hs + 1, Hs) * r):tanh()
       hn = (h - n) * z + n
     elseif mode == "LSTM" then
-      local g = (gi:select(1, t) + linear(h, w_hh, b_hh)):chunk(4, 2)
-      local i = g[1]:sigmoid()
-      local f = g[2]:sigmoid()
-      local gg = g[3]:tanh()
-      local o = g[4]:sigmoid()
+      -- one sigmoid over all 4H gate columns (the g block's is unused)
+      local g = gi:select(1, t) + linear(h, w_hh, b_hh)
+      local sg = g:sigmoid()
+      local i, f, o = sg:narrow(2, 1, Hs), sg:narrow(2, Hs + 1, Hs), sg:narrow(2, 3 * Hs + 1, Hs)
+      local gg = g:narrow(2, 2 * Hs + 1, Hs):tanh()
       cn = f * c + i * gg
       hn = o * cn:tanh()
       if w_hr then hn = linear(hn, w_hr) end
