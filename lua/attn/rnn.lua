@@ -522,8 +522,7 @@ function RNNBase:extra_repr()
   if self.batch_first then s = s .. ", batch_first=True" end
   if self.dropout ~= 0 then s = s .. ", dropout=" .. nn._pyrepr(self.dropout) end
   if self.bidirectional then s = s .. ", bidirectional=True" end
-  if self.mode == "RNN_RELU" then s = s .. ", nonlinearity='relu'" end
-  return s
+  return s -- like torch's, without the nonlinearity
 end
 
 -- One direction of one layer over x [T, B, F] (time-major).  h, c: the
