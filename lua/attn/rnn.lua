@@ -525,6 +525,30 @@ function RNNBase:extra_repr()
   return s -- like torch's, without the nonlinearity
 end
 
+-- The T steps of t [T, ...] as a list of [...] views.  Under autograd the
+-- backward of a view writes the gradient into zeros of the viewed tensor's
+-- size, so T selects from the whole of t would cost O(T^2) in the
+-- backward; halving recursively costs O(T log T).
+local function steps_of(t)
+  local T = t:size(1)
+  local out = {}
+  if not (t.requires_grad and attn.is_grad_enabled()) then
+    for i = 1, T do out[i] = t:select(1, i) end
+    return out
+  end
+  local function split(v, first, n)
+    if n == 1 then
+      out[first] = v:select(1, 1)
+      return
+    end
+    local h = n // 2
+    split(v:narrow(1, 1, h), first, h)
+    split(v:narrow(1, h + 1, n - h), first + h, n - h)
+  end
+  split(t, 1, T)
+  return out
+end
+
 -- One direction of one layer over x [T, B, F] (time-major).  h, c: the
 -- initial states [B, real_h] / [B, H] (c only for LSTM).  masks: nil, or
 -- per step a [B, 1] condition "this sequence has step t".  Returns the
@@ -541,7 +565,7 @@ local function run_direction(self, x, sfx, h, c, reverse, masks)
     return attn.zeros(0, shape[2], h:size(2)), h, c
   end
   -- all steps' input projections at once: [T, B, G*H]
-  local gi = linear(x, w_ih, b_ih)
+  local gi = steps_of(linear(x, w_ih, b_ih))
   local Hs = w_hh:size(1) // gate_count[mode] -- hidden_size
   local where = attn.where
   for step = 1, T do
@@ -550,14 +574,14 @@ local function run_direction(self, x, sfx, h, c, reverse, masks)
     if mode == "GRU" then
       -- r and z in one add and one sigmoid over the first 2H gate columns
       local gh = linear(h, w_hh, b_hh)
-      local g = gi:select(1, t)
+      local g = gi[t]
       local rz = (g:narrow(2, 1, 2 * Hs) + gh:narrow(2, 1, 2 * Hs)):sigmoid()
       local r, z = rz:narrow(2, 1, Hs), rz:narrow(2, Hs + 1, Hs)
       local n = (g:narrow(2, 2 * Hs + 1, Hs) + gh:narrow(2, 2 * Hs + 1, Hs) * r):tanh()
       hn = (h - n) * z + n
     elseif mode == "LSTM" then
       -- one sigmoid over all 4H gate columns (the g block's is unused)
-      local g = gi:select(1, t) + linear(h, w_hh, b_hh)
+      local g = gi[t] + linear(h, w_hh, b_hh)
       local sg = g:sigmoid()
       local i, f, o = sg:narrow(2, 1, Hs), sg:narrow(2, Hs + 1, Hs), sg:narrow(2, 3 * Hs + 1, Hs)
       local gg = g:narrow(2, 2 * Hs + 1, Hs):tanh()
@@ -565,7 +589,7 @@ local function run_direction(self, x, sfx, h, c, reverse, masks)
       hn = o * cn:tanh()
       if w_hr then hn = linear(hn, w_hr) end
     else
-      local a = gi:select(1, t) + linear(h, w_hh, b_hh)
+      local a = gi[t] + linear(h, w_hh, b_hh)
       hn = mode == "RNN_TANH" and a:tanh() or a:relu()
     end
     if masks then
