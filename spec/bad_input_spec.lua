@@ -3140,6 +3140,143 @@ E("attn.nn.DistributedDataParallel.no_sync", {mod(ddp), K.custom(function() retu
   {"a number", function() return 3 end, "error"},
 }, {opt = true, skip = {["a function"] = true}})}, {method = "no_sync"})
 
+-- >>> recurrent layers, nn.utils.rnn, conv1d, activations (lua/attn/rnn.lua,
+-- conv.lua, activation.lua)
+do
+  local rnn = require "attn.rnn"
+  local conv = require "attn.conv"
+  local act = require "attn.activation"
+  local U = nn.utils.rnn
+  local function rnn_opts(extra)
+    local f = {num_layers = K.int(1, {opt = true, min = 1, max = 65536}), bias = BOOL(true),
+      batch_first = BOOL(false), dropout = K.num(0, {opt = true, min = 0, max = 1}), bidirectional = BOOL(false)}
+    for k, v in pairs(extra or {}) do f[k] = v end
+    return K.opts(f)
+  end
+  -- argument 3 may be num_layers itself (torch's positional form)
+  local NUM_LAYERS_POS = {[3] = {["a number"] = "any"}}
+  E("attn.nn.RNN", {K.size(3, {huge = "error"}), K.size(4, {huge = "error", min = 1}),
+    rnn_opts({nonlinearity = K.choice("relu", {opt = true})})}, {override = NUM_LAYERS_POS})
+  E("attn.nn.GRU", {K.size(3, {huge = "error"}), K.size(4, {huge = "error", min = 1}), rnn_opts()},
+    {override = NUM_LAYERS_POS})
+  E("attn.nn.LSTM", {K.size(3, {huge = "error"}), K.size(4, {huge = "error", min = 1}),
+    rnn_opts({proj_size = K.int(2, {opt = true, min = 0, max = 3})})}, {override = NUM_LAYERS_POS})
+  local function gru() return nn.GRU(3, 4, {num_layers = 2, bidirectional = true}) end
+  forward("attn.nn.GRU.forward", gru, {K.tensor({5, 2, 3}), K.tensor({4, 2, 4}, {opt = true, salt = 2})},
+    {fn = rnn.RNNBase.forward})
+  forward("attn.nn.RNN.forward", function() return nn.RNN(3, 4, {batch_first = true, nonlinearity = "relu"}) end,
+    {K.tensor({2, 5, 3}), K.tensor({1, 2, 4}, {opt = true, salt = 2})}, {fn = rnn.RNNBase.forward})
+  forward("attn.nn.LSTM.forward", function() return nn.LSTM(3, 4, {proj_size = 2}) end, {K.tensor({5, 2, 3}),
+    K.custom(function() return {T({1, 2, 2}, nil, 2), T({1, 2, 4}, nil, 3)} end, {
+      {"a state with one tensor", function() return {T({1, 2, 2})} end, "error"},
+      {"a state of the wrong shape", function() return {T({1, 2, 4}), T({1, 2, 4})} end, "error"},
+      {"a tensor instead of a pair", function() return T({1, 2, 2}) end, "error"},
+      {"a state holding strings", function() return {"h", "c"} end, "error"},
+    }, {opt = true, skip = {["a table"] = true}})}, {fn = rnn.RNNBase.forward})
+  local function packed() return U.pack_padded_sequence(T({4, 3, 3}), {2, 4, 1}, false, false) end
+  forward("attn.nn.GRU.forward", gru, {K.custom(packed, {}, {wrong = false}), K.tensor({4, 3, 4},
+    {opt = true, salt = 2})}, {fn = rnn.RNNBase.forward})
+  for _, m in ipairs({"extra_repr", "reset_parameters", "flatten_parameters"}) do
+    E("attn.nn.GRU." .. m, {mod(gru)}, {method = m, writes_all = true, fn = rnn.RNNBase[m]})
+  end
+  local SEQS = {
+    {"a list holding a string", function() return {T({3, 2}), "x"} end, "error"},
+    {"a list with trailing dims that differ", function() return {T({3, 2}), T({2, 3})} end, "error"},
+    {"a list holding a 0-d tensor", function() return {T({3, 2}), T({})} end, "error"},
+    {"an empty list", function() return {} end, "error"},
+    {"a tensor (its rows are the sequences)", function() return T({2, 3}) end, "any"},
+  }
+  E("attn.nn.utils.rnn.pad_sequence", {K.custom(function() return {T({3, 2}), T({4, 2}, nil, 2)} end, SEQS,
+    {skip = {["a table"] = true}}), BOOL(false), K.num(0, {opt = true})}, {override = {[2] = {["a table"] = "any"}},
+    cases = {{"options as a table", function() return {{T({3, 2}), T({1, 2})}, {batch_first = true,
+      padding_value = -1}} end, "ok"}}})
+  local LENGTHS = {
+    {"a length 0", function() return {4, 0, 1} end, "error"},
+    {"a length longer than the input", function() return {5, 3, 1} end, "error"},
+    {"a fractional length", function() return {4, 2.5, 1} end, "error"},
+    {"too few lengths", function() return {4, 3} end, "error"},
+    {"lengths as a tensor", function() return attn.tensor({4, 3, 1}), {4, 3, 1} end, "same"},
+    {"a 2-d tensor", function() return attn.ones(3, 1) end, "error"},
+    {"unsorted lengths", function() return {3, 4, 1} end, "error"},
+  }
+  E("attn.nn.utils.rnn.pack_padded_sequence", {K.tensor({4, 3, 2}), K.custom(function() return {4, 3, 1} end,
+    LENGTHS, {skip = {["a table"] = true}}), BOOL(false), BOOL(true)},
+    {override = {[3] = {["a table"] = "any"}}, nocompare = true})
+  local PACKED_BADS = {
+    {"a tensor", function() return T({4, 3}) end, "error"},
+    {"a plain table", function() return {data = T({4, 3})} end, "error"},
+  }
+  E("attn.nn.utils.rnn.pad_packed_sequence", {K.custom(packed, PACKED_BADS), BOOL(false), K.num(0, {opt = true}),
+    K.int(5, {opt = true, min = 4, max = 1 << 24})}, {override = {[2] = {["a table"] = "any"}}, nocompare = true})
+  E("attn.nn.utils.rnn.pack_sequence", {K.custom(function() return {T({3, 2}), T({2, 2}, nil, 2)} end, SEQS,
+    {skip = {["a table"] = true}}), BOOL(true)}, {nocompare = true, cases = {
+      {"unsorted sequences", function() return {{T({1, 2}), T({3, 2})}} end, "error"},
+      {"unsorted sequences without enforce_sorted", function() return {{T({1, 2}), T({3, 2})}, false} end, "ok"},
+    }})
+  E("attn.nn.utils.rnn.is_packed", {K.custom(packed, {}, {wrong = false, opt = true})}, {covers = {rnn.is_packed}})
+  E("attn.nn.utils.rnn.PackedSequence.lengths", {K.fixed(packed)}, {method = "lengths"})
+  E("attn.nn.utils.rnn.PackedSequence.__tostring", {K.fixed(packed)}, {method = "__tostring"})
+
+  local CONV_OPTS = K.opts({stride = K.int(1, {opt = true, min = 1}), dilation = K.int(1, {opt = true, min = 1}),
+    groups = K.int(1, {opt = true, min = 1, max = 1}), bias = BOOL(true),
+    padding_mode = K.choice("reflect", {opt = true}), padding = K.custom(function() return 1 end, {
+      {"same", function() return "same" end, "any"},
+      {"valid", function() return "valid" end, "ok"},
+      {"an unknown string", function() return "full" end, "error"},
+      {"-1", function() return -1 end, "error"},
+      {"1.5", function() return 1.5 end, "error"},
+      {"a list of one", function() return {1}, 1 end, "same"},
+      {"a list of two", function() return {1, 1} end, "error"},
+    }, {opt = true, skip = {["a string"] = true}})})
+  E("attn.nn.Conv1d", {K.size(3, {huge = "error", min = 1}), K.size(4, {huge = "error", min = 1}),
+    K.size(3, {huge = "error", min = 1}), CONV_OPTS}, {override = {[3] = {["a table"] = "any"}, [4] = {["a number"] = "any",
+    ["option dilation = a table"] = "any", ["option stride = a table"] = "any"}}, nocompare = true}) -- (3,) lists too
+  local function conv1d() return nn.Conv1d(3, 4, 3, {padding = 1, stride = 2}) end
+  forward("attn.nn.Conv1d.forward", conv1d, {K.tensor({2, 3, 5})}, {fn = conv.Conv1d.forward})
+  forward("attn.nn.Conv1d.forward", function() return nn.Conv1d(2, 4, 2, {padding = "same", groups = 2,
+    padding_mode = "circular"}) end, {K.tensor({2, 2, 5})}, {fn = conv.Conv1d.forward})
+  for _, m in ipairs({"extra_repr", "reset_parameters"}) do
+    E("attn.nn.Conv1d." .. m, {mod(conv1d)}, {method = m, writes_all = true, fn = conv.Conv1d[m]})
+  end
+  E("attn.F.conv1d", {K.tensor({2, 3, 7}), K.tensor({4, 3, 3}, {salt = 2}), K.tensor({4}, {opt = true, salt = 3}),
+    K.int(2, {opt = true, min = 1}), K.int(1, {opt = true, min = 0}), K.int(2, {opt = true, min = 1}),
+    K.int(1, {opt = true, min = 1, max = 1})}, {names = {"conv1d"}, covers = {conv.conv1d},
+    override = {[4] = {["a table"] = "any"}, [5] = {["a table"] = "any"}, [6] = {["a table"] = "any"}}, cases = {
+      {"options as a table", function() return {T({2, 3, 7}), T({4, 3, 3}), nil, {stride = 2, padding = "same"}} end,
+        "error"},
+      {"padding same", function() return {T({2, 3, 7}), T({4, 3, 3}), nil, 1, "same"} end, "ok"},
+      {"groups", function() return {T({2, 4, 7}), T({6, 2, 3}), T({6}), 1, 0, 1, 2} end, "ok"},
+    }})
+
+  -- activations: F functions (out of place), modules (in place too)
+  local NOT_INPLACE = K.custom(function() return false end, {{"nil", function() return nil end, "any"}},
+    {opt = true, skip = {["true"] = true, ["false"] = true}})
+  E("attn.F.leaky_relu", {t23(), K.num(0.2, {opt = true}), NOT_INPLACE}, {covers = {act.leaky_relu}})
+  E("attn.F.elu", {t23(), K.num(0.5, {opt = true}), NOT_INPLACE}, {covers = {act.elu}})
+  E("attn.F.softplus", {t23(), K.num(2, {opt = true}), K.num(3, {opt = true})}, {covers = {act.softplus}})
+  E("attn.F.mish", {t23(), NOT_INPLACE}, {covers = {act.mish, act.silu}})
+  local acts = {
+    {"SiLU", {BOOL(false)}, {}}, {"Mish", {BOOL(false)}, {}},
+    {"LeakyReLU", {K.num(0.2, {opt = true}), BOOL(false)}, {0.2}},
+    {"ELU", {K.num(0.5, {opt = true}), BOOL(false)}, {0.5}},
+    {"Softplus", {K.num(2, {opt = true}), K.num(3, {opt = true})}, {2, 3}},
+  }
+  for _, a in ipairs(acts) do
+    local name, args = a[1], a[3]
+    E("attn.nn." .. name, a[2], {override = {[1] = {["a table"] = "any"}}, nocompare = true})
+    forward("attn.nn." .. name .. ".forward", function() return nn[name](table.unpack(args)) end, {K.tensor({2, 3})})
+    E("attn.nn." .. name .. ".extra_repr", {mod(function() return nn[name](table.unpack(args)) end)},
+      {method = "extra_repr"})
+    if name ~= "Softplus" then
+      local inplace = {table.unpack(args)}
+      inplace[#inplace + 1] = true
+      forward("attn.nn." .. name .. ".forward", function() return nn[name](table.unpack(inplace)) end,
+        {K.tensor({2, 3}, {strict = true, written = true})}, {writes = {2}})
+    end
+  end
+end
+-- <<< recurrent layers, nn.utils.rnn, conv1d, activations
+
 ---------------------------------------------------------------------------
 -- 9. The tests
 ---------------------------------------------------------------------------

@@ -130,7 +130,8 @@ function F.relu(x) return attn.relu(x) end
 function F.gelu(x, approximate) return attn.gelu(x, approximate) end
 function F.tanh(x) return attn.tanh(x) end
 function F.sigmoid(x) return attn.sigmoid(x) end
-function F.silu(x) return attn.silu(x) end
+--- silu(x [, inplace = false]): x * sigmoid(x).
+function F.silu(x, inplace) return require("attn.activation").silu(x, inplace) end
 
 --- softmax(x, dim) / log_softmax(x, dim): dim is required (1-based or
 -- negative), unlike torch's deprecated implicit choice.
@@ -598,5 +599,18 @@ function F.combine_heads(x) return require("attn.attention").combine_heads(x) en
 ---------------------------------------------------------------------------
 -- 5. Attention -- END
 ---------------------------------------------------------------------------
+
+-- >>> activations and conv1d (lua/attn/activation.lua, lua/attn/conv.lua),
+-- loaded on first call; tail calls, so their errors point at the caller.
+function F.mish(x, inplace) return require("attn.activation").mish(x, inplace) end
+function F.leaky_relu(x, negative_slope, inplace)
+  return require("attn.activation").leaky_relu(x, negative_slope, inplace)
+end
+function F.elu(x, alpha, inplace) return require("attn.activation").elu(x, alpha, inplace) end
+function F.softplus(x, beta, threshold) return require("attn.activation").softplus(x, beta, threshold) end
+function F.conv1d(input, weight, bias, stride, padding, dilation, groups)
+  return require("attn.conv").conv1d(input, weight, bias, stride, padding, dilation, groups)
+end
+-- <<< activations and conv1d
 
 return F

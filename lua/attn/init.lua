@@ -39,6 +39,9 @@ local submodules = {
   text = "attn.text",
   bert = "attn.bert",
   dist = "attn.dist",
+  rnn = "attn.rnn",
+  conv = "attn.conv",
+  activation = "attn.activation",
 }
 
 --- attn.deepcopy(x): a deep copy of a module, tensor or table (Python's

@@ -1649,4 +1649,36 @@ nn.utils = {
   clip_grad_value_ = function(...) return require("attn.optim").clip_grad_value_(...) end,
 }
 
+-- >>> rnn, conv, activations (lua/attn/rnn.lua, conv.lua, activation.lua):
+-- attn.nn.RNN / GRU / LSTM, Conv1d, SiLU / Mish / LeakyReLU / ELU /
+-- Softplus and attn.nn.utils.rnn load those files on first lookup.
+do
+  local lazy_names = {RNN = "attn.rnn", GRU = "attn.rnn", LSTM = "attn.rnn", RNNBase = "attn.rnn",
+    Conv1d = "attn.conv", SiLU = "attn.activation", Mish = "attn.activation",
+    LeakyReLU = "attn.activation", ELU = "attn.activation", Softplus = "attn.activation"}
+  local mt = getmetatable(nn) or {}
+  local fallback = mt.__index
+  mt.__index = function(t, key)
+    local file = lazy_names[key]
+    if file then
+      local v = require(file)[key]
+      rawset(t, key, v)
+      return v
+    end
+    if type(fallback) == "function" then return fallback(t, key) end
+    if type(fallback) == "table" then return fallback[key] end
+    return nil
+  end
+  setmetatable(nn, mt)
+  setmetatable(nn.utils, {__index = function(t, key)
+    if key == "rnn" then
+      local v = require("attn.rnn").utils
+      rawset(t, key, v)
+      return v
+    end
+    return nil
+  end})
+end
+-- <<< rnn, conv, activations
+
 return nn

@@ -192,6 +192,23 @@ local seeds = {
     S.method(7, "__call", { arg(P, 4) }, 2)
     S.backward(2)
   end,
+  rnn_packed = function()
+    S.call("rnn", "GRU", { arg(I, 4), arg(I, 3), arg(O, { { "num_layers", I, 2 }, { "bidirectional", B, true } }) }, 5)
+    S.method(5, "__call", { arg(P, 4) }, 6)
+    S.backward(6)
+    S.call("rnn", "pack_padded_sequence", { arg(P, 4), arg(N, { 2, 1, 1 }) }, 7)
+    S.method(5, "__call", { arg(P, 7) }, 6)
+    S.call("rnn", "pad_packed_sequence", { arg(P, 6) }, 2)
+    S.backward(2)
+  end,
+  conv_act = function()
+    S.call("conv", "Conv1d", { arg(I, 3), arg(I, 2), arg(I, 2), arg(O, { { "padding", I, 1 } }) }, 5)
+    S.method(5, "__call", { arg(P, 4) }, 6)
+    S.call("activation", "mish", { arg(P, 6) }, 7)
+    S.call("F", "leaky_relu", { arg(P, 7), arg(I, 1) }, 2)
+    S.call("F", "softplus", { arg(P, 2), arg(I, 2), arg(I, 1) }, 3)
+    S.backward(3)
+  end,
   init = function()
     S.call("init", "kaiming_uniform_", { arg(P, 7) }, 1)
     S.call("init", "xavier_normal_", { arg(P, 5) }, 2)

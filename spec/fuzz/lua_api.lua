@@ -10,7 +10,7 @@
 -- state) are findings.
 --
 -- Steps:
---   call      a function of attn or of a submodule (nn, F, optim, init,
+--   call      a function of attn or of a submodule (nn, F, optim, init, rnn, conv, activation,
 --             attention, seq2seq, data, text, bert, gradcheck), chosen by
 --             index in the sorted list of names; nn classes are called to
 --             make modules
@@ -69,7 +69,8 @@ local function catalog(t)
   return names
 end
 
-local namespaces = { "attn", "nn", "F", "optim", "init", "attention", "seq2seq", "data", "text", "bert", "gradcheck" }
+local namespaces = { "attn", "nn", "F", "optim", "init", "attention", "seq2seq", "data", "text", "bert", "gradcheck",
+  "rnn", "conv", "activation" }
 local catalogs = {}
 -- the transformer layers, loss modules and deep copies (appended, so that
 -- the earlier namespaces keep their numbers)
@@ -110,6 +111,8 @@ local option_keys = {
   "enable_gqa", "padding_idx", "max_norm", "generator", "kdim", "vdim", "need_weights", "key_padding_mask",
   "average_attn_weights", "approximate", "inplace", "training", "mode", "correction", "unbiased", "min", "max",
   "steps", "gamma", "step_size", "T_max", "eta_min", "lower", "do_lower_case", "max_len", "affine",
+  "num_layers", "bidirectional", "proj_size", "stride", "padding", "dilation", "groups", "padding_value",
+  "enforce_sorted", "negative_slope", "alpha", "beta", "threshold",
 }
 -- the transformer layers' and loss modules' options (appended likewise)
 for _, k in ipairs({ "src_mask", "tgt_mask", "src_key_padding_mask", "norm_first", "dim_feedforward", "log_target",

@@ -1,0 +1,193 @@
+--- Activations after torch 1.13: the functions F.silu, F.mish,
+-- F.leaky_relu, F.elu, F.softplus and the modules nn.SiLU, nn.Mish,
+-- nn.LeakyReLU, nn.ELU, nn.Softplus (loaded on first use, see the ends of
+-- nn.lua and functional.lua).
+--
+-- Each is composed of differentiable tensor ops, arranged so that the
+-- gradient is torch's everywhere, at the switching points included:
+--   leaky_relu  x > 0 ? x : slope x;           d/dx at 0 is slope
+--   elu         x > 0 ? x : alpha (e^x - 1);   d/dx at 0 is alpha
+--   softplus    beta x > threshold ? x : log(1 + e^(beta x)) / beta;
+--               at beta x == threshold the log branch (and its gradient)
+--   mish        x tanh(softplus(x)), softplus without threshold as torch's
+--               kernel; the large-x branch gives x itself, so the gradient
+--               stays finite where e^x overflows
+-- The branch not taken never sees an input that would overflow, so no
+-- 0 * inf reaches a gradient.
+local attn = require "attn"
+local nn = require "attn.nn"
+
+local M = {}
+local is_tensor = attn.is_tensor
+local where = attn.where
+
+-- Errors point at the first caller outside the attn package.
+local getinfo = debug and debug.getinfo
+local PACKAGE_DIR = getinfo and getinfo(1, "S").source:match("^(.*[/\\])[^/\\]*$")
+local function fail(msg)
+  if not (getinfo and PACKAGE_DIR) then error(msg, 0) end
+  local level = 3
+  while true do
+    local info = getinfo(level, "S")
+    if not info or info.source:sub(1, #PACKAGE_DIR) ~= PACKAGE_DIR then break end
+    level = level + 1
+  end
+  error(msg, level)
+end
+
+local function check_tensor(x, fn)
+  if not is_tensor(x) then fail(("%s: input must be a tensor (got %s)"):format(fn, type(x))) end
+  return x
+end
+
+local function number_arg(v, def, fn, name)
+  if v == nil then return def end
+  if type(v) ~= "number" or v ~= v then fail(("%s: %s must be a number (got %s)"):format(fn, name, tostring(v))) end
+  return v
+end
+
+local function bool_arg(v, def, fn, name)
+  if v == nil then return def end
+  if type(v) ~= "boolean" then fail(("%s: %s must be a boolean (got %s)"):format(fn, name, tostring(v))) end
+  return v
+end
+
+-- In place: the result is computed from a copy of x (which the graph
+-- saves, so overwriting x does not invalidate the backward) and copied into
+-- x; the gradient flows through the copy to x's earlier value.
+local function source(x, inplace)
+  if inplace then return x:clone() end
+  return x
+end
+
+local function finish(x, y, inplace)
+  if inplace then return x:copy_(y) end
+  return y
+end
+
+--- silu(x [, inplace = false]): x * sigmoid(x).
+function M.silu(x, inplace)
+  check_tensor(x, "silu")
+  if bool_arg(inplace, false, "silu", "inplace") then return x:silu_() end
+  return attn.silu(x)
+end
+
+--- leaky_relu(x [, negative_slope = 0.01 [, inplace = false]]).
+function M.leaky_relu(x, negative_slope, inplace)
+  check_tensor(x, "leaky_relu")
+  local s = number_arg(negative_slope, 0.01, "leaky_relu", "negative_slope")
+  inplace = bool_arg(inplace, false, "leaky_relu", "inplace")
+  local v = source(x, inplace)
+  return finish(x, where(v:gt(0), v, v * s), inplace)
+end
+
+--- elu(x [, alpha = 1.0 [, inplace = false]]).
+function M.elu(x, alpha, inplace)
+  check_tensor(x, "elu")
+  local a = number_arg(alpha, 1.0, "elu", "alpha")
+  inplace = bool_arg(inplace, false, "elu", "inplace")
+  local v = source(x, inplace)
+  local pos = v:gt(0)
+  local neg = where(pos, 0, v):expm1() * a
+  return finish(x, where(pos, v, neg), inplace)
+end
+
+--- softplus(x [, beta = 1 [, threshold = 20]]).
+function M.softplus(x, beta, threshold)
+  check_tensor(x, "softplus")
+  local b = number_arg(beta, 1, "softplus", "beta")
+  local th = number_arg(threshold, 20, "softplus", "threshold")
+  local xb = b == 1 and x or x * b
+  local big = xb:gt(th)
+  local soft = where(big, 0, xb):exp():log1p()
+  if b ~= 1 then soft = soft / b end
+  return where(big, x, soft)
+end
+
+--- mish(x [, inplace = false]): x * tanh(softplus(x)).
+function M.mish(x, inplace)
+  check_tensor(x, "mish")
+  inplace = bool_arg(inplace, false, "mish", "inplace")
+  -- above 20, log1p(e^x) equals x in float32 and tanh of it is 1
+  local v = source(x, inplace)
+  local big = v:gt(20)
+  local sp = where(big, v, where(big, 0, v):exp():log1p())
+  return finish(x, v * sp:tanh(), inplace)
+end
+
+---------------------------------------------------------------------------
+-- Modules
+
+local pyrepr = nn._pyrepr
+
+-- Constructor arguments positionally (torch's order) or as one table.
+local function ctor_args(name, args, names)
+  local first = args[1]
+  if type(first) == "table" and not is_tensor(first) and not nn.is_module(first) then
+    local known = {}
+    for _, n in ipairs(names) do known[n] = true end
+    for k in pairs(first) do
+      if not known[k] then
+        fail(("%s: unknown option '%s' (expected %s)"):format(name, tostring(k), table.concat(names, ", ")))
+      end
+    end
+    return first
+  end
+  local o = {}
+  for i, n in ipairs(names) do o[n] = args[i] end
+  return o
+end
+
+local function inplace_repr(self, sep)
+  return self.inplace and (sep .. "inplace=True") or ""
+end
+
+local function module(name, names, init, forward, repr)
+  local cls = nn.Module:extend(name)
+  cls.init = function(self, ...)
+    local o = ctor_args(name, {...}, names)
+    init(self, o, name)
+  end
+  cls.forward = function(self, x)
+    check_tensor(x, name)
+    return forward(self, x)
+  end
+  cls.extra_repr = repr
+  M[name] = cls
+  return cls
+end
+
+--- nn.SiLU([inplace = false])
+module("SiLU", {"inplace"}, function(self, o, name)
+  self.inplace = bool_arg(o.inplace, false, name, "inplace")
+end, function(self, x) return M.silu(x, self.inplace) end,
+function(self) return inplace_repr(self, "") end)
+
+--- nn.Mish([inplace = false])
+module("Mish", {"inplace"}, function(self, o, name)
+  self.inplace = bool_arg(o.inplace, false, name, "inplace")
+end, function(self, x) return M.mish(x, self.inplace) end,
+function(self) return inplace_repr(self, "") end)
+
+--- nn.LeakyReLU([negative_slope = 0.01 [, inplace = false]])
+module("LeakyReLU", {"negative_slope", "inplace"}, function(self, o, name)
+  self.negative_slope = number_arg(o.negative_slope, 0.01, name, "negative_slope")
+  self.inplace = bool_arg(o.inplace, false, name, "inplace")
+end, function(self, x) return M.leaky_relu(x, self.negative_slope, self.inplace) end,
+function(self) return "negative_slope=" .. pyrepr(self.negative_slope) .. inplace_repr(self, ", ") end)
+
+--- nn.ELU([alpha = 1.0 [, inplace = false]])
+module("ELU", {"alpha", "inplace"}, function(self, o, name)
+  self.alpha = number_arg(o.alpha, 1.0, name, "alpha")
+  self.inplace = bool_arg(o.inplace, false, name, "inplace")
+end, function(self, x) return M.elu(x, self.alpha, self.inplace) end,
+function(self) return "alpha=" .. pyrepr(self.alpha) .. inplace_repr(self, ", ") end)
+
+--- nn.Softplus([beta = 1 [, threshold = 20]])
+module("Softplus", {"beta", "threshold"}, function(self, o, name)
+  self.beta = number_arg(o.beta, 1, name, "beta")
+  self.threshold = number_arg(o.threshold, 20, name, "threshold")
+end, function(self, x) return M.softplus(x, self.beta, self.threshold) end,
+function(self) return ("beta=%s, threshold=%s"):format(pyrepr(self.beta), pyrepr(self.threshold)) end)
+
+return M
