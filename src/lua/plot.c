@@ -34,7 +34,8 @@
 #if defined(__GNUC__)
 __attribute__((format(printf, 2, 3)))
 #endif
-static int plot_error(lua_State *L, const char *fmt, ...) {
+static int
+plot_error(lua_State *L, const char *fmt, ...) {
   char msg[512];
   va_list ap;
   va_start(ap, fmt);
@@ -78,7 +79,8 @@ static double opt_number(lua_State *L, int opts, const char *key, const char *fn
 static bool opt_bool(lua_State *L, int opts, const char *key, bool def, const char *fn) {
   int ty = lua_getfield(L, opts, key);
   bool v = def;
-  if (ty == LUA_TBOOLEAN) v = lua_toboolean(L, -1);
+  if (ty == LUA_TBOOLEAN)
+    v = lua_toboolean(L, -1);
   else if (ty != LUA_TNIL)
     plot_error(L, "%s: option '%s' must be a boolean (got %s)", fn, key, luaL_typename(L, -1));
   lua_pop(L, 1);
@@ -111,8 +113,7 @@ static void read_size(lua_State *L, int opts, attn_plot_figure *fig, const char 
    pushed on the stack. */
 static double *tensor_values(lua_State *L, const attn_tensor *t, int64_t *n_out, const char *fn) {
   int64_t n = attn_tensor_numel(t);
-  if ((uint64_t)n > SIZE_MAX / sizeof(double) / 2)
-    plot_error(L, "%s: %lld values are too many", fn, (long long)n);
+  if ((uint64_t)n > SIZE_MAX / sizeof(double) / 2) plot_error(L, "%s: %lld values are too many", fn, (long long)n);
   double *v = lua_newuserdatauv(L, (size_t)(n > 0 ? n : 1) * sizeof(double), 0);
   for (int64_t i = 0; i < n; i++) v[i] = attn_tensor_get_flat(t, i);
   *n_out = n;
@@ -188,11 +189,11 @@ static const char *const *read_label_list(lua_State *L, int opts, const char *ke
     lua_pop(L, 1);
     return NULL;
   }
-  if (ty != LUA_TTABLE) plot_error(L, "%s: option '%s' must be a list of strings (got %s)", fn, key, luaL_typename(L, -1));
+  if (ty != LUA_TTABLE)
+    plot_error(L, "%s: option '%s' must be a list of strings (got %s)", fn, key, luaL_typename(L, -1));
   int t = lua_gettop(L);
   lua_Integer len = (lua_Integer)lua_rawlen(L, t);
-  if (len != n)
-    plot_error(L, "%s: option '%s' has %d labels for %d %s", fn, key, (int)len, (int)n, what);
+  if (len != n) plot_error(L, "%s: option '%s' has %d labels for %d %s", fn, key, (int)len, (int)n, what);
   const char **s = lua_newuserdatauv(L, (size_t)(n > 0 ? n : 1) * sizeof(char *), 0);
   for (lua_Integer i = 1; i <= len; i++) {
     if (lua_rawgeti(L, t, i) != LUA_TSTRING)
@@ -340,8 +341,10 @@ static int l_histogram(lua_State *L) {
   set_view(L, &lay);
   lua_createtable(L, (int)h.bins, 0);
   for (int64_t i = 0; i < h.bins; i++) {
-    if (h.density) lua_pushnumber(L, counts[i]);
-    else lua_pushinteger(L, (lua_Integer)counts[i]);
+    if (h.density)
+      lua_pushnumber(L, counts[i]);
+    else
+      lua_pushinteger(L, (lua_Integer)counts[i]);
     lua_rawseti(L, -2, (lua_Integer)i + 1);
   }
   lua_setfield(L, -2, "counts");
@@ -472,8 +475,7 @@ static int l_pixel_stats(lua_State *L) {
     wh[1] = luaL_checknumber(L, 5);
   }
   attn_plot_pixel_stats ps;
-  if (attn_plot_pixel_stats_read(path, want_px ? xy : NULL, region ? wh : NULL, &ps) != ATTN_OK)
-    return attnL_error(L);
+  if (attn_plot_pixel_stats_read(path, want_px ? xy : NULL, region ? wh : NULL, &ps) != ATTN_OK) return attnL_error(L);
   lua_createtable(L, 0, 8);
   set_number(L, "width", ps.width);
   set_number(L, "height", ps.height);
@@ -498,10 +500,9 @@ static int l_pixel_stats(lua_State *L) {
 
 void attnL_open_plot(lua_State *L, int module, int methods) {
   (void)methods;
-  static const luaL_Reg fns[] = {{"heatmap", l_heatmap},         {"histogram", l_histogram},
-                                 {"lines", l_lines},             {"colormap", l_colormap},
-                                 {"colormaps", l_colormaps},     {"pixel_stats", l_pixel_stats},
-                                 {NULL, NULL}};
+  static const luaL_Reg fns[] = {
+      {"heatmap", l_heatmap},     {"histogram", l_histogram},     {"lines", l_lines}, {"colormap", l_colormap},
+      {"colormaps", l_colormaps}, {"pixel_stats", l_pixel_stats}, {NULL, NULL}};
   lua_newtable(L);
   attnL_setfuncs(L, fns);
   lua_setfield(L, module, "_plot"); /* wrapped by lua/attn/plot.lua */

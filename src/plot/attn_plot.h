@@ -8,17 +8,19 @@
  * caller in the tree and does nothing but argument conversion.  Only the
  * targets that carry the binding link cairo; libattn never does.
  *
- * Why a C API and not Lua over a thin cairo binding: the drawing is ~1k
- * lines of geometry (tick choice, text measurement, label layout, legend
- * placement) that loops over every cell and point.  In C it stays one
- * compiled unit with no Lua objects in its inner loops and can be driven
- * and checked from C directly (spec/c/test_plot.c); a cairo binding would have to expose ~40 cairo calls as
- * Lua functions (each one a userdata lifetime, an error path and a fuzz
- * target) so that the same geometry could run slower in Lua, and every
- * cairo object would then be owned by Lua's collector, where a failed
- * figure is released "some time later" instead of at once.  The C side
- * instead owns its cairo objects for exactly one call: every error path
- * destroys them and removes the temporary file before returning.
+ * Why a C API and not Lua over a thin cairo binding: the drawing is some
+ * 1,350 lines of geometry (nice ticks, text measurement, label layout and
+ * rotation, legend placement) whose loops run over every cell, bin and
+ * point, on 46 distinct cairo functions.  Lua over cairo would need all of
+ * those bound as Lua functions, each a userdata lifetime, an error path
+ * and a fuzz target, and would leave cairo surfaces and the temporary file
+ * to Lua's collector: a failed figure would be released some time later
+ * instead of at once.  As C, one call owns its cairo objects from start to
+ * end and every error path destroys them and removes the temporary before
+ * it returns; the same code is driven by C tests directly
+ * (spec/c/test_plot.c) and by the binding, which stays a converter of
+ * arguments like the rest of src/lua; and the inner loops touch no Lua
+ * values.
  *
  * Conventions (those of attn.h):
  *  - Every function returns an attn_status; on failure attn_last_error()
@@ -60,10 +62,10 @@ extern "C" {
 
 /* What every figure takes. */
 typedef struct attn_plot_figure {
-  const char *path;                  /* required: .png, .svg or .pdf (any case) */
+  const char *path;                    /* required: .png, .svg or .pdf (any case) */
   const char *title, *xlabel, *ylabel; /* NULL: none */
-  double width, height;              /* NaN: automatic (640 x 480; heatmaps size themselves from their cells) */
-  int index_base;                    /* first number of default labels / x values */
+  double width, height;                /* NaN: automatic (640 x 480; heatmaps size themselves from their cells) */
+  int index_base;                      /* first number of default labels / x values */
 } attn_plot_figure;
 
 typedef struct attn_plot_rect {
@@ -73,11 +75,11 @@ typedef struct attn_plot_rect {
 /* What was drawn where.  Every kind fills width, height and area; the
    other fields belong to the kinds named beside them (zero otherwise). */
 typedef struct attn_plot_layout {
-  double width, height;     /* the figure */
-  attn_plot_rect area;      /* the cells / the plot area inside the axes */
+  double width, height; /* the figure */
+  attn_plot_rect area;  /* the cells / the plot area inside the axes */
   /* heatmap */
   int64_t rows, cols;
-  double vmin, vmax;        /* the colour range used */
+  double vmin, vmax; /* the colour range used */
   bool rotated_col_labels;
   bool has_colorbar;
   attn_plot_rect colorbar;
@@ -117,10 +119,10 @@ typedef struct attn_plot_histogram {
   attn_plot_figure fig;
   const double *values;
   int64_t n;
-  int64_t bins;          /* number of bins, 1 .. ATTN_PLOT_MAX_BINS (default 10) */
-  const double *edges;   /* NULL: bins equal bins over range; else bins + 1 increasing finite edges */
-  double range[2];       /* NaN: the finite data range; not with edges */
-  bool density;          /* counts / (total * bin width) */
+  int64_t bins;        /* number of bins, 1 .. ATTN_PLOT_MAX_BINS (default 10) */
+  const double *edges; /* NULL: bins equal bins over range; else bins + 1 increasing finite edges */
+  double range[2];     /* NaN: the finite data range; not with edges */
+  bool density;        /* counts / (total * bin width) */
 } attn_plot_histogram;
 
 void attn_plot_histogram_init(attn_plot_histogram *h);
@@ -135,7 +137,7 @@ attn_status attn_plot_histogram_draw(const attn_plot_histogram *h, double *count
    (and non-positive ones with logy) break the line.                         */
 
 typedef struct attn_plot_series {
-  const double *x;   /* NULL: fig.index_base, fig.index_base + 1, ... */
+  const double *x; /* NULL: fig.index_base, fig.index_base + 1, ... */
   const double *y;
   int64_t n;         /* >= 1 */
   const char *label; /* NULL: not in the legend */
@@ -144,8 +146,8 @@ typedef struct attn_plot_series {
 typedef struct attn_plot_lines {
   attn_plot_figure fig;
   const attn_plot_series *series;
-  int64_t nseries;   /* 1 .. ATTN_PLOT_MAX_SERIES */
-  bool logy;         /* y on a log10 scale */
+  int64_t nseries; /* 1 .. ATTN_PLOT_MAX_SERIES */
+  bool logy;       /* y on a log10 scale */
 } attn_plot_lines;
 
 void attn_plot_lines_init(attn_plot_lines *l);
@@ -165,13 +167,13 @@ attn_status attn_plot_colormap(const char *fn, const char *name, double t, doubl
    0..255, alpha undone. */
 typedef struct attn_plot_pixel_stats {
   int width, height;
-  int64_t pixels;        /* in the region */
-  int64_t colors;        /* distinct */
+  int64_t pixels; /* in the region */
+  int64_t colors; /* distinct */
   int64_t nonwhite;
-  bool has_extremes;     /* pixels > 0 */
+  bool has_extremes;           /* pixels > 0 */
   int lightest[4], darkest[4]; /* by luminance */
   bool has_pixel;
-  int pixel[4];          /* at xy */
+  int pixel[4]; /* at xy */
 } attn_plot_pixel_stats;
 
 /* xy: NULL, or a point whose pixel is reported (it must be inside the

@@ -35,8 +35,8 @@ attn_status attn_plot_histogram_draw(const attn_plot_histogram *h, double *count
                             ATTN_PLOT_MAX_BINS + 1, (long long)nb + 1);
     for (int64_t i = 0; i <= nb; i++) {
       double e = h->edges[i];
-      if (!isfinite(e)) return attn_set_error(ATTN_ERR_ARG, "%s: bin edge edges[%lld] must be a finite number", fn,
-                                              (long long)i);
+      if (!isfinite(e))
+        return attn_set_error(ATTN_ERR_ARG, "%s: bin edge edges[%lld] must be a finite number", fn, (long long)i);
       if (i > 0 && !(e > h->edges[i - 1]))
         return attn_set_error(ATTN_ERR_ARG, "%s: bin edges must increase (edges[%lld] is %g after %g)", fn,
                               (long long)i, e, h->edges[i - 1]);
@@ -53,7 +53,7 @@ attn_status attn_plot_histogram_draw(const attn_plot_histogram *h, double *count
     if (rlo > rhi) return attn_set_error(ATTN_ERR_ARG, "%s: option 'range' is reversed ({%g, %g})", fn, rlo, rhi);
     if (h->edges) return attn_set_error(ATTN_ERR_ARG, "%s: give either 'range' or a list of bin edges, not both", fn);
   }
-  attn_status st = figure_check(fn, lb);
+  attn_status st = attn__plot_figure_check(fn, lb);
   if (st != ATTN_OK) return st;
   if (!counts || !edges) return attn_set_error(ATTN_ERR_ARG, "%s: counts and edges_out are required", fn);
 
@@ -89,8 +89,10 @@ attn_status attn_plot_histogram_draw(const attn_plot_histogram *h, double *count
     int64_t a = 0, b = nb; /* last edge <= x: edges[a] <= x < edges[b] */
     while (b - a > 1) {
       int64_t mid = a + (b - a) / 2;
-      if (edges[mid] <= x) a = mid;
-      else b = mid;
+      if (edges[mid] <= x)
+        a = mid;
+      else
+        b = mid;
     }
     counts[a] += 1;
     total += 1;
@@ -102,30 +104,31 @@ attn_status attn_plot_histogram_draw(const attn_plot_histogram *h, double *count
   for (int64_t i = 0; i < nb; i++) cmax = fmax(cmax, counts[i]);
 
   figure fig, *f = &fig;
-  st = figure_open(f, fn, lb);
+  st = attn__plot_figure_open(f, fn, lb);
   if (st != ATTN_OK) return st;
   f->w = !isnan(lb->width) ? lb->width : 640;
   f->h = !isnan(lb->height) ? lb->height : 480;
   axes a = {0};
   a.xlo = edges[0];
   a.xhi = edges[nb];
-  pad_range(&a.xlo, &a.xhi, 0.05);
+  attn__plot_pad_range(&a.xlo, &a.xhi, 0.05);
   a.ylo = 0;
   a.yhi = cmax > 0 ? cmax * 1.05 : 1;
-  st = axes_layout(f, &a, lb, 0);
-  if (st == ATTN_OK) st = figure_begin(f, f->w, f->h);
+  st = attn__plot_axes_layout(f, &a, lb, 0);
+  if (st == ATTN_OK) st = attn__plot_figure_begin(f, f->w, f->h);
   if (st != ATTN_OK) return st;
   cairo_t *cr = f->cr;
-  axes_draw_grid(f, &a, 0);
+  attn__plot_axes_draw_grid(f, &a, 0);
   cairo_save(cr);
   cairo_rectangle(cr, a.x, a.y, a.w, a.h);
   cairo_clip(cr);
-  double y0 = ax_py(&a, 0);
+  double y0 = attn__plot_ax_py(&a, 0);
   for (int64_t i = 0; i < nb; i++) {
     if (counts[i] <= 0) continue;
-    double x0 = ax_px(&a, edges[i]), x1 = ax_px(&a, edges[i + 1]), y1 = ax_py(&a, counts[i]);
+    double x0 = attn__plot_ax_px(&a, edges[i]), x1 = attn__plot_ax_px(&a, edges[i + 1]),
+           y1 = attn__plot_ax_py(&a, counts[i]);
     cairo_rectangle(cr, x0, y1, x1 - x0, y0 - y1);
-    cairo_set_source_rgb(cr, plot_cycle[0][0], plot_cycle[0][1], plot_cycle[0][2]);
+    cairo_set_source_rgb(cr, attn__plot_cycle[0][0], attn__plot_cycle[0][1], attn__plot_cycle[0][2]);
     if (x1 - x0 > 4) { /* thin white edges keep neighbouring bars apart */
       cairo_fill_preserve(cr);
       cairo_set_source_rgb(cr, 1, 1, 1);
@@ -136,14 +139,14 @@ attn_status attn_plot_histogram_draw(const attn_plot_histogram *h, double *count
     }
   }
   cairo_restore(cr);
-  axes_draw_frame(f, &a, lb);
+  attn__plot_axes_draw_frame(f, &a, lb);
   attn_plot_layout lay;
   fill_view(&lay, f, &a);
   lay.xmin = a.xlo;
   lay.xmax = a.xhi;
   lay.ymin = a.ylo;
   lay.ymax = a.yhi;
-  st = figure_end(f);
+  st = attn__plot_figure_end(f);
   if (st != ATTN_OK) return st;
   if (layout) *layout = lay;
   return ATTN_OK;
@@ -171,10 +174,10 @@ static void legend_size(cairo_t *m, const attn_plot_series *s, int64_t ns, doubl
   int c = 0;
   for (int64_t i = 0; i < ns; i++)
     if (s[i].label) {
-      tw = fmax(tw, text_width(m, s[i].label, FS_LEGEND, 0));
+      tw = fmax(tw, attn__plot_text_width(m, s[i].label, FS_LEGEND, 0));
       c++;
     }
-  double lh = line_height(m, FS_LEGEND) + 3;
+  double lh = attn__plot_line_height(m, FS_LEGEND) + 3;
   *w = 8 + 24 + 6 + tw + 8;
   *h = 6 + lh * c + 3;
   *count = c;
@@ -195,7 +198,7 @@ attn_status attn_plot_lines_draw(const attn_plot_lines *l, attn_plot_layout *lay
     if (s[k].n <= 0) return attn_set_error(ATTN_ERR_ARG, "%s: series[%lld] is empty", fn, (long long)k);
     if (!s[k].y) return attn_set_error(ATTN_ERR_ARG, "%s: series[%lld].y is NULL", fn, (long long)k);
   }
-  attn_status st = figure_check(fn, lb);
+  attn_status st = attn__plot_figure_check(fn, lb);
   if (st != ATTN_OK) return st;
   double xlo = INFINITY, xhi = -INFINITY, ylo = INFINITY, yhi = -INFINITY;
   for (int64_t k = 0; k < ns; k++)
@@ -209,12 +212,12 @@ attn_status attn_plot_lines_draw(const attn_plot_lines *l, attn_plot_layout *lay
       yhi = fmax(yhi, y);
     }
   if (xlo > xhi)
-    return attn_set_error(ATTN_ERR_ARG, ylog ? "%s: no finite positive points to plot on a log scale"
-                                             : "%s: no finite points to plot",
-                          fn);
+    return attn_set_error(
+        ATTN_ERR_ARG, ylog ? "%s: no finite positive points to plot on a log scale" : "%s: no finite points to plot",
+        fn);
 
   figure fig, *f = &fig;
-  st = figure_open(f, fn, lb);
+  st = attn__plot_figure_open(f, fn, lb);
   if (st != ATTN_OK) return st;
   f->w = !isnan(lb->width) ? lb->width : 640;
   f->h = !isnan(lb->height) ? lb->height : 480;
@@ -224,13 +227,13 @@ attn_status attn_plot_lines_draw(const attn_plot_lines *l, attn_plot_layout *lay
   a.xhi = xhi;
   a.ylo = ylo;
   a.yhi = yhi;
-  pad_range(&a.xlo, &a.xhi, 0.05);
-  pad_range(&a.ylo, &a.yhi, 0.05);
-  st = axes_layout(f, &a, lb, 0);
-  if (st == ATTN_OK) st = figure_begin(f, f->w, f->h);
+  attn__plot_pad_range(&a.xlo, &a.xhi, 0.05);
+  attn__plot_pad_range(&a.ylo, &a.yhi, 0.05);
+  st = attn__plot_axes_layout(f, &a, lb, 0);
+  if (st == ATTN_OK) st = attn__plot_figure_begin(f, f->w, f->h);
   if (st != ATTN_OK) return st;
   cairo_t *cr = f->cr;
-  axes_draw_grid(f, &a, 1);
+  attn__plot_axes_draw_grid(f, &a, 1);
 
   cairo_save(cr);
   cairo_rectangle(cr, a.x, a.y, a.w, a.h);
@@ -238,7 +241,7 @@ attn_status attn_plot_lines_draw(const attn_plot_lines *l, attn_plot_layout *lay
   cairo_set_line_width(cr, 2);
   for (int64_t k = 0; k < ns; k++) {
     const attn_plot_series *sk = &s[k];
-    const double *c = plot_cycle[k % PLOT_COUNT(plot_cycle)];
+    const double *c = attn__plot_cycle[k % PLOT_COUNT(attn__plot_cycle)];
     cairo_set_source_rgb(cr, c[0], c[1], c[2]);
     /* NaN (or non-positive on log axes) points break the line; a point
        with no neighbour is drawn as a dot. */
@@ -247,9 +250,11 @@ attn_status attn_plot_lines_draw(const attn_plot_lines *l, attn_plot_layout *lay
     for (int64_t i = 0; i <= sk->n; i++) {
       if (i < sk->n && usable(sk, i, base, ylog)) {
         double y = sk->y[i];
-        double dx = ax_px(&a, sx(sk, i, base)), dy = ax_py(&a, ylog ? log10(y) : y);
-        if (run == 0) cairo_move_to(cr, dx, dy);
-        else cairo_line_to(cr, dx, dy);
+        double dx = attn__plot_ax_px(&a, sx(sk, i, base)), dy = attn__plot_ax_py(&a, ylog ? log10(y) : y);
+        if (run == 0)
+          cairo_move_to(cr, dx, dy);
+        else
+          cairo_line_to(cr, dx, dy);
         px = dx;
         py = dy;
         run++;
@@ -266,7 +271,7 @@ attn_status attn_plot_lines_draw(const attn_plot_lines *l, attn_plot_layout *lay
     }
   }
   cairo_restore(cr);
-  axes_draw_frame(f, &a, lb);
+  attn__plot_axes_draw_frame(f, &a, lb);
 
   /* Legend in the corner covering the fewest points (matplotlib's "best",
      corners only), upper right first. */
@@ -287,7 +292,7 @@ attn_status attn_plot_lines_draw(const attn_plot_lines *l, attn_plot_layout *lay
         for (int64_t i = 0; i < s[k].n; i++) {
           if (!usable(&s[k], i, base, ylog)) continue;
           double y = s[k].y[i];
-          double dx = ax_px(&a, sx(&s[k], i, base)), dy = ax_py(&a, ylog ? log10(y) : y);
+          double dx = attn__plot_ax_px(&a, sx(&s[k], i, base)), dy = attn__plot_ax_py(&a, ylog ? log10(y) : y);
           if (dx >= cx[c] && dx <= cx[c] + lw && dy >= cy[c] && dy <= cy[c] + lh) hits++;
         }
       if (best_hits < 0 || hits < best_hits) {
@@ -298,23 +303,23 @@ attn_status attn_plot_lines_draw(const attn_plot_lines *l, attn_plot_layout *lay
     double lx = round(cx[best]), ly = round(cy[best]);
     lay.has_legend = true;
     lay.legend = (attn_plot_rect){lx, ly, round(lw), round(lh)};
-    cairo_rectangle(cr, crisp(f, lx), crisp(f, ly), round(lw), round(lh));
+    cairo_rectangle(cr, attn__plot_crisp(f, lx), attn__plot_crisp(f, ly), round(lw), round(lh));
     cairo_set_source_rgba(cr, 1, 1, 1, 0.85);
     cairo_fill_preserve(cr);
     cairo_set_source_rgb(cr, 0.8, 0.8, 0.8);
     cairo_set_line_width(cr, 1);
     cairo_stroke(cr);
-    double rowh = line_height(cr, FS_LEGEND) + 3, yy = ly + 6;
+    double rowh = attn__plot_line_height(cr, FS_LEGEND) + 3, yy = ly + 6;
     for (int64_t k = 0; k < ns; k++) {
       if (!s[k].label) continue;
-      const double *c = plot_cycle[k % PLOT_COUNT(plot_cycle)];
+      const double *c = attn__plot_cycle[k % PLOT_COUNT(attn__plot_cycle)];
       cairo_set_source_rgb(cr, c[0], c[1], c[2]);
       cairo_set_line_width(cr, 2);
       cairo_move_to(cr, lx + 8, yy + rowh / 2 - 1);
       cairo_line_to(cr, lx + 32, yy + rowh / 2 - 1);
       cairo_stroke(cr);
       cairo_set_source_rgb(cr, 0, 0, 0);
-      draw_text(cr, s[k].label, lx + 38, yy + rowh / 2 - 1, FS_LEGEND, 0, 0, 0.5, 0);
+      attn__plot_draw_text(cr, s[k].label, lx + 38, yy + rowh / 2 - 1, FS_LEGEND, 0, 0, 0.5, 0);
       yy += rowh;
     }
   }
@@ -322,7 +327,7 @@ attn_status attn_plot_lines_draw(const attn_plot_lines *l, attn_plot_layout *lay
   lay.xmax = a.xhi;
   lay.ymin = ylog ? pow(10, a.ylo) : a.ylo;
   lay.ymax = ylog ? pow(10, a.yhi) : a.yhi;
-  st = figure_end(f);
+  st = attn__plot_figure_end(f);
   if (st != ATTN_OK) return st;
   if (layout) *layout = lay;
   return ATTN_OK;

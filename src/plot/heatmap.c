@@ -47,7 +47,6 @@ static int label_stride(double spacing, double need) {
   return 1000000;
 }
 
-
 /* The first of every stride-th default number (index_base counting) that
    is a multiple of the stride: 5, 10, 15, ... for base 1. */
 static int64_t first_numbered(int64_t stride, int base) {
@@ -73,7 +72,8 @@ void attn_plot_heatmap_init(attn_plot_heatmap *h) {
 static attn_status check_labels(const char *fn, const char *key, const char *const *list, int64_t n) {
   if (list)
     for (int64_t i = 0; i < n; i++)
-      if (!list[i]) return attn_set_error(ATTN_ERR_ARG, "%s: option '%s': %s[%lld] is NULL", fn, key, key, (long long)i);
+      if (!list[i])
+        return attn_set_error(ATTN_ERR_ARG, "%s: option '%s': %s[%lld] is NULL", fn, key, key, (long long)i);
   return ATTN_OK;
 }
 
@@ -99,7 +99,7 @@ attn_status attn_plot_heatmap_draw(const attn_plot_heatmap *h, attn_plot_layout 
   if (st == ATTN_OK) st = check_labels(fn, "col_labels", h->col_labels, cols);
   if (st != ATTN_OK) return st;
   const char *cmap_name = h->cmap ? h->cmap : "viridis";
-  const plot_cmap *cmap = plot_cmap_find(cmap_name);
+  const plot_cmap *cmap = attn__plot_cmap_find(cmap_name);
   if (!cmap) return attn_set_error(ATTN_ERR_ARG, "%s: unknown cmap '%s' (known: " PLOT_CMAP_NAMES ")", fn, cmap_name);
   const char *annot_fmt = h->annotate;
   if (annot_fmt && *annot_fmt && !valid_format(annot_fmt))
@@ -109,7 +109,7 @@ attn_status attn_plot_heatmap_draw(const attn_plot_heatmap *h, attn_plot_layout 
                           fn, annot_fmt);
   st = check_limit(fn, "vmin", h->vmin);
   if (st == ATTN_OK) st = check_limit(fn, "vmax", h->vmax);
-  if (st == ATTN_OK) st = figure_check(fn, lb);
+  if (st == ATTN_OK) st = attn__plot_figure_check(fn, lb);
   if (st != ATTN_OK) return st;
   double width = lb->width, height = lb->height;
   int base = lb->index_base;
@@ -139,29 +139,30 @@ attn_status attn_plot_heatmap_draw(const attn_plot_heatmap *h, attn_plot_layout 
   if (annot_fmt && !*annot_fmt) annot_fmt = all_int ? "%.0f" : "%.2f";
 
   figure fig, *f = &fig;
-  st = figure_open(f, fn, lb);
+  st = attn__plot_figure_open(f, fn, lb);
   if (st != ATTN_OK) return st;
   cairo_t *m = f->m;
   int colorbar = h->colorbar;
   const char *const *rl = h->row_labels, *const *cl = h->col_labels;
 
   /* Left: ylabel, row labels; right: colour bar and its labels. */
-  double lh_tick = line_height(m, FS_TICK), lh_label = line_height(m, FS_LABEL);
+  double lh_tick = attn__plot_line_height(m, FS_TICK), lh_label = attn__plot_line_height(m, FS_LABEL);
   double rw = 0;
   char buf[64];
-  for (int64_t i = 0; i < rows; i++) rw = fmax(rw, text_width(m, label_at(rl, i, base, buf, sizeof buf), FS_TICK, 0));
+  for (int64_t i = 0; i < rows; i++)
+    rw = fmax(rw, attn__plot_text_width(m, label_at(rl, i, base, buf, sizeof buf), FS_TICK, 0));
   double left = PAD + (lb->ylabel ? lh_label + 6 : 0) + rw + TICK_LEN + 4;
   /* The colour bar's ticks depend on its height, not known yet: room for
      the widest labels any tick count would give. */
   ticklist ct;
   double ctw = 0;
   for (int target = 3; target <= 8; target++) {
-    nice_ticks(cbar_lo, cbar_hi, target, &ct);
-    ctw = fmax(ctw, max_tick_width(m, &ct, FS_TICK));
+    attn__plot_nice_ticks(cbar_lo, cbar_hi, target, &ct);
+    ctw = fmax(ctw, attn__plot_max_tick_width(m, &ct, FS_TICK));
   }
   const double cbar_gap = 14, cbar_w = 16;
   double right = PAD + (colorbar ? cbar_gap + cbar_w + TICK_LEN + 4 + ctw : 4);
-  double top = PAD + (lb->title ? line_height(m, FS_TITLE) + 8 : lh_tick / 2);
+  double top = PAD + (lb->title ? attn__plot_line_height(m, FS_TITLE) + 8 : lh_tick / 2);
   /* Cells are square unless both sides are given. */
   double auto_cell = fmin(48, fmax(2, 480.0 / (double)(rows > cols ? rows : cols)));
   double aw = !isnan(width) ? width - left - right : auto_cell * (double)cols;
@@ -169,7 +170,7 @@ attn_status attn_plot_heatmap_draw(const attn_plot_heatmap *h, attn_plot_layout 
   /* Column labels turn vertical when they do not fit across a cell. */
   double cwmax = 0;
   for (int64_t j = 0; j < cols; j++)
-    cwmax = fmax(cwmax, text_width(m, label_at(cl, j, base, buf, sizeof buf), FS_TICK, 0));
+    cwmax = fmax(cwmax, attn__plot_text_width(m, label_at(cl, j, base, buf, sizeof buf), FS_TICK, 0));
   int rotate = cl && cwmax + 6 > cw;
   double col_label_h = rotate ? cwmax : lh_tick;
   double bottom = PAD + TICK_LEN + 3 + col_label_h + (lb->xlabel ? lh_label + 6 : 0);
@@ -182,7 +183,7 @@ attn_status attn_plot_heatmap_draw(const attn_plot_heatmap *h, attn_plot_layout 
   double fh = !isnan(height) ? height : ceil(top + ah + bottom);
   /* A title wider than the figure widens an automatic figure. */
   if (lb->title && isnan(width)) {
-    double tw = text_width(m, lb->title, FS_TITLE, 1) + 2 * PAD;
+    double tw = attn__plot_text_width(m, lb->title, FS_TITLE, 1) + 2 * PAD;
     if (tw > fw) {
       left += (tw - fw) / 2;
       fw = ceil(tw);
@@ -197,9 +198,9 @@ attn_status attn_plot_heatmap_draw(const attn_plot_heatmap *h, attn_plot_layout 
     fh = ATTN_PLOT_MIN_SIZE;
   }
   if (aw < 4 || ah < 4)
-    return figure_fail(f, ATTN_ERR_ARG, "%s: a %.0f x %.0f figure leaves no room for the cells beside the labels", fn,
-                       fw, fh);
-  st = figure_begin(f, fw, fh);
+    return attn__plot_figure_fail(
+        f, ATTN_ERR_ARG, "%s: a %.0f x %.0f figure leaves no room for the cells beside the labels", fn, fw, fh);
+  st = attn__plot_figure_begin(f, fw, fh);
   if (st != ATTN_OK) return st;
   cairo_t *cr = f->cr;
   double ax = round(left), ay = round(top);
@@ -229,7 +230,7 @@ attn_status attn_plot_heatmap_draw(const attn_plot_heatmap *h, attn_plot_layout 
         x1 = round(x1);
       }
       double rgb[3];
-      plot_cmap_eval(cmap, (val - cbar_lo) / (cbar_hi - cbar_lo), rgb);
+      attn__plot_cmap_eval(cmap, (val - cbar_lo) / (cbar_hi - cbar_lo), rgb);
       cairo_set_source_rgb(cr, rgb[0], rgb[1], rgb[2]);
       cairo_rectangle(cr, x0, y0, x1 - x0 + ov, y1 - y0 + ov);
       cairo_fill(cr);
@@ -244,7 +245,7 @@ attn_status attn_plot_heatmap_draw(const attn_plot_heatmap *h, attn_plot_layout 
     for (int64_t k = 0; k < n; k++) {
       if (isnan(v[k])) continue;
       format_cell(buf, sizeof buf, annot_fmt, v[k]);
-      wmax = fmax(wmax, text_width(cr, buf, fs, 0));
+      wmax = fmax(wmax, attn__plot_text_width(cr, buf, fs, 0));
     }
     if (wmax > cw * 0.9) fs *= cw * 0.9 / wmax;
     if (fs >= 5)
@@ -252,19 +253,20 @@ attn_status attn_plot_heatmap_draw(const attn_plot_heatmap *h, attn_plot_layout 
         for (int64_t j = 0; j < cols; j++) {
           double val = v[i * cols + j], rgb[3];
           if (isnan(val)) continue;
-          plot_cmap_eval(cmap, (val - cbar_lo) / (cbar_hi - cbar_lo), rgb);
+          attn__plot_cmap_eval(cmap, (val - cbar_lo) / (cbar_hi - cbar_lo), rgb);
           double lum = 0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2];
           double c = lum > 0.5 ? 0 : 1;
           cairo_set_source_rgb(cr, c, c, c);
           format_cell(buf, sizeof buf, annot_fmt, val);
-          draw_text(cr, buf, ax + ((double)j + 0.5) * cw, ay + ((double)i + 0.5) * ch, fs, 0, 0.5, 0.5, 0);
+          attn__plot_draw_text(cr, buf, ax + ((double)j + 0.5) * cw, ay + ((double)i + 0.5) * ch, fs, 0, 0.5, 0.5, 0);
         }
   }
 
   /* Frame, ticks at cell centres, labels. */
   cairo_set_source_rgb(cr, 0, 0, 0);
   cairo_set_line_width(cr, 1);
-  double fx0 = crisp(f, ax), fy0 = crisp(f, ay), fx1 = crisp(f, ax + aw), fy1 = crisp(f, ay + ah);
+  double fx0 = attn__plot_crisp(f, ax), fy0 = attn__plot_crisp(f, ay), fx1 = attn__plot_crisp(f, ax + aw),
+         fy1 = attn__plot_crisp(f, ay + ah);
   cairo_rectangle(cr, fx0, fy0, fx1 - fx0, fy1 - fy0);
   cairo_stroke(cr);
   int rstride = label_stride(ch, lh_tick * 1.1);
@@ -273,36 +275,38 @@ attn_status attn_plot_heatmap_draw(const attn_plot_heatmap *h, attn_plot_layout 
      of the stride (5, 10, 15, ...). */
   for (int64_t i = rl ? 0 : first_numbered(rstride, base); i < rows; i += rstride) {
     double y = ay + ((double)i + 0.5) * ch;
-    cairo_move_to(cr, fx0, crisp(f, y));
-    cairo_line_to(cr, fx0 - TICK_LEN, crisp(f, y));
+    cairo_move_to(cr, fx0, attn__plot_crisp(f, y));
+    cairo_line_to(cr, fx0 - TICK_LEN, attn__plot_crisp(f, y));
     cairo_stroke(cr);
-    draw_text(cr, label_at(rl, i, base, buf, sizeof buf), fx0 - TICK_LEN - 3, y, FS_TICK, 0, 1, 0.5, 0);
+    attn__plot_draw_text(cr, label_at(rl, i, base, buf, sizeof buf), fx0 - TICK_LEN - 3, y, FS_TICK, 0, 1, 0.5, 0);
   }
   for (int64_t j = cl ? 0 : first_numbered(cstride, base); j < cols; j += cstride) {
     double x = ax + ((double)j + 0.5) * cw;
-    cairo_move_to(cr, crisp(f, x), fy1);
-    cairo_line_to(cr, crisp(f, x), fy1 + TICK_LEN);
+    cairo_move_to(cr, attn__plot_crisp(f, x), fy1);
+    cairo_line_to(cr, attn__plot_crisp(f, x), fy1 + TICK_LEN);
     cairo_stroke(cr);
     const char *s = label_at(cl, j, base, buf, sizeof buf);
-    if (rotate) draw_text(cr, s, x, fy1 + TICK_LEN + 3, FS_TICK, 0, 1, 0.5, PLOT_PI / 2);
-    else draw_text(cr, s, x, fy1 + TICK_LEN + 3, FS_TICK, 0, 0.5, 0, 0);
+    if (rotate)
+      attn__plot_draw_text(cr, s, x, fy1 + TICK_LEN + 3, FS_TICK, 0, 1, 0.5, PLOT_PI / 2);
+    else
+      attn__plot_draw_text(cr, s, x, fy1 + TICK_LEN + 3, FS_TICK, 0, 0.5, 0, 0);
   }
   if (lb->xlabel)
-    draw_text(cr, lb->xlabel, ax + aw / 2, fy1 + TICK_LEN + 3 + col_label_h + 6, FS_LABEL, 0, 0.5, 0, 0);
+    attn__plot_draw_text(cr, lb->xlabel, ax + aw / 2, fy1 + TICK_LEN + 3 + col_label_h + 6, FS_LABEL, 0, 0.5, 0, 0);
   if (lb->ylabel)
-    draw_text(cr, lb->ylabel, fx0 - TICK_LEN - 3 - rw - 6, ay + ah / 2, FS_LABEL, 0, 0.5, 1, PLOT_PI / 2);
-  if (lb->title) draw_text(cr, lb->title, ax + aw / 2, ay - 8, FS_TITLE, 1, 0.5, 1, 0);
+    attn__plot_draw_text(cr, lb->ylabel, fx0 - TICK_LEN - 3 - rw - 6, ay + ah / 2, FS_LABEL, 0, 0.5, 1, PLOT_PI / 2);
+  if (lb->title) attn__plot_draw_text(cr, lb->title, ax + aw / 2, ay - 8, FS_TITLE, 1, 0.5, 1, 0);
 
   /* Colour bar: a linear gradient through the map's control points (exact,
      and vector in SVG/PDF), low values at the bottom. */
   double bx = 0;
   if (colorbar) {
-    nice_ticks(cbar_lo, cbar_hi, (int)fmax(3, fmin(8, ah / 50)), &ct);
+    attn__plot_nice_ticks(cbar_lo, cbar_hi, (int)fmax(3, fmin(8, ah / 50)), &ct);
     bx = round(ax + aw + cbar_gap);
     if (f->fmt != FMT_PDF) {
       cairo_pattern_t *g = cairo_pattern_create_linear(0, ay + ah, 0, ay);
       for (int k = 0; k < cmap->n; k++)
-        cairo_pattern_add_color_stop_rgb(g, plot_cmap_x(cmap, k), cmap->rgb[k][0], cmap->rgb[k][1],
+        cairo_pattern_add_color_stop_rgb(g, attn__plot_cmap_x(cmap, k), cmap->rgb[k][0], cmap->rgb[k][1],
                                          cmap->rgb[k][2]);
       cairo_set_source(cr, g);
       cairo_rectangle(cr, bx, ay, cbar_w, ah);
@@ -314,27 +318,27 @@ attn_status attn_plot_heatmap_draw(const attn_plot_heatmap *h, attn_plot_layout 
       int strips = (int)ceil(ah);
       for (int k = 0; k < strips; k++) {
         double rgb[3], y1 = ay + ah - ah * k / strips, y0 = ay + ah - ah * (k + 1) / strips;
-        plot_cmap_eval(cmap, (k + 0.5) / strips, rgb);
+        attn__plot_cmap_eval(cmap, (k + 0.5) / strips, rgb);
         cairo_set_source_rgb(cr, rgb[0], rgb[1], rgb[2]);
         cairo_rectangle(cr, bx, k + 1 < strips ? y0 - 0.3 : y0, cbar_w, y1 - y0 + (k + 1 < strips ? 0.3 : 0));
         cairo_fill(cr);
       }
     }
     cairo_set_source_rgb(cr, 0, 0, 0);
-    double bx0 = crisp(f, bx), bx1 = crisp(f, bx + cbar_w);
+    double bx0 = attn__plot_crisp(f, bx), bx1 = attn__plot_crisp(f, bx + cbar_w);
     cairo_rectangle(cr, bx0, fy0, bx1 - bx0, fy1 - fy0);
     cairo_stroke(cr);
     for (int k = 0; k < ct.n; k++) {
       double y = ay + ah - (ct.t[k].v - cbar_lo) / (cbar_hi - cbar_lo) * ah;
-      cairo_move_to(cr, bx1, crisp(f, y));
-      cairo_line_to(cr, bx1 + TICK_LEN, crisp(f, y));
+      cairo_move_to(cr, bx1, attn__plot_crisp(f, y));
+      cairo_line_to(cr, bx1 + TICK_LEN, attn__plot_crisp(f, y));
       cairo_stroke(cr);
-      draw_tick_label(cr, &ct.t[k], bx1 + TICK_LEN + 3, y, FS_TICK, 0, 0.5);
+      attn__plot_draw_tick_label(cr, &ct.t[k], bx1 + TICK_LEN + 3, y, FS_TICK, 0, 0.5);
     }
   }
 
   double figw = f->w, figh = f->h;
-  st = figure_end(f);
+  st = attn__plot_figure_end(f);
   if (st != ATTN_OK) return st;
   if (layout) {
     memset(layout, 0, sizeof *layout);

@@ -18,9 +18,7 @@ static void unpack(uint32_t p, int out[4]) {
   out[3] = (int)a;
 }
 
-static double luminance(uint32_t p) {
-  return 0.299 * ((p >> 16) & 255) + 0.587 * ((p >> 8) & 255) + 0.114 * (p & 255);
-}
+static double luminance(uint32_t p) { return 0.299 * ((p >> 16) & 255) + 0.587 * ((p >> 8) & 255) + 0.114 * (p & 255); }
 
 attn_status attn_plot_pixel_stats_read(const char *path, const double *xy, const double *wh,
                                        attn_plot_pixel_stats *out) {
@@ -64,8 +62,8 @@ attn_status attn_plot_pixel_stats_read(const char *path, const double *xy, const
     cairo_surface_destroy(s);
     return attn_set_error(ATTN_ERR_NOMEM, "%s: out of memory", fn);
   }
-#define PIXEL(x, y) \
-  (((const uint32_t *)(const void *)(data + (size_t)(y) * (size_t)stride))[x] | \
+#define PIXEL(x, y)                                                                                                    \
+  (((const uint32_t *)(const void *)(data + (size_t)(y) * (size_t)stride))[x] |                                        \
    (fmt == CAIRO_FORMAT_RGB24 ? 0xff000000u : 0))
   uint32_t q = has_px ? PIXEL((int)qx, (int)qy) : 0;
   int64_t nonwhite = 0;
@@ -85,8 +83,7 @@ attn_status attn_plot_pixel_stats_read(const char *path, const double *xy, const
   for (size_t i = 1; i < n; i++) colors += px[i] != px[i - 1];
   free(px);
   cairo_surface_destroy(s);
-  if (xy && !has_px)
-    return attn_set_error(ATTN_ERR_INDEX, "%s: (%g, %g) is outside the %dx%d image", fn, qx, qy, w, h);
+  if (xy && !has_px) return attn_set_error(ATTN_ERR_INDEX, "%s: (%g, %g) is outside the %dx%d image", fn, qx, qy, w, h);
 
   memset(out, 0, sizeof *out);
   out->width = w;

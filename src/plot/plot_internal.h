@@ -2,7 +2,9 @@
  * cairo surface writing through an attn_file_writer), text, ticks and
  * cartesian axes.  Every function that can fail returns an attn_status
  * and has released the figure (cairo objects, temporary file) when it
- * does, so callers just return the status.
+ * does, so callers just return the status.  Names with external linkage
+ * carry the internal prefix attn__plot_ (they end up in attn/core.so and
+ * libattn_lua beside the embedding program's own symbols).
  */
 #ifndef ATTN_PLOT_INTERNAL_H
 #define ATTN_PLOT_INTERNAL_H
@@ -31,12 +33,12 @@ typedef struct plot_cmap {
 
 #define PLOT_CMAP_NAMES "viridis, magma, hot, gray, coolwarm"
 /* NULL when there is no such map. */
-const plot_cmap *plot_cmap_find(const char *name);
-double plot_cmap_x(const plot_cmap *c, int i);
+const plot_cmap *attn__plot_cmap_find(const char *name);
+double attn__plot_cmap_x(const plot_cmap *c, int i);
 /* Colour at t in [0, 1] (clamped, NaN is 0), linear between control points. */
-void plot_cmap_eval(const plot_cmap *c, double t, double rgb[3]);
+void attn__plot_cmap_eval(const plot_cmap *c, double t, double rgb[3]);
 /* The tab10 cycle (matplotlib's default line colours). */
-extern const double plot_cycle[10][3];
+extern const double attn__plot_cycle[10][3];
 
 /* ------------------------------------------------------------------------ */
 /* Figures (figure.c)                                                        */
@@ -48,43 +50,43 @@ typedef struct figure {
   cairo_t *m;             /* the figure's size is known */
   cairo_surface_t *surf;
   cairo_t *cr;
-  attn_file_writer *out;  /* the temporary, between begin and end */
-  attn_status write_st;   /* first failure seen by the write callback */
+  attn_file_writer *out; /* the temporary, between begin and end */
+  attn_status write_st;  /* first failure seen by the write callback */
   plot_format fmt;
   double w, h;
   const char *fn, *path;
 } figure;
 
 /* Checks the common options: path given, sizes NaN or in range. */
-attn_status figure_check(const char *fn, const attn_plot_figure *opts);
+attn_status attn__plot_figure_check(const char *fn, const attn_plot_figure *opts);
 /* Checks them again, and the path's format, and makes the figure's
    measuring context; nothing is written yet. */
-attn_status figure_open(figure *f, const char *fn, const attn_plot_figure *opts);
+attn_status attn__plot_figure_open(figure *f, const char *fn, const attn_plot_figure *opts);
 /* Opens the temporary file and the w x h surface; paints it white. */
-attn_status figure_begin(figure *f, double w, double h);
+attn_status attn__plot_figure_begin(figure *f, double w, double h);
 /* Encodes (PNG) or finishes (SVG/PDF) the surface and renames the
    temporary over the path; releases the figure either way. */
-attn_status figure_end(figure *f);
+attn_status attn__plot_figure_end(figure *f);
 /* Releases everything the figure holds (removing the temporary). */
-void figure_discard(figure *f);
+void attn__plot_figure_discard(figure *f);
 /* Discards the figure and records a message (printf format); returns st. */
-attn_status figure_fail(figure *f, attn_status st, const char *fmt, ...)
+attn_status attn__plot_figure_fail(figure *f, attn_status st, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
 /* A 1-unit line on pixel centres in PNGs, so axes are crisp. */
-double crisp(const figure *f, double v);
+double attn__plot_crisp(const figure *f, double v);
 
 /* Text */
-double text_width(cairo_t *cr, const char *s, double size, int bold);
+double attn__plot_text_width(cairo_t *cr, const char *s, double size, int bold);
 /* Height of a line of text (ascent + descent). */
-double line_height(cairo_t *cr, double size);
+double attn__plot_line_height(cairo_t *cr, double size);
 /* Draws s anchored at (x, y): ha 0 / 0.5 / 1 puts the anchor at the left,
    centre or right of the text, va 0 / 0.5 / 1 at the top, middle or
    bottom of its line box; angle turns the text counter-clockwise. */
-void draw_text(cairo_t *cr, const char *s, double x, double y, double size, int bold, double ha, double va,
-               double angle);
+void attn__plot_draw_text(cairo_t *cr, const char *s, double x, double y, double size, int bold, double ha, double va,
+                          double angle);
 
 /* ------------------------------------------------------------------------ */
 /* Ticks (figure.c)                                                          */
@@ -104,12 +106,12 @@ typedef struct ticklist {
 } ticklist;
 
 /* "Nice" steps (1, 2, 2.5, 5 x 10^k) giving about target ticks in [lo, hi]. */
-void nice_ticks(double lo, double hi, int target, ticklist *tl);
+void attn__plot_nice_ticks(double lo, double hi, int target, ticklist *tl);
 /* Ticks of a log10 axis spanning [lo, hi] in log units. */
-void log_ticks(double lo, double hi, int target, ticklist *tl);
-double tick_width(cairo_t *cr, const tick *t, double size);
-void draw_tick_label(cairo_t *cr, const tick *t, double x, double y, double size, double ha, double va);
-double max_tick_width(cairo_t *cr, const ticklist *tl, double size);
+void attn__plot_log_ticks(double lo, double hi, int target, ticklist *tl);
+double attn__plot_tick_width(cairo_t *cr, const tick *t, double size);
+void attn__plot_draw_tick_label(cairo_t *cr, const tick *t, double x, double y, double size, double ha, double va);
+double attn__plot_max_tick_width(cairo_t *cr, const ticklist *tl, double size);
 
 /* ------------------------------------------------------------------------ */
 /* Cartesian axes: lines and histogram (figure.c)                            */
@@ -122,17 +124,17 @@ typedef struct axes {
   ticklist xt, yt;
 } axes;
 
-double ax_px(const axes *a, double x);
-double ax_py(const axes *a, double y);
+double attn__plot_ax_px(const axes *a, double x);
+double attn__plot_ax_py(const axes *a, double y);
 /* Data limits lo..hi padded by frac of the span each side; a single value
    gets a unit-wide view. */
-void pad_range(double *lo, double *hi, double frac);
+void attn__plot_pad_range(double *lo, double *hi, double frac);
 /* Margins from the text around the plot: fills a->x, y, w, h and the ticks
    (the view limits must be set).  Fails (discarding f) if the labels leave
    no room. */
-attn_status axes_layout(figure *f, axes *a, const attn_plot_figure *lb, double right_extra);
-void axes_draw_grid(figure *f, const axes *a, int xgrid);
+attn_status attn__plot_axes_layout(figure *f, axes *a, const attn_plot_figure *lb, double right_extra);
+void attn__plot_axes_draw_grid(figure *f, const axes *a, int xgrid);
 /* Frame, ticks, tick labels, axis labels and title. */
-void axes_draw_frame(figure *f, const axes *a, const attn_plot_figure *lb);
+void attn__plot_axes_draw_frame(figure *f, const axes *a, const attn_plot_figure *lb);
 
 #endif
