@@ -566,6 +566,17 @@ attn_status attn_npy_save(const char *path, const attn_tensor *t);
 attn_status attn_npz_load(const char *path, attn_named_tensors **out);
 attn_status attn_npz_save(const char *path, const attn_named_tensors *nt);
 
+/* Atomic replacement of any file, as the writers above do it: bytes go to a
+   temporary "<path>.tmp.XXXXXX" beside path; commit flushes, fsyncs and
+   renames it over path; abort removes it.  commit and abort free the
+   writer (a failed commit removes the temporary too); a failed write leaves
+   it open for abort.  fn names the caller in messages. */
+typedef struct attn_file_writer attn_file_writer;
+attn_status attn_file_writer_open(const char *fn, const char *path, attn_file_writer **out);
+attn_status attn_file_writer_write(attn_file_writer *w, const void *data, size_t n);
+attn_status attn_file_writer_commit(attn_file_writer *w);
+void attn_file_writer_abort(attn_file_writer *w); /* NULL is fine */
+
 /* ------------------------------------------------------------------------ */
 /* Attention                                                                 */
 /*

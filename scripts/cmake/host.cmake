@@ -8,10 +8,11 @@
 # the embedded Lua package and links liblua5.4 -- unlike attn/core.so, which
 # must not.  The attn interpreter is one of its hosts.
 file(GLOB ATTN_HOST_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/host/*.c)
-add_library(attn_host_objects OBJECT ${ATTN_HOST_SOURCES} ${ATTN_LUA_SOURCES} ${ATTN_DIST_SOURCES} ${ATTN_EMBED_C})
+add_library(attn_host_objects OBJECT ${ATTN_HOST_SOURCES} ${ATTN_LUA_SOURCES} ${ATTN_DIST_SOURCES} ${ATTN_PLOT_SOURCES}
+  ${ATTN_EMBED_C})
 target_include_directories(attn_host_objects PRIVATE ${PROJECT_SOURCE_DIR}/src ${LUA_INCLUDE_DIRS}
   ${CAIRO_INCLUDE_DIRS})
-# What the binding needs beyond the core (attn.plot's cairo).
+# What the binding needs beyond the core (the plot room's cairo).
 set(ATTN_BINDING_LIBS ${CAIRO_LINK_LIBRARIES} ${MPI_C_LIBRARIES})
 
 set(ATTN_HOST_INCLUDES $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/src>

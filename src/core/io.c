@@ -455,6 +455,39 @@ void attn__sink_abort(attn__sink *k) {
   k->tmp = NULL;
 }
 
+/* The public face of the sink (attn.h): for writers outside the core. */
+struct attn_file_writer {
+  attn__sink k;
+};
+
+attn_status attn_file_writer_open(const char *fn, const char *path, attn_file_writer **out) {
+  attn_file_writer *w = malloc(sizeof *w);
+  if (!w) return attn_set_error(ATTN_ERR_NOMEM, "%s: out of memory", fn);
+  attn_status st = attn__sink_open(&w->k, fn, path);
+  if (st != ATTN_OK) {
+    free(w);
+    return st;
+  }
+  *out = w;
+  return ATTN_OK;
+}
+
+attn_status attn_file_writer_write(attn_file_writer *w, const void *data, size_t n) {
+  return attn__sink_write(&w->k, data, n);
+}
+
+attn_status attn_file_writer_commit(attn_file_writer *w) {
+  attn_status st = attn__sink_commit(&w->k);
+  free(w);
+  return st;
+}
+
+void attn_file_writer_abort(attn_file_writer *w) {
+  if (!w) return;
+  attn__sink_abort(&w->k);
+  free(w);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Named-tensor lists                                                        */
 
