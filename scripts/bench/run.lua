@@ -12,7 +12,10 @@
 -- (a C loop compiled with cc for that family: AVX-512, AVX2 + FMA, portable);
 -- 7 start-up time of `attn -e ''` vs `python3 -c 'import torch'`; 8 a
 -- training step of the character GPT of Karpathy's lecture
--- (scripts/bench/models/char_gpt.lua and .py, same seed, weights and batch).
+-- (scripts/bench/models/char_gpt.lua and .py, same seed, weights and batch);
+-- 9 the Annotated Transformer's copy task (N=2, d_model 128, h 4, d_ff 512,
+-- batch 80): a training step, and the whole 3 epochs in a fresh process per
+-- side for the peak RSS.
 -- The torch side runs in scripts/bench/torch_bench.py under /usr/bin/python3,
 -- one process per thread count, with torch.set_num_threads(n),
 -- OPENBLAS_NUM_THREADS=n and OPENBLAS_CORETYPE = attn.info().blas_core.
@@ -31,7 +34,7 @@ local F = require "attn.functional"
 local optim = require "attn.optim"
 
 local quick, out_csv = false, nil
-local cases = {[1] = true, [2] = true, [3] = true, [4] = true, [5] = true, [6] = true, [7] = true, [8] = true}
+local cases = {[1] = true, [2] = true, [3] = true, [4] = true, [5] = true, [6] = true, [7] = true, [8] = true, [9] = true}
 local thread_list = {1, 2}
 local isa_list
 do
@@ -100,6 +103,7 @@ if not cpu_model then
   cpu_model = s:match("model name%s*:%s*([^\n]+)") or s:match("CPU part%s*:%s*([^\n]+)") or "unknown CPU"
 end
 local here = "scripts/bench/"
+local attn_bin = (arg and arg[-1]) or "build/bin/attn" -- the interpreter running this script
 local PY = "/usr/bin/python3"
 local lengths = quick and {128, 512, 1024} or {128, 512, 1024, 2048, 4096, 8192}
 local H, E = 8, 64
@@ -178,7 +182,7 @@ end
 
 local function torch_results(threads)
   local list = {}
-  for _, c in ipairs({1, 2, 3, 4, 6, 8}) do if cases[c] then list[#list + 1] = c end end
+  for _, c in ipairs({1, 2, 3, 4, 6, 8, 9}) do if cases[c] then list[#list + 1] = c end end
   if #list == 0 then return {} end
   local cmd = ("OPENBLAS_CORETYPE=%s OPENBLAS_NUM_THREADS=%d OMP_NUM_THREADS=%d %s %storch_bench.py --threads %d%s --cases %s")
     :format(core, threads, threads, PY, here, threads, quick and " --quick" or "", table.concat(list, ","))
@@ -448,6 +452,44 @@ for _, th in ipairs(thread_list) do
     local tl = tsec(tr, "char_gpt_loss0")
     local same = tl and ("first loss %.6f, torch %.6f"):format(loss0, tl) or ("first loss %.6f"):format(loss0)
     add(8, "char GPT step (4x64, T32 B16)", th, t, tt, nil, m, tm, join(join(note, tn), same))
+  end
+
+  if cases[9] then
+    -- the Annotated Transformer's copy task (scripts/bench/models/
+    -- annotated_transformer.{lua,py}): one training step on a fixed batch
+    package.path = here .. "models/?.lua;" .. package.path
+    local at = require "annotated_transformer"
+    local model, crit, opt, sched = at.setup(0)
+    local batch = at.data_gen(at.BATCH, 1)()
+    local loss0 = at.step(model, crit, opt, sched, batch):item()
+    local t, m, note = bench(function() at.step(model, crit, opt, sched, batch) end, 1.0, 100)
+    local tt, tm, tn = tget(tr, "annotated_step")
+    local tl = tsec(tr, "annotated_loss0")
+    local same = tl and ("first loss %.6f, torch %.6f"):format(loss0, tl) or ("first loss %.6f"):format(loss0)
+    add(9, "Annotated Transformer step (copy task)", th, t, tt, nil, m, tm, join(join(note, tn), same))
+    -- the whole task (3 epochs of 20 batches) in a fresh process per side:
+    -- wall time and the process's peak RSS (VmHWM), no collectgarbage call
+    local function run_proc(cmd)
+      local p = io.popen(cmd .. " 2>&1")
+      local out = p and p:read("a") or ""
+      if p then p:close() end
+      local secs, hwm, loss = out:match("time (%S+) hwm_kb (%d+) loss (%S+)")
+      return tonumber(secs), hwm and tonumber(hwm) * 1024, tonumber(loss)
+    end
+    local hwm_code = "local f = io.open('/proc/self/status') local s = f:read('a') f:close() " ..
+      "return s:match('VmHWM:%s*(%d+)')"
+    local a_s, a_m, a_loss = run_proc(("%s -e %q"):format(attn_bin, ("attn = require 'attn' attn.set_num_threads(%d) " ..
+      "package.path = '%smodels/?.lua;' .. package.path local t0 = attn.now() " ..
+      "local loss = require('annotated_transformer').train(3, 0) local function hwm() %s end " ..
+      "print(('time %%.6f hwm_kb %%s loss %%.6f'):format(attn.now() - t0, hwm(), loss))"):format(th, here, hwm_code)))
+    local t_s, t_m, t_loss = run_proc(("OPENBLAS_CORETYPE=%s OPENBLAS_NUM_THREADS=%d %s -c %q"):format(core, th, PY,
+      ("import sys, time, torch; torch.set_num_threads(%d); sys.path.insert(0, '%smodels'); " ..
+      "import annotated_transformer as at; t0 = time.time(); loss = at.train(3, 0); " ..
+      "hwm = [l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')][0]; " ..
+      "print('time %%.6f hwm_kb %%s loss %%.6f' %% (time.time() - t0, hwm, loss))"):format(th, here)))
+    add(9, "Annotated Transformer copy task, 3 epochs (process peak RSS)", th, a_s, t_s, nil, a_m, t_m,
+      ("last loss %s, torch %s"):format(a_loss and ("%.4f"):format(a_loss) or "?",
+        t_loss and ("%.4f"):format(t_loss) or "?"))
   end
 
   if cases[6] then

@@ -196,6 +196,15 @@ def main():
         t, m, note = bench(lambda: gpt.step(model, opt, xb, yb), budget=1.0, max_reps=200)
         emit("char_gpt_step", t, m, note)
 
+    if 9 in cases:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "models"))
+        import annotated_transformer as at
+        model, crit, opt, sched = at.setup(0)
+        batch = next(at.data_gen(at.V, at.BATCH, 1))
+        emit("annotated_loss0", at.step(model, crit, opt, sched, batch).item(), 0)
+        t, m, note = bench(lambda: at.step(model, crit, opt, sched, batch), budget=1.0, max_reps=100)
+        emit("annotated_step", t, m, note)
+
     if 6 in cases:
         n = 2048
         a, b = torch.rand(n, n), torch.rand(n, n)
