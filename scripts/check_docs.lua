@@ -20,6 +20,7 @@
 -- A C function reachable under several names (attn.abs is also t:abs) is
 -- documented by one entry, which must then mention the other names: the
 -- method form as `:abs(` and any other function name in full.
+-- Every module file under lua/attn must open with an LDoc module comment.
 --
 -- scripts/docs_pending.txt lists names whose documentation is known to be
 -- missing (one qualified name a line; `ldoc lua/attn/x.lua` tolerates LDoc
@@ -29,7 +30,6 @@
 -- run over config.ld with --fatalwarnings, into a scratch folder.
 -- Exit status 0 when all is well, 1 otherwise.
 
-local attn = require "attn"
 
 local function shell_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
 
@@ -49,6 +49,18 @@ local function script_root()
 end
 
 local ROOT = script_root()
+
+-- The package's modules come from this source tree (the attn program has
+-- copies built in, which may be older than the files being checked).
+table.insert(package.searchers, 1, function(name)
+  local file = name == "attn" and "init" or name:match("^attn%.([%w_]+)$")
+  if not file or file == "core" then return nil end
+  local path = ROOT .. "/lua/attn/" .. file .. ".lua"
+  local chunk, err = loadfile(path)
+  if not chunk then return err and ("\n\t" .. err) or nil end
+  return chunk, path
+end)
+local attn = require "attn"
 local run_ldoc = true
 for _, a in ipairs(arg or {}) do
   if a == "--no-ldoc" then run_ldoc = false end
@@ -220,6 +232,28 @@ local function doc_blocks(lines)
   return blocks
 end
 
+-- Whether a module file opens with an LDoc module comment: before the
+-- first line of code, a run of comment lines whose first line starts with
+-- exactly three dashes (LDoc ignores a `---` line that continues a run of
+-- plain `--` comments, e.g. one right after an SPDX line: leave a blank
+-- line between them).
+local function has_module_doc(lines)
+  local i = 1
+  while i <= #lines do
+    local l = lines[i]
+    if l:match("^%s*$") or l:match("^#!") then
+      i = i + 1
+    elseif l:match("^%s*%-%-") then
+      local first = l
+      if first:match("^%s*%-%-%-[^%-]") and first:gsub("^%s*%-%-%-", ""):match("%S") then return true end
+      while i <= #lines and lines[i]:match("^%s*%-%-") do i = i + 1 end
+    else
+      return false
+    end
+  end
+  return false
+end
+
 local function has_text(b)
   local t = b.text:gsub("@[%w_]+[^\n]*", ""):gsub("%s", "")
   return #t > 0
@@ -236,11 +270,15 @@ end
 
 local function read_docs()
   local files, cfg = ldoc_files()
+  local undocumented_modules = {}
   local by_name = {}   -- qualified name -> {text, where}
   local by_line = {}   -- "path:line" -> block (the statement a block documents)
   for _, path in ipairs(files) do
     local lines = lines_of(path) or {}
     local module = default_module(path)
+    if module and not has_module_doc(lines) then
+      undocumented_modules[#undocumented_modules + 1] = path:sub(#ROOT + 2) .. " (" .. module .. ")"
+    end
     local type_name
     for _, b in ipairs(doc_blocks(lines)) do
       local fname
@@ -260,18 +298,20 @@ local function read_docs()
         if fname and module then
           by_name[qualify(fname, module, type_name)] = {text = b.text, where = where}
         end
-        if b.code then by_line[path .. ":" .. b.code] = b end
+        -- LDoc leaves local functions out of the reference (config.ld: all = false)
+        if b.code and b.code_text and not b.code_text:match("^%s*local%s") then by_line[path .. ":" .. b.code] = b end
       end
     end
   end
-  return by_name, by_line, files, cfg
+  return by_name, by_line, undocumented_modules
 end
 
 ---------------------------------------------------------------------------
 -- The check
 ---------------------------------------------------------------------------
 
-local function lua_doc_block(fn, by_line)
+-- The source file and line of a Lua function, nil for a C function.
+local function defined_at(fn)
   local info = debug.getinfo(fn, "S")
   if info.what ~= "Lua" or info.source:sub(1, 1) ~= "@" then return nil end
   local src = info.source:sub(2)
@@ -279,8 +319,12 @@ local function lua_doc_block(fn, by_line)
   if src:sub(1, 1) ~= "/" and not io.open(src, "r") and io.open(ROOT .. "/lua/" .. src, "r") then
     src = ROOT .. "/lua/" .. src
   end
-  local path = realpath(src)
-  return by_line[path .. ":" .. info.linedefined]
+  return realpath(src), info.linedefined
+end
+
+local function lua_doc_block(fn, by_line)
+  local path, line = defined_at(fn)
+  return path and by_line[path .. ":" .. line]
 end
 
 -- The mention an entry for one name must make of another name of the same function.
@@ -320,9 +364,13 @@ local function check_api(by_name, by_line)
     if not documented[n] then missing[#missing + 1] = n end
   end
   table.sort(missing)
-  local exists = {}
-  for _, n in ipairs(names) do exists[n] = true end
-  return missing, notes, exists, #names
+  local exists, where = {}, {}
+  for _, n in ipairs(names) do
+    exists[n] = true
+    local path, line = defined_at(fn_of[n])
+    where[n] = path and (path:sub(1, #ROOT + 1) == ROOT .. "/" and path:sub(#ROOT + 2) or path) .. ":" .. line or "C"
+  end
+  return missing, notes, exists, #names, where
 end
 
 local function read_pending()
@@ -350,29 +398,35 @@ local function ldoc_warnings()
   os.remove(dir)
   local cmd = "cd " .. shell_quote(ROOT) .. " && ldoc --fatalwarnings -d " .. shell_quote(dir) .. " . 2>&1"
   local h = io.popen(cmd)
-  local out = {}
+  local out, all = {}, {}
   for l in h:lines() do
-    if not l:match("^reading configuration") and not l:match("^output written") then out[#out + 1] = l end
+    all[#all + 1] = l
+    if l:match("^%S+:%d+: ") then out[#out + 1] = l end -- file:line: warning
   end
   local ok, _, code = h:close()
   os.execute("rm -rf " .. shell_quote(dir))
-  if not ok and #out == 0 then out[1] = "ldoc exited with status " .. tostring(code) end
+  if not ok and #out == 0 then
+    out[1] = "ldoc exited with status " .. tostring(code) .. ": " .. table.concat(all, " | ")
+  end
   return out
 end
 
 local function main()
-  local by_name, by_line = read_docs()
-  local missing, notes, exists, total = check_api(by_name, by_line)
+  local by_name, by_line, undocumented_modules = read_docs()
+  local missing, notes, exists, total, where = check_api(by_name, by_line)
   local pending, pending_order = read_pending()
   local failures, tolerated = {}, 0
   for _, n in ipairs(missing) do
     if pending[n] then
       tolerated = tolerated + 1
     else
-      failures[#failures + 1] = "undocumented: " .. n
+      failures[#failures + 1] = "undocumented: " .. n .. " (" .. where[n] .. ")"
     end
   end
   for _, n in ipairs(notes) do failures[#failures + 1] = "alias not mentioned: " .. n end
+  for _, m in ipairs(undocumented_modules) do
+    failures[#failures + 1] = "no module comment (a `---` block before the code): " .. m
+  end
   local missing_set = {}
   for _, n in ipairs(missing) do missing_set[n] = true end
 
