@@ -189,7 +189,7 @@ local function ldoc_files()
     for _, p in ipairs(list_files(ROOT .. "/" .. f, "%.lua$")) do out[#out + 1] = p end
     for _, p in ipairs(list_files(ROOT .. "/" .. f, "%.luadoc$")) do out[#out + 1] = p end
   end
-  return out, cfg
+  return out
 end
 
 -- The module a source file documents: its @module tag, else attn.<file>.
@@ -269,7 +269,7 @@ local function qualify(name, module, type_name)
 end
 
 local function read_docs()
-  local files, cfg = ldoc_files()
+  local files = ldoc_files()
   local undocumented_modules = {}
   local by_name = {}   -- qualified name -> {text, where}
   local by_line = {}   -- "path:line" -> block (the statement a block documents)
