@@ -298,7 +298,7 @@ end
 --- #vocab: the number of words, unk included.
 function Vocab:__len() return self.size end
 
---- tostring(vocab): "Vocab(size=N, unk='<unk>')".
+--- tostring(vocab): "Vocab(size=N, unk=...)", the unk token quoted or none.
 function Vocab:__tostring()
   return string.format("Vocab(size=%d, unk=%s)", self.size, self.unk and ("'" .. self.unk .. "'") or "none")
 end
