@@ -112,8 +112,8 @@ local function instance_tables()
     {"attn.data.CharTable", getmetatable(data.CharTable({"a"}))},
     {"attn.data.Progress", getmetatable(data.progress(1, {out = io.stderr, interactive = false}))},
     {"attn.attention.KVCache", getmetatable(attention.KVCache())},
-    {"attn.nn.Module", getmetatable(nn.Identity())},
-    {"attn.nn.Module", getmetatable(nn.Linear)},
+    {"attn.nn.Instance", getmetatable(nn.Identity())}, -- every module object's metatable
+    {"attn.nn.Class", getmetatable(nn.Linear)},        -- every module class's metatable
     {"attn.optim.Optimizer", getmetatable(sgd)},
     {"attn.optim.LRScheduler", getmetatable(optim.StepLR(sgd, 2))},
     {"attn.text.WordPiece", getmetatable(text.WordPiece.new({"[UNK]", "a"}))},
@@ -126,7 +126,12 @@ end
 local function public_api()
   local names, fn_of, seen = {}, {}, {}
   local function add(name, fn)
-    if fn_of[name] then return end
+    if fn_of[name] == fn then return end
+    if fn_of[name] then -- two functions under one name: keep both
+      local i = 2
+      while fn_of[name .. "~" .. i] do i = i + 1 end
+      name = name .. "~" .. i
+    end
     fn_of[name] = fn
     names[#names + 1] = name
   end
