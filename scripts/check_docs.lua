@@ -27,7 +27,10 @@
 -- warnings in that file).  A missing name not on the list fails; so does a
 -- listed name that is documented or no longer exists: the list only
 -- shrinks.  When the ldoc program is installed (Debian lua-ldoc) it is also
--- run over config.ld with --fatalwarnings, into a scratch folder.
+-- run over config.ld with --fatalwarnings, into a scratch folder, and its
+-- own model of the sources (ldoc --filter pl.pretty.dump) must hold an item
+-- for every entry counted above, so that a comment LDoc does not attach
+-- (a @local one, say) does not pass for documentation.
 -- Exit status 0 when all is well, 1 otherwise.
 
 
@@ -301,10 +304,13 @@ local function read_docs()
       if has_text(b) then
         local where = path:sub(#ROOT + 2) .. ":" .. b.first
         if fname and module then
-          by_name[qualify(fname, module, type_name)] = {text = b.text, where = where}
+          by_name[qualify(fname, module, type_name)] = {text = b.text, where = where, module = module, item = fname}
         end
         -- LDoc leaves local functions out of the reference (config.ld: all = false)
-        if b.code and b.code_text and not b.code_text:match("^%s*local%s") then by_line[path .. ":" .. b.code] = b end
+        if b.code and b.code_text and not b.code_text:match("^%s*local%s") then
+          b.path, b.where = path, where
+          by_line[path .. ":" .. b.code] = b
+        end
       end
     end
   end
@@ -345,17 +351,19 @@ end
 
 local function check_api(by_name, by_line)
   local names, fn_of, groups = public_api()
-  local missing, notes = {}, {}
+  local missing, notes, used = {}, {}, {}
   local documented = {}
   for fn, group in pairs(groups) do
     local block = type(fn) == "function" and lua_doc_block(fn, by_line)
     local entry
     for _, n in ipairs(group) do
-      if by_name[n] then entry = entry or {name = n, text = by_name[n].text} end
+      if by_name[n] then entry = entry or {name = n, text = by_name[n].text, doc = by_name[n]} end
     end
     if block then
       for _, n in ipairs(group) do documented[n] = true end
+      used[#used + 1] = {name = group[1], path = block.path, line = block.code, where = block.where}
     elseif entry then
+      used[#used + 1] = {name = entry.name, module = entry.doc.module, item = entry.doc.item, where = entry.doc.where}
       for _, n in ipairs(group) do
         if n == entry.name or by_name[n] or mentioned(entry.text, n) then
           documented[n] = true
@@ -375,7 +383,7 @@ local function check_api(by_name, by_line)
     local path, line = defined_at(fn_of[n])
     where[n] = path and (path:sub(1, #ROOT + 1) == ROOT .. "/" and path:sub(#ROOT + 2) or path) .. ":" .. line or "C"
   end
-  return missing, notes, exists, #names, where
+  return missing, notes, exists, #names, where, used
 end
 
 local function read_pending()
@@ -416,9 +424,57 @@ local function ldoc_warnings()
   return out
 end
 
+-- LDoc's own reading of the sources (ldoc --filter pl.pretty.dump): for
+-- each module, its source file and its items' names and lines.
+local function ldoc_model()
+  local h = io.popen("cd " .. shell_quote(ROOT) .. " && ldoc --filter pl.pretty.dump . 2>/dev/null")
+  local text = h:read("a")
+  h:close()
+  text = text:match("^[^{]*(%b{})")
+  if not text then return nil, "ldoc --filter gave no table" end
+  local chunk, err = load("return " .. text:gsub("<cycle>", "false"), "=ldoc dump", "t", {})
+  if not chunk then return nil, err end
+  local ok, modules = pcall(chunk)
+  if not ok or type(modules) ~= "table" then return nil, tostring(modules) end
+  local by_module, by_file = {}, {}
+  for _, m in ipairs(modules) do
+    local names, lines = {}, {}
+    for _, it in ipairs(type(m.items) == "table" and m.items or {}) do
+      if type(it) == "table" then
+        if it.name then names[it.name] = true end
+        if it.lineno then lines[it.lineno] = true end
+      end
+    end
+    local entry = {names = names, lines = lines}
+    if m.name then by_module[m.name] = entry end
+    if type(m.file) == "string" then by_file[realpath(m.file)] = entry end
+  end
+  return {by_module = by_module, by_file = by_file}
+end
+
+-- The entries check_docs counted that LDoc's reference leaves out.
+local function ldoc_omissions(used)
+  local model, err = ldoc_model()
+  if not model then return {"cannot read LDoc's model of the sources: " .. tostring(err)} end
+  local out = {}
+  for _, u in ipairs(used) do
+    local found
+    if u.path then
+      local m = model.by_file[u.path]
+      found = m and m.lines[u.line]
+    else
+      local m = model.by_module[u.module]
+      found = m and m.names[u.item]
+    end
+    if not found then out[#out + 1] = "LDoc leaves out the entry for " .. u.name .. " (" .. u.where .. ")" end
+  end
+  table.sort(out)
+  return out
+end
+
 local function main()
   local by_name, by_line, undocumented_modules = read_docs()
-  local missing, notes, exists, total, where = check_api(by_name, by_line)
+  local missing, notes, exists, total, where, used = check_api(by_name, by_line)
   local pending, pending_order = read_pending()
   local failures, tolerated = {}, 0
   for _, n in ipairs(missing) do
@@ -447,6 +503,7 @@ local function main()
         if not (rel and pending["ldoc " .. rel]) then failures[#failures + 1] = "ldoc: " .. w end
       end
       ldoc_state = #warnings == 0 and "ran clean" or (#warnings .. " warning(s)")
+      for _, o in ipairs(ldoc_omissions(used)) do failures[#failures + 1] = o end
     else
       ldoc_state = "skipped: ldoc is not installed (Debian lua-ldoc; scripts/setup.sh --docs)"
     end
