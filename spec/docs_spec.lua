@@ -105,6 +105,19 @@ describe("the LDoc reference", function()
       assert.truthy(out:find("alias not mentioned: attn.Tensor.cumsum", 1, true), out)
     end)
 
+    it("fails on an entry that LDoc leaves out of the reference (with ldoc installed)", function()
+      if not have_ldoc() then
+        return pending("ldoc is not installed (Debian lua-ldoc: scripts/setup.sh --docs); LDoc run skipped")
+      end
+      local path = dir .. "/docs/api/core.luadoc"
+      local text, n = readfile(path):gsub("\n%-%- @function zeros\n", "\n-- @function zeros\n-- @local\n")
+      assert.are.equal(1, n)
+      writefile(path, text)
+      local rc, out = check(dir)
+      assert.are.equal(1, rc, out)
+      assert.truthy(out:find("LDoc leaves out the entry for attn.zeros", 1, true), out)
+    end)
+
     it("fails on a pending name that is documented or does not exist, so the list only shrinks", function()
       local path = dir .. "/scripts/docs_pending.txt"
       writefile(path, readfile(path) .. "attn.zeros\nattn.no_such_function\n")
