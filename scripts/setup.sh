@@ -23,8 +23,8 @@ if [[ "${1:-}" == "--test" ]]; then
   want+=(valgrind clang libclang-rt-14-dev)
   [[ "${ATTN_NO_TORCH:-0}" == 1 ]] || want+=(python3-torch python3-numpy)
 fi
-if [[ "${1:-}" == "--docs" ]]; then
-  want+=(lua-ldoc)
+if [[ "${1:-}" == "--docs" || "${1:-}" == "--test" ]]; then
+  want+=(lua-ldoc) # --test too: spec/docs_spec.lua runs LDoc over config.ld
 fi
 
 missing=()

@@ -98,12 +98,13 @@ local function fmt_shape(s)
   return "[" .. table.concat(s, ", ") .. "]"
 end
 
----------------------------------------------------------------------------
+-- ------------------------------------------------------------------------
 -- JSON
 
--- A strict JSON reader (RFC 8259): enough for config.json files and
--- safetensors index files.  null becomes nil (so absent and null read the
--- same, as for an optional config field).
+--- json_decode(text [, name]) -> value: a strict JSON reader (RFC 8259),
+-- enough for config.json files and safetensors index files.  null becomes
+-- nil (so absent and null read the same, as for an optional config field);
+-- name is used in error messages.  Python: json.loads.
 function bert.json_decode(text, name)
   if type(text) ~= "string" then error("json_decode: expected a string", 2) end
   if name ~= nil and type(name) ~= "string" then error("json_decode: name must be a string", 2) end
@@ -267,7 +268,7 @@ local function read_json(path, fn)
   return v
 end
 
----------------------------------------------------------------------------
+-- ------------------------------------------------------------------------
 -- Config
 
 -- BertConfig's defaults (bert-base-uncased's values).
@@ -355,7 +356,7 @@ function bert.read_config(path)
   return bert.config(t, "'" .. path .. "'")
 end
 
----------------------------------------------------------------------------
+-- ------------------------------------------------------------------------
 -- Weights: where each parameter comes from
 
 -- A weight source hands out checkpoint tensors by BertModel name, checking
@@ -406,7 +407,7 @@ end
 local function zeros_init(shape) return attn.zeros(shape) end
 local function ones_init(shape) return attn.ones(shape) end
 
----------------------------------------------------------------------------
+-- ------------------------------------------------------------------------
 -- Layers with checkpoint weights
 
 -- nn.Linear whose parameters are given (no random draw to throw away).
@@ -441,7 +442,7 @@ local function embedding(src, c, name, n, padding)
   return nn.Embedding(n, c.hidden_size, {_weight = w, padding_idx = padding})
 end
 
----------------------------------------------------------------------------
+-- ------------------------------------------------------------------------
 -- Modules (transformers' names)
 
 local function check_options(opts, fn, known)
@@ -480,6 +481,11 @@ end
 local BertEmbeddings = nn.Module:extend("BertEmbeddings")
 bert.BertEmbeddings = BertEmbeddings
 
+--- BertEmbeddings(c [, src] [, prefix = "embeddings."]): word, position and
+-- token-type embeddings, summed, then LayerNorm and dropout (HF's BertEmbeddings).
+-- c: a config table (bert.config fills the defaults); src: the weight
+-- source (nil: HF's random initialisation); prefix: the state-dict name
+-- prefix of the block's parameters (as in HF's checkpoints).
 function BertEmbeddings:init(c, src, prefix)
   c, prefix = block_args("BertEmbeddings", c, prefix, "embeddings.")
   local pad = c.pad_token_id and (c.pad_token_id + 1) or nil -- 1-based in attn
@@ -490,7 +496,8 @@ function BertEmbeddings:init(c, src, prefix)
   self.dropout = nn.Dropout(c.hidden_dropout_prob)
 end
 
--- ids [B, T], token types [B, T], positions [B or 1, T] (1-based) -> [B, T, hidden]
+--- forward(input_ids, token_type_ids, position_ids): ids [B, T], token
+-- types [B, T], positions [B or 1, T], all 1-based -> [B, T, hidden].
 function BertEmbeddings:forward(input_ids, token_type_ids, position_ids)
   -- HF's order: (words + token types) + positions
   local e = self.word_embeddings(input_ids) + self.token_type_embeddings(token_type_ids)
@@ -501,6 +508,11 @@ end
 local BertSelfAttention = nn.Module:extend("BertSelfAttention")
 bert.BertSelfAttention = BertSelfAttention
 
+--- BertSelfAttention(c [, src] [, prefix]): query/key/value projections and
+-- multi-head scaled dot-product attention (HF's BertSelfAttention).
+-- c: a config table (bert.config fills the defaults); src: the weight
+-- source (nil: HF's random initialisation); prefix: the state-dict name
+-- prefix of the block's parameters (as in HF's checkpoints).
 function BertSelfAttention:init(c, src, prefix)
   c, prefix = block_args("BertSelfAttention", c, prefix)
   self.num_attention_heads = c.num_attention_heads
@@ -513,8 +525,9 @@ function BertSelfAttention:init(c, src, prefix)
   self.dropout = nn.Dropout(c.attention_probs_dropout_prob)
 end
 
--- h [B, T, hidden], mask [B, 1, 1, T] additive or nil -> context [B, T,
--- hidden], probabilities [B, H, T, T] when need_weights
+--- forward(h, mask, need_weights): h [B, T, hidden], mask [B, 1, 1, T]
+-- additive or nil -> context [B, T, hidden], probabilities [B, H, T, T]
+-- when need_weights.
 function BertSelfAttention:forward(h, mask, need_weights)
   local H = self.num_attention_heads
   local q = split_heads(self.query(h), H) -- [B, H, T, D]
@@ -538,21 +551,35 @@ end
 
 local BertSelfOutput = nn.Module:extend("BertSelfOutput")
 bert.BertSelfOutput = BertSelfOutput
+--- BertSelfOutput(c [, src] [, prefix]): dense [hidden -> hidden], dropout,
+-- LayerNorm of the sum with the residual (HF's BertSelfOutput).
+-- c: a config table (bert.config fills the defaults); src: the weight
+-- source (nil: HF's random initialisation); prefix: the state-dict name
+-- prefix of the block's parameters (as in HF's checkpoints).
 function BertSelfOutput:init(c, src, prefix)
   c, prefix = block_args("BertSelfOutput", c, prefix)
   add_norm_init(self, c, src, prefix, c.hidden_size)
 end
+--- forward(h, residual) -> LayerNorm(dropout(dense(h)) + residual) [B, T,
+-- hidden].
+-- @function BertSelfOutput:forward
 BertSelfOutput.forward = add_norm_forward
 
 local BertAttention = nn.Module:extend("BertAttention")
 bert.BertAttention = BertAttention
 
+--- BertAttention(c [, src] [, prefix]): BertSelfAttention then
+-- BertSelfOutput (HF's BertAttention).
+-- c: a config table (bert.config fills the defaults); src: the weight
+-- source (nil: HF's random initialisation); prefix: the state-dict name
+-- prefix of the block's parameters (as in HF's checkpoints).
 function BertAttention:init(c, src, prefix)
   c, prefix = block_args("BertAttention", c, prefix)
   self.self = BertSelfAttention(c, src, prefix .. "self.")
   self.output = BertSelfOutput(c, src, prefix .. "output.")
 end
 
+--- forward(h, mask, need_weights) -> [B, T, hidden], probabilities or nil.
 function BertAttention:forward(h, mask, need_weights)
   local ctx, w = self.self(h, mask, need_weights)
   return self.output(ctx, h), w
@@ -561,27 +588,46 @@ end
 local BertIntermediate = nn.Module:extend("BertIntermediate")
 bert.BertIntermediate = BertIntermediate
 
+--- BertIntermediate(c [, src] [, prefix]): dense [hidden -> intermediate]
+-- and the config's hidden_act (HF's BertIntermediate).
+-- c: a config table (bert.config fills the defaults); src: the weight
+-- source (nil: HF's random initialisation); prefix: the state-dict name
+-- prefix of the block's parameters (as in HF's checkpoints).
 function BertIntermediate:init(c, src, prefix)
   c, prefix = block_args("BertIntermediate", c, prefix)
   self.dense = linear(src, c, prefix .. "dense", c.hidden_size, c.intermediate_size)
   self.intermediate_act_fn = activations[c.hidden_act]()
 end
 
+--- forward(h [B, T, hidden]) -> [B, T, intermediate_size].
 function BertIntermediate:forward(h)
   return self.intermediate_act_fn(self.dense(h))
 end
 
 local BertOutput = nn.Module:extend("BertOutput")
 bert.BertOutput = BertOutput
+--- BertOutput(c [, src] [, prefix]): dense [intermediate -> hidden], dropout,
+-- LayerNorm of the sum with the residual (HF's BertOutput).
+-- c: a config table (bert.config fills the defaults); src: the weight
+-- source (nil: HF's random initialisation); prefix: the state-dict name
+-- prefix of the block's parameters (as in HF's checkpoints).
 function BertOutput:init(c, src, prefix)
   c, prefix = block_args("BertOutput", c, prefix)
   add_norm_init(self, c, src, prefix, c.intermediate_size)
 end
+--- forward(h, residual) -> LayerNorm(dropout(dense(h)) + residual) [B, T,
+-- hidden]; h [B, T, intermediate_size].
+-- @function BertOutput:forward
 BertOutput.forward = add_norm_forward
 
 local BertLayer = nn.Module:extend("BertLayer")
 bert.BertLayer = BertLayer
 
+--- BertLayer(c [, src] [, prefix]): attention, intermediate and output
+-- blocks (HF's BertLayer).
+-- c: a config table (bert.config fills the defaults); src: the weight
+-- source (nil: HF's random initialisation); prefix: the state-dict name
+-- prefix of the block's parameters (as in HF's checkpoints).
 function BertLayer:init(c, src, prefix)
   c, prefix = block_args("BertLayer", c, prefix)
   self.attention = BertAttention(c, src, prefix .. "attention.")
@@ -589,7 +635,8 @@ function BertLayer:init(c, src, prefix)
   self.output = BertOutput(c, src, prefix .. "output.")
 end
 
--- h [B, T, hidden] -> [B, T, hidden], probabilities [B, H, T, T] or nil
+--- forward(h, mask, need_weights): h [B, T, hidden] -> [B, T, hidden],
+-- probabilities [B, H, T, T] or nil.
 function BertLayer:forward(h, mask, need_weights)
   local a, w = self.attention(h, mask, need_weights)
   return self.output(self.intermediate(a), a), w
@@ -598,6 +645,11 @@ end
 local BertEncoder = nn.Module:extend("BertEncoder")
 bert.BertEncoder = BertEncoder
 
+--- BertEncoder(c [, src] [, prefix]): num_hidden_layers BertLayers in an
+-- nn.ModuleList named `layer` (HF's BertEncoder).
+-- c: a config table (bert.config fills the defaults); src: the weight
+-- source (nil: HF's random initialisation); prefix: the state-dict name
+-- prefix of the block's parameters (as in HF's checkpoints).
 function BertEncoder:init(c, src, prefix)
   c, prefix = block_args("BertEncoder", c, prefix)
   local layers = {}
@@ -607,8 +659,9 @@ function BertEncoder:init(c, src, prefix)
   self.layer = nn.ModuleList(layers)
 end
 
--- Runs every layer; returns the last hidden state, the list of hidden
--- states (when asked) and of attention probabilities (when asked).
+--- forward(h, mask, output_attentions, output_hidden_states): runs every
+-- layer; returns the last hidden state, the list of hidden states (when
+-- asked) and of attention probabilities (when asked).
 function BertEncoder:forward(h, mask, output_attentions, output_hidden_states)
   local hidden = output_hidden_states and {h} or nil
   local attns = output_attentions and {} or nil
@@ -624,13 +677,18 @@ end
 local BertPooler = nn.Module:extend("BertPooler")
 bert.BertPooler = BertPooler
 
+--- BertPooler(c [, src] [, prefix]): dense [hidden -> hidden] and tanh on the
+-- first token (HF's BertPooler).
+-- c: a config table (bert.config fills the defaults); src: the weight
+-- source (nil: HF's random initialisation); prefix: the state-dict name
+-- prefix of the block's parameters (as in HF's checkpoints).
 function BertPooler:init(c, src, prefix)
   c, prefix = block_args("BertPooler", c, prefix)
   self.dense = linear(src, c, prefix .. "dense", c.hidden_size, c.hidden_size)
   self.activation = nn.Tanh()
 end
 
--- h [B, T, hidden] -> tanh(dense(h[:, 1])) [B, hidden]
+--- forward(h): h [B, T, hidden] -> tanh(dense(h[:, 1])) [B, hidden].
 function BertPooler:forward(h)
   if not is_tensor(h) or h:dim() < 2 then
     error(("BertPooler: h must be a tensor [batch, seq_len, hidden] (got %s)"):format(
@@ -685,6 +743,13 @@ end
 local forward_options = {token_type_ids = true, attention_mask = true, position_ids = true,
                          output_attentions = true, output_hidden_states = true}
 
+--- model(input_ids [, opts]) -> {last_hidden_state [B, T, hidden],
+-- pooler_output [B, hidden] or nil, hidden_states, attentions}.
+-- input_ids [B, T] (or [T], a table is converted) are 1-based: the line
+-- number in vocab.txt, HF's id + 1.  opts: token_type_ids (1-based: the
+-- first segment is 1), attention_mask (1 = real token, 0 = padding),
+-- position_ids (1-based), output_attentions, output_hidden_states.
+-- transformers.BertModel.forward with return_dict=True.
 function BertModel:forward(input_ids, opts)
   opts = check_options(opts, "BertModel", forward_options)
   opt_bool(opts.output_attentions, false, "BertModel", "output_attentions")
@@ -728,11 +793,12 @@ function BertModel:forward(input_ids, opts)
   }
 end
 
+--- Nothing beyond the submodules for tostring(model).
 function BertModel:extra_repr()
   return ""
 end
 
----------------------------------------------------------------------------
+-- ------------------------------------------------------------------------
 -- Loading a Hugging Face directory
 
 local function exists(path)
@@ -861,6 +927,8 @@ function bert.from_pretrained(dir, opts)
   return model, {config = c, path = path, unused_keys = unused, missing_keys = missing}
 end
 
+--- BertModel.from_pretrained(dir [, opts]): bert.from_pretrained (call it
+-- with a dot).  transformers.BertModel.from_pretrained.
 BertModel.from_pretrained = function(dir, opts)
   if type(dir) == "table" and dir == BertModel then
     error("BertModel.from_pretrained: call it with a dot: bert.BertModel.from_pretrained(dir)", 2)

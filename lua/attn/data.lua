@@ -295,8 +295,10 @@ function Vocab:decode(ids)
   return out
 end
 
+--- #vocab: the number of words, unk included.
 function Vocab:__len() return self.size end
 
+--- tostring(vocab): "Vocab(size=N, unk=...)", the unk token quoted or none.
 function Vocab:__tostring()
   return string.format("Vocab(size=%d, unk=%s)", self.size, self.unk and ("'" .. self.unk .. "'") or "none")
 end
@@ -418,8 +420,10 @@ function CharTable:decode(ids)
   return table.concat(out)
 end
 
+--- #table: the number of characters.
 function CharTable:__len() return self.size end
 
+--- tostring(table): "CharTable(size=N, chars='...')".
 function CharTable:__tostring()
   return string.format("CharTable(size=%d, chars='%s')", self.size, table.concat(self.chars))
 end

@@ -129,26 +129,52 @@ function dist.init(opts)
   if opts.timeout then C.set_timeout(opts.timeout) end
 end
 
+--- This process's rank, 0-based as in MPI and torch.distributed
+-- (torch.distributed.get_rank); 0 in a 1-rank world.
+-- @treturn int
+-- @function rank
 dist.rank = C.rank
+--- The number of ranks (torch.distributed.get_world_size); also
+-- attn.dist.world_size.
+-- @treturn int
+-- @function size
 dist.size = C.size
 dist.world_size = C.size
+--- The rank among the ranks on this machine, 0-based (torchrun's
+-- LOCAL_RANK).
+-- @treturn int
+-- @function local_rank
 dist.local_rank = C.local_rank
 --- is_main(): rank 0, the one that logs and saves.
 function dist.is_main() return C.rank() == 0 end
---- is_available(): attn was built with MPI.
+--- is_available(): attn was built with MPI (torch.distributed.is_available).
+-- @treturn boolean
+-- @function is_available
 dist.is_available = C.compiled
 --- uses_mpi(): this process runs MPI (false in a 1-rank fallback world).
+-- @treturn boolean
+-- @function uses_mpi
 dist.uses_mpi = C.uses_mpi
 --- backend(): the MPI library's version line, or "none".
+-- @treturn string
+-- @function backend
 dist.backend = C.backend
+--- set_timeout(seconds): how long any later wait may take before it raises
+-- (a positive finite number; the default is 300 s or ATTN_DIST_TIMEOUT).
 function dist.set_timeout(seconds)
   if type(seconds) ~= "number" or not (seconds > 0) or seconds == math.huge then
     error(("set_timeout (%s): seconds must be a positive finite number, got %s"):format(where(), tostring(seconds)), 2)
   end
   C.set_timeout(seconds)
 end
+--- The current wait limit in seconds (see set_timeout).
+-- @treturn number
+-- @function timeout
 dist.timeout = C.timeout
 
+--- barrier([opts]): waits until every rank has called it
+-- (torch.distributed.barrier).  opts.async = true returns a handle whose
+-- h:wait() completes it.
 function dist.barrier(opts)
   return C.barrier(opt_async("barrier", opts))
 end
@@ -202,20 +228,43 @@ local function recv(fn, t, src, opts)
   return h or t
 end
 
+--- allreduce(t, op [, opts]) -> t: t = op over every rank's t, in place;
+-- op "sum" (default), "avg", "max" or "min".  torch.distributed.all_reduce.
+-- With opts.async = true returns a handle h (h:wait(), h:is_completed()).
 function dist.allreduce(t, op, opts) return allreduce("allreduce", t, op, opts) end
+--- broadcast(t, root [, opts]) -> t: t = rank root's t (root 0-based,
+-- default 0), in place.  torch.distributed.broadcast.  opts.async as allreduce.
 function dist.broadcast(t, root, opts) return broadcast("broadcast", t, root, opts) end
+--- allgather(t [, opts]) -> every rank's t concatenated along dim 1, a new
+-- tensor (torch.distributed.all_gather_into_tensor).  With opts.async,
+-- h:wait() returns it.
 function dist.allgather(t, opts) return allgather("allgather", t, opts) end
+--- reduce_scatter(t, op [, opts]) -> reduce with op (as allreduce), then
+-- rank r gets slice r+1 of dim 1 (dim 1 divisible by size()), a new tensor.
+-- torch.distributed.reduce_scatter_tensor.  With opts.async, h:wait() returns it.
 function dist.reduce_scatter(t, op, opts) return reduce_scatter("reduce_scatter", t, op, opts) end
+--- send(t, dst [, opts]): sends t to rank dst (0-based); opts.tag (default
+-- 0), opts.async.  torch.distributed.send.
 function dist.send(t, dst, opts) return send("send", t, dst, opts) end
+--- recv(t, src [, opts]) -> t: receives into t from rank src; opts.tag
+-- (default 0), opts.async.  torch.distributed.recv.
 function dist.recv(t, src, opts) return recv("recv", t, src, opts) end
 
---- Async shorthands: dist.iallreduce(t, op) == dist.allreduce(t, op, {async = true}), etc.
+-- Async shorthands: dist.iallreduce(t, op) == dist.allreduce(t, op, {async = true}), etc.
 local ASYNC_TRUE = {async = true}
+--- iallreduce(t, op) -> handle: allreduce(t, op, {async = true}).
 function dist.iallreduce(t, op) return allreduce("iallreduce", t, op, ASYNC_TRUE) end
+--- ibroadcast(t, root) -> handle: broadcast(t, root, {async = true}).
 function dist.ibroadcast(t, root) return broadcast("ibroadcast", t, root, ASYNC_TRUE) end
+--- iallgather(t) -> handle: allgather(t, {async = true}); h:wait() gives the result.
 function dist.iallgather(t) return allgather("iallgather", t, ASYNC_TRUE) end
+--- ireduce_scatter(t, op) -> handle: reduce_scatter(t, op, {async = true}).
 function dist.ireduce_scatter(t, op) return reduce_scatter("ireduce_scatter", t, op, ASYNC_TRUE) end
+--- isend(t, dst [, tag]) -> handle: send(t, dst, {async = true, tag = tag})
+-- (torch.distributed.isend).
 function dist.isend(t, dst, tag) return send("isend", t, dst, {async = true, tag = tag}) end
+--- irecv(t, src [, tag]) -> handle: recv(t, src, {async = true, tag = tag})
+-- (torch.distributed.irecv).
 function dist.irecv(t, src, tag) return recv("irecv", t, src, {async = true, tag = tag}) end
 
 --- print0(...): print on rank 0 only.
@@ -223,7 +272,7 @@ function dist.print0(...)
   if C.rank() == 0 then print(...) end
 end
 
---------------------------------------------------------------------------
+-- -----------------------------------------------------------------------
 -- Sequence parallelism
 
 --- ring_attention(q, k, v [, {causal = false, scale = 1/sqrt(E)}]) -> out:

@@ -104,29 +104,36 @@ end
 local function uniform(t, a, b, gen) t:uniform_(a, b, gen) end
 local function normal(t, mean, std, gen) t:normal_(mean, std, gen) end
 
+--- uniform_(t [, a = 0] [, b = 1] [, gen]) -> t: fills t with uniform samples
+-- in [a, b) without recording a graph.  torch.nn.init.uniform_.
 function M.uniform_(t, a, b, gen)
   check_tensor(t, "uniform_")
   a, b = opt_number(a, 0.0, "uniform_", "a"), opt_number(b, 1.0, "uniform_", "b")
   return no_grad(uniform, t, a, b, gen)
 end
 
+--- normal_(t [, mean = 0] [, std = 1] [, gen]) -> t: fills t with normal
+-- samples without recording a graph.  torch.nn.init.normal_.
 function M.normal_(t, mean, std, gen)
   check_tensor(t, "normal_")
   mean, std = opt_number(mean, 0.0, "normal_", "mean"), opt_number(std, 1.0, "normal_", "std")
   return no_grad(normal, t, mean, std, gen)
 end
 
+--- constant_(t, val) -> t: fills t with val.  torch.nn.init.constant_.
 function M.constant_(t, val)
   check_tensor(t, "constant_")
   check_number(val, "constant_", "val")
   return no_grad(function(x) x:fill_(val) end, t)
 end
 
+--- zeros_(t) -> t: fills t with 0.  torch.nn.init.zeros_.
 function M.zeros_(t)
   check_tensor(t, "zeros_")
   return no_grad(function(x) x:zero_() end, t)
 end
 
+--- ones_(t) -> t: fills t with 1.  torch.nn.init.ones_.
 function M.ones_(t)
   check_tensor(t, "ones_")
   return no_grad(function(x) x:fill_(1) end, t)
@@ -140,6 +147,8 @@ function M.eye_(t)
   return no_grad(function(x) x:copy_(attn.eye(shape[1], shape[2])) end, t)
 end
 
+--- xavier_uniform_(t [, gain = 1] [, gen]) -> t: uniform in [-a, a] with
+-- a = gain * sqrt(6 / (fan_in + fan_out)).  torch.nn.init.xavier_uniform_.
 function M.xavier_uniform_(t, gain, gen)
   check_tensor(t, "xavier_uniform_")
   gain = opt_number(gain, 1.0, "xavier_uniform_", "gain")
@@ -149,6 +158,8 @@ function M.xavier_uniform_(t, gain, gen)
   return no_grad(uniform, t, -a, a, gen)
 end
 
+--- xavier_normal_(t [, gain = 1] [, gen]) -> t: normal with std
+-- gain * sqrt(2 / (fan_in + fan_out)).  torch.nn.init.xavier_normal_.
 function M.xavier_normal_(t, gain, gen)
   check_tensor(t, "xavier_normal_")
   gain = opt_number(gain, 1.0, "xavier_normal_", "gain")
@@ -183,6 +194,11 @@ local function kaiming_std(t, fn, a, mode, nonlinearity)
   return gain / math.sqrt(fan)
 end
 
+--- kaiming_uniform_(t [, a = 0] [, mode = "fan_in"] [, nonlinearity =
+-- "leaky_relu"] [, gen]) -> t, or kaiming_uniform_(t, {a =, mode =,
+-- nonlinearity =, generator =}): uniform in [-b, b] with
+-- b = calculate_gain(nonlinearity, a) * sqrt(3 / fan); mode "fan_in" or
+-- "fan_out".  torch.nn.init.kaiming_uniform_.
 function M.kaiming_uniform_(t, a, mode, nonlinearity, gen)
   check_tensor(t, "kaiming_uniform_")
   a, mode, nonlinearity, gen = kaiming_args("kaiming_uniform_", a, mode, nonlinearity, gen)
@@ -192,6 +208,9 @@ function M.kaiming_uniform_(t, a, mode, nonlinearity, gen)
   return no_grad(uniform, t, -bound, bound, gen)
 end
 
+--- kaiming_normal_(t [, a] [, mode] [, nonlinearity] [, gen]) -> t (or an
+-- options table, as kaiming_uniform_): normal with std
+-- calculate_gain(nonlinearity, a) / sqrt(fan).  torch.nn.init.kaiming_normal_.
 function M.kaiming_normal_(t, a, mode, nonlinearity, gen)
   check_tensor(t, "kaiming_normal_")
   a, mode, nonlinearity, gen = kaiming_args("kaiming_normal_", a, mode, nonlinearity, gen)

@@ -46,9 +46,9 @@ local function same_size(a, b)
   return true
 end
 
----------------------------------------------------------------------------
+-- ------------------------------------------------------------------------
 -- Optimizer base
----------------------------------------------------------------------------
+-- ------------------------------------------------------------------------
 
 local Optimizer = {}
 Optimizer.__index = Optimizer
@@ -82,6 +82,10 @@ local function class(name, defaults, validate)
     __index = Optimizer,
     __call = function(c, params, opts) return c.new(params, opts) end,
   })
+  --- Cls.new(params [, opts]) (also Cls(params, opts)): an optimizer of this
+  -- class over params (a list of tensors, or of {params = ..., lr = ...}
+  -- groups) with opts merged over the class defaults and checked.
+  -- @function Optimizer.new
   function cls.new(params, opts)
     if opts ~= nil and (type(opts) ~= "table" or attn.is_tensor(opts)) then
       error(("%s: options must be a table such as {lr = 0.01} (got %s)"):format(name, type(opts)), 3)
@@ -290,9 +294,9 @@ function Optimizer:load_state_dict(sd)
   self.state = state
 end
 
----------------------------------------------------------------------------
+-- ------------------------------------------------------------------------
 -- SGD
----------------------------------------------------------------------------
+-- ------------------------------------------------------------------------
 
 --- SGD(params, {lr (required), momentum = 0, dampening = 0,
 -- weight_decay = 0, nesterov = false, maximize = false})
@@ -326,9 +330,9 @@ function optim.SGD:_update(g, p, d_p, st)
   p:add_(d_p, -g.lr)
 end
 
----------------------------------------------------------------------------
+-- ------------------------------------------------------------------------
 -- Adam / AdamW
----------------------------------------------------------------------------
+-- ------------------------------------------------------------------------
 
 local function check_adam(d)
   if d.lr < 0 then error("Invalid learning rate: " .. fmt(d.lr)) end
@@ -404,9 +408,9 @@ function optim.AdamW:_update(g, p, grad, st)
   adam_update(g, p, grad, st)
 end
 
----------------------------------------------------------------------------
+-- ------------------------------------------------------------------------
 -- RMSprop
----------------------------------------------------------------------------
+-- ------------------------------------------------------------------------
 
 --- RMSprop(params, {lr = 1e-2, alpha = 0.99, eps = 1e-8, weight_decay = 0,
 -- momentum = 0, centered = false, maximize = false})
@@ -451,9 +455,9 @@ function optim.RMSprop:_update(g, p, grad, st)
   end
 end
 
----------------------------------------------------------------------------
+-- ------------------------------------------------------------------------
 -- Learning-rate schedulers
----------------------------------------------------------------------------
+-- ------------------------------------------------------------------------
 
 local Scheduler = {}
 Scheduler.__index = Scheduler
@@ -538,6 +542,8 @@ function Scheduler:state_dict()
   return sd
 end
 
+--- scheduler:load_state_dict(sd): restores what state_dict gave; unknown
+-- keys or values of another type raise.
 function Scheduler:load_state_dict(sd)
   local name = getmetatable(self).__name
   if type(sd) ~= "table" then error(("%s:load_state_dict: expected a table from state_dict() (got %s)"):format(
@@ -572,6 +578,8 @@ setmetatable(optim.StepLR, {__index = Scheduler, __call = function(cls, optimize
   return scheduler_init(self, optimizer, last_epoch, "StepLR")
 end})
 
+--- scheduler:get_lr(): the rates for the current epoch, one per group
+-- (StepLR: multiplied by gamma every step_size epochs).
 function optim.StepLR:get_lr()
   local out = {}
   local e = self.last_epoch
@@ -611,6 +619,7 @@ setmetatable(optim.LambdaLR, {__index = Scheduler, __call = function(cls, optimi
   return lambda_new(cls, optimizer, fn, last_epoch, "LambdaLR")
 end})
 
+--- scheduler:get_lr(): initial_lr * fn(epoch) for each group.
 function optim.LambdaLR:get_lr()
   local out = {}
   for i, b in ipairs(self.base_lrs) do
@@ -664,9 +673,9 @@ setmetatable(optim.NoamLR, {__index = optim.LambdaLR, __call = function(cls, opt
   return self
 end})
 
----------------------------------------------------------------------------
+-- ------------------------------------------------------------------------
 -- Gradient clipping (torch.nn.utils)
----------------------------------------------------------------------------
+-- ------------------------------------------------------------------------
 
 local function grads_of(parameters, fn)
   if attn.is_tensor(parameters) then parameters = {parameters} end

@@ -123,7 +123,7 @@ local function check_query(fn, q, qname, Hq, enc, He)
   return qs[1], es[2]
 end
 
---------------------------------------------------------------------------
+-- -----------------------------------------------------------------------
 -- Luong attention
 
 local LuongAttention = nn.Module:extend("LuongAttention")
@@ -196,6 +196,8 @@ function LuongAttention:init(hidden, opts)
   end
 end
 
+--- The settings shown by tostring(module): hidden size, score, and
+-- max_length / mode / D where they apply.
 function LuongAttention:extra_repr()
   local s = ("%d, score=%s"):format(self.hidden, self.score)
   if self.max_length then s = s .. ", max_length=" .. self.max_length end
@@ -285,7 +287,7 @@ function LuongAttention:forward(h, enc, opts)
   return weighted_sum(w, enc), w, p:squeeze(2)
 end
 
---------------------------------------------------------------------------
+-- -----------------------------------------------------------------------
 -- Bahdanau attention
 
 local BahdanauAttention = nn.Module:extend("BahdanauAttention")
@@ -325,6 +327,7 @@ function BahdanauAttention:init(enc_hidden, dec_hidden, attn_dim, opts)
   end
 end
 
+--- The settings shown by tostring(module): enc_hidden, dec_hidden, attn_dim.
 function BahdanauAttention:extra_repr()
   return ("enc_hidden=%d, dec_hidden=%d, attn_dim=%d%s"):format(self.enc_hidden, self.dec_hidden, self.attn_dim,
     self.tutorial and ", tutorial=true" or "")
@@ -374,7 +377,7 @@ function BahdanauAttention:forward(s, enc, opts)
   return ctx, w
 end
 
---------------------------------------------------------------------------
+-- -----------------------------------------------------------------------
 -- Decoder step
 
 local AttnDecoderStep = nn.Module:extend("AttnDecoderStep")
@@ -428,6 +431,7 @@ function AttnDecoderStep:init(cell, attention, opts)
   if self.attentional then self.W_c = nn.Linear(C + H, H, false) end
 end
 
+--- The settings shown by tostring(module): order, attentional, input_feeding.
 function AttnDecoderStep:extra_repr()
   return ("order=%s, attentional=%s, input_feeding=%s"):format(self.order,
     self.attentional and "True" or "False", self.input_feeding and "True" or "False")
@@ -506,7 +510,7 @@ function AttnDecoderStep:decode(ys, state, enc, opts)
   return attn.stack(outs, 2), attn.stack(ws, 2), state
 end
 
---------------------------------------------------------------------------
+-- -----------------------------------------------------------------------
 -- The notebook's unbatched formulas
 
 --- luong_dot(H [d, N], s [d, 1]) -> context [d, 1], alpha [N, 1], e [N, 1],

@@ -591,8 +591,10 @@ function WordPiece.from_pretrained(dir, opts)
   return WordPiece.from_file(dir .. "/vocab.txt", merged)
 end
 
+--- #tok: the vocabulary size (len(tokenizer) in transformers).
 function WordPiece:__len() return self.vocab_size end
 
+--- tostring(tok): the settings, "WordPiece(vocab_size=..., lower=..., ...)".
 function WordPiece:__tostring()
   local strip = self.strip_accents
   return string.format("WordPiece(vocab_size=%d, lower=%s, strip_accents=%s, tokenize_chinese_chars=%s, max_length=%d)",
