@@ -552,7 +552,7 @@ attn_status attn_normal_(attn_tensor *t, double mean, double std, attn_generator
 
 /* float -> int64 as cvttss2si does: out of range gives INT64_MIN. */
 static int64_t f2i64(float f) {
-  if (!(f >= -0x1p63f && f < 0x1p63f)) return INT64_MIN;
+  if (!(f >= -9223372036854775808.0f && f < 9223372036854775808.0f)) return INT64_MIN; /* [-2^63, 2^63) */
   return (int64_t)f;
 }
 

@@ -136,7 +136,7 @@ INLINE double row_lse(const float *x, int64_t n, int64_t s) {
   float shift = isinf(mx) ? 0.0f : mx;
   double acc = 0;
   for (int64_t i = 0; i < n; i++) acc += expf(x[i * s] - shift);
-  return log(acc) + (double)shift;
+  return acc > 0 ? log(acc) + (double)shift : -INFINITY; /* every term 0: all -inf, or no terms */
 }
 
 /* Raw accumulation of one row for the non-arg kinds (see finalize). */

@@ -58,11 +58,14 @@ static attn_status softmax_impl(const char *fn, const attn_tensor *t, int dim, b
       attn_tensor_release(res);
       return attn__limit_error(fn);
     }
-    if (cols)
-      K->softmax_cols(x + ip, s.n, s.in_stride, s.m, y + op, s.out_stride, s.vos, log_space,
-                   (float *)((double *)buf + s.m), (double *)buf);
-    else
+    if (cols) {
+      /* one scratch block: m doubles, then m floats */
+      // cppcheck-suppress invalidPointerCast
+      float *fbuf = (float *)((double *)buf + s.m);
+      K->softmax_cols(x + ip, s.n, s.in_stride, s.m, y + op, s.out_stride, s.vos, log_space, fbuf, (double *)buf);
+    } else {
       K->softmax_rows(x + ip, s.n, s.in_stride, s.m, s.vs, y + op, s.out_stride, s.vos, log_space);
+    }
     attn__dimsplit_next(&s, idx, &ip, &op);
   }
   attn__scratch_free(buf, buf_bytes);
