@@ -327,6 +327,51 @@ attn_status attn_chunk(const attn_tensor *t, int64_t chunks, int dim, int *n, at
 /* torch.Tensor.repeat: nreps >= ndim */
 attn_status attn_repeat(const attn_tensor *t, int nreps, const int64_t *reps, attn_tensor **out);
 attn_status attn_flip(const attn_tensor *t, int ndims, const int *dims, attn_tensor **out);
+/* Sorting along dim (src/core/sort.c).  Indices are 0-based index tensors;
+   NaN counts as larger than every number; equal values keep input order.
+   The values record a backward (the gradient goes to the indexed places). */
+attn_status attn_sort(const attn_tensor *t, int dim, bool descending, attn_tensor **values,
+                      attn_tensor **indices);
+/* the k (0..size) largest (or smallest) along dim, sorted */
+attn_status attn_topk(const attn_tensor *t, int64_t k, int dim, bool largest, attn_tensor **values,
+                      attn_tensor **indices);
+/* the k-th smallest along dim, k in 1..size as in torch */
+attn_status attn_kthvalue(const attn_tensor *t, int64_t k, int dim, bool keepdim, attn_tensor **values,
+                          attn_tensor **indices);
+/* Scatter and index ops (src/core/scatter.c), torch's shapes: index has
+   self's ndim, index.size(d) <= src.size(d), and <= self.size(d) for d !=
+   dim; out[p with p_dim = index[p]] = src[p] (scatter), += (scatter_add),
+   or reduced with reduce "sum", "prod", "mean", "amax", "amin"
+   (include_self: self's value takes part).  Out of place. */
+attn_status attn_scatter(const attn_tensor *self, int dim, const attn_tensor *index, const attn_tensor *src,
+                         attn_tensor **out);
+attn_status attn_scatter_value(const attn_tensor *self, int dim, const attn_tensor *index, float value,
+                               attn_tensor **out);
+attn_status attn_scatter_add(const attn_tensor *self, int dim, const attn_tensor *index, const attn_tensor *src,
+                             attn_tensor **out);
+attn_status attn_scatter_reduce(const attn_tensor *self, int dim, const attn_tensor *index, const attn_tensor *src,
+                                const char *reduce, bool include_self, attn_tensor **out);
+/* self [A..., m, B...], index [k], source [A..., k, B...]:
+   out[a, index[j], b] += alpha * source[a, j, b] / = source / = value */
+attn_status attn_index_add(const attn_tensor *self, int dim, const attn_tensor *index, const attn_tensor *source,
+                           float alpha, attn_tensor **out);
+attn_status attn_index_copy(const attn_tensor *self, int dim, const attn_tensor *index, const attn_tensor *source,
+                            attn_tensor **out);
+attn_status attn_index_fill(const attn_tensor *self, int dim, const attn_tensor *index, float value,
+                            attn_tensor **out);
+/* [n, ndim]: 0-based positions of the non-zero elements, row-major order */
+attn_status attn_nonzero(const attn_tensor *t, attn_tensor **out);
+/* t and mask broadcast together -> 1-d of t's values where mask != 0 */
+attn_status attn_masked_select(const attn_tensor *t, const attn_tensor *mask, attn_tensor **out);
+/* boundaries [N] ascending -> t's shape of bucket numbers in [0, N]:
+   first i with x <= b[i] (right: x < b[i]), else N */
+attn_status attn_bucketize(const attn_tensor *t, const attn_tensor *boundaries, bool right, attn_tensor **out);
+/* The in-place form of an op computed out of place as result (taken
+   over, released): written into t, or, when autograd follows t or one of
+   others (the op's other inputs), committed to the graph as torch's
+   in-place ops are (refused on leaves that require grad). */
+attn_status attn_inplace_result(const char *fn, attn_tensor *t, const attn_tensor *const *others, int nothers,
+                                attn_tensor *result);
 
 /* ------------------------------------------------------------------------ */
 /* Random numbers: bit-exact with torch 1.13's CPU generator (mt19937)      */

@@ -267,6 +267,10 @@ attn_status attn__record_gather(const attn_tensor *t, int dim, const attn_tensor
 attn_status attn__record_repeat(const attn_tensor *t, int nreps, const int64_t *reps, attn_tensor *o);
 attn_status attn__record_flip(const attn_tensor *t, int ndims, const int *dims, attn_tensor *o);
 
+/* sort.c's reference twin (insertion sort) for the tests: sorts v, idx
+   gets the 0-based source positions. */
+void attn__sort_pairs_reference(float *v, int64_t *idx, int64_t n, bool descending);
+
 /* Frees t's autograd record (called when t's last reference goes). */
 void attn__autograd_release(attn_tensor *t);
 static inline void attn__bump_version(attn_tensor *t) {

@@ -629,6 +629,7 @@ int luaopen_attn_core(lua_State *L) {
   attnL_open_io(L, module, methods);
   attnL_open_autograd(L, module, methods);
   attnL_open_attention(L, module, methods);
+  attnL_open_ops(L, module, methods);
   attnL_open_plot(L, module, methods);
   attnL_open_dist(L, module, methods);
   /* The Lua side adds methods of its own through attn.core._methods. */
