@@ -239,16 +239,13 @@ function F.layer_norm(x, normalized_shape, weight, bias, eps)
   return y
 end
 
---- normalize(x, p = 2, dim = 2, eps = 1e-12): x / max(||x||_p along dim,
--- eps), torch's F.normalize (whose default dim 1 is our 2).
-function F.normalize(x, p, dim, eps)
-  x = as_tensor(x, "normalize", "input")
-  p = check_number(p, 2, "normalize", "p")
-  if dim == nil then dim = 2 end
-  eps = check_number(eps, 1e-12, "normalize", "eps")
-  local denom = x:norm(p, dim, true):clamp(eps, nil)
-  return x / denom
-end
+--- normalize(x, p = 2, dim = 2, eps = 1e-12) or normalize(x, {p =, dim =, eps =}):
+-- x / max(||x||_p along dim, eps), torch's F.normalize (whose default dim 1
+-- is our 2).  pad(x, pad, mode, value) and cosine_similarity(x1, x2, dim,
+-- eps): see attn/ops.lua.
+F.normalize = require("attn.ops").normalize
+F.pad = require("attn.ops").pad
+F.cosine_similarity = require("attn.ops").cosine_similarity
 
 --- one_hot(ids, num_classes): ids hold 1-based class numbers; the result
 -- has a trailing dim of num_classes (default: the largest id) with 1 at
