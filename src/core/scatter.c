@@ -205,7 +205,9 @@ static attn_status scatter_backward(attn_node *node, const attn_tensor *g, attn_
   if (gsrc && node->iargs[3]) {
     /* gather gives index's shape; src may be larger: pad with zeros */
     const attn__edge *se = &node->next[1];
-    if (!attn_same_shape(gsrc, node->saved[2]) && se->node) {
+    bool same = gsrc->ndim == se->ndim;
+    for (int d = 0; same && d < se->ndim; d++) same = gsrc->shape[d] == se->shape[d];
+    if (!same) {
       attn_tensor *full = NULL, *view = NULL;
       if ((st = attn_zeros(se->ndim, se->shape, &full))) goto out;
       view = full;

@@ -96,6 +96,7 @@ static int push_pair(lua_State *L, attn_status st, attn_tensor **values, attn_te
 }
 
 static int sort_like(lua_State *L, bool arg_only) {
+  lua_settop(L, 3);
   const char *fn = arg_only ? "argsort" : "sort";
   static const char *const known[] = {"dim", "descending", "stable", NULL};
   attn_tensor *t = attnL_totensor(L, 1, fn, "input");
@@ -119,6 +120,7 @@ static int l_sort(lua_State *L) { return sort_like(L, false); }
 static int l_argsort(lua_State *L) { return sort_like(L, true); }
 
 static int l_topk(lua_State *L) {
+  lua_settop(L, 5);
   static const char *const known[] = {"dim", "largest", "sorted", NULL};
   attn_tensor *t = attnL_totensor(L, 1, "topk", "input");
   int64_t k = attnL_checkint(L, 2, "topk", "k");
@@ -135,6 +137,7 @@ static int l_topk(lua_State *L) {
 }
 
 static int l_kthvalue(lua_State *L) {
+  lua_settop(L, 4);
   static const char *const known[] = {"dim", "keepdim", NULL};
   attn_tensor *t = attnL_totensor(L, 1, "kthvalue", "input");
   int64_t k = attnL_checkint(L, 2, "kthvalue", "k");
@@ -165,6 +168,7 @@ static int finish_op(lua_State *L, attn_status st, attn_tensor **box, bool inpla
 }
 
 static int scatter_impl(lua_State *L, bool inplace, int kind) { /* kind 0 scatter, 1 add, 2 reduce */
+  lua_settop(L, 6); /* argument slots stay put while temporaries are pushed */
   static const char *const names[3][2] = {{"scatter", "scatter_"}, {"scatter_add", "scatter_add_"},
                                           {"scatter_reduce", "scatter_reduce_"}};
   const char *fn = names[kind][inplace];
@@ -206,6 +210,7 @@ static int l_scatter_reduce(lua_State *L) { return scatter_impl(L, false, 2); }
 static int l_scatter_reduce_(lua_State *L) { return scatter_impl(L, true, 2); }
 
 static int index_impl(lua_State *L, bool inplace, int kind) { /* kind 0 add, 1 copy, 2 fill */
+  lua_settop(L, 5); /* argument slots stay put while temporaries are pushed */
   static const char *const names[3][2] = {{"index_add", "index_add_"}, {"index_copy", "index_copy_"},
                                           {"index_fill", "index_fill_"}};
   const char *fn = names[kind][inplace];
@@ -251,6 +256,7 @@ static int l_index_fill_(lua_State *L) { return index_impl(L, true, 2); }
 /* nonzero, masked_select, bucketize                                        */
 
 static int l_nonzero(lua_State *L) {
+  lua_settop(L, 2);
   static const char *const known[] = {"as_tuple", NULL};
   attn_tensor *t = attnL_totensor(L, 1, "nonzero", "input");
   int opts = opts_at(L, 2, "nonzero", known);
@@ -287,6 +293,7 @@ static int l_nonzero(lua_State *L) {
 }
 
 static int l_masked_select(lua_State *L) {
+  lua_settop(L, 2);
   attn_tensor *t = attnL_totensor(L, 1, "masked_select", "input");
   attn_tensor *m = mask_arg(L, 2, "masked_select");
   attn_tensor **box = attnL_newbox(L);
@@ -294,6 +301,7 @@ static int l_masked_select(lua_State *L) {
 }
 
 static int l_bucketize(lua_State *L) {
+  lua_settop(L, 3);
   static const char *const known[] = {"right", "out_int32", NULL};
   attn_tensor *t = attnL_totensor(L, 1, "bucketize", "input");
   attn_tensor *b = attnL_totensor(L, 2, "bucketize", "boundaries");
