@@ -23,7 +23,7 @@ local methods = core._methods
 function methods.type() return "attn.Tensor" end
 
 -- einsum, multi-dim reductions, roll, diag, cdist, ... (attn/ops.lua)
-require("attn.ops").install(attn, methods)
+require("attn.ops")._install(attn, methods)
 
 local submodules = {
   nn = "attn.nn",

@@ -19,7 +19,7 @@ local function is_tensor(x) return M.attn.is_tensor(x) end
 
 local function fmt_shape(s) return "[" .. table.concat(s, ",") .. "]" end
 
-local function is_int(v) return math.type(v) == "integer" or (type(v) == "number" and v == math.floor(v) and v == v) end
+local function is_int(v) return type(v) == "number" and math.tointeger(v) ~= nil end
 
 -- A tensor argument (tables and numbers converted).
 local function as_tensor(x, fn, name, level)
@@ -517,6 +517,7 @@ function M.diag(x, k)
   k = k == nil and 0 or k
   if not is_int(k) then error(fn .. ": diagonal must be an integer (got " .. tostring(k) .. ")", 2) end
   k = math.tointeger(k)
+  if k > 1 << 31 or k < -(1 << 31) then error(("%s: diagonal %d is out of range"):format(fn, k), 2) end
   local r0, c0 = math.max(0, -k), math.max(0, k)
   if x:dim() == 1 then
     local n = x:size(1)
@@ -563,6 +564,9 @@ function M.cdist(x1, x2, p, opts)
   return (x1:unsqueeze(-2) - x2:unsqueeze(-3)):norm(p, -1)
 end
 
+-- The index of repeat_interleave is a Lua list: a bound on its length.
+local MAX_REPEAT = 1 << 26
+
 --- repeat_interleave(x, repeats, dim): each element (slice along dim)
 -- repeated; repeats a number or one count per element; without dim x is
 -- flattened.  repeat_interleave(counts) alone gives 1-based indices, each
@@ -572,11 +576,14 @@ function M.repeat_interleave(x, repeats, dim, opts)
   if repeats == nil then
     local counts = as_tensor(x, fn, "repeats", 2)
     if counts:dim() > 1 then error(fn .. ": repeats must be 1-d", 2) end
-    local idx = {}
-    for i, c in ipairs(counts:reshape(-1):totable()) do
+    local idx, total = {}, 0
+    local list = counts:dim() == 0 and {counts:item()} or counts:totable()
+    for i, c in ipairs(list) do
       if not is_int(c) or c < 0 then error(("%s: repeats[%d] = %s is not a count"):format(fn, i, tostring(c)), 2) end
-      for _ = 1, c do idx[#idx + 1] = i end
+      total = total + c
+      if total > MAX_REPEAT then error(("%s: the counts add up to more than %d"):format(fn, MAX_REPEAT), 2) end
     end
+    for i, c in ipairs(list) do for _ = 1, c do idx[#idx + 1] = i end end
     return #idx > 0 and M.attn.tensor(idx) or M.attn.zeros(0)
   end
   x = as_tensor(x, fn, "input", 2)
@@ -601,12 +608,17 @@ function M.repeat_interleave(x, repeats, dim, opts)
       error(("%s: repeats has %d entries for size %d of dim %d"):format(fn, #reps, n, dim), 2)
     end
   end
-  local idx = {}
+  local idx, total = {}, 0
   for i = 1, n do
     local c = reps[i]
     if not is_int(c) or c < 0 then error(("%s: repeats[%d] = %s is not a count"):format(fn, i, tostring(c)), 2) end
-    for _ = 1, c do idx[#idx + 1] = i end
+    total = total + c
+    if total > MAX_REPEAT then
+      error(("%s: the result would have %s or more slices along dim %d (at most %d)"):format(
+        fn, tostring(total), dim, MAX_REPEAT), 2)
+    end
   end
+  for i = 1, n do for _ = 1, reps[i] do idx[#idx + 1] = i end end
   if #idx == 0 then
     local s = x:shape(); s[dim] = 0
     return M.attn.zeros(s)
@@ -774,18 +786,27 @@ end
 
 --- Called once by attn/init.lua with the module table and the tensor
 -- methods: wraps the C reductions, clamp and where, and adds the rest.
-function M.install(attn, methods)
+-- f (a C function with one result) called through a local named name, not
+-- as a tail call, so that its own argument errors still read "bad argument
+-- #2 to 'sum'".
+local function delegate(name, f)
+  local src = ("local %s = ...; return function(...) local r = %s(...); return r end"):format(name, name)
+  return load(src, "=attn.ops")(f)
+end
+
+function M._install(attn, methods)
   M.attn = attn
+  local C = {}
+  for _, name in ipairs({"sum", "mean", "var", "std", "clamp", "where"}) do C[name] = delegate(name, attn[name]) end
   local wrapped = {
-    sum = multi_dim("sum", attn.sum, sequential(attn.sum)),
-    mean = multi_dim("mean", attn.mean, sequential(attn.mean)),
-    var = var_like("var", attn.var),
-    std = var_like("std", attn.std),
+    sum = multi_dim("sum", C.sum, sequential(C.sum)),
+    mean = multi_dim("mean", C.mean, sequential(C.mean)),
+    var = var_like("var", C.var),
+    std = var_like("std", C.std),
     amax = amax_like("amax", false),
     amin = amax_like("amin", true),
-    clamp = clamp_with(attn.clamp, "clamp"),
-    clip = clamp_with(attn.clamp, "clip"),
-    where = where_with(attn.where),
+    clamp = clamp_with(C.clamp, "clamp"),
+    where = where_with(C.where),
     einsum = M.einsum,
     roll = M.roll,
     diag = M.diag,

@@ -54,12 +54,13 @@ static attn_status check_scatter(const char *fn, const attn_tensor *self, int di
     return attn_set_error(ATTN_ERR_SHAPE, "%s: self %s, index %s and src %s must have the same number of dims", fn,
                           ATTN_SHAPE(self, sa), ATTN_SHAPE(index, sb), src ? ATTN_SHAPE(src, sc) : "(a number)");
   for (int d = 0; d < self->ndim; d++) {
+    /* (no dim numbers in messages: the binding's users count from 1) */
     if (d != dim && index->shape[d] > self->shape[d])
-      return attn_set_error(ATTN_ERR_SHAPE, "%s: index %s is larger than self %s at dim %d (only dim %d may be)", fn,
-                            ATTN_SHAPE(index, sa), ATTN_SHAPE(self, sb), d, dim);
+      return attn_set_error(ATTN_ERR_SHAPE, "%s: index %s is larger than self %s off the scatter dim", fn,
+                            ATTN_SHAPE(index, sa), ATTN_SHAPE(self, sb));
     if (src && index->shape[d] > src->shape[d])
-      return attn_set_error(ATTN_ERR_SHAPE, "%s: index %s is larger than src %s at dim %d", fn,
-                            ATTN_SHAPE(index, sa), ATTN_SHAPE(src, sb), d);
+      return attn_set_error(ATTN_ERR_SHAPE, "%s: index %s is larger than src %s", fn, ATTN_SHAPE(index, sa),
+                            ATTN_SHAPE(src, sb));
   }
   return attn__check_index(fn, index, self->shape[dim]);
 }
@@ -337,8 +338,9 @@ static attn_status check_index_op(index_mode mode, const attn_tensor *self, int 
     for (int d = 0; ok && d < self->ndim; d++) ok = src->shape[d] == (d == dim ? k : self->shape[d]);
     if (self->ndim == 0 && ok) ok = attn_tensor_numel(src) == k;
     if (!ok)
-      return attn_set_error(ATTN_ERR_SHAPE, "%s: source %s must be self %s with size %lld (the index's length) at dim %d",
-                            fn, ATTN_SHAPE(src, sa), ATTN_SHAPE(self, sb), (long long)k, dim);
+      return attn_set_error(ATTN_ERR_SHAPE,
+                            "%s: source %s must be self %s with size %lld (the index's length) along the indexed dim",
+                            fn, ATTN_SHAPE(src, sa), ATTN_SHAPE(self, sb), (long long)k);
   }
   (void)sc;
   (void)ndim;

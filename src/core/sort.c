@@ -193,8 +193,8 @@ attn_status attn_topk(const attn_tensor *t, int64_t k, int dim, bool largest, at
   if (st) return st;
   int64_t n = t->ndim ? t->shape[dim] : 1;
   if (k < 0 || k > n || (t->ndim == 0 && k != 1))
-    return attn_set_error(ATTN_ERR_INDEX, "topk: k = %lld out of range for size %lld of dim %d of %s (expected %s)",
-                          (long long)k, (long long)n, dim, ATTN_SHAPE(t, sb), t->ndim ? "0..size" : "1");
+    return attn_set_error(ATTN_ERR_INDEX, "topk: k = %lld out of range for a dim of size %lld of %s (expected %s)",
+                          (long long)k, (long long)n, ATTN_SHAPE(t, sb), t->ndim ? "0..size" : "1");
   attn_tensor *v, *ix;
   if ((st = sort_slices("topk", t, dim, largest, 0, k, &v, &ix))) return st;
   if ((st = record_sort("TopkBackward0", t, dim, false, ix, v))) {
@@ -216,8 +216,8 @@ attn_status attn_kthvalue(const attn_tensor *t, int64_t k, int dim, bool keepdim
   if (st) return st;
   int64_t n = t->ndim ? t->shape[dim] : 1;
   if (k < 1 || k > n)
-    return attn_set_error(ATTN_ERR_INDEX, "kthvalue: k = %lld out of range for size %lld of dim %d of %s (expected 1..%lld)",
-                          (long long)k, (long long)n, dim, ATTN_SHAPE(t, sb), (long long)n);
+    return attn_set_error(ATTN_ERR_INDEX, "kthvalue: k = %lld out of range for a dim of size %lld of %s (expected 1..%lld)",
+                          (long long)k, (long long)n, ATTN_SHAPE(t, sb), (long long)n);
   attn_tensor *v = NULL, *ix = NULL, *vs = NULL, *is = NULL;
   if ((st = sort_slices("kthvalue", t, dim, false, k - 1, 1, &v, &ix))) return st;
   bool squeeze = !keepdim && t->ndim > 0;

@@ -56,6 +56,7 @@ static int opts_at(lua_State *L, int arg, const char *fn, const char *const *kno
     if (lua_type(L, -1) == LUA_TSTRING)
       for (const char *const *k = known; *k && !ok; k++) ok = strcmp(*k, lua_tostring(L, -1)) == 0;
     if (!ok) {
+      const char *key = luaL_tolstring(L, -1, NULL); /* the key as text, pushed */
       luaL_Buffer b;
       luaL_buffinit(L, &b);
       for (const char *const *k = known; *k; k++) {
@@ -63,7 +64,7 @@ static int opts_at(lua_State *L, int arg, const char *fn, const char *const *kno
         luaL_addstring(&b, *k);
       }
       luaL_pushresult(&b);
-      return luaL_error(L, "%s: unknown option '%s' (known: %s)", fn, luaL_tolstring(L, -2, NULL), lua_tostring(L, -2));
+      return luaL_error(L, "%s: unknown option '%s' (known: %s)", fn, key, lua_tostring(L, -1));
     }
   }
   return arg;
@@ -158,7 +159,12 @@ static int l_kthvalue(lua_State *L) {
 static int finish_op(lua_State *L, attn_status st, attn_tensor **box, bool inplace, const char *fn,
                      const attn_tensor *const *others, int nothers) {
   if (!inplace) return attnL_result(L, st);
-  if (st) return attnL_error(L);
+  if (st) { /* the core names the out-of-place op: name the one called */
+    const char *msg = attn_last_error();
+    size_t n = strlen(fn) - 1;
+    if (strncmp(msg, fn, n) == 0 && msg[n] == ':') return luaL_error(L, "%s%s", fn, msg + n);
+    return attnL_error(L);
+  }
   attn_tensor *t = attnL_check(L, 1);
   attn_tensor *r = *box;
   *box = NULL;
