@@ -565,7 +565,7 @@ function M.cdist(x1, x2, p, opts)
 end
 
 -- The index of repeat_interleave is a Lua list: a bound on its length.
-local MAX_REPEAT = 1 << 26
+local MAX_REPEAT = 1 << 24
 
 --- repeat_interleave(x, repeats, dim): each element (slice along dim)
 -- repeated; repeats a number or one count per element; without dim x is
@@ -786,6 +786,10 @@ end
 
 --- Called once by attn/init.lua with the module table and the tensor
 -- methods: wraps the C reductions, clamp and where, and adds the rest.
+--- The functions of attn.core that attn.sum etc. wrap (attn.core keeps the
+-- plain C ones).
+M._wrapped = {sum = true, mean = true, var = true, std = true, clamp = true, where = true}
+
 -- f (a C function with one result) called through a local named name, not
 -- as a tail call, so that its own argument errors still read "bad argument
 -- #2 to 'sum'".
@@ -797,7 +801,7 @@ end
 function M._install(attn, methods)
   M.attn = attn
   local C = {}
-  for _, name in ipairs({"sum", "mean", "var", "std", "clamp", "where"}) do C[name] = delegate(name, attn[name]) end
+  for name in pairs(M._wrapped) do C[name] = delegate(name, attn[name]) end
   local wrapped = {
     sum = multi_dim("sum", C.sum, sequential(C.sum)),
     mean = multi_dim("mean", C.mean, sequential(C.mean)),
