@@ -16,9 +16,9 @@ static inline void attn__index_put(attn_tensor *t, int64_t i, int64_t v) { attn_
 /* Element at storage position pos of an index tensor (any strides; the
    caller walks positions and has checked values with attn__check_index). */
 static inline int64_t attn__index_at(const attn_tensor *t, int64_t pos) {
-  return (int64_t)t->storage->data[pos];
+  return (int64_t)((const float *)t->storage->data)[pos];
 }
 /* Whether the mask element at storage position pos is set (non-zero). */
-static inline bool attn__mask_at(const attn_tensor *m, int64_t pos) { return m->storage->data[pos] != 0.0f; }
+static inline bool attn__mask_at(const attn_tensor *m, int64_t pos) { return ((const float *)m->storage->data)[pos] != 0.0f; }
 
 #endif

@@ -93,7 +93,7 @@ static attn_status scatter_into(scatter_mode mode, const attn_tensor *self, int 
     for (int64_t i = 0; i < attn_tensor_numel(o); i++) cnt[i] = c0;
   }
   int64_t idx[ATTN_MAX_DIMS] = {0}, ipos = index->offset, spos = src ? src->offset : 0, opos = 0, work = 0;
-  const float *sb = src ? src->storage->data : NULL;
+  const float *sb = src ? (const float *)src->storage->data : NULL;
   for (int64_t e = 0; e < n; e++) {
     int64_t q = opos + attn__index_at(index, ipos) * o->stride[dim];
     float v = src ? sb[spos] : value;
@@ -555,7 +555,7 @@ attn_status attn_masked_select(const attn_tensor *t, const attn_tensor *mask, at
   TRY(attn__alloc("masked_select", 1, &count, &o));
   if (count > 0) {
     float *op = attn_tensor_data(o);
-    const float *tb = te->storage->data;
+    const float *tb = (const float *)te->storage->data;
     int64_t k = 0;
     attn__iter_init(&it, me);
     attn__iter_init(&jt, te);
@@ -600,7 +600,7 @@ attn_status attn_bucketize(const attn_tensor *t, const attn_tensor *boundaries, 
   if (attn_tensor_numel(t) > 0) {
     attn__iter it;
     attn__iter_init(&it, t);
-    const float *tb = t->storage->data;
+    const float *tb = (const float *)t->storage->data;
     do {
       float x = tb[it.pos];
       int64_t lo = 0, hi = N;
