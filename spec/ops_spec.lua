@@ -271,6 +271,14 @@ describe("ops behaviour", function()
     assert.are.same({{1, 2}}, attn.nonzero(attn.tensor{{0, 1}}):totable())
   end)
 
+  it("returns new tensors from pad and roll even when nothing moves (writing them leaves x alone)", function()
+    local x = attn.ones(2, 3)
+    for _, y in ipairs({F.pad(x, {0, 0}), F.pad(x, {-1, 0}), x:roll(0, 1), x:roll(3, 2)}) do
+      y:fill_(5)
+      assert.are.same({{1, 1, 1}, {1, 1, 1}}, x:totable())
+    end
+  end)
+
   it("einsum takes a list of operands and spaces", function()
     local a, b = attn.randn(2, 3), attn.randn(3, 2)
     local r1 = attn.einsum("ij, jk -> ik", {a, b})

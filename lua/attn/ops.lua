@@ -499,13 +499,15 @@ function M.roll(x, shifts, dims)
   if #shifts ~= #dims then
     error(("%s: shifts has %d entries but dims has %d"):format(fn, #shifts, #dims), 2)
   end
+  local fresh = false
   for i = 1, #dims do
     if not is_int(shifts[i]) then error(("%s: shifts[%d] must be an integer"):format(fn, i), 2) end
     local d = norm_dim(dims[i], x:dim(), fn, 2)
     local n = x:size(d)
     local s = n > 0 and math.tointeger(shifts[i]) % n or 0
-    if s ~= 0 then x = M.attn.cat({x:narrow(d, n - s + 1, s), x:narrow(d, 1, n - s)}, d) end
+    if s ~= 0 then x = M.attn.cat({x:narrow(d, n - s + 1, s), x:narrow(d, 1, n - s)}, d); fresh = true end
   end
+  if not fresh then x = x:clone() end -- a new tensor, as torch's, even when nothing moved
   return x
 end
 
@@ -690,6 +692,7 @@ function M.pad(x, pad, mode, value)
       error(("%s: pad[%d] = %d is negative (only mode \"constant\" crops)"):format(fn, i, pad[i]), 2)
     end
   end
+  local fresh = false
   for p = 1, #pad // 2 do
     local d = nd - p + 1
     local left, right = math.tointeger(pad[2 * p - 1]), math.tointeger(pad[2 * p])
@@ -711,7 +714,7 @@ function M.pad(x, pad, mode, value)
       if left > 0 then s[d] = left; parts[#parts + 1] = M.attn.full(s, value) end
       parts[#parts + 1] = x
       if right > 0 then s[d] = right; parts[#parts + 1] = M.attn.full(s, value) end
-      if #parts > 1 then x = M.attn.cat(parts, d) end
+      if #parts > 1 then x = M.attn.cat(parts, d); fresh = true end
     else
       if n == 0 then error(("%s: cannot pad dim %d of size 0 in mode \"%s\""):format(fn, d, mode), 2) end
       if mode == "reflect" and (left >= n or right >= n) then
@@ -732,9 +735,10 @@ function M.pad(x, pad, mode, value)
         elseif mode == "circular" then parts[#parts + 1] = x:narrow(d, 1, right)
         else local s = x:shape(); s[d] = right; parts[#parts + 1] = x:narrow(d, n, 1):expand(s) end
       end
-      if #parts > 1 then x = M.attn.cat(parts, d) end
+      if #parts > 1 then x = M.attn.cat(parts, d); fresh = true end
     end
   end
+  if not fresh then x = x:clone() end -- crops and zero pads: a new tensor too, as torch's
   return x
 end
 
