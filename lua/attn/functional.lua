@@ -9,7 +9,8 @@
 --
 --   1. Helpers (local): argument checking, reductions
 --   2. Activations: relu, gelu, tanh, sigmoid, silu, softmax, log_softmax
---   3. Layers: linear, dropout, layer_norm, normalize, one_hot
+--   3. Layers: linear, dropout, layer_norm, normalize, pad, cosine_similarity,
+--      one_hot
 --   4. Losses: cross_entropy, nll_loss, mse_loss, l1_loss, smooth_l1_loss,
 --      huber_loss, binary_cross_entropy, binary_cross_entropy_with_logits,
 --      kl_div

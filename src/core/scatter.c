@@ -326,8 +326,7 @@ static const char *const index_fn[] = {"index_add", "index_copy", "index_fill"};
 static attn_status check_index_op(index_mode mode, const attn_tensor *self, int dim, const attn_tensor *index,
                                   const attn_tensor *src) {
   const char *fn = index_fn[mode];
-  char sa[ATTN_SHAPE_BUF], sb[ATTN_SHAPE_BUF], sc[ATTN_SHAPE_BUF];
-  int ndim = self->ndim ? self->ndim : 1;
+  char sa[ATTN_SHAPE_BUF], sb[ATTN_SHAPE_BUF];
   attn_status st = self->ndim == 0 && dim == 0 ? ATTN_OK : attn__check_dim(fn, self, dim);
   if (st) return st;
   if (index->ndim > 1)
@@ -342,8 +341,6 @@ static attn_status check_index_op(index_mode mode, const attn_tensor *self, int 
                             "%s: source %s must be self %s with size %lld (the index's length) along the indexed dim",
                             fn, ATTN_SHAPE(src, sa), ATTN_SHAPE(self, sb), (long long)k);
   }
-  (void)sc;
-  (void)ndim;
   return attn__check_index(fn, index, self->ndim ? self->shape[dim] : 1);
 }
 
