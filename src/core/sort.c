@@ -36,10 +36,57 @@ static int cmp_desc(const void *pa, const void *pb) {
   return (a->i > b->i) - (a->i < b->i);
 }
 
-/* Sorts n pairs: the optimised kernel (qsort; comparisons break ties by
-   index, so the result is the stable order). */
-static void sort_pairs(sort_pair *p, int64_t n, bool descending) {
-  qsort(p, (size_t)n, sizeof *p, descending ? cmp_desc : cmp_asc);
+/* Whether a goes strictly before b (equal values: neither). */
+static inline bool before(const sort_pair *a, const sort_pair *b, bool descending) {
+  bool na = isnan(a->v), nb = isnan(b->v);
+  if (na || nb) return descending ? na && !nb : nb && !na;
+  return descending ? a->v > b->v : a->v < b->v;
+}
+
+/* Stable insertion sort of p[lo, hi). */
+static void insertion(sort_pair *p, int64_t lo, int64_t hi, bool descending) {
+  for (int64_t i = lo + 1; i < hi; i++) {
+    sort_pair x = p[i];
+    int64_t j = i;
+    for (; j > lo && before(&x, &p[j - 1], descending); j--) p[j] = p[j - 1];
+    p[j] = x;
+  }
+}
+
+/* Sorts n pairs stably: the optimised kernel, a bottom-up merge sort over
+   insertion-sorted runs of 16, ping-ponging between p and tmp (n pairs);
+   on return the result is in p. */
+static void sort_pairs(sort_pair *p, sort_pair *tmp, int64_t n, bool descending) {
+  const int64_t run = 16;
+  for (int64_t lo = 0; lo < n; lo += run) insertion(p, lo, lo + run < n ? lo + run : n, descending);
+  sort_pair *src = p, *dst = tmp;
+  for (int64_t w = run; w < n; w *= 2) {
+    for (int64_t lo = 0; lo < n; lo += 2 * w) {
+      int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+      int64_t i = lo, j = mid, k = lo;
+      while (i < mid && j < hi) dst[k++] = before(&src[j], &src[i], descending) ? src[j++] : src[i++];
+      while (i < mid) dst[k++] = src[i++];
+      while (j < hi) dst[k++] = src[j++];
+    }
+    sort_pair *t = src;
+    src = dst;
+    dst = t;
+  }
+  if (src != p) memcpy(p, src, (size_t)n * sizeof *p);
+}
+
+/* The first k of n values in sorted (stable) order without sorting them
+   all: best[0, k) kept sorted, each value compared with the last kept
+   (k small: a value rarely gets in). */
+static void top_pairs(const float *x, int64_t stride, int64_t n, int64_t k, sort_pair *best, bool descending) {
+  int64_t m = 0;
+  for (int64_t i = 0; i < n; i++) {
+    sort_pair e = {x[i * stride], i};
+    if (m == k && !before(&e, &best[k - 1], descending)) continue;
+    int64_t j = m < k ? m++ : k - 1;
+    for (; j > 0 && before(&e, &best[j - 1], descending); j--) best[j] = best[j - 1];
+    best[j] = e;
+  }
 }
 
 /* The reference twin: insertion sort, stable by construction. */
@@ -120,7 +167,10 @@ static attn_status sort_slices(const char *fn, const attn_tensor *t, int dim, bo
   }
   attn_tensor *x = NULL, *v = NULL, *ix = NULL;
   sort_pair *pairs = NULL;
-  size_t pbytes = (size_t)(n > 0 ? n : 1) * sizeof *pairs;
+  /* few values wanted from the front: top_pairs (count pairs); else a
+     full sort (2n pairs: the merge's second buffer) */
+  bool partial = first == 0 && count <= 32 && count * 8 <= n;
+  size_t pbytes = (size_t)(partial ? (count > 0 ? count : 1) : 2 * (n > 0 ? n : 1)) * sizeof *pairs;
   attn_status st;
   if ((st = attn_contiguous(t, &x))) return st;
   if ((st = attn__alloc(fn, t->ndim, shape, &v)) || (st = attn__index_new(fn, t->ndim, shape, &ix))) goto fail;
@@ -135,8 +185,12 @@ static attn_status sort_slices(const char *fn, const attn_tensor *t, int dim, bo
     for (int64_t o = 0; o < outer; o++)
       for (int64_t j = 0; j < inner; j++) {
         const float *src = xp + o * n * inner + j;
-        for (int64_t i = 0; i < n; i++) pairs[i] = (sort_pair){src[i * inner], i};
-        sort_pairs(pairs, n, descending);
+        if (partial) {
+          top_pairs(src, inner, n, count, pairs, descending);
+        } else {
+          for (int64_t i = 0; i < n; i++) pairs[i] = (sort_pair){src[i * inner], i};
+          sort_pairs(pairs, pairs + n, n, descending);
+        }
         int64_t base = o * count * inner + j;
         for (int64_t i = 0; i < count; i++) {
           vp[base + i * inner] = pairs[first + i].v;
