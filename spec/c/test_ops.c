@@ -21,8 +21,11 @@ static uint64_t rng(void) {
   return rng_state * 0x2545F4914F6CDD1Dull;
 }
 static int64_t rnd(int64_t n) { return n > 0 ? (int64_t)(rng() % (uint64_t)n) : 0; }
-/* small integers and a few NaN: many ties */
-static float rnd_tied(void) { return rnd(17) == 0 ? NAN : (float)(rnd(7) - 3) * 0.5f; }
+/* small integers, -0 and a few NaN: many ties */
+static float rnd_tied(void) {
+  int64_t r = rnd(17);
+  return r == 0 ? NAN : r == 1 ? -0.0f : (float)(rnd(7) - 3) * 0.5f; /* -0 ties with +0 */
+}
 static float rndf(void) { return (float)((double)(rng() >> 11) / 9007199254740992.0 * 4.0 - 2.0); }
 
 static bool same_bits(float a, float b) { return memcmp(&a, &b, sizeof a) == 0; }
@@ -31,8 +34,9 @@ static bool same_bits(float a, float b) { return memcmp(&a, &b, sizeof a) == 0; 
 /* sort, topk, kthvalue                                                      */
 
 static void test_sort(void) {
-  for (int trial = 0; trial < 60; trial++) {
-    int64_t R = 1 + rnd(5), N = 1 + rnd(40);
+  for (int trial = 0; trial < 80; trial++) {
+    /* short rows (merge of insertion runs, top-k pass) and long ones (radix) */
+    int64_t R = 1 + rnd(5), N = trial < 60 ? 1 + rnd(40) : 256 + rnd(700);
     bool desc = trial & 1;
     /* t is [N, R] transposed to [R, N]: rows are strided */
     attn_tensor *base, *t;

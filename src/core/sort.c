@@ -8,7 +8,10 @@
  *
  * A tensor is seen as contiguous [outer, n, inner] blocks around dim (n the
  * sorted dim; a 0-d tensor is one element); each of the outer * inner
- * slices is sorted on its own as (value, index) pairs in scratch. */
+ * slices is sorted on its own in scratch, as 64-bit (key, position) words:
+ * radix sort for long rows, merged insertion-sorted runs for short ones.
+ * topk of a few values keeps them in a bounded insertion pass instead.
+ * attn__sort_pairs_reference is the plain twin the tests compare with. */
 #include "index_io.h"
 
 #include <math.h>
@@ -17,6 +20,8 @@ typedef struct sort_pair {
   float v;
   int64_t i;
 } sort_pair;
+/* a full sort works in words inside the pairs' scratch: n pairs = 2n words */
+_Static_assert(sizeof(sort_pair) == 2 * sizeof(uint64_t), "sort_pair is two words");
 
 /* a before b ascending: smaller value, NaN last, then input order */
 static int cmp_asc(const void *pa, const void *pb) {
@@ -43,32 +48,69 @@ static inline bool before(const sort_pair *a, const sort_pair *b, bool descendin
   return descending ? a->v > b->v : a->v < b->v;
 }
 
-/* Stable insertion sort of p[lo, hi). */
-static void insertion(sort_pair *p, int64_t lo, int64_t hi, bool descending) {
-  for (int64_t i = lo + 1; i < hi; i++) {
-    sort_pair x = p[i];
-    int64_t j = i;
-    for (; j > lo && before(&x, &p[j - 1], descending); j--) p[j] = p[j - 1];
-    p[j] = x;
-  }
+/* A row (shorter than 2^32) sorts as 64-bit words (key << 32 | position):
+   key orders the floats as unsigned integers (NaN above +inf, -0 equal to
+   +0; complemented for descending), the position breaks ties, so plain
+   integer order is the stable order. */
+static inline uint64_t sort_key(float v, bool descending) {
+  uint32_t b;
+  if (v == 0.0f) v = 0.0f; /* -0 == +0 */
+  memcpy(&b, &v, sizeof b);
+  uint32_t key = isnan(v) ? 0xFFFFFFFFu : (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+  return descending ? (uint32_t)~key : key;
 }
 
-/* Sorts n pairs stably: the optimised kernel, a bottom-up merge sort over
-   insertion-sorted runs of 16, ping-ponging between p and tmp (n pairs);
-   on return the result is in p. */
-static void sort_pairs(sort_pair *p, sort_pair *tmp, int64_t n, bool descending) {
+/* Long rows: LSD radix sort on the key's 4 bytes (stable, so equal keys
+   keep their positions' order); a pass whose byte is the same for every
+   word is skipped. */
+static void radix_words(uint64_t *p, uint64_t *tmp, int64_t n) {
+  uint64_t *src = p, *dst = tmp;
+  for (int pass = 0; pass < 4; pass++) {
+    const int shift = 32 + 8 * pass;
+    int64_t count[256] = {0};
+    for (int64_t i = 0; i < n; i++) count[(src[i] >> shift) & 255]++;
+    if (count[(src[0] >> shift) & 255] == n) continue;
+    int64_t pos = 0;
+    for (int b = 0; b < 256; b++) {
+      int64_t c = count[b];
+      count[b] = pos;
+      pos += c;
+    }
+    for (int64_t i = 0; i < n; i++) dst[count[(src[i] >> shift) & 255]++] = src[i];
+    uint64_t *t = src;
+    src = dst;
+    dst = t;
+  }
+  if (src != p) memcpy(p, src, (size_t)n * sizeof *p);
+}
+
+/* Sorts n words ascending (radix for long rows, else insertion-sorted runs
+   of 16 merged bottom-up); tmp holds n words; the result is in p. */
+static void sort_words(uint64_t *p, uint64_t *tmp, int64_t n) {
+  if (n >= 256) {
+    radix_words(p, tmp, n);
+    return;
+  }
   const int64_t run = 16;
-  for (int64_t lo = 0; lo < n; lo += run) insertion(p, lo, lo + run < n ? lo + run : n, descending);
-  sort_pair *src = p, *dst = tmp;
+  for (int64_t lo = 0; lo < n; lo += run) {
+    int64_t hi = lo + run < n ? lo + run : n;
+    for (int64_t i = lo + 1; i < hi; i++) {
+      uint64_t x = p[i];
+      int64_t j = i;
+      for (; j > lo && x < p[j - 1]; j--) p[j] = p[j - 1];
+      p[j] = x;
+    }
+  }
+  uint64_t *src = p, *dst = tmp;
   for (int64_t w = run; w < n; w *= 2) {
     for (int64_t lo = 0; lo < n; lo += 2 * w) {
       int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
       int64_t i = lo, j = mid, k = lo;
-      while (i < mid && j < hi) dst[k++] = before(&src[j], &src[i], descending) ? src[j++] : src[i++];
+      while (i < mid && j < hi) dst[k++] = src[j] < src[i] ? src[j++] : src[i++];
       while (i < mid) dst[k++] = src[i++];
       while (j < hi) dst[k++] = src[j++];
     }
-    sort_pair *t = src;
+    uint64_t *t = src;
     src = dst;
     dst = t;
   }
@@ -165,12 +207,15 @@ static attn_status sort_slices(const char *fn, const attn_tensor *t, int dim, bo
     n = t->shape[dim];
     shape[dim] = count;
   }
+  if (n >= ((int64_t)1 << 32)) /* the word's 32 bits of position */
+    return attn_set_error(ATTN_ERR_ARG, "%s: the sorted dim has %lld elements (at most 2^32 - 1)", fn, (long long)n);
   attn_tensor *x = NULL, *v = NULL, *ix = NULL;
   sort_pair *pairs = NULL;
   /* few values wanted from the front: top_pairs (count pairs); else a
-     full sort (2n pairs: the merge's second buffer) */
+     full sort of n words with an n-word second buffer, read back into
+     the same memory as pairs (n pairs = 2n words) */
   bool partial = first == 0 && count <= 32 && count * 8 <= n;
-  size_t pbytes = (size_t)(partial ? (count > 0 ? count : 1) : 2 * (n > 0 ? n : 1)) * sizeof *pairs;
+  size_t pbytes = (size_t)(partial ? (count > 0 ? count : 1) : (n > 0 ? n : 1)) * sizeof *pairs;
   attn_status st;
   if ((st = attn_contiguous(t, &x))) return st;
   if ((st = attn__alloc(fn, t->ndim, shape, &v)) || (st = attn__index_new(fn, t->ndim, shape, &ix))) goto fail;
@@ -188,8 +233,15 @@ static attn_status sort_slices(const char *fn, const attn_tensor *t, int dim, bo
         if (partial) {
           top_pairs(src, inner, n, count, pairs, descending);
         } else {
-          for (int64_t i = 0; i < n; i++) pairs[i] = (sort_pair){src[i * inner], i};
-          sort_pairs(pairs, pairs + n, n, descending);
+          uint64_t *w = (uint64_t *)pairs, *wt = w + n; /* 2n words: the n pairs */
+          for (int64_t i = 0; i < n; i++) w[i] = sort_key(src[i * inner], descending) << 32 | (uint64_t)i;
+          sort_words(w, wt, n);
+          /* back to pairs in place, from the end: pairs[i] covers words 2i and
+             2i + 1, which only words already read (> i) share */
+          for (int64_t i = first + count - 1; i >= first; i--) {
+            int64_t at = (int64_t)(w[i] & 0xFFFFFFFFu);
+            pairs[i] = (sort_pair){src[at * inner], at};
+          }
         }
         int64_t base = o * count * inner + j;
         for (int64_t i = 0; i < count; i++) {
