@@ -167,7 +167,7 @@ describe("ops gradcheck", function()
     local dup = attn.tensor{{1, 1, 3}, {2, 2, 2}}
     assert.is_true(gradcheck(function(s, b) return s:scatter_add(2, dup, b) end,
       {leaf(attn.randn(2, 4)), leaf(attn.randn(2, 3))}))
-    for _, red in ipairs({"sum", "mean", "amax"}) do
+    for _, red in ipairs({"sum", "mean", "amax", "amin"}) do
       for _, inc in ipairs({true, false}) do
         assert.is_true(gradcheck(function(s, b) return s:scatter_reduce(2, dup, b, red, inc) end,
           {distinct(2, 4), distinct(2, 3)}))
@@ -207,6 +207,7 @@ describe("ops gradcheck", function()
     assert.is_true(gradcheck(function(x) return x:var({1, 3}, {correction = 0}) end, {leaf(attn.randn(2, 3, 2))}))
     assert.is_true(gradcheck(function(x) return x:std({2, 3}, {keepdim = true}) end, {leaf(attn.randn(2, 3, 2))}))
     assert.is_true(gradcheck(function(x) return x:amax({1, 2}) end, {distinct(2, 3, 2)}))
+    assert.is_true(gradcheck(function(x) return x:amin(3, true) end, {distinct(2, 3, 2)}))
     local lo, hi = attn.tensor{-0.5, 0.35}, attn.tensor{{0.6}, {1.05}, {0.15}}
     assert.is_true(gradcheck(function(x, a, b) return x:clamp(a, b) end,
       {leaf(attn.tensor{{-1, 0.1}, {0.7, 2}, {0.05, -0.3}}), leaf(lo), leaf(hi)}))
