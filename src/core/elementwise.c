@@ -403,7 +403,18 @@ static bool is_compare(attn_binary_op op) {
    the others (div, pow, atan2) compute in float32. */
 static bool int_capable(attn_binary_op op) {
   return op == ATTN_ADD || op == ATTN_SUB || op == ATTN_MUL || op == ATTN_MAXIMUM || op == ATTN_MINIMUM ||
-         op == ATTN_FMOD || is_compare(op);
+         op == ATTN_FMOD || op == ATTN_POW || is_compare(op);
+}
+
+/* x^y for y >= 0 by squaring (wrapping like torch's int64 pow) */
+static int64_t ipow(int64_t x, int64_t y) {
+  uint64_t r = 1, b = (uint64_t)x;
+  while (y > 0) {
+    if (y & 1) r *= b;
+    b *= b;
+    y >>= 1;
+  }
+  return (int64_t)r;
 }
 
 /* A float32 copy of t (retained when it is one). */
@@ -448,6 +459,7 @@ static inline int64_t int_op(attn_binary_op op, int64_t x, int64_t y) {
   case ATTN_MAXIMUM: return x > y ? x : y;
   case ATTN_MINIMUM: return x < y ? x : y;
   case ATTN_FMOD: return (y == -1) ? 0 : x % y; /* y != 0 checked before */
+  case ATTN_POW: return ipow(x, y);                /* y >= 0 checked before */
   case ATTN_EQ: return x == y;
   case ATTN_NE: return x != y;
   case ATTN_LT: return x < y;
@@ -496,6 +508,10 @@ static attn_status binary_int(attn_binary_op op, const attn_tensor *a, const att
       if (op == ATTN_FMOD && y == 0) {
         attn_tensor_release(o);
         return attn_set_error(ATTN_ERR_ARG, "fmod: integer division by zero");
+      }
+      if (op == ATTN_POW && y < 0) {
+        attn_tensor_release(o);
+        return attn_set_error(ATTN_ERR_ARG, "pow: integers to negative integer powers are not allowed (use :float())");
       }
       int64_t r = int_op(op, x, y);
       if (rt == ATTN_BOOL) attn_tensor_bool(o)[i] = r != 0;
@@ -576,6 +592,10 @@ static attn_status binary_scalar_int_any(attn_binary_op op, const attn_tensor *a
     attn_tensor_release(o);
     return attn_set_error(ATTN_ERR_ARG, "fmod: integer division by zero");
   }
+  if (op == ATTN_POW && !reversed && si < 0) {
+    attn_tensor_release(o);
+    return attn_set_error(ATTN_ERR_ARG, "pow: integers to negative integer powers are not allowed (use :float())");
+  }
   if (n > 0) {
     attn__iter it;
     attn__iter_init(&it, a);
@@ -595,6 +615,10 @@ static attn_status binary_scalar_int_any(attn_binary_op op, const attn_tensor *a
         if (op == ATTN_FMOD && reversed && x == 0) {
           attn_tensor_release(o);
           return attn_set_error(ATTN_ERR_ARG, "fmod: integer division by zero");
+        }
+        if (op == ATTN_POW && reversed && x < 0) {
+          attn_tensor_release(o);
+          return attn_set_error(ATTN_ERR_ARG, "pow: integers to negative integer powers are not allowed (use :float())");
         }
         attn_tensor_i64(o)[i] = reversed ? int_op(op, si, x) : int_op(op, x, si);
       }

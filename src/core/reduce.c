@@ -493,7 +493,7 @@ static attn_status int_reduce(attn_reduce_op op, const attn_tensor *t, int dim, 
     }
   }
   bool needs = op == ATTN_MAX || op == ATTN_MIN || op == ATTN_ARGMAX || op == ATTN_ARGMIN;
-  if (n == 0 && needs && (dim < 0 || attn_tensor_numel(t) > 0 || true)) {
+  if (n == 0 && needs) { /* no identity: an error unless there is nothing to reduce into */
     int64_t outer = 1;
     for (int d = 0; d < nd; d++) outer *= shape[d];
     if (dim < 0 || outer > 0) {

@@ -277,7 +277,7 @@ void attnL_account(lua_State *L, attn_tensor **b) {
   attn_storage *s = t->storage;
   if (!s->gc_reported && !s->release_ctx) { /* host buffers are the host's */
     s->gc_reported = 1;
-    bytes += (int64_t)sizeof(attn_storage) + 64 + s->numel * (int64_t)sizeof(float);
+    bytes += (int64_t)sizeof(attn_storage) + 64 + s->numel * (int64_t)attn_dtype_size(s->dtype);
   }
   attnL_gc_debt(L, S, bytes);
 }

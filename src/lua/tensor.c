@@ -909,10 +909,70 @@ static void ix_read(lua_State *L, int tidx, int kidx, const char *fn) {
     attnL_result(L, attn_reshape(*sel, nd, shape, box));
     return;
   }
+  /* an element is a Lua value (a number even when t requires grad: keep a
+     dim, t[{i, {j}}], for a differentiable element) */
   if (cur->ndim == 0 && k.nsel == k.n) {
     attn_tensor *v = cur;
     attnL_pushelem(L, v, v->offset);
   }
+}
+
+/* t[key] = value under autograd (t or the value takes part in a graph):
+   the core cannot rebase the history of a view written in place, so the
+   write is computed on t as a whole: the positions the key selects (the
+   key applied to arange(numel) shaped like t), the value broadcast to
+   them, and t = where(hit, value at its position, t), committed into t
+   with copy_ (recorded like torch's index_put/copy_ on t). */
+static int ix_write_error(lua_State *L);
+
+static void ix_write_graph(lua_State *L, int tidx, int kidx, int vidx, const char *fn) {
+  attn_tensor *t = attnL_check(L, tidx);
+  int64_t total = attn_tensor_numel(t);
+  attn_tensor **pos = attnL_newbox(L);
+  attnL_result(L, attn_arange_i64(0, total, 1, pos));
+  attn_tensor **posv = attnL_newbox(L);
+  attnL_result(L, attn_reshape(*pos, t->ndim, t->shape, posv));
+  int pslot = lua_gettop(L);
+  ix_read(L, pslot, kidx, fn);
+  attn_tensor *P;
+  if (lua_isinteger(L, -1)) {
+    attn_tensor **b = attnL_newbox(L);
+    attnL_result(L, attn_full_i64(0, NULL, (int64_t)lua_tointeger(L, -2), b));
+    P = *b;
+  } else {
+    P = attnL_check(L, -1);
+  }
+  int64_t m = attn_tensor_numel(P);
+  attn_tensor *v = attnL_totensor(L, vidx, fn, "value");
+  attn_tensor **ve = attnL_newbox(L);
+  if (attn_expand(v, P->ndim, P->shape, ve)) {
+    char sa[64], sb[64];
+    luaL_error(L, "%s: value of shape %s cannot be broadcast to the indexed shape %s", fn,
+               attn_shape_str(v->ndim, v->shape, sa, sizeof sa), attn_shape_str(P->ndim, P->shape, sb, sizeof sb));
+  }
+  attnL_account(L, ve);
+  attn_tensor **vf = attnL_newbox(L);
+  attnL_result(L, attn_reshape(*ve, 1, &m, vf));
+  attn_tensor **inv = attnL_newbox(L), **hit = attnL_newbox(L);
+  if (attn_empty_dtype(ATTN_INT64, 1, &total, inv) || attn_empty_dtype(ATTN_BOOL, 1, &total, hit)) attnL_error(L);
+  attnL_account(L, inv);
+  attnL_account(L, hit);
+  int64_t *ip = attn_tensor_i64(*inv);
+  bool *hp = attn_tensor_bool(*hit);
+  for (int64_t j = 0; j < m; j++) {
+    int64_t q = attn_tensor_get_flat_i64(P, j);
+    ip[q] = j;
+    hp[q] = true;
+  }
+  if (m == 0) return;
+  attn_tensor **full = attnL_newbox(L);
+  attnL_result(L, attn_index_select(*vf, 0, *inv, full));
+  attn_tensor **fs = attnL_newbox(L), **hs = attnL_newbox(L);
+  attnL_result(L, attn_reshape(*full, t->ndim, t->shape, fs));
+  attnL_result(L, attn_reshape(*hit, t->ndim, t->shape, hs));
+  attn_tensor **w = attnL_newbox(L);
+  attnL_result(L, attn_where(*hs, *fs, t, w));
+  if (attn_copy_(t, *w)) ix_write_error(L);
 }
 
 /* An error from a core write named as t[k] = v */
@@ -980,6 +1040,11 @@ static void ix_write(lua_State *L, int tidx, int kidx, int vidx, const char *fn)
   if (lua_type(L, kidx) == LUA_TNUMBER && t->ndim == 0) luaL_error(L, "%s: cannot index a 0-d tensor", fn);
   ix_key k;
   ix_parse(L, t, kidx, &k, fn);
+  attn_tensor *vt = attnL_test(L, vidx);
+  if (attnL_grad_enabled(L) && (attn_requires_grad(t) || (vt && attn_requires_grad(vt)))) {
+    ix_write_graph(L, tidx, kidx, vidx, fn);
+    return;
+  }
   if (k.mask) {
     ix_write_mask(L, tidx, kidx, vidx, fn);
     return;
