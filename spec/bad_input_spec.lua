@@ -1031,7 +1031,11 @@ end
 -- creation
 for _, name in ipairs({"zeros", "ones", "empty"}) do
   E("attn." .. name, {K.size(2, {huge = "error"}), K.size(3, {huge = "error", opt = true})}, {
+    override = {[2] = {["a table"] = "any"}}, -- zeros(2, {dtype = ...}): an options table ends the sizes
     cases = {
+      {"a dtype option", function() return {2, {dtype = "int64"}} end, "ok",
+        function(t) assert(t.dtype == attn.int64) end},
+      {"an unknown dtype", function() return {2, {dtype = "int32"}} end, "error"},
       {"a shape table", function() return {{2, 3}} end, "ok", function(t) assert(t:dim() == 2) end},
       {"a shape table with -1", function() return {{2, -1}} end, "error"},
       {"a shape table with 2.5", function() return {{2, 2.5}} end, "error"},
@@ -1046,7 +1050,8 @@ for _, name in ipairs({"zeros", "ones", "empty"}) do
   })
 end
 E("attn.full", {K.size(2, {huge = "error"}), K.size(3, {huge = "error"}), K.num(1.5)}, {
-  override = {[1] = {["a table"] = "any"}}, -- full({2}, 3, 1.5): a shape table, then the value
+  override = {[1] = {["a table"] = "any"}, -- full({2}, 3, 1.5): a shape table, then the value
+              [3] = {["true"] = "any", ["false"] = "any"}}, -- a boolean fill value gives a bool tensor
   cases = {
     {"a shape table", function() return {{2, 3}, 1.5} end, "ok"},
     {"a shape table without a value", function() return {{2, 3}} end, "error"},
@@ -1058,7 +1063,7 @@ E("attn.full", {K.size(2, {huge = "error"}), K.size(3, {huge = "error"}), K.num(
 for _, name in ipairs({"zeros_like", "ones_like", "empty_like"}) do
   E("attn." .. name, {t23()})
 end
-E("attn.full_like", {t23(), K.num(2)})
+E("attn.full_like", {t23(), K.num(2)}, {override = {[2] = {["true"] = "any", ["false"] = "any"}}})
 E("attn.tensor", {K.custom(function() return {{1, 2}, {3, 4}} end, {
   {"a ragged table", function() return {{1, 2}, {3}} end, "error"},
   {"a ragged table (deeper)", function() return {{{1}, {2}}, {3, 4}} end, "error"},
@@ -1070,14 +1075,17 @@ E("attn.tensor", {K.custom(function() return {{1, 2}, {3, 4}} end, {
   {"an empty table", function() return {} end, "ok"},
   {"a table of empty tables", function() return {{}, {}} end, "ok"},
   {"booleans", function() return {true, false} end, "any"},
+  {"a Lua boolean (a 0-d bool tensor)", function() return true end, "ok"},
   {"NaN and inf", function() return {0 / 0, math.huge, -math.huge} end, "ok"},
   {"a number", function() return 3 end, "ok"},
   {"a tensor", function() return attn.ones(2, 2) end, "ok"},
   {"a closed tensor", closed_tensor, "error"},
   {"a 1e39 (float overflow)", function() return {1e39} end, "any"},
-}, {skip = {["a table"] = true}})})
+}, {skip = {["a table"] = true}})}, {override = {[1] = {["true"] = "any", ["false"] = "any"}}}) -- a 0-d bool tensor
 E("attn.arange", {K.num(0, {finite = true}), K.num(5, {finite = true}), K.num(1, {finite = true, opt = true})}, {
   cases = {
+    {"a dtype option", function() return {0, 5, {dtype = "float32"}} end, "ok",
+      function(t) assert(t.dtype == attn.float32) end},
     {"a step of 0", function() return {0, 5, 0} end, "error"},
     {"a range too large", function() return {0, 1e300} end, "error"},
     {"a range of 2^62 elements", function() return {0, 2.0 ^ 62} end, "error"},
@@ -1086,7 +1094,8 @@ E("attn.arange", {K.num(0, {finite = true}), K.num(5, {finite = true}), K.num(1,
     {"one argument", function() return {4} end, "ok", function(t) assert(t:numel() == 4) end},
   },
   -- arange(start, end, -0.0): zero step; 0.5 steps are fine
-  override = {[3] = {["-0"] = "error", ["0"] = "error", ["-1"] = "error", ["1e-300"] = "error"},
+  override = {[3] = {["-0"] = "error", ["0"] = "error", ["-1"] = "error", ["1e-300"] = "error",
+                     ["a table"] = "any"}, -- arange(0, 5, {dtype = ...})
               -- arange(0, nil) is arange(0): an empty range
               [1] = {["1e+300"] = "error", ["-1e+300"] = "error"},
               [2] = {["1e+300"] = "error", ["-1e+300"] = "error", ["-1"] = "error", ["nil"] = "any"}},
@@ -1214,11 +1223,14 @@ E("attn.clamp", {t23(), K.num(-0.5, {opt = true, tensor_ok = true}), K.num(0.5, 
 }})
 E("attn.clamp_", {W({2, 3}), K.num(-0.5, {opt = true}), K.num(0.5, {opt = true})}, {writes = {1}})
 E("attn.where", {K.tensor({2, 3}, {range = "bin"}), t23(), t23({salt = 5})})
-E("attn.masked_fill", {t23(), K.tensor({2, 3}, {range = "bin"}), K.num(-1)}, {cases = {
+E("attn.masked_fill", {t23(), K.tensor({2, 3}, {range = "bin"}), K.num(-1)}, {
+  override = {[3] = {["true"] = "any", ["false"] = "any"}}, -- bool fill values (for bool tensors)
+  cases = {
   {"a mask that does not broadcast", function() return {attn.ones(2, 3), attn.ones(3, 2), 0} end, "error"},
   {"a mask that would grow the input", function() return {attn.ones(3), attn.ones(2, 3), 0} end, "any"},
 }})
-E("attn.masked_fill_", {W({2, 3}), K.tensor({2, 3}, {range = "bin"}), K.num(-1)}, {writes = {1}, cases = {
+E("attn.masked_fill_", {W({2, 3}), K.tensor({2, 3}, {range = "bin"}), K.num(-1)}, {writes = {1},
+  override = {[3] = {["true"] = "any", ["false"] = "any"}}, cases = {
   {"a mask that would grow the target", function() return {attn.ones(3), attn.ones(2, 3), 0} end, "error"},
 }})
 E("attn.matmul", {t23(), K.tensor({3, 4})}, {cases = {
@@ -1699,11 +1711,25 @@ local function SELF(shape, o)
   return K.tensor(shape, o)
 end
 E("attn.Tensor.__index", {SELF({2, 3}), K.custom(function() return 2 end, KEY_BADS, {wrong = false})}, {
-  fn = TMT.__index, names = {"index"}, call = function(t, k) return t[k] end})
+  fn = TMT.__index, names = {"index"}, call = function(t, k) return t[k] end,
+  override = {[2] = {["a tensor"] = "any"}}, -- an index tensor (torch's advanced indexing)
+  cases = {
+    {"a range table", function() return {attn.ones(2, 3), {{}, {2, 3}}} end, "ok"},
+    {"a range with step 0", function() return {attn.ones(2, 3), {{}, {1, 3, 0}}} end, "error"},
+    {"a range of 4 entries", function() return {attn.ones(2, 3), {{1, 2, 1, 1}}} end, "error"},
+    {"an index tensor out of range", function() return {attn.ones(2, 3), attn.tensor({1, 3})} end, "error"},
+    {"an index tensor of 0", function() return {attn.ones(2, 3), attn.tensor({0})} end, "error"},
+    {"two index tensors", function() return {attn.ones(2, 3), {attn.tensor({1}), attn.tensor({1})}} end, "error"},
+    {"a bool mask of the wrong shape", function() return {attn.ones(2, 3), attn.tensor({true, false, true})} end,
+      "error"},
+    {"a bool mask", function() return {attn.ones(2, 3), attn.tensor({true, false})} end, "ok"},
+  }})
 E("attn.Tensor.__newindex", {SELF({2, 3}, {written = true}), K.custom(function() return 2 end, KEY_BADS, {wrong = false}),
   K.tensor({3}, {salt = 4})}, {fn = TMT.__newindex, names = {"newindex"}, writes = {1},
   call = function(t, k, v) t[k] = v end, override = {[2] = {["an unknown field"] = "error", ["index -1"] = "any",
-    ["an index table"] = "error"}, -- t[{2, 1}] is one element: a [3] value does not fit
+    ["an index table"] = "error", -- t[{2, 1}] is one element: a [3] value does not fit
+    ["a tensor"] = "any"}, -- an index tensor
+    [3] = {["true"] = "any", ["false"] = "any"}, -- booleans convert like torch's x[i] = True
     -- writing row k of an expanded view writes the shared row, as in torch
     [1] = {["a stride-0 expanded view"] = "any"}}, cases = {
     {"a property: requires_grad = 'yes'", function() return {attn.ones(2), "requires_grad", "yes"} end, "error"},
@@ -3144,6 +3170,37 @@ E("attn.F.cosine_similarity", {t23(), t23({salt = 2}), K.dim(2, 2, {opt = true})
 ---------------------------------------------------------------------------
 
 -- Functions deliberately left out of the catalogue, each with its reason.
+-- dtypes (issue 15)
+for _, name in ipairs({"long", "bool", "float"}) do
+  E("attn.Tensor." .. name, {SELF({2, 3})}, {fn = attn._methods[name], names = {name, "to"},
+    call = load("return function(t) return t:" .. name .. "() end")()})
+end
+E("attn.to", {t23(), K.custom(function() return "int64" end, {
+  {"an unknown dtype name", function() return "int32" end, "error"},
+  {"a number", function() return 3 end, "error"},
+  {"a dtype object", function() return attn.bool end, "ok"},
+  {"a tensor (its dtype)", function() return attn.ones(2, {dtype = "int64"}) end, "ok"},
+}, {wrong = false})})
+E("attn.type_as", {t23(), K.tensor({2})})
+E("attn.is_floating_point", {t23()})
+E("attn.element_size", {t23()})
+for _, name in ipairs({"logical_and", "logical_or", "logical_xor", "floor_divide", "remainder"}) do
+  E("attn." .. name, {t23({range = "pos"}), t23({salt = 3, range = "pos"})}, {cases = {
+    {"shapes that do not broadcast", function() return {attn.ones(2, 3), attn.ones(4)} end, "error"},
+  }})
+end
+for _, name in ipairs({"logical_not", "isnan", "isinf", "isfinite"}) do
+  E("attn." .. name, {t23()})
+end
+E("attn.Tensor.__idiv", {t23({range = "pos"}), t23({salt = 2, range = "pos"})}, {fn = TMT.__idiv,
+  names = {"floor_divide"}, call = function(a, b) return a // b end})
+E("attn.Tensor.__mod", {t23({range = "pos"}), t23({salt = 2, range = "pos"})}, {fn = TMT.__mod,
+  names = {"remainder"}, call = function(a, b) return a % b end})
+E("attn.Tensor.__lt", {t23(), t23({salt = 2})}, {fn = TMT.__lt, names = {"'<'"}, base_expect = "error",
+  call = function(a, b) return a < b end})
+E("attn.Tensor.__le", {t23(), t23({salt = 2})}, {fn = TMT.__le, names = {"'<='"}, base_expect = "error",
+  call = function(a, b) return a <= b end})
+
 local EXCLUDED = {
   -- finalisers: run by the garbage collector only (closing is exercised
   -- through __close and closed tensors/generators passed everywhere)

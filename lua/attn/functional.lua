@@ -264,10 +264,10 @@ local function check_classes(target, C, ignore, fn)
   if target:numel() == 0 then return end
   local ok = target:ge(1) * target:le(C) * target:eq(target:floor())
   if ignore ~= nil then ok = attn.maximum(ok, target:eq(ignore)) end
-  if ok:min():item() == 0 then
+  if not ok:all():item() then
     local t, o = target:reshape(-1):totable(), ok:reshape(-1):totable()
     for i = 1, #o do
-      if o[i] == 0 then
+      if not o[i] then
         error(("%s: target %g is not a class number in 1..%d%s"):format(fn, t[i], C,
           ignore ~= nil and (" or the ignore_index " .. tostring(ignore)) or ""), 3)
       end
@@ -485,10 +485,10 @@ function F.binary_cross_entropy(input, target, opts)
   do
     local _ <close> = attn.no_grad()
     if input:numel() > 0 then
-      if input:min():item() < 0 or input:max():item() > 1 or input:ne(input):any():item() ~= 0 then
+      if input:min():item() < 0 or input:max():item() > 1 or input:ne(input):any():item() then
         error(fn .. ": all elements of input should be between 0 and 1", 2)
       end
-      if target:min():item() < 0 or target:max():item() > 1 or target:ne(target):any():item() ~= 0 then
+      if target:min():item() < 0 or target:max():item() > 1 or target:ne(target):any():item() then
         error(fn .. ": all elements of target should be between 0 and 1", 2)
       end
     end

@@ -199,7 +199,7 @@ static void test_select(void) {
   CHECK(nz->shape[0] == 3 && nz->shape[1] == 2);
   const float want_nz[6] = {0, 1, 1, 0, 1, 2};
   bool ok = true;
-  for (int i = 0; i < 6; i++) ok = ok && attn_tensor_data(nz)[i] == want_nz[i];
+  for (int i = 0; i < 6; i++) ok = ok && attn_tensor_get_flat_i64(nz, i) == (int64_t)want_nz[i];
   CHECK(ok);
   CHECK_OK(attn_from_data(1, (int64_t[]){3}, (float[]){1, 0, 1}, &m)); /* broadcast over rows */
   CHECK_OK(attn_masked_select(t, m, &sel));
@@ -212,12 +212,12 @@ static void test_select(void) {
   CHECK_OK(attn_bucketize(t, b, false, &bk));
   const float want_l[6] = {0, 1, 0, 0, 0, 2}, want_r[6] = {1, 2, 1, 0, 1, 3};
   ok = true;
-  for (int i = 0; i < 6; i++) ok = ok && attn_tensor_data(bk)[i] == want_l[i];
+  for (int i = 0; i < 6; i++) ok = ok && attn_tensor_get_flat_i64(bk, i) == (int64_t)want_l[i];
   CHECK(ok);
   attn_tensor_release(bk);
   CHECK_OK(attn_bucketize(t, b, true, &bk));
   ok = true;
-  for (int i = 0; i < 6; i++) ok = ok && attn_tensor_data(bk)[i] == want_r[i];
+  for (int i = 0; i < 6; i++) ok = ok && attn_tensor_get_flat_i64(bk, i) == (int64_t)want_r[i];
   CHECK(ok);
   attn_tensor *list[] = {t, nz, m, sel, b, bk};
   for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) attn_tensor_release(list[i]);

@@ -140,6 +140,16 @@ static attn_status scatter_into(scatter_mode mode, const attn_tensor *self, int 
 /* ------------------------------------------------------------------------ */
 /* scatter backward (torch 1.13's formulas, FunctionsManual.cpp)             */
 
+/* (a == b) as 0/1 float32 (comparisons give bool) */
+static attn_status eq_float(const attn_tensor *a, const attn_tensor *b, attn_tensor **out) {
+  attn_tensor *e;
+  attn_status st = attn_binary(ATTN_EQ, a, b, &e);
+  if (st) return st;
+  st = attn_to_dtype(e, ATTN_FLOAT32, out);
+  attn_tensor_release(e);
+  return st;
+}
+
 /* saved: [0] index, [1] self, [2] src, [3] result (what the mode needs);
    iargs: [0] dim, [1] mode, [2] include_self, [3] src is a tensor */
 static attn_status scatter_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
@@ -178,8 +188,8 @@ static attn_status scatter_backward(attn_node *node, const attn_tensor *g, attn_
   } else { /* AMAX, AMIN: the gradient is shared equally by every element equal to the result */
     const attn_tensor *self = node->saved[1], *src = node->saved[2], *res = node->saved[3];
     attn_tensor *value = NULL, *self_is = NULL, *src_is = NULL, *nd = NULL, *gd = NULL;
-    if ((st = attn_gather(res, dim, index, &value)) || (st = attn_binary(ATTN_EQ, self, res, &self_is)) ||
-        (st = attn_binary(ATTN_EQ, src, value, &src_is)) || (st = attn_scatter_add(self_is, dim, index, src_is, &nd)) ||
+    if ((st = attn_gather(res, dim, index, &value)) || (st = eq_float(self, res, &self_is)) ||
+        (st = eq_float(src, value, &src_is)) || (st = attn_scatter_add(self_is, dim, index, src_is, &nd)) ||
         (st = attn_binary(ATTN_DIV, g, nd, &gd)))
       goto mm_out;
     if (node->next[0].node) {
@@ -261,8 +271,10 @@ static attn_status scatter_op(scatter_mode mode, bool reduce_api, const attn_ten
                               attn_tensor **out) {
   const char *fn = mode_fn(mode, reduce_api);
   attn_status st = check_scatter(fn, self, dim, index, src);
+  if (!st) st = attn__float_only(fn, "self", self);
+  if (!st && src) st = attn__float_only(fn, "src", src);
   if (st) return st;
-  attn_tensor *o;
+  attn_tensor *o = NULL;
   if ((st = scatter_into(mode, self, dim, index, src, value, include_self, &o))) return st;
   const attn_tensor *ins[2] = {self, src};
   int nin = src ? 2 : 1;
@@ -416,6 +428,8 @@ out:
 static attn_status index_op(index_mode mode, const attn_tensor *self, int dim, const attn_tensor *index,
                             const attn_tensor *src, float alpha, attn_tensor **out) {
   attn_status st = check_index_op(mode, self, dim, index, src);
+  if (!st) st = attn__float_only(index_fn[mode], "self", self);
+  if (!st && src) st = attn__float_only(index_fn[mode], "source", src);
   if (st) return st;
   attn_tensor *o;
   if ((st = index_into(mode, self, dim, index, src, alpha, &o))) return st;
@@ -538,6 +552,7 @@ attn_status attn_masked_select(const attn_tensor *t, const attn_tensor *mask, at
   int nd;
   int64_t shape[ATTN_MAX_DIMS];
   attn_status st = attn_broadcast_shape("masked_select", t, mask, &nd, shape);
+  if (!st) st = attn__float_only("masked_select", "input", t);
   if (st) return st;
   attn_tensor *te = NULL, *me = NULL, *o = NULL;
   TRY(attn_expand(t, nd, shape, &te));
@@ -585,11 +600,21 @@ attn_status attn_bucketize(const attn_tensor *t, const attn_tensor *boundaries, 
   char sb[ATTN_SHAPE_BUF];
   if (boundaries->ndim != 1)
     return attn_set_error(ATTN_ERR_SHAPE, "bucketize: boundaries must be 1-d, got %s", ATTN_SHAPE(boundaries, sb));
-  attn_tensor *b = NULL, *o = NULL;
+  attn_tensor *b = NULL, *bf = NULL, *tf = NULL, *o = NULL;
   attn_status st;
-  if ((st = attn_contiguous(boundaries, &b))) return st;
+  /* compared as float32, whatever the dtypes */
+  if ((st = attn_to_dtype(boundaries, ATTN_FLOAT32, &bf))) return st;
+  st = attn_contiguous(bf, &b);
+  attn_tensor_release(bf);
+  if (st) return st;
+  if ((st = attn_to_dtype(t, ATTN_FLOAT32, &tf))) {
+    attn_tensor_release(b);
+    return st;
+  }
+  t = tf;
   if ((st = attn__index_new("bucketize", t->ndim, t->shape, &o))) {
     attn_tensor_release(b);
+    attn_tensor_release(tf);
     return st;
   }
   const float *bp = attn_tensor_data(b);
@@ -610,11 +635,13 @@ attn_status attn_bucketize(const attn_tensor *t, const attn_tensor *boundaries, 
       attn__index_put(o, k++, lo);
       if (attn__poll_work(&work, 1)) {
         attn_tensor_release(b);
+        attn_tensor_release(tf);
         return finish(attn__limit_error("bucketize"), o, out);
       }
     } while (attn__iter_next(&it));
   }
   attn_tensor_release(b);
+  attn_tensor_release(tf);
   *out = o;
   return ATTN_OK;
 }

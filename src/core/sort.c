@@ -217,7 +217,13 @@ static attn_status sort_slices(const char *fn, const attn_tensor *t, int dim, bo
   bool partial = first == 0 && count <= 32 && count * 8 <= n;
   size_t pbytes = (size_t)(partial ? (count > 0 ? count : 1) : (n > 0 ? n : 1)) * sizeof *pairs;
   attn_status st;
-  if ((st = attn_contiguous(t, &x))) return st;
+  /* other dtypes are ordered as float32 (exact up to 2^24) and their
+     values handed back in their own dtype */
+  attn_tensor *tf = NULL;
+  if ((st = attn_to_dtype(t, ATTN_FLOAT32, &tf))) return st;
+  st = attn_contiguous(tf, &x);
+  attn_tensor_release(tf);
+  if (st) return st;
   if ((st = attn__alloc(fn, t->ndim, shape, &v)) || (st = attn__index_new(fn, t->ndim, shape, &ix))) goto fail;
   if (outer * inner * count > 0) {
     if (!(pairs = attn__scratch_alloc(pbytes))) {
@@ -255,7 +261,15 @@ static attn_status sort_slices(const char *fn, const attn_tensor *t, int dim, bo
       }
   }
   attn__scratch_free(pairs, pbytes);
+  pairs = NULL;
   attn_tensor_release(x);
+  x = NULL;
+  if (t->dtype != ATTN_FLOAT32) {
+    attn_tensor *vt;
+    if ((st = attn_to_dtype(v, t->dtype, &vt))) goto fail;
+    attn_tensor_release(v);
+    v = vt;
+  }
   *values = v;
   *indices = ix;
   return ATTN_OK;

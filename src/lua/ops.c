@@ -25,8 +25,9 @@
 #include <string.h>
 
 /* ------------------------------------------------------------------------ */
-/* The one place index and mask tensors cross this binding: today float32
-   tensors of integral values (index) or of 0/non-zero (mask). */
+/* The one place index and mask tensors cross this binding: index
+   arguments int64 (or float32 holding integers), masks bool (or any dtype:
+   non-zero is set); index results int64. */
 
 /* An index argument (tensor or table, 1-based values in 1..limit) as a
    0-based index tensor pinned for the call. */
@@ -37,8 +38,13 @@ static attn_tensor *mask_arg(lua_State *L, int arg, const char *fn) { return att
 /* The fresh 0-based index result in box becomes 1-based (offset 1 for
    every index the core hands out). */
 static void index_result(attn_tensor *t) {
-  float *p = attn_tensor_data(t);
   int64_t n = attn_tensor_numel(t);
+  if (t->dtype == ATTN_INT64) {
+    int64_t *p = attn_tensor_i64(t);
+    for (int64_t i = 0; i < n; i++) p[i] += 1;
+    return;
+  }
+  float *p = attn_tensor_data(t);
   for (int64_t i = 0; i < n; i++) p[i] += 1.0f;
 }
 
