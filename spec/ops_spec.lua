@@ -229,6 +229,30 @@ describe("ops behaviour", function()
     assert.are.same(x:argsort(2):totable(), si:totable())
   end)
 
+  it("gives int64 indices, takes int64 or float indices and bool masks, and refuses non-float data to scatter", function()
+    local x = attn.tensor{{3.5, 1, 2}, {0, 9, -1}}
+    local _, i = x:topk(2)
+    assert.are.equal("int64", i:dtype().name)
+    assert.are.equal("int64", x:argsort():dtype().name)
+    assert.are.equal("int64", x:nonzero():dtype().name)
+    assert.are.equal("int64", attn.bucketize(x, attn.tensor{0.5, 2.5}):dtype().name)
+    local m = x:gt(1.5)
+    assert.are.equal("bool", m:dtype().name)
+    assert.are.same({3.5, 2, 9}, x:masked_select(m):totable())
+    local r, c = attn.where(m)
+    assert.are.same({1, 1, 2}, r:totable())
+    assert.are.same({1, 3, 2}, c:totable())
+    local idx64, idxf = attn.tensor({{2}, {1}}, {dtype = "int64"}), attn.tensor{{2}, {1}}
+    assert.are.equal("int64", idx64:dtype().name)
+    assert.are.equal("float32", idxf:dtype().name)
+    assert.are.same(x:scatter(2, idx64, 7):totable(), x:scatter(2, idxf, 7):totable())
+    assert.has_error(function() attn.tensor({{1, 2}}, {dtype = "int64"}):scatter(2, attn.tensor{{1}}, 5) end,
+      "scatter: self must be a float32 tensor, got int64 (convert it with :float())")
+    local v = attn.tensor({3, 1, 2}, {dtype = "int64"}):sort() -- int64 values stay int64
+    assert.are.equal("int64", v:dtype().name)
+    assert.are.same({1, 2, 3}, v:totable())
+  end)
+
   it("keeps saved indices private: rewriting the returned indices does not change the gradient", function()
     local x = attn.tensor{5, 1, 3}:requires_grad_(true)
     local v, i = x:topk(2)
