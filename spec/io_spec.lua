@@ -174,7 +174,10 @@ describe("round trips", function()
       scalar = attn.tensor(2.5):reshape({}),
       empty = attn.zeros(0, 3),
       empty3 = attn.zeros(2, 0, 4),
-      eight = eight,
+      eight = eight, -- int64 (integer arange)
+      mask = attn.tensor({{true, false, true}, {false, false, true}}), -- bool
+      mask_t = attn.tensor({{true, false, true}, {false, false, true}}):t(),
+      big_ids = attn.tensor({(1 << 53) + 1, -(1 << 62), math.mininteger, 7}, {dtype = "int64"}),
       fortran = attn.load(FIX .. "f4_fortran.npy"),
     }
   end
@@ -290,7 +293,7 @@ describe("numpy reads what attn writes", function()
     attn.save(attn.zeros(0, 3), tmp("py_e.npy"))
     attn.save({w = base, ["dotted.name"] = base:select(1, 2), s = attn.tensor(-1):reshape({}),
       e = attn.zeros(2, 0)}, tmp("py_x.npz"))
-    attn.save({w = base, b = attn.arange(0, 3):expand(2, 3)}, tmp("py_x.safetensors"), {format = "pt"})
+    attn.save({w = base, b = attn.arange(0, 3):float():expand(2, 3)}, tmp("py_x.safetensors"), {format = "pt"})
     local script = tmp("check.py")
     writefile(script, [==[
 import io, json, struct, sys, zipfile
@@ -528,7 +531,7 @@ describe("bad input", function()
     end
     local function two()
       local path = tmp("two.npz")
-      attn.save({a = attn.arange(0, 6), b = attn.ones(2, 2)}, path)
+      attn.save({a = attn.arange(0, 6):float(), b = attn.ones(2, 2)}, path)
       return readfile(path)
     end
     local function fails(bytes, ...)

@@ -94,11 +94,13 @@ describe("binary ops with broadcasting", function()
     assert.has_error(function() e:add_(1) end)
   end)
 
-  it("comparisons give 0/1 masks", function()
+  it("comparisons give bool masks (torch)", function()
     local a = attn.tensor{1, 2, 3}
-    assert.same({0, 1, 0}, a:eq(2):totable())
-    assert.same({1, 1, 0}, a:le(2):totable())
-    assert.same({0, 0, 1}, a:gt({2}):totable())
+    assert.same({false, true, false}, a:eq(2):totable())
+    assert.same({true, true, false}, a:le(2):totable())
+    assert.equal(attn.bool, a:le(2).dtype)
+    assert.same({0, 1, 0}, a:eq(2):float():totable())
+    assert.same({false, false, true}, a:gt({2}):totable())
   end)
 end)
 

@@ -174,13 +174,22 @@ describe("nn.MultiheadAttention conventions", function()
     end
   end)
 
-  it("refuses a mask tensor without a kind, and is_causal without a mask", function()
+  it("reads masks by dtype like torch (float: added, bool: true = masked), and refuses is_causal without a mask", function()
     local m = module()
+    m:eval()
     local x = attn.randn(3, 2, E)
-    assert.has_error(function() m(x, x, x, {attn_mask = attn.zeros(3, 3)}) end,
-      "MultiheadAttention: say how to read attn_mask: attn_mask_kind = \"bool\" or \"additive\"")
-    assert.has_error(function() m(x, x, x, {key_padding_mask = attn.zeros(2, 3)}) end,
-      "MultiheadAttention: say how to read key_padding_mask: key_padding_mask_kind = \"bool\" or \"additive\"")
+    local plain = m(x, x, x)
+    -- a float mask without a kind is added to the scores (zeros change nothing)
+    local function close(a, b) return (a - b):abs():max():item() < 1e-6 end
+    assert.is_true(close(plain, m(x, x, x, {attn_mask = attn.zeros(3, 3)})))
+    assert.is_true(close(plain, m(x, x, x, {key_padding_mask = attn.zeros(2, 3)})))
+    -- a bool mask needs no kind: true hides the key, as a float -inf does
+    local kpm = attn.tensor({{false, false, true}, {false, true, false}})
+    local inf = attn.zeros(2, 3):masked_fill(kpm, -math.huge)
+    assert.is_true(close(m(x, x, x, {key_padding_mask = kpm}), m(x, x, x, {key_padding_mask = inf})))
+    assert.has_error(function() m(x, x, x, {attn_mask = attn.zeros(3, 3, {dtype = "int64"})}) end,
+      "MultiheadAttention: attn_mask must be a bool or float tensor (got attn.int64); use attn_mask:bool() for a mask")
+    assert.has_error(function() m(x, x, x, {key_padding_mask = kpm, key_padding_mask_kind = "additive"}) end)
     local ok, err = pcall(m, x, x, x, {is_causal = true})
     assert.is_false(ok)
     assert.matches("is_causal needs attn_mask", err)

@@ -16,8 +16,16 @@
  *  - Ownership: a function that hands out an attn_tensor ** gives the caller
  *    one reference; release it with attn_tensor_release().  Inputs are
  *    borrowed for the duration of the call.
- *  - Index tensors (gather, index_select, one_hot, ...) are float32 tensors
- *    holding integral 0-based values.
+ *  - Dtypes (attn_dtype): float32 (the default of every creation function
+ *    without a dtype argument), int64 and bool, as in torch.  Views keep
+ *    their input's dtype; numel, offsets and strides count elements of the
+ *    tensor's dtype.  Float kernels (matmul, softmax, the float math) take
+ *    float32 only: elementwise math and reductions promote int64/bool
+ *    inputs to float32 like torch, the others fail with "fn: expected a
+ *    floating tensor, got int64".  Comparisons give bool.
+ *  - Index tensors (gather, index_select, one_hot, embedding ids, ...) are
+ *    int64 tensors of 0-based values; float32 tensors holding integral
+ *    values are still accepted (exact up to 2^24).
  *  - Thread safety: distinct tensors may be used from distinct threads.
  *    Reference counts are atomic, so views of one storage may be released
  *    from several threads; writes to shared data need the caller's locking.
@@ -63,12 +71,32 @@ const char *attn_shape_str(int ndim, const int64_t *shape, char *buf, size_t siz
 /* ------------------------------------------------------------------------ */
 /* Storage and tensors                                                       */
 
+/* Element types, as torch's float32, int64 and bool. */
+typedef enum attn_dtype {
+  ATTN_FLOAT32 = 0,   /* float */
+  ATTN_INT64,         /* int64_t */
+  ATTN_BOOL,          /* bool (one byte, 0 or 1) */
+  ATTN_DTYPE_COUNT
+} attn_dtype;
+
+/* "float32", "int64", "bool" ("?" for a bad value). */
+const char *attn_dtype_name(attn_dtype dt);
+/* Bytes of one element. */
+size_t attn_dtype_size(attn_dtype dt);
+/* Parses "float32"/"float"/"int64"/"long"/"bool"; false if unknown. */
+bool attn_dtype_parse(const char *name, attn_dtype *out);
+/* torch's result type of a binary op on a and b: float32 if either is
+   float32, else int64 if either is int64, else bool. */
+attn_dtype attn_promote_types(attn_dtype a, attn_dtype b);
+static inline bool attn_dtype_is_float(attn_dtype dt) { return dt == ATTN_FLOAT32; }
+
 /* Called when the last reference to a wrapped buffer goes away. */
 typedef void (*attn_release_fn)(void *ctx, float *data);
 
 typedef struct attn_storage {
-  float *data;
-  int64_t numel;              /* capacity in floats */
+  void *data;                 /* elements of dtype */
+  int64_t numel;              /* capacity in elements */
+  attn_dtype dtype;           /* of the elements; views share it */
   long refcount;              /* atomic; use the functions below */
   attn_release_fn release;    /* NULL: data was allocated by attn */
   void *release_ctx;
@@ -82,18 +110,24 @@ struct attn_autograd;         /* defined by the autograd layer */
 
 typedef struct attn_tensor {
   attn_storage *storage;
-  int64_t offset;                   /* in floats */
+  int64_t offset;                   /* in elements */
   int ndim;                         /* 0 .. ATTN_MAX_DIMS; 0 is a scalar */
   int64_t shape[ATTN_MAX_DIMS];
-  int64_t stride[ATTN_MAX_DIMS];    /* in floats; 0 for broadcast dims */
+  int64_t stride[ATTN_MAX_DIMS];    /* in elements; 0 for broadcast dims */
   long refcount;                    /* atomic */
   struct attn_autograd *autograd;   /* NULL unless gradients are tracked */
   struct attn_budget *budget;       /* charged for this header, or NULL */
+  attn_dtype dtype;                 /* the storage's dtype */
 } attn_tensor;
 
-static inline float *attn_tensor_data(const attn_tensor *t) {
-  return t->storage->data + t->offset;
+/* The first element, untyped. */
+static inline void *attn_tensor_ptr(const attn_tensor *t) {
+  return (char *)t->storage->data + (size_t)t->offset * attn_dtype_size(t->dtype);
 }
+/* Typed first element: only for tensors of that dtype. */
+static inline float *attn_tensor_data(const attn_tensor *t) { return (float *)attn_tensor_ptr(t); }
+static inline int64_t *attn_tensor_i64(const attn_tensor *t) { return (int64_t *)attn_tensor_ptr(t); }
+static inline bool *attn_tensor_bool(const attn_tensor *t) { return (bool *)attn_tensor_ptr(t); }
 int64_t attn_tensor_numel(const attn_tensor *t);
 bool attn_tensor_is_contiguous(const attn_tensor *t);
 bool attn_same_shape(const attn_tensor *a, const attn_tensor *b);
@@ -155,11 +189,16 @@ double attn_deadline_current(void);
 /* Whether the calling thread's deadline is set and has passed. */
 bool attn_deadline_passed(void);
 
-/* Element access by a full 0-based index (no bounds check). */
+/* Element access by a full 0-based index (no bounds check), any dtype
+   (converted to and from float; the double/int64 forms are exact). */
 float attn_tensor_get(const attn_tensor *t, const int64_t *index);
 void attn_tensor_set(attn_tensor *t, const int64_t *index, float v);
 /* Value of the flat element i in row-major order (works for any strides). */
 float attn_tensor_get_flat(const attn_tensor *t, int64_t i);
+double attn_tensor_get_flat_f64(const attn_tensor *t, int64_t i);
+int64_t attn_tensor_get_flat_i64(const attn_tensor *t, int64_t i);
+void attn_tensor_set_flat_f64(attn_tensor *t, int64_t i, double v);
+void attn_tensor_set_flat_i64(attn_tensor *t, int64_t i, int64_t v);
 
 /* Creation.  Every shape entry must be >= 0 and numel must fit. */
 attn_status attn_empty(int ndim, const int64_t *shape, attn_tensor **out);
@@ -167,6 +206,22 @@ attn_status attn_zeros(int ndim, const int64_t *shape, attn_tensor **out);
 attn_status attn_ones(int ndim, const int64_t *shape, attn_tensor **out);
 attn_status attn_full(int ndim, const int64_t *shape, float value, attn_tensor **out);
 attn_status attn_scalar(float value, attn_tensor **out);   /* 0-d */
+/* The same with a dtype (value converted: int64 truncates, bool is != 0;
+   empty_dtype is zero-filled). */
+attn_status attn_empty_dtype(attn_dtype dt, int ndim, const int64_t *shape, attn_tensor **out);
+attn_status attn_full_dtype(attn_dtype dt, int ndim, const int64_t *shape, double value, attn_tensor **out);
+attn_status attn_full_i64(int ndim, const int64_t *shape, int64_t value, attn_tensor **out);
+attn_status attn_scalar_dtype(attn_dtype dt, double value, attn_tensor **out);
+/* Copies numel int64 / bool values laid out row-major. */
+attn_status attn_from_data_i64(int ndim, const int64_t *shape, const int64_t *data, attn_tensor **out);
+attn_status attn_from_data_bool(int ndim, const int64_t *shape, const bool *data, attn_tensor **out);
+/* t converted to dt (torch's .to(dtype)): retains t when it already has dt,
+   else a fresh tensor (float -> int64 truncates toward zero, -> bool is
+   != 0).  The result never requires grad unless it is t itself. */
+attn_status attn_to_dtype(const attn_tensor *t, attn_dtype dt, attn_tensor **out);
+/* ATTN_OK when t is float32, else ATTN_ERR_ARG "fn: expected a floating
+   tensor, got int64" (what names the argument, may be NULL). */
+attn_status attn_check_float(const char *fn, const char *what, const attn_tensor *t);
 /* Copies n floats laid out row-major into a fresh tensor of the shape. */
 attn_status attn_from_data(int ndim, const int64_t *shape, const float *data, attn_tensor **out);
 /* Wraps a caller's buffer without copying.  release (may be NULL: the
@@ -174,8 +229,10 @@ attn_status attn_from_data(int ndim, const int64_t *shape, const float *data, at
    last view is gone.  strides may be NULL for row-major. */
 attn_status attn_wrap(float *data, int ndim, const int64_t *shape, const int64_t *strides,
                       attn_release_fn release, void *ctx, attn_tensor **out);
-/* [start, end) in steps of step, like torch.arange. */
+/* [start, end) in steps of step, like torch.arange (float32). */
 attn_status attn_arange(double start, double end, double step, attn_tensor **out);
+/* The int64 arange (torch.arange with integer arguments). */
+attn_status attn_arange_i64(int64_t start, int64_t end, int64_t step, attn_tensor **out);
 attn_status attn_linspace(double start, double end, int64_t steps, attn_tensor **out);
 attn_status attn_eye(int64_t n, int64_t m, attn_tensor **out);
 /* indices (any shape, 0-based integral values) -> shape + [num_classes];
@@ -185,9 +242,12 @@ attn_status attn_one_hot(const attn_tensor *indices, int64_t num_classes, attn_t
 /* Copies. */
 attn_status attn_contiguous(const attn_tensor *t, attn_tensor **out); /* retains t if already */
 attn_status attn_clone(const attn_tensor *t, attn_tensor **out);
-/* dst[...] = src broadcast to dst's shape.  src may alias dst. */
+/* dst[...] = src broadcast to dst's shape, converted to dst's dtype.  src
+   may alias dst. */
 attn_status attn_copy_(attn_tensor *dst, const attn_tensor *src);
 attn_status attn_fill_(attn_tensor *t, float value);
+attn_status attn_fill_f64_(attn_tensor *t, double value); /* any dtype, exact for int64 up to 2^53 */
+attn_status attn_fill_i64_(attn_tensor *t, int64_t value); /* any dtype, exact for int64 */
 
 /* Views: share storage with the input. */
 attn_status attn_transpose(const attn_tensor *t, int d0, int d1, attn_tensor **out);
@@ -246,6 +306,23 @@ attn_status attn_binary_scalar(attn_binary_op op, const attn_tensor *a, float s,
 attn_status attn_binary_scalar_(attn_binary_op op, attn_tensor *a, float s, bool reversed);
 attn_status attn_unary(attn_unary_op op, const attn_tensor *a, attn_tensor **out);
 attn_status attn_unary_(attn_unary_op op, attn_tensor *a);
+/* a op s with an exact int64 scalar: int64 tensors keep int64 for add, sub,
+   mul, maximum, minimum, fmod and compare exactly (bool); others as
+   attn_binary_scalar. */
+attn_status attn_binary_scalar_i64(attn_binary_op op, const attn_tensor *a, int64_t s, bool reversed,
+                                   attn_tensor **out);
+/* torch.logical_and/or/xor/not: non-zero is true; bool results. */
+typedef enum attn_logical_op { ATTN_LOGICAL_AND, ATTN_LOGICAL_OR, ATTN_LOGICAL_XOR } attn_logical_op;
+attn_status attn_logical(attn_logical_op op, const attn_tensor *a, const attn_tensor *b, attn_tensor **out);
+attn_status attn_logical_not(const attn_tensor *a, attn_tensor **out);
+/* bool results; integers are never nan or inf. */
+attn_status attn_isnan(const attn_tensor *a, attn_tensor **out);
+attn_status attn_isinf(const attn_tensor *a, attn_tensor **out);
+attn_status attn_isfinite(const attn_tensor *a, attn_tensor **out);
+/* Python's // and % (torch.floor_divide, torch.remainder): int64 results
+   for integer inputs (exact; division by zero fails), float otherwise. */
+attn_status attn_floor_divide(const attn_tensor *a, const attn_tensor *b, attn_tensor **out);
+attn_status attn_remainder(const attn_tensor *a, const attn_tensor *b, attn_tensor **out);
 /* NaN bounds mean "no bound". */
 attn_status attn_clamp(const attn_tensor *a, float lo, float hi, attn_tensor **out);
 attn_status attn_clamp_(attn_tensor *a, float lo, float hi);
@@ -327,6 +404,54 @@ attn_status attn_chunk(const attn_tensor *t, int64_t chunks, int dim, int *n, at
 /* torch.Tensor.repeat: nreps >= ndim */
 attn_status attn_repeat(const attn_tensor *t, int nreps, const int64_t *reps, attn_tensor **out);
 attn_status attn_flip(const attn_tensor *t, int ndims, const int *dims, attn_tensor **out);
+/* Sorting along dim (src/core/sort.c).  Indices are 0-based int64 tensors;
+   NaN counts as larger than every number; equal values keep input order.
+   Any dtype is ordered as float32, values keep the input's dtype.  The
+   values record a backward (the gradient goes to the indexed places). */
+attn_status attn_sort(const attn_tensor *t, int dim, bool descending, attn_tensor **values,
+                      attn_tensor **indices);
+/* the k (0..size) largest (or smallest) along dim, sorted */
+attn_status attn_topk(const attn_tensor *t, int64_t k, int dim, bool largest, attn_tensor **values,
+                      attn_tensor **indices);
+/* the k-th smallest along dim, k in 1..size as in torch */
+attn_status attn_kthvalue(const attn_tensor *t, int64_t k, int dim, bool keepdim, attn_tensor **values,
+                          attn_tensor **indices);
+/* Scatter and index ops (src/core/scatter.c), torch's shapes: index has
+   self's ndim, index.size(d) <= src.size(d), and <= self.size(d) for d !=
+   dim; out[p with p_dim = index[p]] = src[p] (scatter), += (scatter_add),
+   or reduced with reduce "sum", "prod", "mean", "amax", "amin"
+   (include_self: self's value takes part).  Out of place; self and src
+   float32; index int64 (or float32 holding integers). */
+attn_status attn_scatter(const attn_tensor *self, int dim, const attn_tensor *index, const attn_tensor *src,
+                         attn_tensor **out);
+attn_status attn_scatter_value(const attn_tensor *self, int dim, const attn_tensor *index, float value,
+                               attn_tensor **out);
+attn_status attn_scatter_add(const attn_tensor *self, int dim, const attn_tensor *index, const attn_tensor *src,
+                             attn_tensor **out);
+attn_status attn_scatter_reduce(const attn_tensor *self, int dim, const attn_tensor *index, const attn_tensor *src,
+                                const char *reduce, bool include_self, attn_tensor **out);
+/* self [A..., m, B...], index [k], source [A..., k, B...]:
+   out[a, index[j], b] += alpha * source[a, j, b] / = source / = value */
+attn_status attn_index_add(const attn_tensor *self, int dim, const attn_tensor *index, const attn_tensor *source,
+                           float alpha, attn_tensor **out);
+attn_status attn_index_copy(const attn_tensor *self, int dim, const attn_tensor *index, const attn_tensor *source,
+                            attn_tensor **out);
+attn_status attn_index_fill(const attn_tensor *self, int dim, const attn_tensor *index, float value,
+                            attn_tensor **out);
+/* [n, ndim] int64: 0-based positions of the non-zero elements (any dtype),
+   row-major order */
+attn_status attn_nonzero(const attn_tensor *t, attn_tensor **out);
+/* t and mask broadcast together -> 1-d of t's values where mask != 0 */
+attn_status attn_masked_select(const attn_tensor *t, const attn_tensor *mask, attn_tensor **out);
+/* boundaries [N] ascending -> t's shape of int64 bucket numbers in [0, N]:
+   first i with x <= b[i] (right: x < b[i]), else N */
+attn_status attn_bucketize(const attn_tensor *t, const attn_tensor *boundaries, bool right, attn_tensor **out);
+/* The in-place form of an op computed out of place as result (taken
+   over, released): written into t, or, when autograd follows t or one of
+   others (the op's other inputs), committed to the graph as torch's
+   in-place ops are (refused on leaves that require grad). */
+attn_status attn_inplace_result(const char *fn, attn_tensor *t, const attn_tensor *const *others, int nothers,
+                                attn_tensor *result);
 
 /* ------------------------------------------------------------------------ */
 /* Random numbers: bit-exact with torch 1.13's CPU generator (mt19937)      */

@@ -31,9 +31,10 @@
 --     value 1/true means "NOT ALLOWED to attend" (masked out), for both
 --     attn_mask and key_padding_mask; attn_mask_kind = "bool" there means
 --     that.  Float ("additive") masks are added to the scores in both APIs.
--- attn tensors are all float32, so a mask tensor carries no dtype: say how
--- to read it with attn_mask_kind = "bool" | "additive" (a plain Lua table
--- of booleans is read as a bool mask).
+-- As in torch, a bool tensor (attn.bool: comparisons, a Lua table of
+-- booleans) is a bool mask and a float tensor an additive one, so the
+-- *_kind options are only needed to read a float 0/1 tensor as a bool
+-- mask (attn_mask_kind = "bool"); they still work as before.
 local attn = require "attn"
 local nn = require "attn.nn"
 local init = require "attn.nn_init"
@@ -118,8 +119,8 @@ local function has_boolean(t)
 end
 
 -- A mask argument -> tensor, kind ("bool" | "additive"); nil -> nil.
--- Lua tables of booleans are bool masks; tensors (and tables of numbers)
--- need an explicit kind, since a 0/1 tensor reads both ways.
+-- Bool tensors (and Lua tables of booleans) are bool masks, float tensors
+-- additive ones (torch); an explicit kind reads a float 0/1 tensor as bool.
 local function mask_arg(m, kind, fn, name)
   if m == nil then
     if kind ~= nil then error(("%s: %s_kind given without %s"):format(fn, name, name), 3) end
@@ -139,9 +140,16 @@ local function mask_arg(m, kind, fn, name)
   elseif not is_tensor(m) then
     error(("%s: %s must be a tensor or a table (got %s)"):format(fn, name, type(m)), 3)
   end
-  if kind == nil then
-    error(("%s: say how to read %s: %s_kind = \"bool\" or \"additive\""):format(fn, name, name), 3)
+  if m.dtype == attn.bool then
+    if kind == "additive" then
+      error(("%s: %s is a bool tensor but %s_kind is \"additive\" (give a float mask)"):format(fn, name, name), 3)
+    end
+    kind = "bool"
+  elseif m.dtype ~= attn.float32 then
+    error(("%s: %s must be a bool or float tensor (got %s); use %s:bool() for a mask"):format(fn, name,
+      tostring(m.dtype), name), 3)
   end
+  if kind == nil then kind = "additive" end -- torch: a float mask is added to the scores
   return m, kind
 end
 

@@ -9,7 +9,8 @@
 --
 --   1. Helpers (local): argument checking, reductions
 --   2. Activations: relu, gelu, tanh, sigmoid, silu, softmax, log_softmax
---   3. Layers: linear, dropout, layer_norm, normalize, one_hot
+--   3. Layers: linear, dropout, layer_norm, normalize, pad, cosine_similarity,
+--      one_hot
 --   4. Losses: cross_entropy, nll_loss, mse_loss, l1_loss, smooth_l1_loss,
 --      huber_loss, binary_cross_entropy, binary_cross_entropy_with_logits,
 --      kl_div
@@ -240,16 +241,13 @@ function F.layer_norm(x, normalized_shape, weight, bias, eps)
   return y
 end
 
---- normalize(x, p = 2, dim = 2, eps = 1e-12): x / max(||x||_p along dim,
--- eps), torch's F.normalize (whose default dim 1 is our 2).
-function F.normalize(x, p, dim, eps)
-  x = as_tensor(x, "normalize", "input")
-  p = check_number(p, 2, "normalize", "p")
-  if dim == nil then dim = 2 end
-  eps = check_number(eps, 1e-12, "normalize", "eps")
-  local denom = x:norm(p, dim, true):clamp(eps, nil)
-  return x / denom
-end
+--- normalize(x, p = 2, dim = 2, eps = 1e-12) or normalize(x, {p =, dim =, eps =}):
+-- x / max(||x||_p along dim, eps), torch's F.normalize (whose default dim 1
+-- is our 2).  pad(x, pad, mode, value) and cosine_similarity(x1, x2, dim,
+-- eps): see attn/ops.lua.
+F.normalize = require("attn.ops").normalize
+F.pad = require("attn.ops").pad
+F.cosine_similarity = require("attn.ops").cosine_similarity
 
 --- one_hot(ids, num_classes): ids hold 1-based class numbers; the result
 -- has a trailing dim of num_classes (default: the largest id) with 1 at
@@ -271,13 +269,13 @@ local function check_classes(target, C, ignore, fn, explicit)
   local ignored = false
   if ignore ~= nil then
     local is_ignored = target:eq(ignore)
-    ignored = is_ignored:max():item() ~= 0
+    ignored = is_ignored:any():item()
     if ignored then ok = attn.maximum(ok, is_ignored) end
   end
-  if ok:min():item() == 0 then
+  if not ok:all():item() then
     local t, o = target:reshape(-1):totable(), ok:reshape(-1):totable()
     for i = 1, #o do
-      if o[i] == 0 then
+      if not o[i] then
         error(("%s: target %g is not a class number in 1..%d%s"):format(fn, t[i], C,
           explicit and (" or the ignore_index " .. tostring(ignore)) or ""), 4) -- the caller of the loss
       end
@@ -504,10 +502,10 @@ function F.binary_cross_entropy(input, target, opts)
   do
     local _ <close> = attn.no_grad()
     if input:numel() > 0 then
-      if input:min():item() < 0 or input:max():item() > 1 or input:ne(input):any():item() ~= 0 then
+      if input:min():item() < 0 or input:max():item() > 1 or input:ne(input):any():item() then
         error(fn .. ": all elements of input should be between 0 and 1", 2)
       end
-      if target:min():item() < 0 or target:max():item() > 1 or target:ne(target):any():item() ~= 0 then
+      if target:min():item() < 0 or target:max():item() > 1 or target:ne(target):any():item() then
         error(fn .. ": all elements of target should be between 0 and 1", 2)
       end
     end

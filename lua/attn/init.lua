@@ -22,6 +22,9 @@ local methods = core._methods
 --- t:type(): "attn.Tensor", like the userdata's __name.
 function methods.type() return "attn.Tensor" end
 
+-- einsum, multi-dim reductions, roll, diag, cdist, ... (attn/ops.lua)
+require("attn.ops")._install(attn, methods)
+
 local submodules = {
   nn = "attn.nn",
   F = "attn.functional",

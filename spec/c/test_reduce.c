@@ -295,12 +295,12 @@ static bool matches(const char *what, const attn_tensor *out, int ndim, const in
               attn_shape_str(ndim, shape, sb, sizeof sb));
     return false;
   }
-  const float *p = attn_tensor_data(out);
   int64_t n = attn_tensor_numel(out);
   for (int64_t i = 0; i < n; i++)
-    if (!close_to(p[i], want[i], rtol, atol)) {
+    if (!close_to(attn_tensor_get_flat(out, i), want[i], rtol, atol)) { /* any dtype (argmax: int64, all: bool) */
       if (mismatch_reports++ < 20)
-        fprintf(stderr, "%s: element %lld is %.9g, expected %.9g\n", what, (long long)i, (double)p[i], want[i]);
+        fprintf(stderr, "%s: element %lld is %.9g, expected %.9g\n", what, (long long)i,
+                (double)attn_tensor_get_flat(out, i), want[i]);
       return false;
     }
   return true;
@@ -469,7 +469,7 @@ static attn_tensor *from(int ndim, const int64_t *shape, const float *data) {
   return t;
 }
 
-static float scalar_of(attn_tensor *t) { return attn_tensor_data(t)[0]; }
+static float scalar_of(attn_tensor *t) { return attn_tensor_get_flat(t, 0); }
 
 static void test_basic_values(void) {
   int64_t s23[2] = {2, 3};
@@ -496,7 +496,7 @@ static void test_basic_values(void) {
 
   CHECK_OK(attn_max_dim(t, 1, false, false, &o, &ix));
   CHECK(attn_tensor_data(o)[0] == 5 && attn_tensor_data(o)[1] == 6);
-  CHECK(attn_tensor_data(ix)[0] == 1 && attn_tensor_data(ix)[1] == 2);
+  CHECK(attn_tensor_get_flat(ix, 0) == 1 && attn_tensor_get_flat(ix, 1) == 2);
   attn_tensor_release(o);
   attn_tensor_release(ix);
 
@@ -645,7 +645,7 @@ static void test_empty(void) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     CHECK_OK(attn_reduce_dim(cases[i].op, e, 0, false, NULL, &o));
     CHECK(o->ndim == 1 && o->shape[0] == 3);
-    CHECK(close_to(attn_tensor_data(o)[2], cases[i].want, 0, 0));
+    CHECK(close_to(attn_tensor_get_flat(o, 2), cases[i].want, 0, 0));
     attn_tensor_release(o);
     CHECK_OK(attn_reduce_all(cases[i].op, e, NULL, &o));
     CHECK(close_to(scalar_of(o), cases[i].want, 0, 0));

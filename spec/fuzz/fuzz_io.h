@@ -73,7 +73,14 @@ static inline void fz_check_loaded(const attn_tensor *t, const attn_weight_info 
 /* Same shape and the same float bits everywhere (NaN payloads included). */
 static inline void fz_check_same_tensor(const attn_tensor *a, const attn_tensor *b, const char *what) {
   FZ_CHECK(attn_same_shape(a, b), "%s: shapes differ after the round trip", what);
+  FZ_CHECK(a->dtype == b->dtype, "%s: dtype %s became %s", what, attn_dtype_name(a->dtype), attn_dtype_name(b->dtype));
   int64_t n = attn_tensor_numel(a);
+  if (a->dtype != ATTN_FLOAT32) {
+    for (int64_t i = 0; i < n; i++)
+      FZ_CHECK(attn_tensor_get_flat_i64(a, i) == attn_tensor_get_flat_i64(b, i), "%s: element %lld: %lld became %lld",
+               what, (long long)i, (long long)attn_tensor_get_flat_i64(a, i), (long long)attn_tensor_get_flat_i64(b, i));
+    return;
+  }
   for (int64_t i = 0; i < n; i++) {
     float x = attn_tensor_get_flat(a, i), y = attn_tensor_get_flat(b, i);
     FZ_CHECK(memcmp(&x, &y, sizeof x) == 0, "%s: element %lld: %a became %a", what, (long long)i, x, y);

@@ -47,7 +47,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     attn_weight_info binfo;
     st = attn_npy_load(path, &back, &binfo);
     FZ_CHECK(st == ATTN_OK, "reloading a saved array failed: %s", attn_last_error());
-    FZ_CHECK(strcmp(binfo.dtype, "<f4") == 0 && attn_tensor_is_contiguous(back), "saved as %s", binfo.dtype);
+    const char *want = t->dtype == ATTN_INT64 ? "<i8" : t->dtype == ATTN_BOOL ? "|b1" : "<f4";
+    FZ_CHECK(strcmp(binfo.dtype, want) == 0 && attn_tensor_is_contiguous(back), "saved as %s", binfo.dtype);
     fz_check_same_tensor(t, back, "npy");
     attn_tensor_release(back);
     attn_tensor_release(t);

@@ -30,10 +30,14 @@ end
 local function fmt_shape(s) return "[" .. table.concat(s, ",") .. "]" end
 
 --- Flat list of a tensor's values in row-major order.
+-- Booleans (bool tensors) count as 1 and 0.
 function M.flat(t)
   local n = t:numel()
   local v = t:reshape(n):totable()
-  if type(v) == "number" then v = {v} end
+  if type(v) ~= "table" then v = {v} end
+  for i = 1, #v do
+    if v[i] == true then v[i] = 1 elseif v[i] == false then v[i] = 0 end
+  end
   return v
 end
 
@@ -46,9 +50,15 @@ function M.assert_close(t, f, atol, rtol, what)
   local shape = t:shape()
   assert(same_shape(shape, f.shape),
     ("%s: shape %s, expected %s"):format(what, fmt_shape(shape), fmt_shape(f.shape)))
+  if f.dtype then -- fixtures that record torch's dtype ("float32", "int64", "bool")
+    assert(tostring(t.dtype) == "attn." .. f.dtype,
+      ("%s: dtype %s, expected attn.%s"):format(what, tostring(t.dtype), f.dtype))
+  end
   local got = M.flat(t)
   -- round the expected values to float32 the same way the tensor did
-  local expected = #f.data > 0 and M.flat(attn.tensor(f.data)) or {}
+  -- int64 results compare exactly against int64 expectations
+  local int = f.dtype == "int64" or (f.dtype == nil and t.dtype == attn.int64)
+  local expected = #f.data > 0 and M.flat(attn.tensor(f.data, int and {dtype = "int64"} or nil)) or {}
   for i, e in ipairs(expected) do
     local g = got[i]
     local ok

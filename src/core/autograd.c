@@ -196,6 +196,9 @@ oom:
 /* Public tensor-level API                                                   */
 
 attn_status attn_requires_grad_(attn_tensor *t, bool on) {
+  if (on && t->dtype != ATTN_FLOAT32)
+    return attn_set_error(ATTN_ERR_ARG, "requires_grad_: only floating point tensors can require gradients (got %s)",
+                          attn_dtype_name(t->dtype));
   if (t->autograd && t->autograd->grad_fn) {
     if (on) return ATTN_OK;
     return attn_set_error(ATTN_ERR_STATE,

@@ -10,6 +10,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 static const char *binary_names[ATTN_BINARY_OP_COUNT] = {
     "add", "sub", "mul", "div", "pow", "eq", "ne", "lt", "le", "gt", "ge", "maximum", "minimum", "atan2", "fmod"};
@@ -64,7 +65,7 @@ static attn_status check_binary(attn_binary_op op) {
   return ATTN_OK;
 }
 
-attn_status attn_binary(attn_binary_op op, const attn_tensor *a, const attn_tensor *b, attn_tensor **out) {
+attn_status attn__binary_raw(attn_binary_op op, const attn_tensor *a, const attn_tensor *b, attn_tensor **out) {
   attn_status st = check_binary(op);
   if (st) return st;
   int ndim;
@@ -90,7 +91,7 @@ attn_status attn_binary(attn_binary_op op, const attn_tensor *a, const attn_tens
   return ATTN_OK;
 }
 
-attn_status attn_binary_(attn_binary_op op, attn_tensor *a, const attn_tensor *b) {
+static attn_status binary_inplace_f32(attn_binary_op op, attn_tensor *a, const attn_tensor *b) {
   char sa[ATTN_SHAPE_BUF], sb[ATTN_SHAPE_BUF];
   attn_status st = check_binary(op);
   if (st) return st;
@@ -108,7 +109,7 @@ attn_status attn_binary_(attn_binary_op op, attn_tensor *a, const attn_tensor *b
   if ((st = check_writable(name, a))) return st;
   if (attn__ag_inplace_needed(a, 1, &b)) {
     attn_tensor *r;
-    if ((st = attn__ag_inplace_check(name, a)) || (st = attn_binary(op, a, b, &r))) return st;
+    if ((st = attn__ag_inplace_check(name, a)) || (st = attn__binary_raw(op, a, b, &r))) return st;
     return attn__ag_inplace_commit(a, r);
   }
   attn__bump_version(a);
@@ -130,8 +131,8 @@ static void scalar_operand(const attn_tensor *a, int64_t *stride) {
   for (int d = 0; d < a->ndim; d++) stride[d] = 0;
 }
 
-attn_status attn_binary_scalar(attn_binary_op op, const attn_tensor *a, float s, bool reversed,
-                               attn_tensor **out) {
+attn_status attn__binary_scalar_raw(attn_binary_op op, const attn_tensor *a, float s, bool reversed,
+                                    attn_tensor **out) {
   attn_status st = check_binary(op);
   if (st) return st;
   attn_tensor *o;
@@ -160,7 +161,7 @@ attn_status attn_binary_scalar(attn_binary_op op, const attn_tensor *a, float s,
   return ATTN_OK;
 }
 
-attn_status attn_binary_scalar_(attn_binary_op op, attn_tensor *a, float s, bool reversed) {
+static attn_status binary_scalar_inplace_f32(attn_binary_op op, attn_tensor *a, float s, bool reversed) {
   attn_status st = check_binary(op);
   if (st) return st;
   char name[32];
@@ -168,7 +169,7 @@ attn_status attn_binary_scalar_(attn_binary_op op, attn_tensor *a, float s, bool
   if ((st = check_writable(name, a))) return st;
   if (attn__ag_inplace_needed(a, 0, NULL)) {
     attn_tensor *r;
-    if ((st = attn__ag_inplace_check(name, a)) || (st = attn_binary_scalar(op, a, s, reversed, &r))) return st;
+    if ((st = attn__ag_inplace_check(name, a)) || (st = attn__binary_scalar_raw(op, a, s, reversed, &r))) return st;
     return attn__ag_inplace_commit(a, r);
   }
   attn__bump_version(a);
@@ -185,7 +186,7 @@ attn_status attn_binary_scalar_(attn_binary_op op, attn_tensor *a, float s, bool
   return ATTN_OK;
 }
 
-attn_status attn_unary(attn_unary_op op, const attn_tensor *a, attn_tensor **out) {
+static attn_status unary_f32(attn_unary_op op, const attn_tensor *a, attn_tensor **out) {
   if ((unsigned)op >= ATTN_UNARY_OP_COUNT) return attn_set_error(ATTN_ERR_ARG, "unary: unknown op %d", (int)op);
   attn_tensor *o;
   attn_status st = attn__alloc(unary_names[op], a->ndim, a->shape, &o);
@@ -209,7 +210,7 @@ attn_status attn_unary(attn_unary_op op, const attn_tensor *a, attn_tensor **out
   return ATTN_OK;
 }
 
-attn_status attn_unary_(attn_unary_op op, attn_tensor *a) {
+static attn_status unary_inplace_f32(attn_unary_op op, attn_tensor *a) {
   if ((unsigned)op >= ATTN_UNARY_OP_COUNT) return attn_set_error(ATTN_ERR_ARG, "unary: unknown op %d", (int)op);
   char name[32];
   snprintf(name, sizeof name, "%s_", unary_names[op]);
@@ -217,7 +218,7 @@ attn_status attn_unary_(attn_unary_op op, attn_tensor *a) {
   if (st) return st;
   if (attn__ag_inplace_needed(a, 0, NULL)) {
     attn_tensor *r;
-    if ((st = attn__ag_inplace_check(name, a)) || (st = attn_unary(op, a, &r))) return st;
+    if ((st = attn__ag_inplace_check(name, a)) || (st = unary_f32(op, a, &r))) return st;
     return attn__ag_inplace_commit(a, r);
   }
   attn__bump_version(a);
@@ -249,7 +250,7 @@ static attn_status clamp_into(attn_tensor *o, const attn_tensor *a, float lo, fl
   return ATTN_OK;
 }
 
-attn_status attn_clamp(const attn_tensor *a, float lo, float hi, attn_tensor **out) {
+static attn_status clamp_f32(const attn_tensor *a, float lo, float hi, attn_tensor **out) {
   attn_tensor *o;
   attn_status st = attn__alloc("clamp", a->ndim, a->shape, &o);
   if (st) return st;
@@ -261,12 +262,12 @@ attn_status attn_clamp(const attn_tensor *a, float lo, float hi, attn_tensor **o
   return ATTN_OK;
 }
 
-attn_status attn_clamp_(attn_tensor *a, float lo, float hi) {
+static attn_status clamp_inplace_f32(attn_tensor *a, float lo, float hi) {
   attn_status st = check_writable("clamp_", a);
   if (st) return st;
   if (attn__ag_inplace_needed(a, 0, NULL)) {
     attn_tensor *r;
-    if ((st = attn__ag_inplace_check("clamp_", a)) || (st = attn_clamp(a, lo, hi, &r))) return st;
+    if ((st = attn__ag_inplace_check("clamp_", a)) || (st = clamp_f32(a, lo, hi, &r))) return st;
     return attn__ag_inplace_commit(a, r);
   }
   attn__bump_version(a);
@@ -277,7 +278,7 @@ static void where_inner(int64_t n, float **p, const int64_t *s, void *ctx) {
   for (int64_t i = 0; i < n; i++) p[0][i * s[0]] = p[1][i * s[1]] != 0.0f ? p[2][i * s[2]] : p[3][i * s[3]];
 }
 
-attn_status attn_where(const attn_tensor *cond, const attn_tensor *a, const attn_tensor *b, attn_tensor **out) {
+static attn_status where_f32(const attn_tensor *cond, const attn_tensor *a, const attn_tensor *b, attn_tensor **out) {
   int n1, ndim;
   int64_t s1[ATTN_MAX_DIMS], shape[ATTN_MAX_DIMS];
   attn_status st;
@@ -337,7 +338,7 @@ static attn_status masked_fill_into(const char *fn, attn_tensor *o, const attn_t
   return done ? ATTN_OK : attn__limit_error(fn);
 }
 
-attn_status attn_masked_fill(const attn_tensor *t, const attn_tensor *mask, float value, attn_tensor **out) {
+static attn_status masked_fill_f32(const attn_tensor *t, const attn_tensor *mask, float value, attn_tensor **out) {
   attn_tensor *o;
   attn_status st = attn__alloc("masked_fill", t->ndim, t->shape, &o);
   if (st) return st;
@@ -349,12 +350,12 @@ attn_status attn_masked_fill(const attn_tensor *t, const attn_tensor *mask, floa
   return ATTN_OK;
 }
 
-attn_status attn_masked_fill_(attn_tensor *t, const attn_tensor *mask, float value) {
+static attn_status masked_fill_inplace_f32(attn_tensor *t, const attn_tensor *mask, float value) {
   attn_status st = check_writable("masked_fill_", t);
   if (st) return st;
   if (attn__ag_inplace_needed(t, 0, NULL)) {
     attn_tensor *r;
-    if ((st = attn__ag_inplace_check("masked_fill_", t)) || (st = attn_masked_fill(t, mask, value, &r))) return st;
+    if ((st = attn__ag_inplace_check("masked_fill_", t)) || (st = masked_fill_f32(t, mask, value, &r))) return st;
     return attn__ag_inplace_commit(t, r);
   }
   attn__bump_version(t);
@@ -366,7 +367,7 @@ static void add_scaled_inner(int64_t n, float **p, const int64_t *s, void *ctx) 
   for (int64_t i = 0; i < n; i++) p[0][i * s[0]] = p[1][i * s[1]] + alpha * p[2][i * s[2]];
 }
 
-attn_status attn_add_scaled(const attn_tensor *a, const attn_tensor *b, float alpha, attn_tensor **out) {
+static attn_status add_scaled_f32(const attn_tensor *a, const attn_tensor *b, float alpha, attn_tensor **out) {
   int ndim;
   int64_t shape[ATTN_MAX_DIMS];
   attn_status st = attn_broadcast_shape("add", a, b, &ndim, shape);
@@ -388,4 +389,627 @@ attn_status attn_add_scaled(const attn_tensor *a, const attn_tensor *b, float al
   }
   *out = o;
   return ATTN_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Dtypes: torch's promotion around the float32 kernels above, and plain
+   loops for int64 and bool results.                                         */
+
+static bool is_compare(attn_binary_op op) {
+  return op == ATTN_EQ || op == ATTN_NE || op == ATTN_LT || op == ATTN_LE || op == ATTN_GT || op == ATTN_GE;
+}
+
+/* Ops with an int64 result on integer inputs (torch's integer kernels);
+   the others (div, pow, atan2) compute in float32. */
+static bool int_capable(attn_binary_op op) {
+  return op == ATTN_ADD || op == ATTN_SUB || op == ATTN_MUL || op == ATTN_MAXIMUM || op == ATTN_MINIMUM ||
+         op == ATTN_FMOD || op == ATTN_POW || is_compare(op);
+}
+
+/* x^y for y >= 0 by squaring (wrapping like torch's int64 pow) */
+static int64_t ipow(int64_t x, int64_t y) {
+  uint64_t r = 1, b = (uint64_t)x;
+  while (y > 0) {
+    if (y & 1) r *= b;
+    b *= b;
+    y >>= 1;
+  }
+  return (int64_t)r;
+}
+
+/* A float32 copy of t (retained when it is one). */
+static attn_status as_float(const attn_tensor *t, attn_tensor **out) { return attn_to_dtype(t, ATTN_FLOAT32, out); }
+
+/* Odometer over a broadcast shape with up to 4 operands' storage positions. */
+typedef struct {
+  int ndim, n;
+  int64_t shape[ATTN_MAX_DIMS], stride[4][ATTN_MAX_DIMS], idx[ATTN_MAX_DIMS], pos[4];
+} bc_iter;
+
+static void bc_init(bc_iter *it, int ndim, const int64_t *shape, int n, const attn_tensor *const *ts) {
+  it->ndim = ndim;
+  it->n = n;
+  for (int d = 0; d < ndim; d++) {
+    it->shape[d] = shape[d];
+    it->idx[d] = 0;
+  }
+  for (int k = 0; k < n; k++) {
+    attn__broadcast_strides(ts[k], ndim, shape, it->stride[k]);
+    it->pos[k] = ts[k]->offset;
+  }
+}
+
+static bool bc_next(bc_iter *it) {
+  for (int d = it->ndim - 1; d >= 0; d--) {
+    if (++it->idx[d] < it->shape[d]) {
+      for (int k = 0; k < it->n; k++) it->pos[k] += it->stride[k][d];
+      return true;
+    }
+    for (int k = 0; k < it->n; k++) it->pos[k] -= it->stride[k][d] * (it->shape[d] - 1);
+    it->idx[d] = 0;
+  }
+  return false;
+}
+
+static inline int64_t int_op(attn_binary_op op, int64_t x, int64_t y) {
+  switch (op) {
+  case ATTN_ADD: return (int64_t)((uint64_t)x + (uint64_t)y);
+  case ATTN_SUB: return (int64_t)((uint64_t)x - (uint64_t)y);
+  case ATTN_MUL: return (int64_t)((uint64_t)x * (uint64_t)y);
+  case ATTN_MAXIMUM: return x > y ? x : y;
+  case ATTN_MINIMUM: return x < y ? x : y;
+  case ATTN_FMOD: return (y == -1) ? 0 : x % y; /* y != 0 checked before */
+  case ATTN_POW: return ipow(x, y);                /* y >= 0 checked before */
+  case ATTN_EQ: return x == y;
+  case ATTN_NE: return x != y;
+  case ATTN_LT: return x < y;
+  case ATTN_LE: return x <= y;
+  case ATTN_GT: return x > y;
+  case ATTN_GE: return x >= y;
+  default: return 0;
+  }
+}
+
+static inline bool float_cmp(attn_binary_op op, double x, double y) {
+  switch (op) {
+  case ATTN_EQ: return x == y;
+  case ATTN_NE: return x != y;
+  case ATTN_LT: return x < y;
+  case ATTN_LE: return x <= y;
+  case ATTN_GT: return x > y;
+  default: return x >= y;
+  }
+}
+
+/* out = a op b for integer/bool a and b (int_capable ops); out dtype is
+   int64, or bool for comparisons and for bool inputs. */
+static attn_status binary_int(attn_binary_op op, const attn_tensor *a, const attn_tensor *b, attn_tensor **out) {
+  const char *fn = binary_names[op];
+  int ndim;
+  int64_t shape[ATTN_MAX_DIMS];
+  attn_status st;
+  if ((st = attn_broadcast_shape(fn, a, b, &ndim, shape))) return st;
+  attn_dtype rt = is_compare(op) ? ATTN_BOOL : attn_promote_types(a->dtype, b->dtype);
+  if (rt == ATTN_BOOL && op == ATTN_SUB)
+    return attn_set_error(ATTN_ERR_ARG, "sub: subtracting two bool tensors is not supported (use logical_xor)");
+  attn_tensor *o;
+  if ((st = attn__alloc_dtype(fn, rt, ndim, shape, &o))) return st;
+  if (attn_tensor_numel(o) > 0) {
+    const attn_tensor *ts[2] = {a, b};
+    bc_iter it;
+    bc_init(&it, ndim, shape, 2, ts);
+    int64_t i = 0, work = 0;
+    do {
+      if ((i & 0xffff) == 0 && attn__poll_work(&work, 0x10000)) {
+        attn_tensor_release(o);
+        return attn__limit_error(fn);
+      }
+      int64_t x = attn__load_i64(a->storage, it.pos[0]), y = attn__load_i64(b->storage, it.pos[1]);
+      if (op == ATTN_FMOD && y == 0) {
+        attn_tensor_release(o);
+        return attn_set_error(ATTN_ERR_ARG, "fmod: integer division by zero");
+      }
+      if (op == ATTN_POW && y < 0) {
+        attn_tensor_release(o);
+        return attn_set_error(ATTN_ERR_ARG, "pow: integers to negative integer powers are not allowed (use :float())");
+      }
+      int64_t r = int_op(op, x, y);
+      if (rt == ATTN_BOOL) attn_tensor_bool(o)[i] = r != 0;
+      else attn_tensor_i64(o)[i] = r;
+      i++;
+    } while (bc_next(&it));
+  }
+  *out = o;
+  return ATTN_OK;
+}
+
+attn_status attn_binary(attn_binary_op op, const attn_tensor *a, const attn_tensor *b, attn_tensor **out) {
+  attn_status st = check_binary(op);
+  if (st) return st;
+  attn_dtype rt = attn_promote_types(a->dtype, b->dtype);
+  if (rt != ATTN_FLOAT32 && int_capable(op)) return binary_int(op, a, b, out);
+  attn_tensor *fa = NULL, *fb = NULL, *r = NULL;
+  if ((st = as_float(a, &fa)) || (st = as_float(b, &fb))) goto done;
+  if ((st = attn__binary_raw(op, fa, fb, &r))) goto done;
+  if (is_compare(op)) {
+    attn_tensor *c;
+    st = attn_to_dtype(r, ATTN_BOOL, &c);
+    attn_tensor_release(r);
+    r = st ? NULL : c;
+  }
+done:
+  attn_tensor_release(fa);
+  attn_tensor_release(fb);
+  if (st == ATTN_OK) *out = r;
+  return st;
+}
+
+/* Writes r (an out-of-place result) into a, refusing torch's unsafe casts. */
+static attn_status commit_into(const char *fn, attn_tensor *a, attn_tensor *r) {
+  attn_status st = ATTN_OK;
+  if (r->dtype == ATTN_FLOAT32 && a->dtype != ATTN_FLOAT32)
+    st = attn_set_error(ATTN_ERR_ARG, "%s: result type float32 can't be cast to the destination's dtype %s", fn,
+                        attn_dtype_name(a->dtype));
+  else if (r->dtype == ATTN_INT64 && a->dtype == ATTN_BOOL)
+    st = attn_set_error(ATTN_ERR_ARG, "%s: result type int64 can't be cast to the destination's dtype bool", fn);
+  else
+    st = attn_copy_(a, r);
+  attn_tensor_release(r);
+  return st;
+}
+
+attn_status attn_binary_(attn_binary_op op, attn_tensor *a, const attn_tensor *b) {
+  attn_status st = check_binary(op);
+  if (st) return st;
+  char name[32];
+  snprintf(name, sizeof name, "%s_", binary_names[op]);
+  if (a->dtype == ATTN_FLOAT32) {
+    if (b->dtype == ATTN_FLOAT32) return binary_inplace_f32(op, a, b);
+    attn_tensor *fb;
+    if ((st = as_float(b, &fb))) return st;
+    st = binary_inplace_f32(op, a, fb);
+    attn_tensor_release(fb);
+    return st;
+  }
+  if ((st = check_writable(name, a))) return st;
+  attn_tensor *r;
+  if ((st = attn_binary(op, a, b, &r))) return st;
+  return commit_into(name, a, r);
+}
+
+/* a op s for integer/bool a and an integral s: int64 (bool for
+   comparisons); comparisons against any s are exact in double. */
+static attn_status binary_scalar_int_any(attn_binary_op op, const attn_tensor *a, double s, int64_t si,
+                                         bool reversed, attn_tensor **out) {
+  const char *fn = binary_names[op];
+  bool cmp = is_compare(op);
+  attn_dtype rt = cmp ? ATTN_BOOL : ATTN_INT64;
+  attn_tensor *o;
+  attn_status st = attn__alloc_dtype(fn, rt, a->ndim, a->shape, &o);
+  if (st) return st;
+  int64_t n = attn_tensor_numel(a);
+  if (op == ATTN_FMOD && !reversed && si == 0) {
+    attn_tensor_release(o);
+    return attn_set_error(ATTN_ERR_ARG, "fmod: integer division by zero");
+  }
+  if (op == ATTN_POW && !reversed && si < 0) {
+    attn_tensor_release(o);
+    return attn_set_error(ATTN_ERR_ARG, "pow: integers to negative integer powers are not allowed (use :float())");
+  }
+  if (n > 0) {
+    attn__iter it;
+    attn__iter_init(&it, a);
+    int64_t i = 0, work = 0;
+    do {
+      if ((i & 0xffff) == 0 && attn__poll_work(&work, 0x10000)) {
+        attn_tensor_release(o);
+        return attn__limit_error(fn);
+      }
+      int64_t x = attn__load_i64(a->storage, it.pos);
+      if (cmp && (double)si != s) {
+        double xd = (double)x;
+        attn_tensor_bool(o)[i] = reversed ? float_cmp(op, s, xd) : float_cmp(op, xd, s);
+      } else if (cmp) { /* exact for any int64 */
+        attn_tensor_bool(o)[i] = (reversed ? int_op(op, si, x) : int_op(op, x, si)) != 0;
+      } else {
+        if (op == ATTN_FMOD && reversed && x == 0) {
+          attn_tensor_release(o);
+          return attn_set_error(ATTN_ERR_ARG, "fmod: integer division by zero");
+        }
+        if (op == ATTN_POW && reversed && x < 0) {
+          attn_tensor_release(o);
+          return attn_set_error(ATTN_ERR_ARG, "pow: integers to negative integer powers are not allowed (use :float())");
+        }
+        attn_tensor_i64(o)[i] = reversed ? int_op(op, si, x) : int_op(op, x, si);
+      }
+      i++;
+    } while (attn__iter_next(&it));
+  }
+  *out = o;
+  return ATTN_OK;
+}
+
+static attn_status binary_scalar_int(attn_binary_op op, const attn_tensor *a, double s, bool reversed,
+                                     attn_tensor **out) {
+  int64_t si = (s >= -9.2233720368547758e18 && s < 9.2233720368547758e18) ? (int64_t)s : 0;
+  return binary_scalar_int_any(op, a, s, si, reversed, out);
+}
+
+static attn_status binary_scalar_int_exact(attn_binary_op op, const attn_tensor *a, int64_t s, bool reversed,
+                                           attn_tensor **out) {
+  return binary_scalar_int_any(op, a, (double)s, s, reversed, out);
+}
+
+attn_status attn_binary_scalar(attn_binary_op op, const attn_tensor *a, float s, bool reversed,
+                               attn_tensor **out) {
+  attn_status st = check_binary(op);
+  if (st) return st;
+  if (a->dtype != ATTN_FLOAT32) {
+    /* torch: int tensor op int scalar stays int64, comparisons give bool;
+       a fractional scalar or a float op promotes to float32 */
+    bool integral = s == floorf(s) && fabsf(s) < 9.2e18f;
+    if (is_compare(op) || (int_capable(op) && integral)) return binary_scalar_int(op, a, s, reversed, out);
+  }
+  attn_tensor *fa, *r;
+  if ((st = as_float(a, &fa))) return st;
+  st = attn__binary_scalar_raw(op, fa, s, reversed, &r);
+  attn_tensor_release(fa);
+  if (st) return st;
+  if (is_compare(op)) {
+    attn_tensor *c;
+    st = attn_to_dtype(r, ATTN_BOOL, &c);
+    attn_tensor_release(r);
+    if (st) return st;
+    r = c;
+  }
+  *out = r;
+  return ATTN_OK;
+}
+
+attn_status attn_binary_scalar_(attn_binary_op op, attn_tensor *a, float s, bool reversed) {
+  attn_status st = check_binary(op);
+  if (st) return st;
+  if (a->dtype == ATTN_FLOAT32) return binary_scalar_inplace_f32(op, a, s, reversed);
+  char name[32];
+  snprintf(name, sizeof name, "%s_", binary_names[op]);
+  if ((st = check_writable(name, a))) return st;
+  attn_tensor *r;
+  if ((st = attn_binary_scalar(op, a, s, reversed, &r))) return st;
+  return commit_into(name, a, r);
+}
+
+/* Unary ops that keep integers integers in torch. */
+static bool unary_int_capable(attn_unary_op op) {
+  return op == ATTN_NEG || op == ATTN_ABS || op == ATTN_SIGN || op == ATTN_RELU || op == ATTN_SQUARE ||
+         op == ATTN_FLOOR || op == ATTN_CEIL || op == ATTN_ROUND;
+}
+
+static attn_status unary_int(attn_unary_op op, const attn_tensor *a, attn_tensor **out) {
+  const char *fn = unary_names[op];
+  if (a->dtype == ATTN_BOOL && (op == ATTN_NEG || op == ATTN_SIGN || op == ATTN_SQUARE))
+    return attn_set_error(ATTN_ERR_ARG, "%s: not supported for bool tensors (convert with :long() first)", fn);
+  attn_dtype rt = a->dtype == ATTN_BOOL ? ATTN_BOOL : ATTN_INT64;
+  attn_tensor *o;
+  attn_status st = attn__alloc_dtype(fn, rt, a->ndim, a->shape, &o);
+  if (st) return st;
+  if (attn_tensor_numel(a) > 0) {
+    attn__iter it;
+    attn__iter_init(&it, a);
+    int64_t i = 0;
+    do {
+      int64_t x = attn__load_i64(a->storage, it.pos), r;
+      switch (op) {
+      case ATTN_NEG: r = (int64_t)(0 - (uint64_t)x); break;
+      case ATTN_ABS: r = x < 0 ? (int64_t)(0 - (uint64_t)x) : x; break;
+      case ATTN_SIGN: r = (x > 0) - (x < 0); break;
+      case ATTN_RELU: r = x > 0 ? x : 0; break;
+      case ATTN_SQUARE: r = (int64_t)((uint64_t)x * (uint64_t)x); break;
+      default: r = x; break;
+      }
+      if (rt == ATTN_BOOL) attn_tensor_bool(o)[i] = r != 0;
+      else attn_tensor_i64(o)[i] = r;
+      i++;
+    } while (attn__iter_next(&it));
+  }
+  *out = o;
+  return ATTN_OK;
+}
+
+attn_status attn_unary(attn_unary_op op, const attn_tensor *a, attn_tensor **out) {
+  if ((unsigned)op >= ATTN_UNARY_OP_COUNT) return attn_set_error(ATTN_ERR_ARG, "unary: unknown op %d", (int)op);
+  if (a->dtype == ATTN_FLOAT32) return unary_f32(op, a, out);
+  if (unary_int_capable(op)) return unary_int(op, a, out);
+  attn_tensor *fa;
+  attn_status st = as_float(a, &fa);
+  if (st) return st;
+  st = unary_f32(op, fa, out);
+  attn_tensor_release(fa);
+  return st;
+}
+
+attn_status attn_unary_(attn_unary_op op, attn_tensor *a) {
+  if ((unsigned)op >= ATTN_UNARY_OP_COUNT) return attn_set_error(ATTN_ERR_ARG, "unary: unknown op %d", (int)op);
+  if (a->dtype == ATTN_FLOAT32) return unary_inplace_f32(op, a);
+  char name[32];
+  snprintf(name, sizeof name, "%s_", unary_names[op]);
+  attn_status st = check_writable(name, a);
+  if (st) return st;
+  attn_tensor *r;
+  if ((st = attn_unary(op, a, &r))) return st;
+  return commit_into(name, a, r);
+}
+
+attn_status attn_clamp(const attn_tensor *a, float lo, float hi, attn_tensor **out) {
+  if (a->dtype == ATTN_FLOAT32) return clamp_f32(a, lo, hi, out);
+  attn_tensor *fa;
+  attn_status st = as_float(a, &fa);
+  if (st) return st;
+  st = clamp_f32(fa, lo, hi, out);
+  attn_tensor_release(fa);
+  return st;
+}
+
+attn_status attn_clamp_(attn_tensor *a, float lo, float hi) {
+  if (a->dtype == ATTN_FLOAT32) return clamp_inplace_f32(a, lo, hi);
+  attn_status st = check_writable("clamp_", a);
+  if (st) return st;
+  attn_tensor *r;
+  if ((st = attn_clamp(a, lo, hi, &r))) return st;
+  return commit_into("clamp_", a, r);
+}
+
+/* where/masked_fill for int64 and bool values (no autograd: no float input). */
+static attn_status where_int(const attn_tensor *cond, const attn_tensor *a, const attn_tensor *b, int ndim,
+                             const int64_t *shape, attn_tensor **out) {
+  attn_dtype rt = attn_promote_types(a->dtype, b->dtype);
+  attn_tensor *o;
+  attn_status st = attn__alloc_dtype("where", rt, ndim, shape, &o);
+  if (st) return st;
+  if (attn_tensor_numel(o) > 0) {
+    const attn_tensor *ts[3] = {cond, a, b};
+    bc_iter it;
+    bc_init(&it, ndim, shape, 3, ts);
+    int64_t i = 0, work = 0;
+    do {
+      if ((i & 0xffff) == 0 && attn__poll_work(&work, 0x10000)) {
+        attn_tensor_release(o);
+        return attn__limit_error("where");
+      }
+      bool c = attn__load_f64(cond->storage, it.pos[0]) != 0;
+      int64_t v = c ? attn__load_i64(a->storage, it.pos[1]) : attn__load_i64(b->storage, it.pos[2]);
+      if (rt == ATTN_BOOL) attn_tensor_bool(o)[i] = v != 0;
+      else attn_tensor_i64(o)[i] = v;
+      i++;
+    } while (bc_next(&it));
+  }
+  *out = o;
+  return ATTN_OK;
+}
+
+attn_status attn_where(const attn_tensor *cond, const attn_tensor *a, const attn_tensor *b, attn_tensor **out) {
+  attn_status st;
+  if (attn_promote_types(a->dtype, b->dtype) != ATTN_FLOAT32) {
+    int n1, ndim;
+    int64_t s1[ATTN_MAX_DIMS], shape[ATTN_MAX_DIMS];
+    if ((st = attn_broadcast_shape("where", cond, a, &n1, s1))) return st;
+    attn_tensor tmp = {.ndim = n1};
+    for (int i = 0; i < n1; i++) tmp.shape[i] = s1[i];
+    if ((st = attn_broadcast_shape("where", &tmp, b, &ndim, shape))) return st;
+    return where_int(cond, a, b, ndim, shape, out);
+  }
+  if (cond->dtype == ATTN_FLOAT32 && a->dtype == ATTN_FLOAT32 && b->dtype == ATTN_FLOAT32)
+    return where_f32(cond, a, b, out);
+  attn_tensor *fc = NULL, *fa = NULL, *fb = NULL;
+  if (!(st = as_float(cond, &fc)) && !(st = as_float(a, &fa)) && !(st = as_float(b, &fb)))
+    st = where_f32(fc, fa, fb, out);
+  attn_tensor_release(fc);
+  attn_tensor_release(fa);
+  attn_tensor_release(fb);
+  return st;
+}
+
+static attn_status masked_fill_int(const char *fn, attn_tensor *o, const attn_tensor *t, const attn_tensor *mask,
+                                   double value) {
+  char sa[ATTN_SHAPE_BUF], sb[ATTN_SHAPE_BUF];
+  int ndim;
+  int64_t shape[ATTN_MAX_DIMS];
+  attn_status st = attn_broadcast_shape(fn, t, mask, &ndim, shape);
+  bool fits = st == ATTN_OK && ndim == t->ndim;
+  for (int d = 0; fits && d < ndim; d++) fits = shape[d] == t->shape[d];
+  if (!fits)
+    return attn_set_error(ATTN_ERR_SHAPE, "%s: mask of shape %s cannot be broadcast to the tensor's shape %s", fn,
+                          ATTN_SHAPE(mask, sa), ATTN_SHAPE(t, sb));
+  if (attn_tensor_numel(t) == 0) return ATTN_OK;
+  const attn_tensor *ts[3] = {o, t, mask};
+  bc_iter it;
+  bc_init(&it, ndim, shape, 3, ts);
+  int64_t vi = (int64_t)value;
+  do {
+    bool m = attn__load_f64(mask->storage, it.pos[2]) != 0;
+    int64_t v = m ? vi : attn__load_i64(t->storage, it.pos[1]);
+    if (o->dtype == ATTN_BOOL) ((bool *)o->storage->data)[it.pos[0]] = v != 0;
+    else ((int64_t *)o->storage->data)[it.pos[0]] = v;
+  } while (bc_next(&it));
+  return ATTN_OK;
+}
+
+attn_status attn_masked_fill(const attn_tensor *t, const attn_tensor *mask, float value, attn_tensor **out) {
+  attn_status st;
+  if (t->dtype != ATTN_FLOAT32) {
+    attn_tensor *o;
+    if ((st = attn__alloc_dtype("masked_fill", t->dtype, t->ndim, t->shape, &o))) return st;
+    if ((st = masked_fill_int("masked_fill", o, t, mask, value))) {
+      attn_tensor_release(o);
+      return st;
+    }
+    *out = o;
+    return ATTN_OK;
+  }
+  if (mask->dtype == ATTN_FLOAT32) return masked_fill_f32(t, mask, value, out);
+  attn_tensor *fm;
+  if ((st = as_float(mask, &fm))) return st;
+  st = masked_fill_f32(t, fm, value, out);
+  attn_tensor_release(fm);
+  return st;
+}
+
+attn_status attn_masked_fill_(attn_tensor *t, const attn_tensor *mask, float value) {
+  attn_status st;
+  if (t->dtype != ATTN_FLOAT32) {
+    if ((st = check_writable("masked_fill_", t))) return st;
+    attn__bump_version(t);
+    attn_tensor *m2 = NULL;
+    if (attn__may_overlap(t, mask) && (st = attn_clone(mask, &m2))) return st;
+    st = masked_fill_int("masked_fill_", t, t, m2 ? m2 : mask, value);
+    attn_tensor_release(m2);
+    return st;
+  }
+  if (mask->dtype == ATTN_FLOAT32) return masked_fill_inplace_f32(t, mask, value);
+  attn_tensor *fm;
+  if ((st = as_float(mask, &fm))) return st;
+  st = masked_fill_inplace_f32(t, fm, value);
+  attn_tensor_release(fm);
+  return st;
+}
+
+attn_status attn_add_scaled(const attn_tensor *a, const attn_tensor *b, float alpha, attn_tensor **out) {
+  if (a->dtype == ATTN_FLOAT32 && b->dtype == ATTN_FLOAT32) return add_scaled_f32(a, b, alpha, out);
+  attn_tensor *fa = NULL, *fb = NULL;
+  attn_status st;
+  if (!(st = as_float(a, &fa)) && !(st = as_float(b, &fb))) st = add_scaled_f32(fa, fb, alpha, out);
+  attn_tensor_release(fa);
+  attn_tensor_release(fb);
+  return st;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Logical ops, float classification, integer division                      */
+
+attn_status attn_logical(attn_logical_op op, const attn_tensor *a, const attn_tensor *b, attn_tensor **out) {
+  static const attn_binary_op as_bool_op[] = {ATTN_MUL, ATTN_ADD, ATTN_NE};
+  static const char *const names[] = {"logical_and", "logical_or", "logical_xor"};
+  if ((unsigned)op > ATTN_LOGICAL_XOR) return attn_set_error(ATTN_ERR_ARG, "logical: unknown op %d", (int)op);
+  attn_tensor *ba = NULL, *bb = NULL;
+  int ndim;
+  int64_t shape[ATTN_MAX_DIMS];
+  attn_status st = attn_broadcast_shape(names[op], a, b, &ndim, shape);
+  if (st) return st;
+  if (!(st = attn_to_dtype(a, ATTN_BOOL, &ba)) && !(st = attn_to_dtype(b, ATTN_BOOL, &bb)))
+    st = binary_int(as_bool_op[op], ba, bb, out); /* on bools: and, or, xor */
+  attn_tensor_release(ba);
+  attn_tensor_release(bb);
+  return st;
+}
+
+attn_status attn_logical_not(const attn_tensor *a, attn_tensor **out) {
+  attn_tensor *ba;
+  attn_status st = attn_to_dtype(a, ATTN_BOOL, &ba);
+  if (st) return st;
+  st = binary_scalar_int(ATTN_EQ, ba, 0, false, out);
+  attn_tensor_release(ba);
+  return st;
+}
+
+/* kind 0: isnan, 1: isinf, 2: isfinite (integers: never nan/inf) */
+static attn_status classify(int kind, const attn_tensor *a, attn_tensor **out) {
+  static const char *const names[] = {"isnan", "isinf", "isfinite"};
+  attn_tensor *o;
+  attn_status st = attn__alloc_dtype(names[kind], ATTN_BOOL, a->ndim, a->shape, &o);
+  if (st) return st;
+  int64_t n = attn_tensor_numel(a);
+  bool *p = attn_tensor_bool(o);
+  if (a->dtype != ATTN_FLOAT32) {
+    memset(p, kind == 2, (size_t)n);
+  } else if (n > 0) {
+    attn__iter it;
+    attn__iter_init(&it, a);
+    const float *base = a->storage->data;
+    int64_t i = 0;
+    do {
+      float x = base[it.pos];
+      p[i++] = kind == 0 ? isnan(x) : kind == 1 ? isinf(x) : isfinite(x);
+    } while (attn__iter_next(&it));
+  }
+  *out = o;
+  return ATTN_OK;
+}
+attn_status attn_isnan(const attn_tensor *a, attn_tensor **out) { return classify(0, a, out); }
+attn_status attn_isinf(const attn_tensor *a, attn_tensor **out) { return classify(1, a, out); }
+attn_status attn_isfinite(const attn_tensor *a, attn_tensor **out) { return classify(2, a, out); }
+
+/* torch.floor_divide / torch.remainder (Python's // and %): exact on
+   integers (division by zero is an error), floor(a / b) and
+   a - floor(a / b) * b on floats (composed, so autograd follows). */
+static attn_status int_divmod(bool rem, const attn_tensor *a, const attn_tensor *b, attn_tensor **out) {
+  const char *fn = rem ? "remainder" : "floor_divide";
+  int ndim;
+  int64_t shape[ATTN_MAX_DIMS];
+  attn_status st;
+  if ((st = attn_broadcast_shape(fn, a, b, &ndim, shape))) return st;
+  attn_tensor *o;
+  if ((st = attn__alloc_dtype(fn, ATTN_INT64, ndim, shape, &o))) return st;
+  if (attn_tensor_numel(o) > 0) {
+    const attn_tensor *ts[2] = {a, b};
+    bc_iter it;
+    bc_init(&it, ndim, shape, 2, ts);
+    int64_t *p = attn_tensor_i64(o), i = 0;
+    do {
+      int64_t x = attn__load_i64(a->storage, it.pos[0]), y = attn__load_i64(b->storage, it.pos[1]);
+      if (y == 0) {
+        attn_tensor_release(o);
+        return attn_set_error(ATTN_ERR_ARG, "%s: integer division by zero", fn);
+      }
+      int64_t q = (y == -1) ? (int64_t)(0 - (uint64_t)x) : x / y, r = (y == -1) ? 0 : x % y;
+      if (r != 0 && ((r < 0) != (y < 0))) {
+        q -= 1;
+        r += y;
+      }
+      p[i++] = rem ? r : q;
+    } while (bc_next(&it));
+  }
+  *out = o;
+  return ATTN_OK;
+}
+
+static attn_status float_divmod(bool rem, const attn_tensor *a, const attn_tensor *b, attn_tensor **out) {
+  attn_tensor *q = NULL, *fq = NULL, *m = NULL;
+  attn_status st;
+  if ((st = attn_binary(ATTN_DIV, a, b, &q))) return st;
+  st = attn_unary(ATTN_FLOOR, q, &fq);
+  attn_tensor_release(q);
+  if (st) return st;
+  if (!rem) {
+    *out = fq;
+    return ATTN_OK;
+  }
+  if (!(st = attn_binary(ATTN_MUL, fq, b, &m))) st = attn_binary(ATTN_SUB, a, m, out);
+  attn_tensor_release(fq);
+  attn_tensor_release(m);
+  return st;
+}
+
+attn_status attn_floor_divide(const attn_tensor *a, const attn_tensor *b, attn_tensor **out) {
+  int ndim;
+  int64_t shape[ATTN_MAX_DIMS];
+  attn_status st = attn_broadcast_shape("floor_divide", a, b, &ndim, shape);
+  if (st) return st;
+  if (attn_promote_types(a->dtype, b->dtype) != ATTN_FLOAT32) return int_divmod(false, a, b, out);
+  return float_divmod(false, a, b, out);
+}
+
+attn_status attn_remainder(const attn_tensor *a, const attn_tensor *b, attn_tensor **out) {
+  int ndim;
+  int64_t shape[ATTN_MAX_DIMS];
+  attn_status st = attn_broadcast_shape("remainder", a, b, &ndim, shape);
+  if (st) return st;
+  if (attn_promote_types(a->dtype, b->dtype) != ATTN_FLOAT32) return int_divmod(true, a, b, out);
+  return float_divmod(true, a, b, out);
+}
+
+attn_status attn_binary_scalar_i64(attn_binary_op op, const attn_tensor *a, int64_t s, bool reversed,
+                                   attn_tensor **out) {
+  attn_status st = check_binary(op);
+  if (st) return st;
+  if (a->dtype != ATTN_FLOAT32 && int_capable(op)) return binary_scalar_int_exact(op, a, s, reversed, out);
+  return attn_binary_scalar(op, a, (float)s, reversed, out);
 }

@@ -3,11 +3,11 @@
 #include "internal.h"
 
 /* Copies weight rows ids[i] into out rows i. */
-static void gather_rows(const attn_tensor *w, const float *ids, int64_t n, float *out) {
+static void gather_rows(const attn_tensor *w, const int64_t *ids, int64_t n, float *out) {
   const int64_t d = w->shape[1], rs = w->stride[0], cs = w->stride[1];
   const float *base = attn_tensor_data(w);
   for (int64_t i = 0; i < n; i++) {
-    const float *row = base + (int64_t)ids[i] * rs;
+    const float *row = base + ids[i] * rs;
     if (cs == 1)
       memcpy(out + i * d, row, (size_t)d * sizeof(float));
     else
@@ -28,10 +28,11 @@ static attn_status embedding_backward(attn_node *node, const attn_tensor *g_in, 
     return st;
   }
   const int64_t n = attn_tensor_numel(ids), d = w->shape[1];
-  const float *id = attn_tensor_data(ids), *src = attn_tensor_data(g);
+  const int64_t *id = attn_tensor_i64(ids);
+  const float *src = attn_tensor_data(g);
   float *dst = attn_tensor_data(gw);
   for (int64_t i = 0; i < n; i++) {
-    const int64_t r = (int64_t)id[i];
+    const int64_t r = id[i];
     if (r == pad) continue;
     float *row = dst + r * d;
     const float *gr = src + i * d;
@@ -53,10 +54,15 @@ attn_status attn_embedding(const attn_tensor *weight, const attn_tensor *ids, in
   if (padding_idx >= weight->shape[0])
     return attn_set_error(ATTN_ERR_INDEX, "embedding: padding_idx %lld out of range for %lld embeddings",
                           (long long)padding_idx, (long long)weight->shape[0]);
-  attn_status st = attn__check_index("embedding", ids, weight->shape[0]);
+  attn_status st = attn_check_float("embedding", "weight", weight);
   if (st) return st;
-  attn_tensor *idc;
-  if ((st = attn_contiguous(ids, &idc))) return st;
+  if ((st = attn__check_index("embedding", ids, weight->shape[0]))) return st;
+  attn_tensor *idc, *ids64;
+  /* int64 rows (float ids converted once they are known to be integers) */
+  if ((st = attn_to_dtype(ids, ATTN_INT64, &ids64))) return st;
+  st = attn_contiguous(ids64, &idc);
+  attn_tensor_release(ids64);
+  if (st) return st;
   int64_t shape[ATTN_MAX_DIMS];
   for (int i = 0; i < ids->ndim; i++) shape[i] = ids->shape[i];
   shape[ids->ndim] = weight->shape[1];
@@ -65,7 +71,7 @@ attn_status attn_embedding(const attn_tensor *weight, const attn_tensor *ids, in
     attn_tensor_release(idc);
     return st;
   }
-  gather_rows(weight, attn_tensor_data(idc), attn_tensor_numel(idc), attn_tensor_data(o));
+  gather_rows(weight, attn_tensor_i64(idc), attn_tensor_numel(idc), attn_tensor_data(o));
   if (attn__ag_needed(1, &weight)) {
     attn_node *n;
     const attn_tensor *saved[1] = {idc};

@@ -38,8 +38,8 @@ static attn_status minmax_share(const attn_tensor *g, const attn_tensor *a, cons
                                 attn_tensor **out) {
   attn_tensor *win = NULL, *tie = NULL, *w = NULL;
   attn_status st;
-  TRY(attn_binary(is_max ? ATTN_GT : ATTN_LT, a, b, &win));
-  TRY(attn_binary(ATTN_EQ, a, b, &tie));
+  TRY(attn__binary_raw(is_max ? ATTN_GT : ATTN_LT, a, b, &win));
+  TRY(attn__binary_raw(ATTN_EQ, a, b, &tie));
   TRY(attn_binary_scalar_(ATTN_MUL, tie, 0.5f, false));
   TRY(attn_binary(ATTN_ADD, win, tie, &w));
   st = mul(g, w, out);
@@ -107,7 +107,7 @@ static attn_status binary_backward(attn_node *node, const attn_tensor *g, attn_t
       /* b == 0 gives 0 * a^-1: torch masks it to 0 */
       attn_tensor_release(t2);
       t2 = NULL;
-      TRY(attn_binary_scalar(ATTN_EQ, b, 0.0f, false, &t2));
+      TRY(attn__binary_scalar_raw(ATTN_EQ, b, 0.0f, false, &t2));
       attn_tensor *m;
       TRY(attn_masked_fill(r, t2, 0.0f, &m));
       attn_tensor_release(r);
@@ -124,8 +124,8 @@ static attn_status binary_backward(attn_node *node, const attn_tensor *g, attn_t
       attn_tensor_release(t1);
       t1 = NULL;
       attn_tensor *z = NULL, *nb = NULL;
-      TRY(attn_binary_scalar(ATTN_EQ, a, 0.0f, false, &z));
-      st = attn_binary_scalar(ATTN_GE, b, 0.0f, false, &nb);
+      TRY(attn__binary_scalar_raw(ATTN_EQ, a, 0.0f, false, &z));
+      st = attn__binary_scalar_raw(ATTN_GE, b, 0.0f, false, &nb);
       if (st == ATTN_OK) st = attn_binary(ATTN_MUL, z, nb, &t1);
       attn_tensor_release(z);
       attn_tensor_release(nb);

@@ -242,7 +242,7 @@ static attn_status var_grad(attn_node *node, const attn_tensor *gv, attn_tensor 
     TRY(attn_reduce_all(ATTN_MEAN, x, NULL, &mean));
     double dof = (double)attn_tensor_numel(x) - corr;
     if (dof <= 0) {
-      TRY(attn_binary(ATTN_EQ, x, mean, &t1));
+      TRY(attn__binary_raw(ATTN_EQ, x, mean, &t1));
       TRY(attn_scalar(NAN, &a));
       TRY(attn_scalar(INFINITY, &b));
       TRY(attn_where(t1, a, b, &t2));
@@ -272,7 +272,7 @@ static attn_status std_backward(attn_node *node, const attn_tensor *g, attn_tens
   attn_status st;
   TRY(attn_binary_scalar(ATTN_MUL, y, 2.0f, false, &y2));
   TRY(attn_binary(ATTN_DIV, g, y2, &q));
-  TRY(attn_binary_scalar(ATTN_EQ, y, 0.0f, false, &z));
+  TRY(attn__binary_scalar_raw(ATTN_EQ, y, 0.0f, false, &z));
   TRY(attn_masked_fill(q, z, 0.0f, &gv));
   st = var_grad(node, gv, &grads[0]);
 out:
@@ -305,14 +305,14 @@ static attn_status norm_backward(attn_node *node, const attn_tensor *g, attn_ten
     st = attn_binary(ATTN_MUL, sg, gk, &grads[0]);
   } else if (p == 2) {
     TRY(attn_binary(ATTN_DIV, x, yk, &t1));
-    TRY(attn_binary_scalar(ATTN_EQ, yk, 0.0f, false, &t2));
+    TRY(attn__binary_scalar_raw(ATTN_EQ, yk, 0.0f, false, &t2));
     TRY(attn_masked_fill(t1, t2, 0.0f, &t3));
     st = attn_binary(ATTN_MUL, gk, t3, &grads[0]);
   } else if (isinf(p)) {
     /* mask = |x| == y or isnan(|x|); count over the reduced dims */
     TRY(attn_unary(ATTN_ABS, x, &t1));
-    TRY(attn_binary(ATTN_EQ, t1, yk, &t2));
-    TRY(attn_binary(ATTN_NE, t1, t1, &t3));
+    TRY(attn__binary_raw(ATTN_EQ, t1, yk, &t2));
+    TRY(attn__binary_raw(ATTN_NE, t1, t1, &t3));
     TRY(attn_binary_(ATTN_MAXIMUM, t2, t3)); /* logical or of 0/1 */
     REL(t1), REL(t3);
     t1 = t3 = NULL;
@@ -328,7 +328,7 @@ static attn_status norm_backward(attn_node *node, const attn_tensor *g, attn_ten
   } else if (p < 1) {
     TRY(attn_unary(ATTN_ABS, x, &t1));
     TRY(attn_binary_scalar_(ATTN_POW, t1, (float)(p - 1), false));
-    TRY(attn_binary_scalar(ATTN_EQ, x, 0.0f, false, &t2));
+    TRY(attn__binary_scalar_raw(ATTN_EQ, x, 0.0f, false, &t2));
     TRY(attn_masked_fill(t1, t2, 0.0f, &t3));
     REL(t1), REL(t2);
     t1 = t2 = NULL;
@@ -351,7 +351,7 @@ static attn_status norm_backward(attn_node *node, const attn_tensor *g, attn_ten
     TRY(attn_binary(ATTN_DIV, gk, t1, &t3));
     REL(t1);
     t1 = NULL;
-    TRY(attn_binary_scalar(ATTN_EQ, yk, 0.0f, false, &t1));
+    TRY(attn__binary_scalar_raw(ATTN_EQ, yk, 0.0f, false, &t1));
     TRY(attn_masked_fill_(t3, t1, 0.0f)); /* scale_v */
     st = attn_binary(ATTN_MUL, t2, t3, &grads[0]);
   }

@@ -96,7 +96,7 @@ static attn_status index_select_backward(attn_node *node, const attn_tensor *g_i
   const float *gp = attn_tensor_data(g);
   float *rp = attn_tensor_data(r);
   for (int64_t j = 0; j < k; j++) {
-    int64_t v = (int64_t)attn_tensor_get_flat(index, j);
+    int64_t v = attn_tensor_get_flat_i64(index, j);
     for (int64_t a = 0; a < A; a++) {
       float *dst = rp + (a * m + v) * B;
       const float *src = gp + (a * k + j) * B;
@@ -135,14 +135,15 @@ static attn_status gather_backward(attn_node *node, const attn_tensor *g, attn_t
     memcpy(rstride, r->stride, sizeof rstride);
     const int64_t dstride = rstride[dim];
     rstride[dim] = 0;
-    const float *ib = index->storage->data, *gb = g->storage->data;
+    const attn_storage *ist = index->storage;
+    const float *gb = g->storage->data;
     float *rp = attn_tensor_data(r);
     int64_t idx[ATTN_MAX_DIMS] = {0}, ipos = index->offset, gpos = g->offset, rpos = 0;
     const int64_t inner = index->shape[nd - 1], is = index->stride[nd - 1], gs = g->stride[nd - 1],
                   rs = rstride[nd - 1];
     for (;;) {
       for (int64_t i = 0; i < inner; i++)
-        rp[rpos + i * rs + (int64_t)ib[ipos + i * is] * dstride] += gb[gpos + i * gs];
+        rp[rpos + i * rs + attn__load_i64(ist, ipos + i * is) * dstride] += gb[gpos + i * gs];
       int k = nd - 2;
       for (; k >= 0; k--) {
         if (++idx[k] < index->shape[k]) {

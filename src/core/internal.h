@@ -25,6 +25,11 @@ attn_status attn__make_view(const attn_tensor *t, int64_t offset, int ndim, cons
                             const int64_t *stride, attn_tensor **out);
 /* Uninitialised contiguous tensor; fn names the caller for messages. */
 attn_status attn__alloc(const char *fn, int ndim, const int64_t *shape, attn_tensor **out);
+/* The same with a dtype. */
+attn_status attn__alloc_dtype(const char *fn, attn_dtype dt, int ndim, const int64_t *shape, attn_tensor **out);
+/* The element at storage position pos of s, converted (any dtype). */
+double attn__load_f64(const attn_storage *s, int64_t pos);
+int64_t attn__load_i64(const attn_storage *s, int64_t pos);
 attn_status attn__check_dim(const char *fn, const attn_tensor *t, int dim);
 
 /* Iterates the flat row-major positions of a tensor: calls body with the
@@ -75,6 +80,12 @@ bool attn__foreach(int ndim, const int64_t *shape, int nt, float *const *base,
 bool attn__may_overlap(const attn_tensor *a, const attn_tensor *b);
 /* Whether writing through t would hit one element twice (stride-0 dims). */
 bool attn__has_internal_overlap(const attn_tensor *t);
+
+/* The float32 elementwise kernels as such: comparisons give float 0/1
+   (backward formulas multiply by them).  Inputs must be float32. */
+attn_status attn__binary_raw(attn_binary_op op, const attn_tensor *a, const attn_tensor *b, attn_tensor **out);
+attn_status attn__binary_scalar_raw(attn_binary_op op, const attn_tensor *a, float s, bool reversed,
+                                    attn_tensor **out);
 
 /* Naive reference kernels kept beside the optimised ones for the tests. */
 attn_status attn__matmul_reference(const attn_tensor *a, const attn_tensor *b, attn_tensor **out);
@@ -154,7 +165,8 @@ attn_status attn__budget_refused(const char *fn, int64_t bytes, const char *what
 
 /* Copies src (any strides) into dst's contiguous buffer; false when the
    deadline stopped it (attn__cancelled). */
-bool attn__gather_contiguous(const attn_tensor *src, float *dst);
+bool attn__gather_contiguous(const attn_tensor *src, void *dst);
+bool attn__gather_contiguous_any(const attn_tensor *src, void *dst);
 
 #define ATTN_SHAPE(t, buf) attn_shape_str((t)->ndim, (t)->shape, (buf), sizeof(buf))
 
@@ -266,6 +278,10 @@ attn_status attn__record_index_select(const attn_tensor *t, int dim, const attn_
 attn_status attn__record_gather(const attn_tensor *t, int dim, const attn_tensor *index, attn_tensor *o);
 attn_status attn__record_repeat(const attn_tensor *t, int nreps, const int64_t *reps, attn_tensor *o);
 attn_status attn__record_flip(const attn_tensor *t, int ndims, const int *dims, attn_tensor *o);
+
+/* sort.c's reference twin (insertion sort) for the tests: sorts v, idx
+   gets the 0-based source positions. */
+void attn__sort_pairs_reference(float *v, int64_t *idx, int64_t n, bool descending);
 
 /* Frees t's autograd record (called when t's last reference goes). */
 void attn__autograd_release(attn_tensor *t);

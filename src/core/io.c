@@ -237,6 +237,58 @@ attn_status attn__src_read_floats(attn__src *s, attn__io_dtype dt, float *dst, i
   return st;
 }
 
+attn_dtype attn__io_load_dtype(attn__io_dtype dt) {
+  switch (dt.kind) {
+  case ATTN__IO_F32: case ATTN__IO_F64: case ATTN__IO_F16: case ATTN__IO_BF16: return ATTN_FLOAT32;
+  case ATTN__IO_BOOL: return ATTN_BOOL;
+  case ATTN__IO_U64: return ATTN_FLOAT32; /* no uint64 dtype: rounds, as before */
+  default: return ATTN_INT64;
+  }
+}
+
+/* Integer and bool file elements -> int64 / bool (exact; U64 above
+   INT64_MAX wraps, as numpy's astype does). */
+static void convert_ints(attn__io_dtype dt, const unsigned char *src, void *dst_, attn_dtype out, size_t n) {
+  const bool big = dt.big_endian;
+  for (size_t i = 0; i < n; i++) {
+    const unsigned char *p = src + i * (size_t)dt.size;
+    int64_t v;
+    switch (dt.kind) {
+    case ATTN__IO_BOOL: v = p[0] != 0; break;
+    case ATTN__IO_I8: v = (int8_t)p[0]; break;
+    case ATTN__IO_U8: v = p[0]; break;
+    case ATTN__IO_I16: v = (int16_t)load_uint(p, 2, big); break;
+    case ATTN__IO_U16: v = (uint16_t)load_uint(p, 2, big); break;
+    case ATTN__IO_I32: v = (int32_t)load_uint(p, 4, big); break;
+    case ATTN__IO_U32: v = (uint32_t)load_uint(p, 4, big); break;
+    default: v = (int64_t)load_uint(p, 8, big); break; /* I64, U64 */
+    }
+    if (out == ATTN_BOOL) ((bool *)dst_)[i] = v != 0;
+    else ((int64_t *)dst_)[i] = v;
+  }
+}
+
+attn_status attn__src_read_elems(attn__src *s, attn__io_dtype dt, void *dst, attn_dtype out, int64_t n,
+                                 const char *what) {
+  if (out == ATTN_FLOAT32) return attn__src_read_floats(s, dt, dst, n, what);
+  if (n <= 0) return ATTN_OK;
+  if (out == ATTN_INT64 && dt.kind == ATTN__IO_I64 && dt.big_endian == !attn__io_host_little_endian())
+    return attn__src_read(s, dst, (size_t)n * 8, what); /* native: straight into the storage */
+  enum { BUF = 64 * 1024 };
+  unsigned char *buf = malloc(BUF);
+  if (!buf) return attn_set_error(ATTN_ERR_NOMEM, "%s: '%s': out of memory", s->fn, s->label);
+  int64_t per = BUF / dt.size;
+  const size_t es = attn_dtype_size(out);
+  attn_status st = ATTN_OK;
+  for (int64_t i = 0; i < n && st == ATTN_OK; i += per) {
+    int64_t k = n - i < per ? n - i : per;
+    st = attn__src_read(s, buf, (size_t)k * (size_t)dt.size, what);
+    if (st == ATTN_OK) convert_ints(dt, buf, (char *)dst + (size_t)i * es, out, (size_t)k);
+  }
+  free(buf);
+  return st;
+}
+
 attn_status attn__src_finish(attn__src *s, uLong expected_crc) {
   if (s->avail != 0)
     return attn_set_error(ATTN_ERR_IO, "%s: '%s': %llu unexpected bytes after the data", s->fn, s->label,
@@ -360,6 +412,37 @@ attn_status attn__sink_write_tensor(attn__sink *k, const attn_tensor *t) {
   int64_t n = attn_tensor_numel(t);
   if (n == 0) return ATTN_OK;
   bool le = attn__io_host_little_endian();
+  const size_t es = attn_dtype_size(t->dtype);
+  if (t->dtype != ATTN_FLOAT32) {
+    /* int64 / bool: row-major little-endian bytes through a small buffer */
+    if ((le || es == 1) && attn_tensor_is_contiguous(t)) return attn__sink_write(k, attn_tensor_ptr(t), (size_t)n * es);
+    enum { EBUF = 8192 };
+    unsigned char *eb = malloc(EBUF * 8);
+    if (!eb) return attn_set_error(ATTN_ERR_NOMEM, "%s: out of memory", k->fn);
+    attn__iter it;
+    attn__iter_init(&it, t);
+    const char *ebase = t->storage->data;
+    attn_status est = ATTN_OK;
+    int64_t edone = 0;
+    while (edone < n && est == ATTN_OK) {
+      int64_t c = n - edone < EBUF ? n - edone : EBUF;
+      for (int64_t i = 0; i < c; i++) {
+        const char *src = ebase + (size_t)it.pos * es;
+        if (es == 8) {
+          uint64_t u;
+          memcpy(&u, src, 8);
+          for (int b = 0; b < 8; b++) eb[i * 8 + b] = (unsigned char)(u >> (8 * b));
+        } else {
+          eb[i] = (unsigned char)(*(const bool *)src ? 1 : 0);
+        }
+        attn__iter_next(&it);
+      }
+      est = attn__sink_write(k, eb, (size_t)c * es);
+      edone += c;
+    }
+    free(eb);
+    return est;
+  }
   if (le && attn_tensor_is_contiguous(t)) return attn__sink_write(k, attn_tensor_data(t), (size_t)n * 4);
   /* Strided (or big-endian host): row-major order through a small buffer. */
   enum { BUF = 16384 };

@@ -75,6 +75,12 @@ attn_status attn__src_deflated(attn__src *s, FILE *f, uint64_t csize, uint64_t u
 attn_status attn__src_read(attn__src *s, void *dst, size_t n, const char *what);
 /* n elements of dt straight into dst (float32), converting in bounded chunks. */
 attn_status attn__src_read_floats(attn__src *s, attn__io_dtype dt, float *dst, int64_t n, const char *what);
+/* The tensor dtype a file dtype loads as: floats -> float32, BOOL -> bool,
+   every integer -> int64 (exact). */
+attn_dtype attn__io_load_dtype(attn__io_dtype dt);
+/* n elements of dt into dst, elements of out (attn__io_load_dtype(dt)). */
+attn_status attn__src_read_elems(attn__src *s, attn__io_dtype dt, void *dst, attn_dtype out, int64_t n,
+                                 const char *what);
 /* Checks that the source is used up (and, for deflate, that the stream ends
    there), and its CRC when expected_crc is given (crc_on). */
 attn_status attn__src_finish(attn__src *s, uLong expected_crc);
@@ -129,6 +135,6 @@ attn_status attn__npz_save(const char *path, const attn_named_tensors *nt, bool 
    of this shape (magic, version, length, dict, padding to 64 bytes).
    Returns its length; buf must hold ATTN__NPY_HEADER_MAX bytes. */
 #define ATTN__NPY_HEADER_MAX 512
-size_t attn__npy_header(int ndim, const int64_t *shape, unsigned char *buf);
+size_t attn__npy_header(attn_dtype dt, int ndim, const int64_t *shape, unsigned char *buf);
 
 #endif

@@ -259,15 +259,15 @@ attn_status attn__npy_read(attn__src *s, attn_tensor **out, attn_weight_info *in
       stride[d] = acc;
       acc *= h.shape[d] > 1 ? h.shape[d] : 1;
     }
-    st = attn__alloc(fn, 1, &numel, &flat);
+    st = attn__alloc_dtype(fn, attn__io_load_dtype(h.dt), 1, &numel, &flat);
     if (st) return st;
     st = attn__make_view(flat, 0, h.ndim, h.shape, stride, &t);
     attn_tensor_release(flat);
   } else {
-    st = attn__alloc(fn, h.ndim, h.shape, &t);
+    st = attn__alloc_dtype(fn, attn__io_load_dtype(h.dt), h.ndim, h.shape, &t);
   }
   if (st) return st;
-  st = attn__src_read_floats(s, h.dt, t->storage->data, numel, "the array data");
+  st = attn__src_read_elems(s, h.dt, t->storage->data, t->dtype, numel, "the array data");
   if (st) {
     attn_tensor_release(t);
     return st;
@@ -307,9 +307,10 @@ attn_status attn_npy_load(const char *path, attn_tensor **out, attn_weight_info 
 /* numpy 1.24's _write_array_header: sorted dict, spare spaces so the first
    dim can grow to 21 digits in place, then spaces and '\n' up to a multiple
    of 64 bytes (always at least one space). */
-size_t attn__npy_header(int ndim, const int64_t *shape, unsigned char *buf) {
+size_t attn__npy_header(attn_dtype dt, int ndim, const int64_t *shape, unsigned char *buf) {
   char dict[ATTN__NPY_HEADER_MAX];
-  size_t n = (size_t)snprintf(dict, sizeof dict, "{'descr': '<f4', 'fortran_order': False, 'shape': (");
+  const char *descr = dt == ATTN_INT64 ? "<i8" : dt == ATTN_BOOL ? "|b1" : "<f4";
+  size_t n = (size_t)snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (", descr);
   for (int d = 0; d < ndim; d++)
     n += (size_t)snprintf(dict + n, sizeof dict - n, d ? ", %lld" : "%lld", (long long)shape[d]);
   n += (size_t)snprintf(dict + n, sizeof dict - n, ndim == 1 ? ",), }" : "), }");
@@ -332,7 +333,7 @@ attn_status attn_npy_save(const char *path, const attn_tensor *t) {
   const char *fn = "npy_save";
   if (!t) return attn_set_error(ATTN_ERR_ARG, "%s: tensor is NULL", fn);
   unsigned char hdr[ATTN__NPY_HEADER_MAX];
-  size_t hlen = attn__npy_header(t->ndim, t->shape, hdr);
+  size_t hlen = attn__npy_header(t->dtype, t->ndim, t->shape, hdr);
   attn__sink k;
   attn_status st = attn__sink_open(&k, fn, path);
   if (st) return st;
@@ -651,8 +652,8 @@ attn_status attn__npz_save(const char *path, const attn_named_tensors *nt, bool 
     const attn_tensor *t = nt->tensors[i];
     const char *name = nt->names[i];
     size_t nlen = strlen(name) + 4;
-    size_t hlen = attn__npy_header(t->ndim, t->shape, hdr);
-    uint64_t usize = hlen + (uint64_t)attn_tensor_numel(t) * 4;
+    size_t hlen = attn__npy_header(t->dtype, t->ndim, t->shape, hdr);
+    uint64_t usize = hlen + (uint64_t)attn_tensor_numel(t) * attn_dtype_size(t->dtype);
     bool z64 = force_zip64 || usize >= 0xffffffffu;
     w[i].off = k.written;
     w[i].usize = usize;

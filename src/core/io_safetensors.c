@@ -359,7 +359,7 @@ attn_status attn__safetensors_read(FILE *f, uint64_t size, const char *fn, const
       const attn_weight_info *info = &nt->info[i];
       const st_dtype *dt = st_find_dtype(info->dtype);
       attn_tensor *t = NULL;
-      st = attn__alloc(fn, info->ndim, info->shape, &t);
+      st = attn__alloc_dtype(fn, attn__io_load_dtype(dt->dt), info->ndim, info->shape, &t);
       if (st == ATTN_OK && fseeko(f, (off_t)(base + info->offset), SEEK_SET) != 0)
         st = attn_set_error(ATTN_ERR_IO, "%s: '%s': cannot seek to tensor '%s'", fn, label, nt->names[i]);
       if (st == ATTN_OK) {
@@ -367,7 +367,7 @@ attn_status attn__safetensors_read(FILE *f, uint64_t size, const char *fn, const
         char what[300];
         snprintf(what, sizeof what, "the data of tensor '%.200s'", nt->names[i]);
         attn__src_stored(&s, f, info->nbytes, fn, label);
-        st = attn__src_read_floats(&s, dt->dt, attn_tensor_data(t), attn_tensor_numel(t), what);
+        st = attn__src_read_elems(&s, dt->dt, attn_tensor_ptr(t), t->dtype, attn_tensor_numel(t), what);
       }
       if (st) {
         attn_tensor_release(t);
@@ -440,7 +440,7 @@ static attn_status st_header(const char *fn, const attn_named_tensors *nt, const
       cJSON_Delete(e);
       break;
     }
-    ok = cJSON_AddStringToObject(e, "dtype", "F32") != NULL;
+    ok = cJSON_AddStringToObject(e, "dtype", t->dtype == ATTN_INT64 ? "I64" : t->dtype == ATTN_BOOL ? "BOOL" : "F32") != NULL;
     cJSON *shape = ok ? cJSON_AddArrayToObject(e, "shape") : NULL;
     ok = shape != NULL;
     for (int d = 0; ok && d < t->ndim; d++) {
@@ -449,7 +449,7 @@ static attn_status st_header(const char *fn, const attn_named_tensors *nt, const
     }
     cJSON *offs = ok ? cJSON_AddArrayToObject(e, "data_offsets") : NULL;
     ok = offs != NULL;
-    uint64_t nbytes = (uint64_t)attn_tensor_numel(t) * 4;
+    uint64_t nbytes = (uint64_t)attn_tensor_numel(t) * attn_dtype_size(t->dtype);
     cJSON *b = ok ? json_int(off) : NULL, *en = b ? json_int(off + nbytes) : NULL;
     ok = b && en && cJSON_AddItemToArray(offs, b) && cJSON_AddItemToArray(offs, en);
     off += nbytes;

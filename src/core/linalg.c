@@ -115,6 +115,8 @@ static attn_status gemm_one(mat A, mat B, int64_t m, int64_t n, int64_t k, float
 static attn_status matmul_impl(const char *fn, const attn_tensor *a_in, const attn_tensor *b_in, bool reference,
                                attn_tensor **out) {
   char sa[ATTN_SHAPE_BUF], sb[ATTN_SHAPE_BUF];
+  attn_status fst;
+  if ((fst = attn_check_float(fn, NULL, a_in)) || (fst = attn_check_float(fn, NULL, b_in))) return fst;
   if (a_in->ndim == 0 || b_in->ndim == 0)
     return attn_set_error(ATTN_ERR_SHAPE, "%s: both arguments need at least 1 dimension, got %s and %s", fn,
                           ATTN_SHAPE(a_in, sa), ATTN_SHAPE(b_in, sb));
@@ -345,6 +347,8 @@ static attn_status outer_backward(attn_node *node, const attn_tensor *g, attn_te
 
 attn_status attn_dot(const attn_tensor *a, const attn_tensor *b, attn_tensor **out) {
   char sa[ATTN_SHAPE_BUF], sb[ATTN_SHAPE_BUF];
+  attn_status fst;
+  if ((fst = attn_check_float("dot", NULL, a)) || (fst = attn_check_float("dot", NULL, b))) return fst;
   if (a->ndim != 1 || b->ndim != 1 || a->shape[0] != b->shape[0])
     return attn_set_error(ATTN_ERR_SHAPE, "dot: expects two 1-d tensors of the same size, got %s and %s",
                           ATTN_SHAPE(a, sa), ATTN_SHAPE(b, sb));
@@ -374,6 +378,15 @@ attn_status attn_dot(const attn_tensor *a, const attn_tensor *b, attn_tensor **o
 
 attn_status attn_outer(const attn_tensor *a, const attn_tensor *b, attn_tensor **out) {
   char sa[ATTN_SHAPE_BUF], sb[ATTN_SHAPE_BUF];
+  if (a->dtype != ATTN_FLOAT32 || b->dtype != ATTN_FLOAT32) {
+    /* torch.outer is a broadcast multiply: integer and bool operands promote */
+    attn_tensor *fa = NULL, *fb = NULL;
+    attn_status st = attn_to_dtype(a, ATTN_FLOAT32, &fa);
+    if (!st && !(st = attn_to_dtype(b, ATTN_FLOAT32, &fb))) st = attn_outer(fa, fb, out);
+    attn_tensor_release(fa);
+    attn_tensor_release(fb);
+    return st;
+  }
   if (a->ndim != 1 || b->ndim != 1)
     return attn_set_error(ATTN_ERR_SHAPE, "outer: expects two 1-d tensors, got %s and %s", ATTN_SHAPE(a, sa),
                           ATTN_SHAPE(b, sb));
@@ -426,6 +439,10 @@ out:
 
 attn_status attn_linear(const attn_tensor *x, const attn_tensor *w, const attn_tensor *b, attn_tensor **out) {
   char sx[ATTN_SHAPE_BUF], sw[ATTN_SHAPE_BUF], sb[ATTN_SHAPE_BUF];
+  attn_status fst;
+  if ((fst = attn_check_float("linear", "input", x)) || (fst = attn_check_float("linear", "weight", w)) ||
+      (b && (fst = attn_check_float("linear", "bias", b))))
+    return fst;
   if (w->ndim != 2)
     return attn_set_error(ATTN_ERR_SHAPE, "linear: weight must be 2-d [out, in], got %s", ATTN_SHAPE(w, sw));
   if (x->ndim == 0 || x->shape[x->ndim - 1] != w->shape[1])

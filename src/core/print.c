@@ -88,7 +88,8 @@ static void sb_rep(sbuf *b, char c, int64_t count) {
 
 typedef struct printer {
   const attn_tensor *t;
-  const float *data;   /* storage base; positions include t->offset */
+  const attn_storage *data; /* positions include t->offset */
+  bool ints;           /* int64 or bool: torch's non-floating formatter */
   int precision, linewidth, edge;
   bool summarize;
   /* formatter (torch's _Formatter) */
@@ -109,14 +110,18 @@ static bool edged(const printer *pr, int64_t n) {
   return pr->summarize && n > 2 * (int64_t)pr->edge;
 }
 
-typedef void (*visit_fn)(printer *pr, float v);
+typedef void (*visit_fn)(printer *pr, double v);
+
+/* The element at storage position pos (floats exactly; int64 as double is
+   only used for int64 through int_text, which reads the integer). */
+static double at(const printer *pr, int64_t pos) { return attn__load_f64(pr->data, pos); }
 
 /* Calls fn on every element that will be printed, in row-major order
    (exactly the elements of torch's get_summarized_data). */
 static void visit(printer *pr, int d, int64_t pos, visit_fn fn) {
   const attn_tensor *t = pr->t;
   if (d == t->ndim) {
-    fn(pr, pr->data[pos]);
+    fn(pr, pr->ints ? (double)pos : at(pr, pos));
     return;
   }
   int64_t n = t->shape[d], s = t->stride[d];
@@ -151,19 +156,33 @@ static int format_raw(printer *pr, double v) {
   return len;
 }
 
+/* str() of an int64 or bool element at storage position pos. */
+static int int_text(printer *pr, int64_t pos) {
+  int len;
+  if (pr->data->dtype == ATTN_BOOL)
+    len = snprintf(pr->num, pr->num_size, "%s", ((const bool *)pr->data->data)[pos] ? "True" : "False");
+  else
+    len = snprintf(pr->num, pr->num_size, "%lld", (long long)((const int64_t *)pr->data->data)[pos]);
+  if (len < 0) len = 0;
+  if ((size_t)len >= pr->num_size) len = (int)pr->num_size - 1;
+  return len;
+}
+
 /* _Formatter.format: right-aligned to the common width. */
-static void put_value(printer *pr, float f) {
-  int len = format_raw(pr, (double)f);
+static void put_elem(printer *pr, int64_t pos) {
+  int len = pr->ints ? int_text(pr, pos) : format_raw(pr, at(pr, pos));
   sb_rep(&pr->out, ' ', (int64_t)pr->max_width - len);
   sb_put(&pr->out, pr->num, (size_t)len);
 }
+
 
 /* ------------------------------------------------------------------------ */
 /* Formatter construction                                                    */
 
 /* Non-zero finite values only; torch compares their absolute values as
    doubles and tests integrality with ceil on the float. */
-static void stats_fn(printer *pr, float v) {
+static void stats_fn(printer *pr, double dv) {
+  float v = (float)dv;
   struct print_stats *st = &pr->st;
   if (!isfinite(v) || v == 0.0f) return;
   double a = fabs((double)v);
@@ -173,13 +192,25 @@ static void stats_fn(printer *pr, float v) {
   if (v != ceilf(v)) st->integral = false;
 }
 
-static void width_fn(printer *pr, float v) {
+static void width_fn(printer *pr, double dv) {
+  float v = (float)dv;
   if (!isfinite(v) || v == 0.0f) return;
   int len = format_raw(pr, (double)v);
   if (len > pr->max_width) pr->max_width = len;
 }
 
+/* non-floating: the width of the longest str(value) (v is a position) */
+static void int_width_fn(printer *pr, double v) {
+  int len = int_text(pr, (int64_t)v);
+  if (len > pr->max_width) pr->max_width = len;
+}
+
 static void build_formatter(printer *pr) {
+  if (pr->ints) {
+    pr->max_width = 1;
+    visit(pr, 0, pr->t->offset, int_width_fn);
+    return;
+  }
   pr->st.count = 0;
   pr->st.integral = true;
   pr->int_mode = true;
@@ -224,18 +255,18 @@ static void emit_vector(printer *pr, int d, int64_t pos, int64_t indent) {
   if (edged(pr, n)) {
     for (int64_t i = 0; i < pr->edge; i++) {
       NEXT_ITEM();
-      put_value(pr, pr->data[pos + i * s]);
+      put_elem(pr, pos + i * s);
     }
     NEXT_ITEM();
     sb_str(&pr->out, " ...");
     for (int64_t i = n - pr->edge; i < n; i++) {
       NEXT_ITEM();
-      put_value(pr, pr->data[pos + i * s]);
+      put_elem(pr, pos + i * s);
     }
   } else {
     for (int64_t i = 0; i < n; i++) {
       NEXT_ITEM();
-      put_value(pr, pr->data[pos + i * s]);
+      put_elem(pr, pos + i * s);
     }
   }
   sb_str(&pr->out, "]");
@@ -248,7 +279,7 @@ static void emit(printer *pr, int d, int64_t pos, int64_t indent) {
   const attn_tensor *t = pr->t;
   int left = t->ndim - d;
   if (left == 0) {
-    put_value(pr, pr->data[pos]);
+    put_elem(pr, pos);
     return;
   }
   if (left == 1) {
@@ -326,7 +357,8 @@ attn_status attn_tensor_format(const attn_tensor *t, const attn_print_opts *opts
   memset(&prv, 0, sizeof prv);
   printer *pr = &prv;
   pr->t = t;
-  pr->data = t->storage->data;
+  pr->data = t->storage;
+  pr->ints = t->dtype != ATTN_FLOAT32;
   pr->precision = opts->precision;
   pr->linewidth = opts->linewidth;
   pr->edge = opts->edgeitems;
@@ -362,6 +394,12 @@ attn_status attn_tensor_format(const attn_tensor *t, const attn_print_opts *opts
     if (size.oom) pr->out.oom = true;
     else add_suffix(pr, &last_line_len, size.p, indent);
     free(size.p);
+  }
+  if (numel == 0 && t->dtype != ATTN_FLOAT32) {
+    /* torch names the dtype of an empty non-default tensor */
+    char dts[32];
+    snprintf(dts, sizeof dts, "dtype=attn.%s", attn_dtype_name(t->dtype));
+    add_suffix(pr, &last_line_len, dts, indent);
   }
   if (opts->suffix && opts->suffix[0]) add_suffix(pr, &last_line_len, opts->suffix, indent);
   sb_str(&pr->out, ")");

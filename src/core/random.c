@@ -302,6 +302,8 @@ static attn_status check_writable(const char *fn, const attn_tensor *t) {
 static attn_status check_fill(const char *fn, const attn_tensor *t) {
   attn_status st = check_writable(fn, t);
   if (st) return st;
+  if (t->dtype != ATTN_FLOAT32 && !(t->dtype == ATTN_INT64 && strcmp(fn, "random_") == 0))
+    return attn_check_float(fn, NULL, t);
   if (attn_grad_enabled() && attn_requires_grad(t)) {
     if (attn_is_leaf(t))
       return attn_set_error(ATTN_ERR_STATE,
@@ -586,7 +588,8 @@ attn_status attn_random_int_(attn_tensor *t, int64_t low, int64_t high, attn_gen
   if (!(low < high))
     return attn_set_error(ATTN_ERR_ARG, "random_: expects low < high, got low=%lld high=%lld", (long long)low,
                           (long long)high);
-  int64_t from = update_from(low), to = update_to(high);
+  bool ints = t->dtype == ATTN_INT64;
+  int64_t from = ints ? low : update_from(low), to = ints ? high : update_to(high);
   if (!(from < to))
     return attn_set_error(ATTN_ERR_ARG,
                           "random_: [%lld, %lld) holds no value representable as a float", (long long)low,
@@ -595,6 +598,15 @@ attn_status attn_random_int_(attn_tensor *t, int64_t low, int64_t high, attn_gen
   float *base = t->storage->data;
   attn__iter it;
   g = fill_begin(t, g);
+  if (ints) {
+    int64_t *ib = t->storage->data;
+    if (range >= (UINT64_C(1) << 32))
+      FOR_EACH_MEM(t, it, ib[it.pos] = (int64_t)(rnd64(g) % range + (uint64_t)from));
+    else
+      FOR_EACH_MEM(t, it, ib[it.pos] = (int64_t)(rnd32(g) % range + (uint64_t)from));
+    gen_unlock(g);
+    return ATTN_OK;
+  }
   /* uniform_int_from_to_distribution: a 64-bit draw only for ranges that
      do not fit 32 bits; (val % range) + base wraps like torch's uint64. */
   if (range >= (UINT64_C(1) << 32))
@@ -623,6 +635,7 @@ attn_status attn_bernoulli_(attn_tensor *t, double p, attn_generator *g) {
 
 attn_status attn_bernoulli_tensor(const attn_tensor *probs, attn_generator *g, attn_tensor **out) {
   if (!probs) return attn_set_error(ATTN_ERR_ARG, "bernoulli: probs is NULL");
+  if (probs->dtype != ATTN_FLOAT32) return attn_check_float("bernoulli", "probs", probs);
   int64_t n = attn_tensor_numel(probs);
   for (int64_t i = 0; i < n; i++) {
     float p = attn_tensor_get_flat(probs, i);
@@ -668,20 +681,16 @@ attn_status attn_exponential_(attn_tensor *t, double lambda, attn_generator *g) 
 
 attn_status attn_randperm(int64_t n, attn_generator *g, attn_tensor **out) {
   if (n < 0) return attn_set_error(ATTN_ERR_ARG, "randperm: n must be non-negative, got %lld", (long long)n);
-  /* the largest value, n - 1, must be exact in float */
-  if (n > (INT64_C(1) << 24) + 1)
-    return attn_set_error(ATTN_ERR_ARG, "randperm: n = %lld is too large for float values (at most 2^24 + 1)",
-                          (long long)n);
   attn_tensor *r;
-  attn_status st = attn__alloc("randperm", 1, &n, &r);
+  attn_status st = attn__alloc_dtype("randperm", ATTN_INT64, 1, &n, &r);
   if (st) return st;
-  float *d = attn_tensor_data(r);
-  for (int64_t i = 0; i < n; i++) d[i] = (float)i;
+  int64_t *d = attn_tensor_i64(r);
+  for (int64_t i = 0; i < n; i++) d[i] = i;
   /* torch's randperm_cpu: a forward Fisher-Yates with 32-bit draws */
   g = gen_lock(g);
   for (int64_t i = 0; i < n - 1; i++) {
     int64_t z = (int64_t)(rnd32(g) % (uint64_t)(n - i));
-    float sav = d[i];
+    int64_t sav = d[i];
     d[i] = d[z + i];
     d[z + i] = sav;
   }
@@ -730,6 +739,7 @@ attn_status attn_multinomial(const attn_tensor *probs, int64_t num_samples, bool
   if (probs->ndim < 1 || probs->ndim > 2)
     return attn_set_error(ATTN_ERR_SHAPE, "multinomial: probs must be 1-d or 2-d, got shape %s",
                           ATTN_SHAPE(probs, sb));
+  if (probs->dtype != ATTN_FLOAT32) return attn_check_float("multinomial", "probs", probs);
   if (num_samples <= 0)
     return attn_set_error(ATTN_ERR_ARG, "multinomial: cannot sample %lld samples (need at least 1)",
                           (long long)num_samples);
@@ -747,7 +757,7 @@ attn_status attn_multinomial(const attn_tensor *probs, int64_t num_samples, bool
      with a positive sum, and enough non-zero entries without replacement
      (torch 1.13 would return zero-probability categories there, in an
      unspecified order; we refuse instead). */
-  const float *pd = probs->storage->data + probs->offset;
+  const float *pd = attn_tensor_data(probs);
   int64_t s0 = probs->ndim == 2 ? probs->stride[0] : 0, s1 = probs->stride[probs->ndim - 1];
   int64_t work = 0;
   for (int64_t r = 0; r < ndist; r++) {
@@ -771,10 +781,10 @@ attn_status attn_multinomial(const attn_tensor *probs, int64_t num_samples, bool
 
   int64_t oshape[2] = {ndist, num_samples};
   attn_tensor *res;
-  attn_status st = probs->ndim == 2 ? attn__alloc("multinomial", 2, oshape, &res)
-                                    : attn__alloc("multinomial", 1, oshape + 1, &res);
+  attn_status st = probs->ndim == 2 ? attn__alloc_dtype("multinomial", ATTN_INT64, 2, oshape, &res)
+                                    : attn__alloc_dtype("multinomial", ATTN_INT64, 1, oshape + 1, &res);
   if (st) return st;
-  float *o = attn_tensor_data(res);
+  int64_t *o = attn_tensor_i64(res);
   int64_t total = ndist * ncat;
 
   if (!replacement) {
@@ -804,10 +814,10 @@ attn_status attn_multinomial(const attn_tensor *probs, int64_t num_samples, bool
         int64_t best = 0;
         for (int64_t c = 1; c < ncat; c++)
           if (row[c].v > row[best].v) best = c;
-        o[r] = (float)best;
+        o[r] = best;
       } else {
         qsort(row, (size_t)ncat, sizeof *row, scored_cmp);
-        for (int64_t k = 0; k < num_samples; k++) o[r * num_samples + k] = (float)row[k].i;
+        for (int64_t k = 0; k < num_samples; k++) o[r * num_samples + k] = row[k].i;
       }
     }
     attn__scratch_free(q, (size_t)total * sizeof *q);
@@ -838,7 +848,7 @@ attn_status attn_multinomial(const attn_tensor *probs, int64_t num_samples, bool
           else
             right = mid;
         }
-        o[r * num_samples + k] = (float)left;
+        o[r * num_samples + k] = left;
       }
     }
     gen_unlock(g);

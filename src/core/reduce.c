@@ -297,8 +297,8 @@ static attn_status reduce_dim_into(const rspec *r, const attn_tensor *t, int dim
 }
 
 /* t [..., n, ...] -> out [..., (1), ...] */
-attn_status attn_reduce_dim(attn_reduce_op op, const attn_tensor *t, int dim, bool keepdim,
-                            const attn_reduce_opts *opts, attn_tensor **out) {
+static attn_status reduce_dim_f32(attn_reduce_op op, const attn_tensor *t, int dim, bool keepdim,
+                                  const attn_reduce_opts *opts, attn_tensor **out) {
   rspec r;
   attn_status st = make_spec(op, opts, &r);
   if (st) return st;
@@ -314,8 +314,8 @@ attn_status attn_reduce_dim(attn_reduce_op op, const attn_tensor *t, int dim, bo
 }
 
 /* t [..., n, ...] -> values, indices [..., (1), ...] */
-attn_status attn_max_dim(const attn_tensor *t, int dim, bool keepdim, bool is_min, attn_tensor **values,
-                         attn_tensor **indices) {
+static attn_status max_dim_f32(const attn_tensor *t, int dim, bool keepdim, bool is_min, attn_tensor **values,
+                               attn_tensor **indices) {
   rspec r;
   attn_status st = make_spec(is_min ? ATTN_ARGMIN : ATTN_ARGMAX, NULL, &r);
   if (st) return st;
@@ -337,8 +337,8 @@ attn_status attn_max_dim(const attn_tensor *t, int dim, bool keepdim, bool is_mi
 
 /* t (any shape, numel N) -> out [] ; ARGMAX/ARGMIN give the flat row-major
    index. */
-attn_status attn_reduce_all(attn_reduce_op op, const attn_tensor *t, const attn_reduce_opts *opts,
-                            attn_tensor **out) {
+static attn_status reduce_all_f32(attn_reduce_op op, const attn_tensor *t, const attn_reduce_opts *opts,
+                                  attn_tensor **out) {
   rspec r;
   attn_status st = make_spec(op, opts, &r);
   if (st) return st;
@@ -378,7 +378,7 @@ attn_status attn_reduce_all(attn_reduce_op op, const attn_tensor *t, const attn_
 /* cumsum: double accumulator like torch's CPU kernel (acc_type of float is
    double there), rounded to float at each step.                            */
 
-attn_status attn_cumsum(const attn_tensor *t, int dim, attn_tensor **out) {
+static attn_status cumsum_f32(const attn_tensor *t, int dim, attn_tensor **out) {
   attn_status st = check_reduce_dim("cumsum", t, dim);
   if (st) return st;
   int64_t ostride[ATTN_MAX_DIMS];
@@ -418,5 +418,229 @@ attn_status attn_cumsum(const attn_tensor *t, int dim, attn_tensor **out) {
     return st;
   }
   *out = res;
+  return ATTN_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Dtypes.  Float32 inputs use the kernels above (argmax/argmin indices come
+   back as int64, all/any as bool); int64 and bool inputs reduce exactly in
+   int64 for sum, prod, max, min, argmax, argmin, all, any and cumsum (sum
+   of bool counts, like torch), and are promoted to float32 for mean, var,
+   std, norm and logsumexp.                                                  */
+
+static bool int_reducible(attn_reduce_op op) {
+  return op == ATTN_SUM || op == ATTN_PROD || op == ATTN_MAX || op == ATTN_MIN || op == ATTN_ARGMAX ||
+         op == ATTN_ARGMIN || op == ATTN_ALL || op == ATTN_ANY;
+}
+
+static attn_dtype int_result_dtype(attn_reduce_op op, attn_dtype in) {
+  if (op == ATTN_ALL || op == ATTN_ANY) return ATTN_BOOL;
+  if ((op == ATTN_MAX || op == ATTN_MIN) && in == ATTN_BOOL) return ATTN_BOOL;
+  return ATTN_INT64;
+}
+
+/* Reduces n values at storage positions base + i*stride (integers). */
+static void int_reduce_run(attn_reduce_op op, const attn_storage *st, int64_t base, int64_t n, int64_t stride,
+                           int64_t *val, int64_t *arg) {
+  int64_t acc = op == ATTN_PROD || op == ATTN_ALL ? 1 : 0, best = 0, bi = 0;
+  for (int64_t i = 0; i < n; i++) {
+    int64_t x = attn__load_i64(st, base + i * stride);
+    switch (op) {
+    case ATTN_SUM: acc = (int64_t)((uint64_t)acc + (uint64_t)x); break;
+    case ATTN_PROD: acc = (int64_t)((uint64_t)acc * (uint64_t)x); break;
+    case ATTN_ALL: acc = acc && x != 0; break;
+    case ATTN_ANY: acc = acc || x != 0; break;
+    case ATTN_MAX: case ATTN_ARGMAX:
+      if (i == 0 || x > best) best = x, bi = i;
+      break;
+    default: /* MIN, ARGMIN */
+      if (i == 0 || x < best) best = x, bi = i;
+      break;
+    }
+  }
+  if (op == ATTN_MAX || op == ATTN_MIN || op == ATTN_ARGMAX || op == ATTN_ARGMIN) acc = best;
+  if (val) *val = acc;
+  if (arg) *arg = bi;
+}
+
+static void store_int(attn_tensor *o, int64_t i, int64_t v) {
+  if (o->dtype == ATTN_BOOL) attn_tensor_bool(o)[i] = v != 0;
+  else attn_tensor_i64(o)[i] = v;
+}
+
+/* Integer reduction along dim (dim < 0: over everything, 0-d results). */
+static attn_status int_reduce(attn_reduce_op op, const attn_tensor *t, int dim, bool keepdim, attn_tensor **vals,
+                              attn_tensor **idxs) {
+  const char *fn = reduce_names[op];
+  char sb[ATTN_SHAPE_BUF];
+  attn_status st;
+  int64_t shape[ATTN_MAX_DIMS];
+  int nd = 0;
+  int64_t n;
+  attn_tensor *c = NULL;
+  if (dim < 0) {
+    n = attn_tensor_numel(t);
+    if ((st = attn_contiguous(t, &c))) return st;
+  } else {
+    if ((st = check_reduce_dim(fn, t, dim))) return st;
+    n = t->shape[dim];
+    for (int d = 0; d < t->ndim; d++) {
+      if (d == dim) {
+        if (keepdim) shape[nd++] = 1;
+      } else {
+        shape[nd++] = t->shape[d];
+      }
+    }
+  }
+  bool needs = op == ATTN_MAX || op == ATTN_MIN || op == ATTN_ARGMAX || op == ATTN_ARGMIN;
+  if (n == 0 && needs) { /* no identity: an error unless there is nothing to reduce into */
+    int64_t outer = 1;
+    for (int d = 0; d < nd; d++) outer *= shape[d];
+    if (dim < 0 || outer > 0) {
+      attn_tensor_release(c);
+      return attn_set_error(ATTN_ERR_SHAPE, "%s: cannot reduce an empty tensor %s: %s has no identity", fn,
+                            ATTN_SHAPE(t, sb), fn);
+    }
+  }
+  attn_tensor *v = NULL, *ix = NULL;
+  attn_dtype vt = int_result_dtype(op == ATTN_ARGMAX ? ATTN_MAX : op == ATTN_ARGMIN ? ATTN_MIN : op, t->dtype);
+  if ((vals && (st = attn__alloc_dtype(fn, vt, nd, shape, &v))) ||
+      (idxs && (st = attn__alloc_dtype(fn, ATTN_INT64, nd, shape, &ix)))) {
+    attn_tensor_release(v);
+    attn_tensor_release(c);
+    return st;
+  }
+  if (dim < 0) {
+    int64_t val, arg;
+    int_reduce_run(op, c->storage, c->offset, n, 1, &val, &arg);
+    if (v) store_int(v, 0, val);
+    if (ix) attn_tensor_i64(ix)[0] = arg;
+  } else {
+    /* odometer over the other dims of t */
+    attn_tensor outer = *t;
+    outer.shape[dim] = 1;
+    int64_t count = attn_tensor_numel(&outer), work = 0;
+    if (count > 0) {
+      attn__iter it;
+      attn__iter_init(&it, &outer);
+      int64_t i = 0;
+      do {
+        if (attn__poll_work(&work, n + 1)) {
+          attn_tensor_release(v);
+          attn_tensor_release(ix);
+          return attn__limit_error(fn);
+        }
+        int64_t val, arg;
+        int_reduce_run(op, t->storage, it.pos, n, t->stride[dim], &val, &arg);
+        if (v) store_int(v, i, val);
+        if (ix) attn_tensor_i64(ix)[i] = arg;
+        i++;
+      } while (attn__iter_next(&it));
+    }
+  }
+  attn_tensor_release(c);
+  if (vals) *vals = v;
+  if (idxs) *idxs = ix;
+  return ATTN_OK;
+}
+
+/* float32 result of a float kernel converted to dt (consumes r). */
+static attn_status convert_result(attn_tensor *r, attn_dtype dt, attn_tensor **out) {
+  if (r->dtype == dt) {
+    *out = r;
+    return ATTN_OK;
+  }
+  attn_status st = attn_to_dtype(r, dt, out);
+  attn_tensor_release(r);
+  return st;
+}
+
+static attn_dtype float_result_dtype(attn_reduce_op op) {
+  if (op == ATTN_ARGMAX || op == ATTN_ARGMIN) return ATTN_INT64;
+  if (op == ATTN_ALL || op == ATTN_ANY) return ATTN_BOOL;
+  return ATTN_FLOAT32;
+}
+
+attn_status attn_reduce_dim(attn_reduce_op op, const attn_tensor *t, int dim, bool keepdim,
+                            const attn_reduce_opts *opts, attn_tensor **out) {
+  attn_status st;
+  attn_tensor *r;
+  if ((unsigned)op >= ATTN_REDUCE_OP_COUNT) return attn_set_error(ATTN_ERR_ARG, "reduce: unknown op %d", (int)op);
+  if (t->dtype != ATTN_FLOAT32) {
+    if (int_reducible(op)) {
+      bool arg = op == ATTN_ARGMAX || op == ATTN_ARGMIN;
+      return int_reduce(op, t, dim, keepdim, arg ? NULL : out, arg ? out : NULL);
+    }
+    attn_tensor *f;
+    if ((st = attn_to_dtype(t, ATTN_FLOAT32, &f))) return st;
+    st = reduce_dim_f32(op, f, dim, keepdim, opts, out);
+    attn_tensor_release(f);
+    return st;
+  }
+  if ((st = reduce_dim_f32(op, t, dim, keepdim, opts, &r))) return st;
+  return convert_result(r, float_result_dtype(op), out);
+}
+
+attn_status attn_reduce_all(attn_reduce_op op, const attn_tensor *t, const attn_reduce_opts *opts,
+                            attn_tensor **out) {
+  attn_status st;
+  attn_tensor *r;
+  if ((unsigned)op >= ATTN_REDUCE_OP_COUNT) return attn_set_error(ATTN_ERR_ARG, "reduce: unknown op %d", (int)op);
+  if (t->dtype != ATTN_FLOAT32) {
+    if (int_reducible(op)) {
+      bool arg = op == ATTN_ARGMAX || op == ATTN_ARGMIN;
+      return int_reduce(op, t, -1, false, arg ? NULL : out, arg ? out : NULL);
+    }
+    attn_tensor *f;
+    if ((st = attn_to_dtype(t, ATTN_FLOAT32, &f))) return st;
+    st = reduce_all_f32(op, f, opts, out);
+    attn_tensor_release(f);
+    return st;
+  }
+  if ((st = reduce_all_f32(op, t, opts, &r))) return st;
+  return convert_result(r, float_result_dtype(op), out);
+}
+
+attn_status attn_max_dim(const attn_tensor *t, int dim, bool keepdim, bool is_min, attn_tensor **values,
+                         attn_tensor **indices) {
+  attn_status st;
+  if (t->dtype != ATTN_FLOAT32) return int_reduce(is_min ? ATTN_MIN : ATTN_MAX, t, dim, keepdim, values, indices);
+  attn_tensor *ix = NULL;
+  if ((st = max_dim_f32(t, dim, keepdim, is_min, values, indices ? &ix : NULL))) return st;
+  if (indices && (st = convert_result(ix, ATTN_INT64, indices)) && values) {
+    attn_tensor_release(*values);
+    *values = NULL;
+  }
+  return st;
+}
+
+attn_status attn_cumsum(const attn_tensor *t, int dim, attn_tensor **out) {
+  if (t->dtype == ATTN_FLOAT32) return cumsum_f32(t, dim, out);
+  attn_status st = check_reduce_dim("cumsum", t, dim);
+  if (st) return st;
+  attn_tensor *o;
+  if ((st = attn__alloc_dtype("cumsum", ATTN_INT64, t->ndim, t->shape, &o))) return st;
+  if (attn_tensor_numel(t) > 0) {
+    int64_t ostride[ATTN_MAX_DIMS];
+    attn__contiguous_strides(t->ndim, t->shape, ostride);
+    attn_tensor outer = *t;
+    outer.shape[dim] = 1;
+    attn__iter it;
+    attn__iter_init(&it, &outer);
+    int64_t *y = attn_tensor_i64(o);
+    int64_t n = t->shape[dim], i = 0;
+    do {
+      /* the output position of this row's first element */
+      int64_t opos = 0;
+      for (int d = 0; d < t->ndim; d++) opos += it.idx[d] * ostride[d];
+      int64_t acc = 0;
+      for (int64_t k = 0; k < n; k++) {
+        acc = (int64_t)((uint64_t)acc + (uint64_t)attn__load_i64(t->storage, it.pos + k * t->stride[dim]));
+        y[opos + k * ostride[dim]] = acc;
+      }
+      i++;
+    } while (attn__iter_next(&it));
+  }
+  *out = o;
   return ATTN_OK;
 }

@@ -145,6 +145,13 @@ static attn_status check_args(const attn_tensor *q, const attn_tensor *k, const 
                               const attn_sdpa_opts *o, plan *P) {
   char sq[ATTN_SHAPE_BUF], sk[ATTN_SHAPE_BUF], sv[ATTN_SHAPE_BUF];
   if (!q || !k || !v) return attn_set_error(ATTN_ERR_ARG, FN ": query, key and value are required");
+  attn_status fst;
+  if ((fst = attn_check_float(FN, "query", q)) || (fst = attn_check_float(FN, "key", k)) ||
+      (fst = attn_check_float(FN, "value", v)))
+    return fst;
+  if (o->attn_mask && o->attn_mask->dtype != ATTN_FLOAT32)
+    return attn_set_error(ATTN_ERR_ARG, FN ": attn_mask must be bool or float32, got %s",
+                          attn_dtype_name(o->attn_mask->dtype));
   if (q->ndim < 2 || k->ndim < 2 || v->ndim < 2 || q->ndim != k->ndim || q->ndim != v->ndim)
     return attn_set_error(ATTN_ERR_SHAPE,
                           FN ": query %s, key %s and value %s must have the same number of dims, at least 2 "
@@ -416,6 +423,18 @@ attn_status attn_sdpa(const attn_tensor *q, const attn_tensor *k, const attn_ten
                       attn_tensor **out, attn_tensor **weights) {
   attn_sdpa_opts d;
   if (!opts) attn_sdpa_opts_init(&d), opts = &d;
+  if (opts->attn_mask && opts->attn_mask->dtype == ATTN_BOOL) {
+    /* a bool mask is torch's: true = take part; the kernels read 1/0 floats */
+    attn_tensor *fm;
+    attn_status st = attn_to_dtype(opts->attn_mask, ATTN_FLOAT32, &fm);
+    if (st) return st;
+    attn_sdpa_opts o2 = *opts;
+    o2.attn_mask = fm;
+    o2.mask_is_bool = true;
+    st = attn_sdpa(q, k, v, &o2, out, weights);
+    attn_tensor_release(fm);
+    return st;
+  }
   attn_status st = check_args(q, k, v, opts, NULL);
   if (st) return st;
   const attn_tensor *m = opts->attn_mask;
@@ -452,8 +471,8 @@ attn_status attn_padding_mask(const attn_tensor *lengths, int64_t S, attn_tensor
   if (S < 0) return attn_set_error(ATTN_ERR_ARG, "padding_mask: S must be >= 0, got %lld", (long long)S);
   int64_t B = lengths->shape[0];
   for (int64_t b = 0; b < B; b++) {
-    float len = attn_tensor_get_flat(lengths, b);
-    if (!(len == floorf(len)) || len < 0 || len > (float)S)
+    double len = attn_tensor_get_flat_f64(lengths, b);
+    if (!(len == floor(len)) || len < 0 || len > (double)S)
       return attn_set_error(ATTN_ERR_ARG, "padding_mask: lengths must be integers in [0, S = %lld], found %g",
                             (long long)S, (double)len);
   }
@@ -463,7 +482,7 @@ attn_status attn_padding_mask(const attn_tensor *lengths, int64_t S, attn_tensor
   if (st) return st;
   float *p = attn_tensor_data(t);
   for (int64_t b = 0; b < B; b++) {
-    int64_t len = (int64_t)attn_tensor_get_flat(lengths, b);
+    int64_t len = attn_tensor_get_flat_i64(lengths, b);
     for (int64_t j = 0; j < S; j++) p[b * S + j] = j < len ? 1.0f : 0.0f;
   }
   *out = t;

@@ -90,10 +90,10 @@ attn_status attn__sdpa_reference(const attn_tensor *q, const attn_tensor *k, con
     attn_tensor *cm;
     if ((st = attn_causal_mask(L, S, opts->causal_bottom_right, &cm))) goto out;
     keep(&T, cm);
-    if ((st = attn_binary_scalar(ATTN_EQ, cm, 0.0f, false, &x))) goto out;
+    if ((st = attn__binary_scalar_raw(ATTN_EQ, cm, 0.0f, false, &x))) goto out;
     hide = keep(&T, x);
   } else if (opts->attn_mask && opts->mask_is_bool) {
-    if ((st = attn_binary_scalar(ATTN_EQ, opts->attn_mask, 0.0f, false, &x))) goto out;
+    if ((st = attn__binary_scalar_raw(ATTN_EQ, opts->attn_mask, 0.0f, false, &x))) goto out;
     hide = keep(&T, x);
   }
   if (hide) {
@@ -110,7 +110,7 @@ attn_status attn__sdpa_reference(const attn_tensor *q, const attn_tensor *k, con
     bool prev = attn_set_grad_enabled(false);
     attn_tensor *mx = NULL;
     st = attn_reduce_dim(ATTN_MAX, s, nd - 1, true, NULL, &mx);
-    if (!st) st = attn_binary_scalar(ATTN_EQ, mx, -INFINITY, false, &dead);
+    if (!st) st = attn__binary_scalar_raw(ATTN_EQ, mx, -INFINITY, false, &dead);
     attn_tensor_release(mx);
     attn_set_grad_enabled(prev);
     if (st) goto out;

@@ -16,8 +16,11 @@
 /* dst[i] = src[i] for every index i of shape (ndim dims).  dst and src are
    base pointers with their own strides; src strides may be negative (flip).
    The regions must not overlap. */
-static void copy_strided(int ndim, const int64_t *shape_in, float *dst, const int64_t *dstride,
-                         const float *src, const int64_t *sstride) {
+static void copy_strided_bytes(int ndim, const int64_t *shape_in, char *dst, const int64_t *dstride,
+                               const char *src, const int64_t *sstride, size_t es);
+
+static void copy_strided_f32(int ndim, const int64_t *shape_in, float *dst, const int64_t *dstride,
+                             const float *src, const int64_t *sstride) {
   int64_t shape[ATTN_MAX_DIMS], st[2][ATTN_MAX_DIMS];
   for (int d = 0; d < ndim; d++) {
     if (shape_in[d] == 0) return;
@@ -55,6 +58,58 @@ static void copy_strided(int ndim, const int64_t *shape_in, float *dst, const in
   }
 }
 
+/* The same for elements of es bytes (dst and src point at elements). */
+static void copy_strided_bytes(int ndim, const int64_t *shape_in, char *dst, const int64_t *dstride,
+                               const char *src, const int64_t *sstride, size_t es) {
+  int64_t shape[ATTN_MAX_DIMS], st[2][ATTN_MAX_DIMS];
+  for (int d = 0; d < ndim; d++) {
+    if (shape_in[d] == 0) return;
+    shape[d] = shape_in[d];
+    st[0][d] = dstride[d];
+    st[1][d] = sstride[d];
+  }
+  if (ndim == 0) {
+    memcpy(dst, src, es);
+    return;
+  }
+  int nd = attn__coalesce(ndim, shape, 2, st);
+  int64_t inner = shape[nd - 1], ds = st[0][nd - 1], ss = st[1][nd - 1];
+  int64_t idx[ATTN_MAX_DIMS] = {0}, pd = 0, ps = 0;
+  for (;;) {
+    if (ds == 1 && ss == 1) {
+      memcpy(dst + pd * (int64_t)es, src + ps * (int64_t)es, (size_t)inner * es);
+    } else {
+      for (int64_t i = 0; i < inner; i++)
+        memcpy(dst + (pd + i * ds) * (int64_t)es, src + (ps + i * ss) * (int64_t)es, es);
+    }
+    int k = nd - 2;
+    for (; k >= 0; k--) {
+      if (++idx[k] < shape[k]) {
+        pd += st[0][k];
+        ps += st[1][k];
+        break;
+      }
+      pd -= st[0][k] * (shape[k] - 1);
+      ps -= st[1][k] * (shape[k] - 1);
+      idx[k] = 0;
+    }
+    if (k < 0) break;
+  }
+}
+
+/* dst and src: element pointers of tensors of dtype dt. */
+static void copy_strided(attn_dtype dt, int ndim, const int64_t *shape, void *dst, const int64_t *dstride,
+                         const void *src, const int64_t *sstride) {
+  if (dt == ATTN_FLOAT32) copy_strided_f32(ndim, shape, dst, dstride, src, sstride);
+  else copy_strided_bytes(ndim, shape, dst, dstride, src, sstride, attn_dtype_size(dt));
+}
+
+/* Element i of a typed base pointer. */
+static inline void *elem(void *base, attn_dtype dt, int64_t i) { return (char *)base + i * (int64_t)attn_dtype_size(dt); }
+static inline const void *celem(const void *base, attn_dtype dt, int64_t i) {
+  return (const char *)base + i * (int64_t)attn_dtype_size(dt);
+}
+
 /* shape/stride of t without dim `dim` (the geometry of t.select(dim, i)). */
 static void drop_dim(const attn_tensor *t, int dim, int64_t *shape, int64_t *stride) {
   int n = 0;
@@ -86,10 +141,11 @@ static attn_status triangle(const char *fn, const attn_tensor *t, int64_t k, boo
     return attn_set_error(ATTN_ERR_SHAPE, "%s: expects a tensor with at least 2 dims, got %s", fn,
                           ATTN_SHAPE(t, sb));
   attn_tensor *o;
-  attn_status st = attn__alloc(fn, t->ndim, t->shape, &o);
+  attn_status st = attn__alloc_dtype(fn, t->dtype, t->ndim, t->shape, &o);
   if (st) return st;
   const int64_t diagonal = k; /* k is clamped below */
-  float *p = attn_tensor_data(o);
+  char *p = attn_tensor_ptr(o);
+  const int64_t es = (int64_t)attn_dtype_size(t->dtype);
   if (!attn__gather_contiguous(t, p)) {
     attn_tensor_release(o);
     return attn__limit_error(fn);
@@ -102,14 +158,14 @@ static attn_status triangle(const char *fn, const attn_tensor *t, int64_t k, boo
     if (k < -r - 1) k = -r - 1;
     int64_t nmat = numel / (r * c);
     for (int64_t m = 0; m < nmat; m++) {
-      float *mat = p + m * r * c;
+      char *mat = p + m * r * c * es;
       for (int64_t i = 0; i < r; i++) {
-        float *row = mat + i * c;
+        char *row = mat + i * c * es;
         /* zero columns [lo, hi) of this row */
         int64_t lo = lower ? i + k + 1 : 0, hi = lower ? c : i + k;
         if (lo < 0) lo = 0;
         if (hi > c) hi = c;
-        if (hi > lo) memset(row + lo, 0, (size_t)(hi - lo) * sizeof(float));
+        if (hi > lo) memset(row + lo * es, 0, (size_t)((hi - lo) * es));
       }
     }
   }
@@ -132,9 +188,65 @@ static bool cat_skipped(const attn_tensor *t) { return t->ndim == 1 && t->shape[
 
 /* ts[i]: [A..., n_i, B...] (n_i at dim) -> out: [A..., sum n_i, B...].
    Inputs of shape [0] are skipped; if all are, out is [0]. */
+/* Inputs of mixed dtypes are converted to their promoted dtype (torch). */
+static attn_status promote_list(const char *fn, int n, const attn_tensor *const *ts, attn_dtype *dt,
+                                attn_tensor ***conv) {
+  *conv = NULL;
+  *dt = n > 0 && ts[0] ? ts[0]->dtype : ATTN_FLOAT32;
+  bool mixed = false;
+  for (int i = 0; i < n; i++) {
+    if (!ts[i]) return ATTN_OK; /* reported by the caller */
+    if (ts[i]->dtype != *dt) mixed = true;
+    *dt = attn_promote_types(*dt, ts[i]->dtype);
+  }
+  if (!mixed) return ATTN_OK;
+  attn_tensor **c = attn__calloc((size_t)n, sizeof *c);
+  if (!c) return attn_set_error(ATTN_ERR_NOMEM, "%s: out of memory", fn);
+  for (int i = 0; i < n; i++) {
+    attn_status st = attn_to_dtype(ts[i], *dt, &c[i]);
+    if (st) {
+      for (int j = 0; j < i; j++) attn_tensor_release(c[j]);
+      free(c);
+      return st;
+    }
+  }
+  *conv = c;
+  return ATTN_OK;
+}
+
+static void free_list(int n, attn_tensor **c) {
+  if (!c) return;
+  for (int i = 0; i < n; i++) attn_tensor_release(c[i]);
+  free(c);
+}
+
+static attn_status cat_same(int n, const attn_tensor *const *ts, int dim, attn_tensor **out);
+static attn_status stack_same(int n, const attn_tensor *const *ts, int dim, attn_tensor **out);
+
 attn_status attn_cat(int n, const attn_tensor *const *ts, int dim, attn_tensor **out) {
-  char sa[ATTN_SHAPE_BUF], sb[ATTN_SHAPE_BUF];
   if (n <= 0 || !ts) return attn_set_error(ATTN_ERR_ARG, "cat: expected a non-empty list of tensors");
+  attn_dtype dt;
+  attn_tensor **c;
+  attn_status st = promote_list("cat", n, ts, &dt, &c);
+  if (st) return st;
+  st = cat_same(n, c ? (const attn_tensor *const *)c : ts, dim, out);
+  free_list(n, c);
+  return st;
+}
+
+attn_status attn_stack(int n, const attn_tensor *const *ts, int dim, attn_tensor **out) {
+  if (n <= 0 || !ts) return attn_set_error(ATTN_ERR_ARG, "stack: expected a non-empty list of tensors");
+  attn_dtype dt;
+  attn_tensor **c;
+  attn_status st = promote_list("stack", n, ts, &dt, &c);
+  if (st) return st;
+  st = stack_same(n, c ? (const attn_tensor *const *)c : ts, dim, out);
+  free_list(n, c);
+  return st;
+}
+
+static attn_status cat_same(int n, const attn_tensor *const *ts, int dim, attn_tensor **out) {
+  char sa[ATTN_SHAPE_BUF], sb[ATTN_SHAPE_BUF];
   int ref = -1;
   for (int i = 0; i < n; i++) {
     if (!ts[i]) return attn_set_error(ATTN_ERR_ARG, "cat: ts[%d] is NULL", i);
@@ -145,7 +257,7 @@ attn_status attn_cat(int n, const attn_tensor *const *ts, int dim, attn_tensor *
   if (ref < 0) {
     int64_t zero = 0;
     attn_tensor *o;
-    attn_status st = attn__alloc("cat", 1, &zero, &o);
+    attn_status st = attn__alloc_dtype("cat", ts[0]->dtype, 1, &zero, &o);
     if (st) return st;
     return finish(attn__record_cat(n, ts, 0, o), o, out);
   }
@@ -176,24 +288,24 @@ attn_status attn_cat(int n, const attn_tensor *const *ts, int dim, attn_tensor *
   memcpy(shape, r->shape, sizeof shape);
   shape[dim] = total;
   attn_tensor *o;
-  attn_status st = attn__alloc("cat", r->ndim, shape, &o);
+  attn_status st = attn__alloc_dtype("cat", r->dtype, r->ndim, shape, &o);
   if (st) return st;
   /* Each input fills the slab out.narrow(dim, at, n_i). */
-  float *base = attn_tensor_data(o);
+  void *base = attn_tensor_ptr(o);
   int64_t at = 0;
   for (int i = 0; i < n; i++) {
     const attn_tensor *t = ts[i];
     if (cat_skipped(t)) continue;
-    copy_strided(t->ndim, t->shape, base + at * o->stride[dim], o->stride, attn_tensor_data(t), t->stride);
+    copy_strided(o->dtype, t->ndim, t->shape, elem(base, o->dtype, at * o->stride[dim]), o->stride, attn_tensor_ptr(t),
+                 t->stride);
     at += t->shape[dim];
   }
   return finish(attn__record_cat(n, ts, dim, o), o, out);
 }
 
 /* ts[i]: S (all the same) -> out: S with n inserted at dim (0 <= dim <= ndim). */
-attn_status attn_stack(int n, const attn_tensor *const *ts, int dim, attn_tensor **out) {
+static attn_status stack_same(int n, const attn_tensor *const *ts, int dim, attn_tensor **out) {
   char sa[ATTN_SHAPE_BUF], sb[ATTN_SHAPE_BUF];
-  if (n <= 0 || !ts) return attn_set_error(ATTN_ERR_ARG, "stack: expected a non-empty list of tensors");
   for (int i = 0; i < n; i++)
     if (!ts[i]) return attn_set_error(ATTN_ERR_ARG, "stack: ts[%d] is NULL", i);
   const attn_tensor *r = ts[0];
@@ -209,15 +321,15 @@ attn_status attn_stack(int n, const attn_tensor *const *ts, int dim, attn_tensor
   int64_t shape[ATTN_MAX_DIMS];
   for (int d = 0, k = 0; d <= r->ndim; d++) shape[d] = d == dim ? n : r->shape[k++];
   attn_tensor *o;
-  attn_status st = attn__alloc("stack", r->ndim + 1, shape, &o);
+  attn_status st = attn__alloc_dtype("stack", r->dtype, r->ndim + 1, shape, &o);
   if (st) return st;
   /* ts[i] fills out.select(dim, i). */
   int64_t sel_shape[ATTN_MAX_DIMS], sel_stride[ATTN_MAX_DIMS];
   drop_dim(o, dim, sel_shape, sel_stride);
-  float *base = attn_tensor_data(o);
+  void *base = attn_tensor_ptr(o);
   for (int i = 0; i < n; i++)
-    copy_strided(r->ndim, r->shape, base + i * o->stride[dim], sel_stride, attn_tensor_data(ts[i]),
-                 ts[i]->stride);
+    copy_strided(o->dtype, r->ndim, r->shape, elem(base, o->dtype, i * o->stride[dim]), sel_stride,
+                 attn_tensor_ptr(ts[i]), ts[i]->stride);
   return finish(attn__record_stack(n, ts, dim, o), o, out);
 }
 
@@ -238,20 +350,22 @@ attn_status attn_index_select(const attn_tensor *t, int dim, const attn_tensor *
   memcpy(shape, t->shape, sizeof shape);
   shape[dim] = k;
   attn_tensor *o;
-  if ((st = attn__alloc("index_select", t->ndim, shape, &o))) return st;
-  float *dst = attn_tensor_data(o);
-  const float *src = attn_tensor_data(t);
+  if ((st = attn__alloc_dtype("index_select", t->dtype, t->ndim, shape, &o))) return st;
+  void *dst = attn_tensor_ptr(o);
+  const void *src = attn_tensor_ptr(t);
+  const size_t es = attn_dtype_size(t->dtype);
   if (t->ndim == 1) {
-    for (int64_t j = 0; j < k; j++) dst[j] = src[(int64_t)attn_tensor_get_flat(index, j) * t->stride[0]];
+    for (int64_t j = 0; j < k; j++)
+      memcpy(elem(dst, t->dtype, j), celem(src, t->dtype, attn_tensor_get_flat_i64(index, j) * t->stride[0]), es);
   } else if (attn_tensor_numel(o) > 0) {
     /* Row j of the output is t.select(dim, index[j]): one (coalesced) copy each. */
     int64_t sel_shape[ATTN_MAX_DIMS], src_stride[ATTN_MAX_DIMS], dst_stride[ATTN_MAX_DIMS];
     drop_dim(t, dim, sel_shape, src_stride);
     drop_dim(o, dim, sel_shape, dst_stride);
     for (int64_t j = 0; j < k; j++) {
-      int64_t v = (int64_t)attn_tensor_get_flat(index, j);
-      copy_strided(t->ndim - 1, sel_shape, dst + j * o->stride[dim], dst_stride, src + v * t->stride[dim],
-                   src_stride);
+      int64_t v = attn_tensor_get_flat_i64(index, j);
+      copy_strided(t->dtype, t->ndim - 1, sel_shape, elem(dst, t->dtype, j * o->stride[dim]), dst_stride,
+                   celem(src, t->dtype, v * t->stride[dim]), src_stride);
     }
   }
   return finish(attn__record_index_select(t, dim, index, o), o, out);
@@ -260,6 +374,39 @@ attn_status attn_index_select(const attn_tensor *t, int dim, const attn_tensor *
 /* t: [s_0..s_n], index: [i_0..i_n] with i_d <= s_d for d != dim
    -> out: [i_0..i_n], out[p] = t[p with p_dim replaced by index[p]].
    An empty index gives an empty result without further checks (torch). */
+/* gather for float32 index tensors (legacy) and non-float sources: checks
+   the index, then reads element by element. */
+static attn_status gather_any(const attn_tensor *t, int dim, const attn_tensor *index, attn_tensor **out) {
+  char sa[ATTN_SHAPE_BUF], sb[ATTN_SHAPE_BUF];
+  attn_status st;
+  if (index->ndim != t->ndim)
+    return attn_set_error(ATTN_ERR_SHAPE, "gather: index %s must have as many dims as the input %s",
+                          ATTN_SHAPE(index, sa), ATTN_SHAPE(t, sb));
+  for (int d = 0; d < t->ndim; d++)
+    if (d != dim && index->shape[d] > t->shape[d])
+      return attn_set_error(ATTN_ERR_SHAPE,
+                            "gather: index %s does not fit the input %s: size %lld > %lld at dim %d (only dim "
+                            "%d may be larger)",
+                            ATTN_SHAPE(index, sa), ATTN_SHAPE(t, sb), (long long)index->shape[d],
+                            (long long)t->shape[d], d, dim);
+  if ((st = attn__check_index("gather", index, t->shape[dim]))) return st;
+  attn_tensor *o;
+  if ((st = attn__alloc_dtype("gather", t->dtype, index->ndim, index->shape, &o))) return st;
+  const size_t es = attn_dtype_size(t->dtype);
+  char *dst = attn_tensor_ptr(o);
+  attn__iter it;
+  attn__iter_init(&it, index);
+  int64_t i = 0;
+  do {
+    int64_t tpos = t->offset;
+    for (int d = 0; d < t->ndim; d++)
+      tpos += (d == dim ? attn__load_i64(index->storage, it.pos) : it.idx[d]) * t->stride[d];
+    memcpy(dst + i * (int64_t)es, (const char *)t->storage->data + tpos * (int64_t)es, es);
+    i++;
+  } while (attn__iter_next(&it));
+  return finish(attn__record_gather(t, dim, index, o), o, out);
+}
+
 attn_status attn_gather(const attn_tensor *t, int dim, const attn_tensor *index, attn_tensor **out) {
   char sa[ATTN_SHAPE_BUF], sb[ATTN_SHAPE_BUF];
   attn_status st = attn__check_dim("gather", t, dim);
@@ -267,9 +414,10 @@ attn_status attn_gather(const attn_tensor *t, int dim, const attn_tensor *index,
   int64_t n = attn_tensor_numel(index);
   if (n == 0) {
     attn_tensor *o;
-    if ((st = attn__alloc("gather", index->ndim, index->shape, &o))) return st;
+    if ((st = attn__alloc_dtype("gather", t->dtype, index->ndim, index->shape, &o))) return st;
     return finish(attn__record_gather(t, dim, index, o), o, out);
   }
+  if (index->dtype != ATTN_INT64 || t->dtype != ATTN_FLOAT32) return gather_any(t, dim, index, out);
   if (index->ndim != t->ndim)
     return attn_set_error(ATTN_ERR_SHAPE, "gather: index %s must have as many dims as the input %s",
                           ATTN_SHAPE(index, sa), ATTN_SHAPE(t, sb));
@@ -291,22 +439,21 @@ attn_status attn_gather(const attn_tensor *t, int dim, const attn_tensor *index,
   memcpy(tstride, t->stride, sizeof tstride);
   int64_t dstride = tstride[dim];
   tstride[dim] = 0;
-  const float *ib = index->storage->data, *tb = t->storage->data;
+  const int64_t *ib = index->storage->data;
+  const float *tb = t->storage->data;
   float *dst = attn_tensor_data(o);
   int64_t idx[ATTN_MAX_DIMS] = {0}, ipos = index->offset, tpos = t->offset;
   int64_t inner = index->shape[nd - 1], is = index->stride[nd - 1], ts = tstride[nd - 1];
-  double limit = (double)t->shape[dim];
+  const int64_t limit = t->shape[dim];
   for (;;) {
     for (int64_t i = 0; i < inner; i++) {
-      float v = ib[ipos + i * is];
-      if (!((double)v >= 0 && (double)v < limit) || (float)(int64_t)v != v) {
+      int64_t v = ib[ipos + i * is];
+      if (v < 0 || v >= limit) {
         attn_tensor_release(o);
-        if (v == floorf(v))
-          return attn_set_error(ATTN_ERR_INDEX, "gather: index %g out of range [0, %lld)", (double)v,
-                                (long long)t->shape[dim]);
-        return attn_set_error(ATTN_ERR_ARG, "gather: index %g is not an integer", (double)v);
+        return attn_set_error(ATTN_ERR_INDEX, "gather: index %lld out of range [0, %lld)", (long long)v,
+                              (long long)limit);
       }
-      *dst++ = tb[tpos + i * ts + (int64_t)v * dstride];
+      *dst++ = tb[tpos + i * ts + v * dstride];
     }
     int k = nd - 2;
     for (; k >= 0; k--) {
@@ -450,13 +597,14 @@ attn_status attn_repeat(const attn_tensor *t, int nreps, const int64_t *reps, at
     shape[d] = pad[d] * reps[d];
   }
   attn_tensor *o;
-  attn_status st = attn__alloc("repeat", nreps, shape, &o);
+  attn_status st = attn__alloc_dtype("repeat", t->dtype, nreps, shape, &o);
   if (st) return st;
   if (attn_tensor_numel(o) == 0) return finish(attn__record_repeat(t, nreps, reps, o), o, out);
-  float *p = attn_tensor_data(o);
+  char *p = attn_tensor_ptr(o);
+  const int64_t es = (int64_t)attn_dtype_size(t->dtype);
   const int64_t *os = o->stride;
   /* 1. t goes to the first tile, out[0:p_0, ..., 0:p_n]. */
-  copy_strided(nreps, pad, p, os, attn_tensor_data(t), pstride);
+  copy_strided(t->dtype, nreps, pad, p, os, attn_tensor_ptr(t), pstride);
   /* 2. From the last dim up: dims after d are complete, so for each
      position of the first tile in dims < d the span [p_d, full...] is one
      contiguous block; copy it reps_d - 1 times right after itself. */
@@ -465,8 +613,8 @@ attn_status attn_repeat(const attn_tensor *t, int nreps, const int64_t *reps, at
     int64_t block = pad[d] * os[d];
     int64_t idx[ATTN_MAX_DIMS] = {0}, pos = 0;
     for (;;) {
-      float *b = p + pos;
-      for (int64_t r = 1; r < reps[d]; r++) memcpy(b + r * block, b, (size_t)block * sizeof(float));
+      char *b = p + pos * es;
+      for (int64_t r = 1; r < reps[d]; r++) memcpy(b + r * block * es, b, (size_t)(block * es));
       int k = d - 1;
       for (; k >= 0; k--) {
         if (++idx[k] < pad[k]) {
@@ -499,9 +647,10 @@ attn_status attn_flip(const attn_tensor *t, int ndims, const int *dims, attn_ten
     stride[d] = -t->stride[d];
   }
   attn_tensor *o;
-  attn_status st = attn__alloc("flip", t->ndim, t->shape, &o);
+  attn_status st = attn__alloc_dtype("flip", t->dtype, t->ndim, t->shape, &o);
   if (st) return st;
   if (attn_tensor_numel(t) > 0)
-    copy_strided(t->ndim, t->shape, attn_tensor_data(o), o->stride, t->storage->data + offset, stride);
+    copy_strided(t->dtype, t->ndim, t->shape, attn_tensor_ptr(o), o->stride, celem(t->storage->data, t->dtype, offset),
+                 stride);
   return finish(attn__record_flip(t, ndims, dims, o), o, out);
 }

@@ -29,6 +29,8 @@
 
 /* t [..., n, ...] -> out of the same shape */
 static attn_status softmax_impl(const char *fn, const attn_tensor *t, int dim, bool log_space, attn_tensor **out) {
+  attn_status fst = attn_check_float(fn, NULL, t);
+  if (fst) return fst;
   if (t->ndim == 0 ? dim != 0 : (dim < 0 || dim >= t->ndim))
     return attn_set_error(ATTN_ERR_INDEX, "%s: dim %d out of range for a %d-d tensor", fn, dim, t->ndim);
   int64_t ostride[ATTN_MAX_DIMS];

@@ -231,9 +231,9 @@ static void cache_put(int kind, void *p) {
 
 /* *over is set when the thread's budget (attn_budget_set_current) refused
    the bytes; nothing is allocated then. */
-static attn_storage *storage_new(int64_t numel, bool *over) {
+static attn_storage *storage_new(int64_t numel, attn_dtype dt, bool *over) {
   /* 64-byte alignment keeps AVX-512 loads on one cache line. */
-  size_t bytes = (size_t)(numel ? numel : 1) * sizeof(float);
+  size_t bytes = (size_t)(numel ? numel : 1) * attn_dtype_size(dt);
   bytes = (bytes + 63) & ~(size_t)63;
   attn_budget *budget = attn_budget_current();
   *over = false;
@@ -254,8 +254,9 @@ static attn_storage *storage_new(int64_t numel, bool *over) {
     return NULL;
   }
   memset(s, 0, sizeof *s);
-  s->data = (float *)(((uintptr_t)(s + 1) + 63) & ~(uintptr_t)63);
+  s->data = (void *)(((uintptr_t)(s + 1) + 63) & ~(uintptr_t)63);
   s->numel = numel;
+  s->dtype = dt;
   s->refcount = 1;
   s->budget = attn_budget_retain(budget);
   ATTN__COUNT(attn__live_storages, 1);
@@ -268,9 +269,9 @@ static void storage_release(attn_storage *s) {
   if (__atomic_sub_fetch(&s->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
   bool small = false;
   if (s->release) {
-    s->release(s->release_ctx, s->data);
+    s->release(s->release_ctx, (float *)s->data);
   } else if (!s->release_ctx) {
-    size_t bytes = ((size_t)(s->numel ? s->numel : 1) * sizeof(float) + 63) & ~(size_t)63;
+    size_t bytes = ((size_t)(s->numel ? s->numel : 1) * attn_dtype_size(s->dtype) + 63) & ~(size_t)63;
     ATTN__COUNT(attn__live_storage_bytes, -(int64_t)bytes);
     /* the data lives in the same block as s (storage_new) */
     if (bytes <= SMALL_STORAGE_BYTES) small = true;
@@ -301,6 +302,7 @@ attn_tensor *attn__tensor_new(attn_storage *s, int64_t offset, int ndim, const i
   ATTN__COUNT(attn__live_tensors, 1);
   __atomic_add_fetch(&s->refcount, 1, __ATOMIC_RELAXED);
   t->storage = s;
+  t->dtype = s->dtype;
   t->offset = offset;
   t->ndim = ndim;
   for (int i = 0; i < ndim; i++) {
@@ -312,6 +314,10 @@ attn_tensor *attn__tensor_new(attn_storage *s, int64_t offset, int ndim, const i
 }
 
 attn_status attn__alloc(const char *fn, int ndim, const int64_t *shape, attn_tensor **out) {
+  return attn__alloc_dtype(fn, ATTN_FLOAT32, ndim, shape, out);
+}
+
+attn_status attn__alloc_dtype(const char *fn, attn_dtype dt, int ndim, const int64_t *shape, attn_tensor **out) {
   char sb[ATTN_SHAPE_BUF];
   if (ndim < 0 || ndim > ATTN_MAX_DIMS)
     return attn_set_error(ATTN_ERR_ARG, "%s: %d dims requested, at most %d are supported", fn, ndim,
@@ -329,14 +335,15 @@ attn_status attn__alloc(const char *fn, int ndim, const int64_t *shape, attn_ten
      a result fails here, before touching memory. */
   if (attn__cancelled()) return attn__limit_error(fn);
   bool over;
-  attn_storage *s = storage_new(numel, &over);
+  if ((unsigned)dt >= ATTN_DTYPE_COUNT) return attn_set_error(ATTN_ERR_ARG, "%s: invalid dtype %d", fn, (int)dt);
+  int64_t esize = (int64_t)attn_dtype_size(dt);
+  attn_storage *s = storage_new(numel, dt, &over);
   if (over) {
-    return attn__budget_refused(fn, numel * (int64_t)sizeof(float), attn_shape_str(ndim, shape, sb, sizeof sb));
+    return attn__budget_refused(fn, numel * esize, attn_shape_str(ndim, shape, sb, sizeof sb));
   }
   if (!s)
     return attn_set_error(ATTN_ERR_NOMEM, "%s: out of memory allocating %s (%lld bytes)", fn,
-                          attn_shape_str(ndim, shape, sb, sizeof sb),
-                          (long long)numel * (long long)sizeof(float));
+                          attn_shape_str(ndim, shape, sb, sizeof sb), (long long)(numel * esize));
   int64_t stride[ATTN_MAX_DIMS];
   attn__contiguous_strides(ndim, shape, stride);
   attn_tensor *t = attn__tensor_new(s, 0, ndim, shape, stride);
@@ -385,27 +392,115 @@ bool attn_same_shape(const attn_tensor *a, const attn_tensor *b) {
   return true;
 }
 
-float attn_tensor_get(const attn_tensor *t, const int64_t *index) {
-  int64_t pos = t->offset;
-  for (int i = 0; i < t->ndim; i++) pos += index[i] * t->stride[i];
-  return t->storage->data[pos];
+/* ------------------------------------------------------------------------ */
+/* Dtypes                                                                    */
+
+static const char *const dtype_names[ATTN_DTYPE_COUNT] = {"float32", "int64", "bool"};
+static const size_t dtype_sizes[ATTN_DTYPE_COUNT] = {sizeof(float), sizeof(int64_t), sizeof(bool)};
+
+const char *attn_dtype_name(attn_dtype dt) { return (unsigned)dt < ATTN_DTYPE_COUNT ? dtype_names[dt] : "?"; }
+size_t attn_dtype_size(attn_dtype dt) { return (unsigned)dt < ATTN_DTYPE_COUNT ? dtype_sizes[dt] : sizeof(float); }
+
+bool attn_dtype_parse(const char *name, attn_dtype *out) {
+  static const struct { const char *name; attn_dtype dt; } names[] = {
+    {"float32", ATTN_FLOAT32}, {"float", ATTN_FLOAT32}, {"int64", ATTN_INT64}, {"long", ATTN_INT64},
+    {"bool", ATTN_BOOL},
+  };
+  if (!name) return false;
+  if (strncmp(name, "torch.", 6) == 0) name += 6;
+  else if (strncmp(name, "attn.", 5) == 0) name += 5;
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (strcmp(name, names[i].name) == 0) {
+      *out = names[i].dt;
+      return true;
+    }
+  return false;
 }
 
-void attn_tensor_set(attn_tensor *t, const int64_t *index, float v) {
-  int64_t pos = t->offset;
-  for (int i = 0; i < t->ndim; i++) pos += index[i] * t->stride[i];
-  t->storage->data[pos] = v;
+attn_dtype attn_promote_types(attn_dtype a, attn_dtype b) {
+  if (a == ATTN_FLOAT32 || b == ATTN_FLOAT32) return ATTN_FLOAT32;
+  if (a == ATTN_INT64 || b == ATTN_INT64) return ATTN_INT64;
+  return ATTN_BOOL;
 }
 
-float attn_tensor_get_flat(const attn_tensor *t, int64_t i) {
+attn_status attn_check_float(const char *fn, const char *what, const attn_tensor *t) {
+  if (t->dtype == ATTN_FLOAT32) return ATTN_OK;
+  if (what)
+    return attn_set_error(ATTN_ERR_ARG, "%s: expected a floating tensor for '%s', got %s", fn, what,
+                          attn_dtype_name(t->dtype));
+  return attn_set_error(ATTN_ERR_ARG, "%s: expected a floating tensor, got %s", fn, attn_dtype_name(t->dtype));
+}
+
+/* The element at storage position pos, converted. */
+static inline double load_f64(const attn_storage *s, int64_t pos) {
+  switch (s->dtype) {
+  case ATTN_INT64: return (double)((const int64_t *)s->data)[pos];
+  case ATTN_BOOL: return ((const bool *)s->data)[pos] ? 1.0 : 0.0;
+  default: return (double)((const float *)s->data)[pos];
+  }
+}
+static inline int64_t load_i64(const attn_storage *s, int64_t pos) {
+  switch (s->dtype) {
+  case ATTN_INT64: return ((const int64_t *)s->data)[pos];
+  case ATTN_BOOL: return ((const bool *)s->data)[pos];
+  default: {
+    float f = ((const float *)s->data)[pos];
+    /* saturate like a checked cast; NaN gives 0 */
+    if (!(f == f)) return 0;
+    if (f >= 9.2233720368547758e18f) return INT64_MAX;
+    if (f <= -9.2233720368547758e18f) return INT64_MIN;
+    return (int64_t)f;
+  }
+  }
+}
+static inline void store_f64(attn_storage *s, int64_t pos, double v) {
+  switch (s->dtype) {
+  case ATTN_INT64:
+    ((int64_t *)s->data)[pos] = !(v == v) ? 0 : v >= 9.2233720368547758e18 ? INT64_MAX
+                                : v <= -9.2233720368547758e18 ? INT64_MIN : (int64_t)v;
+    break;
+  case ATTN_BOOL: ((bool *)s->data)[pos] = v != 0; break;
+  default: ((float *)s->data)[pos] = (float)v; break;
+  }
+}
+static inline void store_i64(attn_storage *s, int64_t pos, int64_t v) {
+  switch (s->dtype) {
+  case ATTN_INT64: ((int64_t *)s->data)[pos] = v; break;
+  case ATTN_BOOL: ((bool *)s->data)[pos] = v != 0; break;
+  default: ((float *)s->data)[pos] = (float)v; break;
+  }
+}
+
+double attn__load_f64(const attn_storage *s, int64_t pos) { return load_f64(s, pos); }
+int64_t attn__load_i64(const attn_storage *s, int64_t pos) { return load_i64(s, pos); }
+
+static int64_t flat_pos(const attn_tensor *t, int64_t i) {
   int64_t pos = t->offset;
   for (int d = t->ndim - 1; d >= 0; d--) {
     int64_t n = t->shape[d];
     pos += (i % n) * t->stride[d];
     i /= n;
   }
-  return t->storage->data[pos];
+  return pos;
 }
+
+float attn_tensor_get(const attn_tensor *t, const int64_t *index) {
+  int64_t pos = t->offset;
+  for (int i = 0; i < t->ndim; i++) pos += index[i] * t->stride[i];
+  return (float)load_f64(t->storage, pos);
+}
+
+void attn_tensor_set(attn_tensor *t, const int64_t *index, float v) {
+  int64_t pos = t->offset;
+  for (int i = 0; i < t->ndim; i++) pos += index[i] * t->stride[i];
+  store_f64(t->storage, pos, v);
+}
+
+float attn_tensor_get_flat(const attn_tensor *t, int64_t i) { return (float)load_f64(t->storage, flat_pos(t, i)); }
+double attn_tensor_get_flat_f64(const attn_tensor *t, int64_t i) { return load_f64(t->storage, flat_pos(t, i)); }
+int64_t attn_tensor_get_flat_i64(const attn_tensor *t, int64_t i) { return load_i64(t->storage, flat_pos(t, i)); }
+void attn_tensor_set_flat_f64(attn_tensor *t, int64_t i, double v) { store_f64(t->storage, flat_pos(t, i), v); }
+void attn_tensor_set_flat_i64(attn_tensor *t, int64_t i, int64_t v) { store_i64(t->storage, flat_pos(t, i), v); }
 
 /* ------------------------------------------------------------------------ */
 /* Iteration helpers                                                         */
@@ -464,7 +559,7 @@ void attn__broadcast_strides(const attn_tensor *t, int ndim, const int64_t *shap
   }
 }
 
-bool attn__gather_contiguous(const attn_tensor *src, float *dst) {
+bool attn__gather_contiguous(const attn_tensor *src, void *dst_) {
   int64_t shape[ATTN_MAX_DIMS], strides[1][ATTN_MAX_DIMS];
   for (int i = 0; i < src->ndim; i++) {
     shape[i] = src->shape[i];
@@ -472,6 +567,8 @@ bool attn__gather_contiguous(const attn_tensor *src, float *dst) {
   }
   int64_t numel = attn_tensor_numel(src);
   if (numel == 0) return true;
+  if (src->dtype != ATTN_FLOAT32) return attn__gather_contiguous_any(src, dst_);
+  float *dst = dst_;
   const float *base = attn_tensor_data(src);
   int nd = attn__coalesce(src->ndim, shape, 1, strides);
   if (src->ndim == 0) {
@@ -503,6 +600,50 @@ bool attn__gather_contiguous(const attn_tensor *src, float *dst) {
   return true;
 }
 
+/* The same for any dtype: elements of attn_dtype_size bytes. */
+bool attn__gather_contiguous_any(const attn_tensor *src, void *dst_) {
+  int64_t shape[ATTN_MAX_DIMS], strides[1][ATTN_MAX_DIMS];
+  for (int i = 0; i < src->ndim; i++) {
+    shape[i] = src->shape[i];
+    strides[0][i] = src->stride[i];
+  }
+  int64_t numel = attn_tensor_numel(src);
+  if (numel == 0) return true;
+  const size_t es = attn_dtype_size(src->dtype);
+  char *dst = dst_;
+  const char *base = attn_tensor_ptr(src);
+  if (src->ndim == 0) {
+    memcpy(dst, base, es);
+    return true;
+  }
+  int nd = attn__coalesce(src->ndim, shape, 1, strides);
+  int64_t inner = shape[nd - 1], is = strides[0][nd - 1];
+  int64_t idx[ATTN_MAX_DIMS] = {0};
+  int64_t pos = 0, work = 0;
+  for (;;) {
+    if (attn__poll_work(&work, inner)) return false;
+    const char *p = base + (size_t)pos * es;
+    if (is == 1)
+      memcpy(dst, p, (size_t)inner * es);
+    else if (es == 8)
+      for (int64_t i = 0; i < inner; i++) memcpy(dst + i * 8, p + i * is * 8, 8);
+    else
+      for (int64_t i = 0; i < inner; i++) memcpy(dst + (size_t)i * es, p + (size_t)(i * is) * es, es);
+    dst += (size_t)inner * es;
+    int d = nd - 2;
+    for (; d >= 0; d--) {
+      if (++idx[d] < shape[d]) {
+        pos += strides[0][d];
+        break;
+      }
+      pos -= strides[0][d] * (shape[d] - 1);
+      idx[d] = 0;
+    }
+    if (d < 0) break;
+  }
+  return true;
+}
+
 attn_status attn__check_dim(const char *fn, const attn_tensor *t, int dim) {
   if (dim < 0 || dim >= t->ndim)
     return attn_set_error(ATTN_ERR_INDEX, "%s: dim %d out of range for a %d-d tensor", fn, dim,
@@ -514,6 +655,19 @@ attn_status attn__check_index(const char *fn, const attn_tensor *index, int64_t 
   if (attn_tensor_numel(index) == 0) return ATTN_OK;
   attn__iter it;
   attn__iter_init(&it, index);
+  if (index->dtype == ATTN_INT64) {
+    const int64_t *base = index->storage->data;
+    do {
+      int64_t v = base[it.pos];
+      if (v < 0 || v >= limit)
+        return attn_set_error(ATTN_ERR_INDEX, "%s: index %lld out of range [0, %lld)", fn, (long long)v,
+                              (long long)limit);
+    } while (attn__iter_next(&it));
+    return ATTN_OK;
+  }
+  if (index->dtype != ATTN_FLOAT32)
+    return attn_set_error(ATTN_ERR_ARG, "%s: index tensor must be int64 (or float32 holding integers), got %s", fn,
+                          attn_dtype_name(index->dtype));
   const float *base = index->storage->data;
   do {
     float v = base[it.pos];
@@ -558,6 +712,117 @@ attn_status attn_ones(int ndim, const int64_t *shape, attn_tensor **out) {
 }
 
 attn_status attn_scalar(float value, attn_tensor **out) { return attn_full(0, NULL, value, out); }
+
+attn_status attn_empty_dtype(attn_dtype dt, int ndim, const int64_t *shape, attn_tensor **out) {
+  attn_tensor *t;
+  attn_status st = attn__alloc_dtype("empty", dt, ndim, shape, &t);
+  if (st) return st;
+  memset(attn_tensor_ptr(t), 0, (size_t)attn_tensor_numel(t) * attn_dtype_size(dt));
+  *out = t;
+  return ATTN_OK;
+}
+
+attn_status attn_full_i64(int ndim, const int64_t *shape, int64_t value, attn_tensor **out) {
+  attn_tensor *t;
+  attn_status st = attn__alloc_dtype("full", ATTN_INT64, ndim, shape, &t);
+  if (st) return st;
+  int64_t *p = attn_tensor_i64(t);
+  int64_t n = attn_tensor_numel(t);
+  for (int64_t i = 0; i < n; i++) p[i] = value;
+  *out = t;
+  return ATTN_OK;
+}
+
+attn_status attn_full_dtype(attn_dtype dt, int ndim, const int64_t *shape, double value, attn_tensor **out) {
+  if (dt == ATTN_FLOAT32) return full_named("full", ndim, shape, (float)value, out);
+  if (dt == ATTN_INT64) {
+    if (!(value == value) || value >= 9.2233720368547758e18 || value < -9.2233720368547758e18)
+      return attn_set_error(ATTN_ERR_ARG, "full: value %g does not fit in int64", value);
+    return attn_full_i64(ndim, shape, (int64_t)value, out);
+  }
+  attn_tensor *t;
+  attn_status st = attn__alloc_dtype("full", dt, ndim, shape, &t);
+  if (st) return st;
+  memset(attn_tensor_ptr(t), value != 0, (size_t)attn_tensor_numel(t));
+  *out = t;
+  return ATTN_OK;
+}
+
+attn_status attn_scalar_dtype(attn_dtype dt, double value, attn_tensor **out) {
+  return attn_full_dtype(dt, 0, NULL, value, out);
+}
+
+attn_status attn_from_data_i64(int ndim, const int64_t *shape, const int64_t *data, attn_tensor **out) {
+  attn_tensor *t;
+  attn_status st = attn__alloc_dtype("tensor", ATTN_INT64, ndim, shape, &t);
+  if (st) return st;
+  if (attn_tensor_numel(t) > 0) {
+    if (!data) {
+      attn_tensor_release(t);
+      return attn_set_error(ATTN_ERR_ARG, "tensor: data is NULL");
+    }
+    memcpy(attn_tensor_ptr(t), data, (size_t)attn_tensor_numel(t) * sizeof(int64_t));
+  }
+  *out = t;
+  return ATTN_OK;
+}
+
+attn_status attn_from_data_bool(int ndim, const int64_t *shape, const bool *data, attn_tensor **out) {
+  attn_tensor *t;
+  attn_status st = attn__alloc_dtype("tensor", ATTN_BOOL, ndim, shape, &t);
+  if (st) return st;
+  int64_t n = attn_tensor_numel(t);
+  if (n > 0 && !data) {
+    attn_tensor_release(t);
+    return attn_set_error(ATTN_ERR_ARG, "tensor: data is NULL");
+  }
+  bool *p = attn_tensor_bool(t);
+  for (int64_t i = 0; i < n; i++) p[i] = data[i] ? true : false;
+  *out = t;
+  return ATTN_OK;
+}
+
+attn_status attn_to_dtype(const attn_tensor *t, attn_dtype dt, attn_tensor **out) {
+  if ((unsigned)dt >= ATTN_DTYPE_COUNT) return attn_set_error(ATTN_ERR_ARG, "to: invalid dtype %d", (int)dt);
+  if (t->dtype == dt) {
+    *out = attn_tensor_retain((attn_tensor *)t);
+    return ATTN_OK;
+  }
+  attn_tensor *o;
+  attn_status st = attn__alloc_dtype("to", dt, t->ndim, t->shape, &o);
+  if (st) return st;
+  int64_t n = attn_tensor_numel(t);
+  if (n > 0) {
+    attn__iter it;
+    attn__iter_init(&it, t);
+    const attn_storage *s = t->storage;
+    int64_t i = 0, work = 0;
+    if (dt == ATTN_FLOAT32) {
+      float *p = attn_tensor_data(o);
+      do {
+        if ((i & 0xffff) == 0 && attn__poll_work(&work, 0x10000)) goto cancelled;
+        p[i++] = (float)load_f64(s, it.pos);
+      } while (attn__iter_next(&it));
+    } else if (dt == ATTN_INT64) {
+      int64_t *p = attn_tensor_i64(o);
+      do {
+        if ((i & 0xffff) == 0 && attn__poll_work(&work, 0x10000)) goto cancelled;
+        p[i++] = load_i64(s, it.pos);
+      } while (attn__iter_next(&it));
+    } else {
+      bool *p = attn_tensor_bool(o);
+      do {
+        if ((i & 0xffff) == 0 && attn__poll_work(&work, 0x10000)) goto cancelled;
+        p[i++] = load_f64(s, it.pos) != 0;
+      } while (attn__iter_next(&it));
+    }
+  }
+  *out = o;
+  return ATTN_OK;
+cancelled:
+  attn_tensor_release(o);
+  return attn__limit_error("to");
+}
 
 attn_status attn_from_data(int ndim, const int64_t *shape, const float *data, attn_tensor **out) {
   attn_tensor *t;
@@ -633,6 +898,28 @@ attn_status attn_arange(double start, double end, double step, attn_tensor **out
   return ATTN_OK;
 }
 
+attn_status attn_arange_i64(int64_t start, int64_t end, int64_t step, attn_tensor **out) {
+  if (step == 0) return attn_set_error(ATTN_ERR_ARG, "arange: step must be non-zero");
+  if ((step > 0 && end < start) || (step < 0 && end > start))
+    return attn_set_error(ATTN_ERR_ARG,
+                          "arange: upper bound and step sign are inconsistent (start %lld, end %lld, step %lld)",
+                          (long long)start, (long long)end, (long long)step);
+  /* in long double: end - start may overflow int64 */
+  long double span = (long double)end - (long double)start;
+  long double nd = span / (long double)step;
+  int64_t n = (int64_t)nd;
+  if ((long double)n < nd) n++;
+  if (n > ATTN_MAX_NUMEL) return attn_set_error(ATTN_ERR_NOMEM, "arange: too many elements");
+  int64_t shape[1] = {n};
+  attn_tensor *t;
+  attn_status st = attn__alloc_dtype("arange", ATTN_INT64, 1, shape, &t);
+  if (st) return st;
+  int64_t *p = attn_tensor_i64(t);
+  for (int64_t i = 0; i < n; i++) p[i] = start + i * step;
+  *out = t;
+  return ATTN_OK;
+}
+
 attn_status attn_linspace(double start, double end, int64_t steps, attn_tensor **out) {
   if (steps < 0) return attn_set_error(ATTN_ERR_ARG, "linspace: number of steps must be non-negative (got %lld)", (long long)steps);
   int64_t shape[1] = {steps};
@@ -680,13 +967,13 @@ attn_status attn_one_hot(const attn_tensor *indices, int64_t num_classes, attn_t
   const int64_t nd = attn_tensor_numel(&distinct);
   if (num_classes < 0) {
     if (n == 0) return attn_set_error(ATTN_ERR_ARG, "one_hot: cannot infer num_classes from empty indices");
-    float mx = 0;
+    double mx = 0;
     for (int64_t i = 0; i < nd; i++) {
-      float v = attn_tensor_get_flat(&distinct, i);
+      double v = attn_tensor_get_flat_f64(&distinct, i);
       if (v > mx) mx = v;
     }
     /* the cast below must not overflow; such a count could not be allocated anyway */
-    if (!(mx < (float)ATTN_MAX_NUMEL))
+    if (!(mx < (double)ATTN_MAX_NUMEL))
       return attn_set_error(ATTN_ERR_ARG, "one_hot: largest index %g is too large to infer num_classes", (double)mx);
     num_classes = (int64_t)mx + 1;
   }
@@ -699,7 +986,7 @@ attn_status attn_one_hot(const attn_tensor *indices, int64_t num_classes, attn_t
   st = full_named("one_hot", indices->ndim + 1, shape, 0.0f, &t);
   if (st) return st;
   float *p = attn_tensor_data(t);
-  for (int64_t i = 0; i < n; i++) p[i * num_classes + (int64_t)attn_tensor_get_flat(indices, i)] = 1.0f;
+  for (int64_t i = 0; i < n; i++) p[i * num_classes + attn_tensor_get_flat_i64(indices, i)] = 1.0f;
   *out = t;
   return ATTN_OK;
 }
@@ -730,9 +1017,9 @@ attn_status attn_contiguous(const attn_tensor *t, attn_tensor **out) {
 
 attn_status attn_clone(const attn_tensor *t, attn_tensor **out) {
   attn_tensor *c;
-  attn_status st = attn__alloc("clone", t->ndim, t->shape, &c);
+  attn_status st = attn__alloc_dtype("clone", t->dtype, t->ndim, t->shape, &c);
   if (st) return st;
-  if (!attn__gather_contiguous(t, attn_tensor_data(c))) {
+  if (!attn__gather_contiguous(t, attn_tensor_ptr(c))) {
     attn_tensor_release(c);
     return attn__limit_error("clone");
   }
@@ -766,6 +1053,14 @@ attn_status attn_copy_(attn_tensor *dst, const attn_tensor *src) {
   if (attn__has_internal_overlap(dst))
     return attn_set_error(ATTN_ERR_ARG, "copy_: the destination %s is an expanded view whose elements share memory; "
                           "clone it before writing in place", ATTN_SHAPE(dst, sa));
+  if (src->dtype != dst->dtype) {
+    /* torch's copy_ converts to the destination's dtype */
+    attn_tensor *c;
+    if ((st = attn_to_dtype(src, dst->dtype, &c))) return st;
+    st = attn_copy_(dst, c);
+    attn_tensor_release(c);
+    return st;
+  }
   if (attn__ag_inplace_needed(dst, 1, &src)) {
     /* dst's new history is src broadcast to its shape; its old history
        gets a zero gradient (where with an all-true condition) */
@@ -799,7 +1094,33 @@ attn_status attn_copy_(attn_tensor *dst, const attn_tensor *src) {
   int nd = attn__coalesce(ndim, shape, 2, strides);
   float *d = attn_tensor_data(dst);
   const float *s = attn_tensor_data(src);
-  if (attn_tensor_numel(dst) > 0) {
+  if (dst->dtype != ATTN_FLOAT32 && attn_tensor_numel(dst) > 0) {
+    /* same dtype, any element size */
+    const size_t es = attn_dtype_size(dst->dtype);
+    char *db = attn_tensor_ptr(dst);
+    const char *sbase = attn_tensor_ptr(src);
+    int64_t idx[ATTN_MAX_DIMS] = {0}, pd = 0, ps = 0, work = 0;
+    int64_t inner = ndim ? shape[nd - 1] : 1, ds = ndim ? strides[0][nd - 1] : 0, ss = ndim ? strides[1][nd - 1] : 0;
+    for (;;) {
+      if (attn__poll_work(&work, inner)) {
+        attn_tensor_release(tmp);
+        return attn__limit_error("copy_");
+      }
+      for (int64_t i = 0; i < inner; i++) memcpy(db + (size_t)(pd + i * ds) * es, sbase + (size_t)(ps + i * ss) * es, es);
+      int k = ndim ? nd - 2 : -1;
+      for (; k >= 0; k--) {
+        if (++idx[k] < shape[k]) {
+          pd += strides[0][k];
+          ps += strides[1][k];
+          break;
+        }
+        pd -= strides[0][k] * (shape[k] - 1);
+        ps -= strides[1][k] * (shape[k] - 1);
+        idx[k] = 0;
+      }
+      if (k < 0) break;
+    }
+  } else if (attn_tensor_numel(dst) > 0) {
     if (ndim == 0) {
       d[0] = s[0];
     } else {
@@ -901,8 +1222,39 @@ attn_status attn_fill_(attn_tensor *t, float value) {
      the same): visit each once, or fill_ of expand(2, 2^40, 3) never ends */
   for (int d = 0; d < it.ndim; d++)
     if (it.stride[d] == 0) it.shape[d] = 1;
+  if (t->dtype != ATTN_FLOAT32) {
+    do store_f64(t->storage, it.pos, value);
+    while (attn__iter_next(&it));
+    return ATTN_OK;
+  }
   float *base = t->storage->data;
   do base[it.pos] = value;
+  while (attn__iter_next(&it));
+  return ATTN_OK;
+}
+
+attn_status attn_fill_i64_(attn_tensor *t, int64_t value) {
+  if (t->dtype == ATTN_FLOAT32) return attn_fill_(t, (float)value);
+  attn__bump_version(t);
+  if (attn_tensor_numel(t) == 0) return ATTN_OK;
+  attn__iter it;
+  attn__iter_init(&it, t);
+  for (int d = 0; d < it.ndim; d++)
+    if (it.stride[d] == 0) it.shape[d] = 1;
+  do store_i64(t->storage, it.pos, value);
+  while (attn__iter_next(&it));
+  return ATTN_OK;
+}
+
+attn_status attn_fill_f64_(attn_tensor *t, double value) {
+  if (t->dtype == ATTN_FLOAT32) return attn_fill_(t, (float)value);
+  attn__bump_version(t);
+  if (attn_tensor_numel(t) == 0) return ATTN_OK;
+  attn__iter it;
+  attn__iter_init(&it, t);
+  for (int d = 0; d < it.ndim; d++)
+    if (it.stride[d] == 0) it.shape[d] = 1;
+  do store_f64(t->storage, it.pos, value);
   while (attn__iter_next(&it));
   return ATTN_OK;
 }

@@ -65,11 +65,13 @@ static __attribute__((unused)) double now_s(void) {
 
 #ifdef ATTN_HAVE_MPI
 /* The MPI datatype of a tensor's elements: the one place mapping attn
-   dtypes to MPI.  attn tensors are float32 today; a new dtype is one case
-   here (int64 -> MPI_INT64_T, bool -> MPI_C_BOOL, float64 -> MPI_DOUBLE). */
+   dtypes to MPI. */
 static MPI_Datatype mpi_dtype(const attn_tensor *t) {
-  (void)t;
-  return MPI_FLOAT;
+  switch (t->dtype) {
+  case ATTN_INT64: return MPI_INT64_T;
+  case ATTN_BOOL: return MPI_C_BOOL;
+  default: return MPI_FLOAT;
+  }
 }
 
 static MPI_Op mpi_op(attn_dist_op op) {
@@ -257,7 +259,7 @@ static void work_finish(attn_dist_work *w) {
   attn_tensor *res = w->kind == W_ALLGATHER || w->kind == W_REDUCE_SCATTER ? w->out : w->buf;
   bool prev = attn_set_grad_enabled(false);
   attn_status st = ATTN_OK;
-  if (res && w->op == ATTN_DIST_AVG && world_size > 1 &&
+  if (res && w->op == ATTN_DIST_AVG && world_size > 1 && res->dtype == ATTN_FLOAT32 &&
       (w->kind == W_ALLREDUCE || w->kind == W_REDUCE_SCATTER)) {
     float inv = 1.0f / (float)world_size, *d = attn_tensor_data(res);
     int64_t n = attn_tensor_numel(res);
@@ -387,7 +389,7 @@ static attn_status stage(attn_dist_work *w, attn_tensor *t, bool copy_data) {
     return ATTN_OK;
   }
   bool prev = attn_set_grad_enabled(false);
-  attn_status st = copy_data ? attn_clone(t, &w->buf) : attn_empty(t->ndim, t->shape, &w->buf);
+  attn_status st = copy_data ? attn_clone(t, &w->buf) : attn_empty_dtype(t->dtype, t->ndim, t->shape, &w->buf);
   attn_set_grad_enabled(prev);
   return st;
 }
@@ -543,6 +545,10 @@ attn_status attn_dist_iallreduce(attn_tensor *t, attn_dist_op op, attn_dist_work
   ENSURE_INIT();
   attn_status st;
   if ((st = check_count("allreduce", t))) return st;
+  if (t->dtype == ATTN_BOOL)
+    return attn_set_error(ATTN_ERR_ARG, "allreduce: bool tensors cannot be reduced (convert with :long())");
+  if (op == ATTN_DIST_AVG && t->dtype != ATTN_FLOAT32)
+    return attn_set_error(ATTN_ERR_ARG, "allreduce: avg needs a floating tensor, got %s", attn_dtype_name(t->dtype));
   attn_dist_work *w = NULL;
   if ((st = work_new(W_ALLREDUCE, &w))) return st;
   w->op = op;
@@ -601,7 +607,7 @@ static attn_status iallgather(const attn_tensor *t, attn_dist_work **out) {
   shape[0] *= world_size;
   attn_dist_work *w = NULL;
   if ((st = work_new(W_ALLGATHER, &w))) return st;
-  if ((st = stage(w, (attn_tensor *)t, true)) || (st = attn_empty(t->ndim, shape, &w->out))) return abandon(w, st);
+  if ((st = stage(w, (attn_tensor *)t, true)) || (st = attn_empty_dtype(t->dtype, t->ndim, shape, &w->out))) return abandon(w, st);
 #ifdef ATTN_HAVE_MPI
   if (use_mpi && world_size > 1) {
     int n = (int)attn_tensor_numel(w->buf);
@@ -616,7 +622,7 @@ static attn_status iallgather(const attn_tensor *t, attn_dist_work **out) {
                    out);
   }
 #endif
-  memcpy(attn_tensor_data(w->out), attn_tensor_data(w->buf), (size_t)attn_tensor_numel(w->buf) * sizeof(float));
+  memcpy(attn_tensor_ptr(w->out), attn_tensor_ptr(w->buf), (size_t)attn_tensor_numel(w->buf) * attn_dtype_size(w->buf->dtype));
   return start_done(w, out);
 }
 
@@ -636,7 +642,7 @@ static attn_status ireduce_scatter(const attn_tensor *t, attn_dist_op op, attn_d
   attn_dist_work *w = NULL;
   if ((st = work_new(W_REDUCE_SCATTER, &w))) return st;
   w->op = op;
-  if ((st = stage(w, (attn_tensor *)t, true)) || (st = attn_empty(t->ndim, shape, &w->out)))
+  if ((st = stage(w, (attn_tensor *)t, true)) || (st = attn_empty_dtype(t->dtype, t->ndim, shape, &w->out)))
     return abandon(w, st);
 #ifdef ATTN_HAVE_MPI
   if (use_mpi && world_size > 1) {
@@ -652,7 +658,7 @@ static attn_status ireduce_scatter(const attn_tensor *t, attn_dist_op op, attn_d
                    out);
   }
 #endif
-  memcpy(attn_tensor_data(w->out), attn_tensor_data(w->buf), (size_t)attn_tensor_numel(w->buf) * sizeof(float));
+  memcpy(attn_tensor_ptr(w->out), attn_tensor_ptr(w->buf), (size_t)attn_tensor_numel(w->buf) * attn_dtype_size(w->buf->dtype));
   return start_done(w, out);
 }
 

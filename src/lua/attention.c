@@ -2,11 +2,13 @@
  *
  *   attn.scaled_dot_product_attention(q, k, v [, opts]) -> out [, weights]
  *     opts (all optional):
- *       attn_mask        tensor broadcastable to [..., L, S]
+ *       attn_mask        tensor broadcastable to [..., L, S]: a bool tensor
+ *                        means what it means in torch (true = take part);
+ *                        a float mask needs attn_mask_kind
  *       attn_mask_kind   "bool" (non-zero = take part) or "additive" (added
- *                        to the scores); required with attn_mask: a mask of
- *                        0s and 1s is never guessed, since both readings
- *                        are plausible (comparisons give 0/1 floats)
+ *                        to the scores); required with a float attn_mask:
+ *                        a mask of 0s and 1s is never guessed, since both
+ *                        readings are plausible
  *       is_causal        boolean
  *       causal_alignment "top_left" (torch: query i sees keys j <= i) or
  *                        "bottom_right" (the last query sees the last key)
@@ -109,6 +111,13 @@ static int l_sdpa(lua_State *L) {
     const char *kind = opt_choice(L, 4, "attn_mask_kind", "bool", "additive");
     if (!lua_isnil(L, 5)) {
       o.attn_mask = attnL_totensor(L, 5, FN, "attn_mask");
+      if (o.attn_mask->dtype == ATTN_BOOL) {
+        /* torch's meaning of a bool mask: true = take part */
+        if (kind && kind[0] != 'b')
+          return luaL_error(L, FN ": attn_mask is a bool tensor (true = take part); attn_mask_kind \"additive\" "
+                               "needs a float mask");
+        kind = "bool";
+      }
       if (!kind)
         return luaL_error(L, FN ": say how to read attn_mask: attn_mask_kind = \"bool\" (non-zero = take part) "
                              "or \"additive\" (added to the scores)");

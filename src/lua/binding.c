@@ -310,7 +310,7 @@ void attnL_account(lua_State *L, attn_tensor **b) {
   attn_storage *s = t->storage;
   if (!s->gc_reported && !s->release_ctx) { /* host buffers are the host's */
     s->gc_reported = 1;
-    bytes += (int64_t)sizeof(attn_storage) + 64 + s->numel * (int64_t)sizeof(float);
+    bytes += (int64_t)sizeof(attn_storage) + 64 + s->numel * (int64_t)attn_dtype_size(s->dtype);
   }
   attnL_gc_debt(L, S, bytes);
 }
@@ -447,8 +447,8 @@ static void table_shape_of(lua_State *L, int idx, table_shape *ts, const char *f
 }
 
 /* Fills data (row-major) from the table at idx, checking it is rectangular. */
-static void table_fill(lua_State *L, int idx, const table_shape *ts, int depth, float **data,
-                       const char *fn, const char *arg) {
+static void table_fill(lua_State *L, int idx, const table_shape *ts, int depth, attn_dtype dt, char **data,
+                       const char *fn, const char *arg, int64_t *nbool) {
   luaL_checkstack(L, 2, "nested table");
   int64_t n = ts->shape[depth];
   if ((int64_t)lua_rawlen(L, idx) != n)
@@ -460,11 +460,32 @@ static void table_fill(lua_State *L, int idx, const table_shape *ts, int depth, 
       if (ty != LUA_TTABLE)
         luaL_error(L, "%s: argument '%s' is not rectangular: entry %d at depth %d is a %s, expected a table",
                    fn, arg, (int)i, depth + 1, luaL_typename(L, -1));
-      table_fill(L, lua_gettop(L), ts, depth + 1, data, fn, arg);
-    } else if (ty == LUA_TNUMBER) {
-      *(*data)++ = (float)lua_tonumber(L, -1);
-    } else if (ty == LUA_TBOOLEAN) {
-      *(*data)++ = lua_toboolean(L, -1) ? 1.0f : 0.0f;
+      table_fill(L, lua_gettop(L), ts, depth + 1, dt, data, fn, arg, nbool);
+    } else if (ty == LUA_TNUMBER || ty == LUA_TBOOLEAN) {
+      if (ty == LUA_TBOOLEAN) (*nbool)++;
+      if (dt == ATTN_INT64) {
+        int64_t v;
+        if (ty == LUA_TBOOLEAN) {
+          v = lua_toboolean(L, -1);
+        } else if (lua_isinteger(L, -1)) {
+          v = (int64_t)lua_tointeger(L, -1);
+        } else {
+          lua_Number x = lua_tonumber(L, -1);
+          if (!(x >= -9.2233720368547758e18 && x < 9.2233720368547758e18))
+            luaL_error(L, "%s: argument '%s': value %f does not fit in int64", fn, arg, x);
+          v = (int64_t)x; /* truncates like torch */
+        }
+        memcpy(*data, &v, sizeof v);
+        *data += sizeof v;
+      } else if (dt == ATTN_BOOL) {
+        bool v = ty == LUA_TBOOLEAN ? lua_toboolean(L, -1) : lua_tonumber(L, -1) != 0;
+        memcpy(*data, &v, sizeof v);
+        *data += sizeof v;
+      } else {
+        float v = ty == LUA_TBOOLEAN ? (lua_toboolean(L, -1) ? 1.0f : 0.0f) : (float)lua_tonumber(L, -1);
+        memcpy(*data, &v, sizeof v);
+        *data += sizeof v;
+      }
     } else {
       luaL_error(L, "%s: argument '%s' must hold numbers: entry %d at depth %d is a %s", fn, arg, (int)i,
                  depth + 1, luaL_typename(L, -1));
@@ -516,16 +537,25 @@ static void check_plain_table(lua_State *L, int idx, const char *fn, const char 
   }
 }
 
-static attn_tensor *table_to_tensor(lua_State *L, int idx, const char *fn, const char *arg) {
+/* dt < 0: float32, or bool when every entry is a Lua boolean. */
+static attn_tensor *table_to_tensor_dt(lua_State *L, int idx, int dt, const char *fn, const char *arg) {
   idx = lua_absindex(L, idx);
   check_plain_table(L, idx, fn, arg);
   table_shape ts;
   table_shape_of(L, idx, &ts, fn, arg);
   attn_tensor **box = attnL_newbox(L);
-  if (attn_empty(ts.ndim, ts.shape, box)) attnL_error(L);
-  float *p = attn_tensor_data(*box);
-  if (attn_tensor_numel(*box) > 0) {
-    table_fill(L, idx, &ts, 0, &p, fn, arg);
+  if (attn_empty_dtype(dt < 0 ? ATTN_FLOAT32 : (attn_dtype)dt, ts.ndim, ts.shape, box)) attnL_error(L);
+  char *p = attn_tensor_ptr(*box);
+  int64_t nbool = 0, numel = attn_tensor_numel(*box);
+  if (numel > 0) {
+    table_fill(L, idx, &ts, 0, (*box)->dtype, &p, fn, arg, &nbool);
+    if (dt < 0 && nbool == numel) {
+      /* a table of Lua booleans is a bool tensor, like torch.tensor([True, False]) */
+      attn_tensor *b;
+      if (attn_to_dtype(*box, ATTN_BOOL, &b)) attnL_error(L);
+      attn_tensor_release(*box);
+      *box = b;
+    }
   } else { /* no numbers, but {{}, 5} is still not rectangular */
     lua_newtable(L);
     table_check_empty(L, idx, &ts, 0, lua_gettop(L), fn, arg);
@@ -533,6 +563,14 @@ static attn_tensor *table_to_tensor(lua_State *L, int idx, const char *fn, const
   }
   attnL_account(L, box);
   return *box;
+}
+
+static attn_tensor *table_to_tensor(lua_State *L, int idx, const char *fn, const char *arg) {
+  return table_to_tensor_dt(L, idx, -1, fn, arg);
+}
+
+attn_tensor *attnL_table_to_tensor(lua_State *L, int idx, int dt, const char *fn, const char *arg) {
+  return table_to_tensor_dt(L, idx, dt, fn, arg);
 }
 
 attn_tensor *attnL_totensor(lua_State *L, int idx, const char *fn, const char *arg) {
@@ -620,7 +658,27 @@ int attnL_checkshape(lua_State *L, int arg, int64_t *shape, int allow_neg1, cons
 
 attn_tensor *attnL_checkindex(lua_State *L, int arg, int64_t limit, const char *fn, const char *name) {
   attn_tensor *src = attnL_totensor(L, arg, fn, name);
+  if (src->dtype == ATTN_BOOL)
+    luaL_error(L, "%s: argument '%s' must hold integer indices, got a bool tensor", fn, name);
   attn_tensor **box = attnL_newbox(L);
+  if (src->dtype == ATTN_INT64) {
+    /* exact ids of any size: a contiguous int64 copy, checked and shifted */
+    if (attn_empty_dtype(ATTN_INT64, src->ndim, src->shape, box) || attn_copy_(*box, src)) attnL_error(L);
+    int64_t *d = attn_tensor_i64(*box);
+    int64_t n = attn_tensor_numel(src);
+    for (int64_t i = 0; i < n; i++) {
+      if (d[i] < 1 || (limit >= 0 && d[i] > limit)) {
+        if (limit >= 0)
+          luaL_error(L, "%s: index %I in '%s' out of range (expected 1..%I)", fn, (lua_Integer)d[i], name,
+                     (lua_Integer)limit);
+        luaL_error(L, "%s: index %I in '%s' out of range (expected 1 or more)", fn, (lua_Integer)d[i], name);
+      }
+      d[i] -= 1;
+    }
+    attnL_account(L, box);
+    pin(L, *box);
+    return *box;
+  }
   if (attn_empty(src->ndim, src->shape, box)) attnL_error(L);
   /* contiguous copy first, then one linear pass: convert and validate */
   if (attn_copy_(*box, src)) attnL_error(L);
@@ -641,9 +699,22 @@ attn_tensor *attnL_checkindex(lua_State *L, int arg, int64_t limit, const char *
     }
     dst[i] = v - 1.0f;
   }
+  /* the core takes int64 ids */
+  attn_tensor *i64;
+  if (attn_to_dtype(*box, ATTN_INT64, &i64)) attnL_error(L);
+  attn_tensor_release(*box);
+  *box = i64;
   attnL_account(L, box);
   pin(L, *box);
   return *box;
+}
+
+void attnL_pushelem(lua_State *L, const attn_tensor *t, int64_t pos) {
+  switch (t->dtype) {
+  case ATTN_INT64: lua_pushinteger(L, (lua_Integer)((const int64_t *)t->storage->data)[pos]); break;
+  case ATTN_BOOL: lua_pushboolean(L, ((const bool *)t->storage->data)[pos]); break;
+  default: lua_pushnumber(L, ((const float *)t->storage->data)[pos]); break;
+  }
 }
 
 int attnL_optbool(lua_State *L, int arg, int def) {

@@ -68,6 +68,10 @@ attn_tensor *attnL_test(lua_State *L, int idx);
    temporary is owned by Lua.  fn/arg name the caller in messages. */
 attn_tensor *attnL_totensor(lua_State *L, int idx, const char *fn, const char *arg);
 
+/* A nested table converted to a fresh tensor of dtype dt (dt < 0: float32,
+   or bool for a table of booleans), pushed on the stack. */
+attn_tensor *attnL_table_to_tensor(lua_State *L, int idx, int dt, const char *fn, const char *arg);
+
 /* Pushes an empty (NULL) tensor box; fill *box, then call attnL_account. */
 attn_tensor **attnL_newbox(lua_State *L);
 /* The tensor box at idx (open or closed); raises if it is not a tensor. */
@@ -108,6 +112,17 @@ int attnL_checkshape(lua_State *L, int arg, int64_t *shape, int allow_neg1, cons
    to a fresh 0-based tensor pushed on the stack; values are checked to be
    integers in [1, limit] (limit < 0: no upper check). */
 attn_tensor *attnL_checkindex(lua_State *L, int arg, int64_t limit, const char *fn, const char *name);
+/* Pushes the element at storage position pos of t as a Lua value: a
+   float for float32, an integer for int64, a boolean for bool. */
+void attnL_pushelem(lua_State *L, const attn_tensor *t, int64_t pos);
+/* A dtype argument: a dtype object (attn.int64), a name ("int64", "long",
+   "float32", "float", "bool") or a tensor (its dtype).  Raises otherwise. */
+attn_dtype attnL_checkdtype(lua_State *L, int arg, const char *fn);
+/* The dtype field of an options table at arg (def when absent or not a table). */
+attn_dtype attnL_optdtype_field(lua_State *L, int arg, attn_dtype def, const char *fn);
+/* Pushes the dtype object attn.<name>. */
+void attnL_pushdtype(lua_State *L, attn_dtype dt);
+
 /* Optional boolean argument. */
 int attnL_optbool(lua_State *L, int arg, int def);
 /* A {t1, t2, ...} table of tensors (numbers and nested tables are

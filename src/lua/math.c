@@ -8,22 +8,32 @@
 /* ------------------------------------------------------------------------ */
 /* Binary ops: tensor op tensor|number|table, either side a number          */
 
+/* t op number, typed like torch's Python scalars: an integer keeps an
+   int64 tensor int64 (exactly), a float (2.0) makes the result float32. */
+static int binary_number(lua_State *L, attn_binary_op op, attn_tensor *t, int num, bool reversed) {
+  attn_tensor **box;
+  if (t->dtype != ATTN_FLOAT32 && lua_isinteger(L, num)) {
+    box = attnL_newbox(L);
+    return attnL_result(L, attn_binary_scalar_i64(op, t, (int64_t)lua_tointeger(L, num), reversed, box));
+  }
+  float s = (float)lua_tonumber(L, num);
+  if (t->dtype != ATTN_FLOAT32) {
+    attn_tensor **fb = attnL_newbox(L);
+    if (attn_to_dtype(t, ATTN_FLOAT32, fb)) return attnL_error(L);
+    attnL_account(L, fb);
+    t = *fb;
+  }
+  box = attnL_newbox(L);
+  return attnL_result(L, attn_binary_scalar(op, t, s, reversed, box));
+}
+
 static int binary(lua_State *L, attn_binary_op op) {
   const char *fn = attn_binary_op_name(op);
   attn_tensor **box;
   /* number op tensor (operators put the number first) */
-  if (lua_type(L, 1) == LUA_TNUMBER && attnL_test(L, 2)) {
-    attn_tensor *b = attnL_check(L, 2);
-    float s = (float)lua_tonumber(L, 1);
-    box = attnL_newbox(L);
-    return attnL_result(L, attn_binary_scalar(op, b, s, true, box));
-  }
+  if (lua_type(L, 1) == LUA_TNUMBER && attnL_test(L, 2)) return binary_number(L, op, attnL_check(L, 2), 1, true);
   attn_tensor *a = attnL_totensor(L, 1, fn, "self");
-  if (lua_type(L, 2) == LUA_TNUMBER) {
-    float s = (float)lua_tonumber(L, 2);
-    box = attnL_newbox(L);
-    return attnL_result(L, attn_binary_scalar(op, a, s, false, box));
-  }
+  if (lua_type(L, 2) == LUA_TNUMBER) return binary_number(L, op, a, 2, false);
   attn_tensor *b = attnL_totensor(L, 2, fn, "other");
   box = attnL_newbox(L);
   return attnL_result(L, attn_binary(op, a, b, box));
@@ -182,20 +192,46 @@ static int lm_clamp_(lua_State *L) {
   return 1;
 }
 
+/* A Lua integer beside an int64 tensor becomes an int64 0-d tensor (torch
+   types Python scalars by the tensor); other numbers become float32. */
+static attn_tensor *scalar_beside(lua_State *L, int arg, const attn_tensor *other, const char *fn, const char *name) {
+  if (lua_isinteger(L, arg) && other && other->dtype == ATTN_INT64) {
+    attn_tensor **box = attnL_newbox(L);
+    if (attn_full_i64(0, NULL, (int64_t)lua_tointeger(L, arg), box)) attnL_error(L);
+    attnL_account(L, box);
+    lua_replace(L, arg);
+    return *box;
+  }
+  if (lua_type(L, arg) == LUA_TBOOLEAN && other && other->dtype == ATTN_BOOL) {
+    attn_tensor **box = attnL_newbox(L);
+    if (attn_scalar_dtype(ATTN_BOOL, lua_toboolean(L, arg), box)) attnL_error(L);
+    attnL_account(L, box);
+    lua_replace(L, arg);
+    return *box;
+  }
+  return attnL_totensor(L, arg, fn, name);
+}
+
 /* attn.where(cond, a, b): numbers allowed for a and b */
 static int lm_where(lua_State *L) {
   attn_tensor *c = attnL_totensor(L, 1, "where", "condition");
-  attn_tensor *a = attnL_totensor(L, 2, "where", "input");
-  attn_tensor *b = attnL_totensor(L, 3, "where", "other");
+  attn_tensor *a = attnL_test(L, 2), *b = attnL_test(L, 3);
+  a = a ? a : scalar_beside(L, 2, b, "where", "input");
+  b = b ? b : scalar_beside(L, 3, a, "where", "other");
   attn_tensor **box = attnL_newbox(L);
   return attnL_result(L, attn_where(c, a, b, box));
 }
 
 /* t:masked_fill(mask, value): value where mask is non-zero (true) */
+static float fill_value(lua_State *L, int arg) {
+  if (lua_type(L, arg) == LUA_TBOOLEAN) return lua_toboolean(L, arg) ? 1.0f : 0.0f;
+  return (float)luaL_checknumber(L, arg);
+}
+
 static int lm_masked_fill(lua_State *L) {
   attn_tensor *t = attnL_totensor(L, 1, "masked_fill", "self");
   attn_tensor *m = attnL_totensor(L, 2, "masked_fill", "mask");
-  float v = (float)luaL_checknumber(L, 3);
+  float v = fill_value(L, 3);
   attn_tensor **box = attnL_newbox(L);
   return attnL_result(L, attn_masked_fill(t, m, v, box));
 }
@@ -203,11 +239,46 @@ static int lm_masked_fill(lua_State *L) {
 static int lm_masked_fill_(lua_State *L) {
   attn_tensor *t = attnL_check(L, 1);
   attn_tensor *m = attnL_totensor(L, 2, "masked_fill_", "mask");
-  float v = (float)luaL_checknumber(L, 3);
+  float v = fill_value(L, 3);
   if (attn_masked_fill_(t, m, v)) return attnL_error(L);
   lua_settop(L, 1);
   return 1;
 }
+
+/* ------------------------------------------------------------------------ */
+/* Logical ops, classification, integer division                             */
+
+static int logical(lua_State *L, attn_logical_op op, const char *fn) {
+  attn_tensor *a = attnL_totensor(L, 1, fn, "self");
+  attn_tensor *b = attnL_totensor(L, 2, fn, "other");
+  attn_tensor **box = attnL_newbox(L);
+  return attnL_result(L, attn_logical(op, a, b, box));
+}
+static int lm_logical_and(lua_State *L) { return logical(L, ATTN_LOGICAL_AND, "logical_and"); }
+static int lm_logical_or(lua_State *L) { return logical(L, ATTN_LOGICAL_OR, "logical_or"); }
+static int lm_logical_xor(lua_State *L) { return logical(L, ATTN_LOGICAL_XOR, "logical_xor"); }
+
+typedef attn_status (*unary_any_fn)(const attn_tensor *, attn_tensor **);
+static int unary_any(lua_State *L, const char *fn, unary_any_fn f) {
+  attn_tensor *a = attnL_totensor(L, 1, fn, "self");
+  attn_tensor **box = attnL_newbox(L);
+  return attnL_result(L, f(a, box));
+}
+static int lm_logical_not(lua_State *L) { return unary_any(L, "logical_not", attn_logical_not); }
+static int lm_isnan(lua_State *L) { return unary_any(L, "isnan", attn_isnan); }
+static int lm_isinf(lua_State *L) { return unary_any(L, "isinf", attn_isinf); }
+static int lm_isfinite(lua_State *L) { return unary_any(L, "isfinite", attn_isfinite); }
+
+typedef attn_status (*binary_any_fn)(const attn_tensor *, const attn_tensor *, attn_tensor **);
+static int binary_any(lua_State *L, const char *fn, binary_any_fn f) {
+  attn_tensor *a = attnL_test(L, 1), *b = attnL_test(L, 2);
+  a = a ? a : scalar_beside(L, 1, b, fn, "self");
+  b = b ? b : scalar_beside(L, 2, a, fn, "other");
+  attn_tensor **box = attnL_newbox(L);
+  return attnL_result(L, f(a, b, box));
+}
+static int lm_floor_divide(lua_State *L) { return binary_any(L, "floor_divide", attn_floor_divide); }
+static int lm_remainder(lua_State *L) { return binary_any(L, "remainder", attn_remainder); }
 
 /* ------------------------------------------------------------------------ */
 /* Products                                                                  */
@@ -258,7 +329,11 @@ static const luaL_Reg fns[] = {
     {"clamp", lm_clamp},     {"clamp_", lm_clamp_},     {"where", lm_where},
     {"masked_fill", lm_masked_fill}, {"masked_fill_", lm_masked_fill_},
     {"matmul", lm_matmul},   {"mm", lm_mm},             {"bmm", lm_bmm},       {"outer", lm_outer},
-    {"dot", lm_dot},         {"linear", lm_linear},     {NULL, NULL}};
+    {"dot", lm_dot},         {"linear", lm_linear},
+    {"logical_and", lm_logical_and}, {"logical_or", lm_logical_or}, {"logical_xor", lm_logical_xor},
+    {"logical_not", lm_logical_not}, {"isnan", lm_isnan}, {"isinf", lm_isinf}, {"isfinite", lm_isfinite},
+    {"floor_divide", lm_floor_divide}, {"remainder", lm_remainder},
+    {NULL, NULL}};
 
 void attnL_open_math(lua_State *L, int module, int methods) {
   attnL_register(L, module, methods, fns);
@@ -275,5 +350,9 @@ void attnL_open_math(lua_State *L, int module, int methods) {
   lua_setfield(L, -2, "__pow");
   attnL_pushfn(L, mm_unm);
   lua_setfield(L, -2, "__unm");
+  attnL_pushfn(L, lm_floor_divide); /* a // b */
+  lua_setfield(L, -2, "__idiv");
+  attnL_pushfn(L, lm_remainder); /* a % b */
+  lua_setfield(L, -2, "__mod");
   lua_pop(L, 1);
 }

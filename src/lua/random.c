@@ -266,15 +266,20 @@ static int l_randint(lua_State *L) {
     nd = shape_args(L, 3, top, shape, "randint");
   }
   attn_tensor **box = attnL_newbox(L);
-  attn_status st = attn_empty(nd, shape, box);
+  attn_status st = attn_empty_dtype(ATTN_INT64, nd, shape, box); /* torch.randint gives int64 */
   if (!st) st = attn_random_int_(*box, low, high, g);
   return factory_result(L, st, "randint");
 }
 
 /* Adds 1 to a fresh contiguous index tensor (core indices are 0-based). */
 static void to_one_based(attn_tensor *t) {
-  float *d = attn_tensor_data(t);
   int64_t n = attn_tensor_numel(t);
+  if (t->dtype == ATTN_INT64) {
+    int64_t *d = attn_tensor_i64(t);
+    for (int64_t i = 0; i < n; i++) d[i] += 1;
+    return;
+  }
+  float *d = attn_tensor_data(t);
   for (int64_t i = 0; i < n; i++) d[i] += 1.0f;
 }
 

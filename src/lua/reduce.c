@@ -26,8 +26,13 @@
 
 /* The result box on top of the stack holds fresh 0-based indices. */
 static void to_one_based(attn_tensor *t) {
-  float *p = attn_tensor_data(t);
   int64_t n = attn_tensor_numel(t);
+  if (t->dtype == ATTN_INT64) {
+    int64_t *p = attn_tensor_i64(t);
+    for (int64_t i = 0; i < n; i++) p[i] += 1;
+    return;
+  }
+  float *p = attn_tensor_data(t);
   for (int64_t i = 0; i < n; i++) p[i] += 1.0f;
 }
 

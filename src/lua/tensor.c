@@ -21,21 +21,169 @@ static int t_gc(lua_State *L) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* Dtypes: the objects attn.float32, attn.int64 and attn.bool (tables that
+   print as "attn.int64", compare by identity and return themselves when
+   called, so that both t.dtype and t:dtype() give one).                     */
+
+static const char DTYPES_KEY[] = "attn.dtypes";
+static const char DTYPE_MT[] = "attn.dtype";
+static const char SHAPE_MT[] = "attn.Shape";
+
+void attnL_pushdtype(lua_State *L, attn_dtype dt) {
+  lua_getfield(L, LUA_REGISTRYINDEX, DTYPES_KEY);
+  lua_rawgeti(L, -1, (lua_Integer)dt + 1);
+  lua_remove(L, -2);
+}
+
+static int dtype_of_object(lua_State *L, int arg) {
+  arg = lua_absindex(L, arg);
+  if (lua_type(L, arg) != LUA_TTABLE || !lua_getmetatable(L, arg)) return -1;
+  luaL_getmetatable(L, DTYPE_MT);
+  int same = lua_rawequal(L, -1, -2);
+  lua_pop(L, 2);
+  if (!same) return -1;
+  lua_rawgeti(L, arg, 1);
+  int id = lua_isinteger(L, -1) ? (int)lua_tointeger(L, -1) : -1;
+  lua_pop(L, 1);
+  return id;
+}
+
+attn_dtype attnL_checkdtype(lua_State *L, int arg, const char *fn) {
+  arg = lua_absindex(L, arg);
+  attn_dtype dt;
+  if (lua_type(L, arg) == LUA_TSTRING) {
+    if (attn_dtype_parse(lua_tostring(L, arg), &dt)) return dt;
+    luaL_error(L, "%s: unknown dtype '%s' (expected \"float32\", \"int64\" or \"bool\")", fn, lua_tostring(L, arg));
+  }
+  attn_tensor *t = attnL_test(L, arg);
+  if (t) return t->dtype;
+  int id = dtype_of_object(L, arg);
+  if (id >= 0 && id < ATTN_DTYPE_COUNT) return (attn_dtype)id;
+  luaL_error(L, "%s: expected a dtype (attn.float32, attn.int64, attn.bool or its name), got %s", fn,
+             luaL_typename(L, arg));
+  return ATTN_FLOAT32;
+}
+
+attn_dtype attnL_optdtype_field(lua_State *L, int arg, attn_dtype def, const char *fn) {
+  if (lua_type(L, arg) != LUA_TTABLE || dtype_of_object(L, arg) >= 0) return def;
+  lua_getfield(L, arg, "dtype");
+  if (lua_isnil(L, -1)) {
+    lua_pop(L, 1);
+    return def;
+  }
+  attn_dtype dt = attnL_checkdtype(L, -1, fn);
+  lua_pop(L, 1);
+  return dt;
+}
+
+static int dtype_tostring(lua_State *L) {
+  lua_rawgeti(L, 1, 2);
+  lua_pushfstring(L, "attn.%s", lua_tostring(L, -1));
+  return 1;
+}
+
+static int dtype_call(lua_State *L) {
+  lua_settop(L, 1);
+  return 1;
+}
+
+/* the shape table: callable, so t.shape and t:shape() both work */
+static int shape_call(lua_State *L) {
+  lua_settop(L, 1);
+  return 1;
+}
+
+static void open_dtypes(lua_State *L, int module) {
+  if (luaL_newmetatable(L, DTYPE_MT)) {
+    lua_pushcfunction(L, dtype_tostring);
+    lua_setfield(L, -2, "__tostring");
+    lua_pushcfunction(L, dtype_call);
+    lua_setfield(L, -2, "__call");
+  }
+  int mt = lua_gettop(L);
+  lua_createtable(L, ATTN_DTYPE_COUNT, 0);
+  for (int i = 0; i < ATTN_DTYPE_COUNT; i++) {
+    lua_createtable(L, 2, 3);
+    lua_pushinteger(L, i);
+    lua_rawseti(L, -2, 1);
+    lua_pushstring(L, attn_dtype_name((attn_dtype)i));
+    lua_rawseti(L, -2, 2);
+    lua_pushstring(L, attn_dtype_name((attn_dtype)i));
+    lua_setfield(L, -2, "name");
+    lua_pushboolean(L, i == ATTN_FLOAT32);
+    lua_setfield(L, -2, "is_floating_point");
+    lua_pushinteger(L, (lua_Integer)attn_dtype_size((attn_dtype)i));
+    lua_setfield(L, -2, "itemsize");
+    lua_pushvalue(L, mt);
+    lua_setmetatable(L, -2);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, module, attn_dtype_name((attn_dtype)i));
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_rawgeti(L, -1, ATTN_INT64 + 1);
+  lua_setfield(L, module, "long");
+  lua_rawgeti(L, -1, ATTN_FLOAT32 + 1);
+  lua_setfield(L, module, "float");
+  lua_setfield(L, LUA_REGISTRYINDEX, DTYPES_KEY);
+  lua_pop(L, 1);
+  if (luaL_newmetatable(L, SHAPE_MT)) {
+    lua_pushcfunction(L, shape_call);
+    lua_setfield(L, -2, "__call");
+  }
+  lua_pop(L, 1);
+}
+
+/* ------------------------------------------------------------------------ */
 /* Creation                                                                  */
 
-/* attn.tensor(data): a fresh tensor from a nested table, a number or a
-   tensor (always a copy, like torch.tensor). */
+/* Converts the tensor box on top to dt in place (a fresh result). */
+static void convert_top(lua_State *L, attn_dtype dt) {
+  attn_tensor **box = attnL_checkbox(L, -1);
+  if ((*box)->dtype == dt) return;
+  attn_tensor **nb = attnL_newbox(L);
+  if (attn_to_dtype(*box, dt, nb)) attnL_error(L);
+  attnL_account(L, nb);
+  lua_remove(L, -2);
+}
+
+/* attn.tensor(data [, {dtype = ...}]): a fresh tensor from a nested table,
+   a number or a tensor (always a copy, like torch.tensor).  Without a
+   dtype: float32, or bool for a table of Lua booleans. */
 static int l_tensor(lua_State *L) {
   luaL_checkany(L, 1);
+  int has_dt = lua_type(L, 2) == LUA_TTABLE || lua_type(L, 2) == LUA_TSTRING;
+  attn_dtype dt = lua_type(L, 2) == LUA_TSTRING ? attnL_checkdtype(L, 2, "tensor")
+                                                 : attnL_optdtype_field(L, 2, ATTN_FLOAT32, "tensor");
+  if (lua_type(L, 2) == LUA_TTABLE) {
+    lua_getfield(L, 2, "dtype");
+    has_dt = !lua_isnil(L, -1);
+    lua_pop(L, 1);
+  }
   attn_tensor *src = attnL_test(L, 1);
   if (!src) {
-    attn_tensor *t = attnL_totensor(L, 1, "tensor", "data");
+    if (lua_type(L, 1) == LUA_TTABLE && has_dt) {
+      attnL_table_to_tensor(L, 1, (int)dt, "tensor", "data");
+      return 1;
+    }
+    if (lua_type(L, 1) == LUA_TBOOLEAN) {
+      attn_tensor **box = attnL_newbox(L);
+      attnL_result(L, attn_scalar_dtype(ATTN_BOOL, lua_toboolean(L, 1), box));
+      if (has_dt) convert_top(L, dt);
+      return 1;
+    }
+    if (lua_type(L, 1) == LUA_TNUMBER && has_dt && dt == ATTN_INT64 && lua_isinteger(L, 1)) {
+      attn_tensor **box = attnL_newbox(L);
+      return attnL_result(L, attn_full_i64(0, NULL, (int64_t)lua_tointeger(L, 1), box));
+    }
+    attnL_totensor(L, 1, "tensor", "data");
     lua_pushvalue(L, 1); /* the conversion is already fresh */
-    (void)t;
+    if (has_dt) convert_top(L, dt);
     return 1;
   }
   attn_tensor **box = attnL_newbox(L);
-  return attnL_result(L, attn_clone(src, box));
+  attnL_result(L, attn_clone(src, box));
+  if (has_dt) convert_top(L, dt);
+  return 1;
 }
 
 typedef attn_status (*fill_fn)(int, const int64_t *, attn_tensor **);
@@ -44,10 +192,17 @@ static int make_filled(lua_State *L, const char *fn, fill_fn f) {
   int64_t shape[ATTN_MAX_DIMS];
   int nd = attnL_checkshape(L, 1, shape, 0, fn);
   int used = lua_type(L, 1) == LUA_TTABLE ? 1 : nd;
+  attn_dtype dt = ATTN_FLOAT32;
+  if (lua_type(L, used + 1) == LUA_TTABLE) {
+    dt = attnL_optdtype_field(L, used + 1, ATTN_FLOAT32, fn);
+    used++;
+  }
   if (lua_gettop(L) > used && !lua_isnil(L, used + 1))
     return luaL_error(L, "%s: unexpected argument #%d (%s) after the shape", fn, used + 1, luaL_typename(L, used + 1));
   attn_tensor **box = attnL_newbox(L);
-  return attnL_result(L, f(nd, shape, box));
+  attnL_result(L, f(nd, shape, box));
+  convert_top(L, dt);
+  return 1;
 }
 
 static int l_zeros(lua_State *L) { return make_filled(L, "zeros", attn_zeros); }
@@ -78,16 +233,28 @@ static int l_full(lua_State *L) {
         return luaL_error(L, "full: invalid size %I at position %d of the shape", (lua_Integer)shape[i], i + 1);
     }
   }
-  float v = (float)luaL_checknumber(L, value_arg);
+  attn_dtype dt = lua_type(L, value_arg) == LUA_TBOOLEAN ? ATTN_BOOL : ATTN_FLOAT32;
+  dt = attnL_optdtype_field(L, value_arg + 1, dt, "full");
+  double v;
+  if (lua_type(L, value_arg) == LUA_TBOOLEAN) v = lua_toboolean(L, value_arg);
+  else v = luaL_checknumber(L, value_arg);
   attn_tensor **box = attnL_newbox(L);
-  return attnL_result(L, attn_full(nd, shape, v, box));
+  if (dt == ATTN_INT64 && lua_isinteger(L, value_arg))
+    return attnL_result(L, attn_full_i64(nd, shape, (int64_t)lua_tointeger(L, value_arg), box));
+  return attnL_result(L, attn_full_dtype(dt, nd, shape, v, box));
 }
 
+/* zeros_like & co keep the input's dtype (torch) unless {dtype = } says */
 static int like(lua_State *L, const char *fn, int kind) {
   attn_tensor *t = attnL_check(L, 1);
-  float v = kind == 2 ? (float)luaL_checknumber(L, 2) : (float)kind;
+  int opt = kind == 2 ? 3 : 2;
+  double v = kind;
+  if (kind == 2) v = lua_type(L, 2) == LUA_TBOOLEAN ? lua_toboolean(L, 2) : luaL_checknumber(L, 2);
+  attn_dtype dt = attnL_optdtype_field(L, opt, t->dtype, fn);
   attn_tensor **box = attnL_newbox(L);
-  return attnL_result(L, attn_full(t->ndim, t->shape, v, box));
+  if (dt == ATTN_INT64 && kind == 2 && lua_isinteger(L, 2))
+    return attnL_result(L, attn_full_i64(t->ndim, t->shape, (int64_t)lua_tointeger(L, 2), box));
+  return attnL_result(L, attn_full_dtype(dt, t->ndim, t->shape, v, box));
 }
 static int l_zeros_like(lua_State *L) { return like(L, "zeros_like", 0); }
 static int l_ones_like(lua_State *L) { return like(L, "ones_like", 1); }
@@ -95,8 +262,23 @@ static int l_full_like(lua_State *L) { return like(L, "full_like", 2); }
 static int l_empty_like(lua_State *L) { return like(L, "empty_like", 0); }
 
 /* attn.arange(end) | arange(start, end [, step]): values, like torch */
+/* With only integer (Lua integer subtype) arguments the result is int64,
+   like torch.arange(5); any float argument (5.0) gives float32.  An
+   options table {dtype = ...} may end the arguments. */
 static int l_arange(lua_State *L) {
   double start = 0, end, step = 1;
+  int top = lua_gettop(L);
+  int has_dt = 0;
+  attn_dtype dt = ATTN_FLOAT32;
+  if (top >= 1 && lua_type(L, top) == LUA_TTABLE) {
+    lua_getfield(L, top, "dtype");
+    has_dt = !lua_isnil(L, -1);
+    lua_pop(L, 1);
+    dt = attnL_optdtype_field(L, top, ATTN_FLOAT32, "arange");
+    lua_settop(L, --top);
+  }
+  int ints = 1;
+  for (int i = 1; i <= top && i <= 3; i++) ints = ints && lua_isinteger(L, i);
   if (lua_isnoneornil(L, 2)) {
     end = luaL_checknumber(L, 1);
   } else {
@@ -104,8 +286,24 @@ static int l_arange(lua_State *L) {
     end = luaL_checknumber(L, 2);
     step = luaL_optnumber(L, 3, 1);
   }
+  int64_t s0 = 0, e0 = 0, st0 = 1;
+  if (ints) {
+    s0 = lua_isnoneornil(L, 2) ? 0 : (int64_t)lua_tointeger(L, 1);
+    e0 = lua_isnoneornil(L, 2) ? (int64_t)lua_tointeger(L, 1) : (int64_t)lua_tointeger(L, 2);
+    st0 = lua_isnoneornil(L, 3) ? 1 : (int64_t)lua_tointeger(L, 3);
+  }
   attn_tensor **box = attnL_newbox(L);
-  return attnL_result(L, attn_arange(start, end, step, box));
+  if (has_dt ? dt == ATTN_INT64 : ints) {
+    if (ints) {
+      return attnL_result(L, attn_arange_i64(s0, e0, st0, box));
+    }
+    attnL_result(L, attn_arange(start, end, step, box));
+    convert_top(L, ATTN_INT64);
+    return 1;
+  }
+  attnL_result(L, attn_arange(start, end, step, box));
+  if (has_dt) convert_top(L, dt);
+  return 1;
 }
 
 static int l_linspace(lua_State *L) {
@@ -195,18 +393,17 @@ static int m_item(lua_State *L) {
   if (attn_tensor_numel(t) != 1)
     return luaL_error(L, "item: only a tensor with one element can be converted to a number, got %s",
                       attn_shape_str(t->ndim, t->shape, sb, sizeof sb));
-  lua_pushnumber(L, attn_tensor_get_flat(t, 0));
+  attnL_pushelem(L, t, t->offset); /* the one element: every index is 0 */
   return 1;
 }
 
 static void push_table(lua_State *L, const attn_tensor *t, int dim, int64_t pos) {
   luaL_checkstack(L, 3, "totable");
-  const float *base = t->storage->data;
   lua_createtable(L, (int)t->shape[dim], 0);
   for (int64_t i = 0; i < t->shape[dim]; i++) {
     int64_t p = pos + i * t->stride[dim];
     if (dim == t->ndim - 1)
-      lua_pushnumber(L, base[p]);
+      attnL_pushelem(L, t, p);
     else
       push_table(L, t, dim + 1, p);
     lua_rawseti(L, -2, (lua_Integer)i + 1);
@@ -217,7 +414,7 @@ static void push_table(lua_State *L, const attn_tensor *t, int dim, int64_t pos)
 static int m_totable(lua_State *L) {
   attn_tensor *t = attnL_check(L, 1);
   if (t->ndim == 0)
-    lua_pushnumber(L, attn_tensor_data(t)[0]);
+    attnL_pushelem(L, t, t->offset);
   else
     push_table(L, t, 0, t->offset);
   return 1;
@@ -281,6 +478,13 @@ static int m_copy_(lua_State *L) {
 
 static int m_fill_(lua_State *L) {
   attn_tensor *t = attnL_check(L, 1);
+  if (t->dtype != ATTN_FLOAT32) {
+    double v = lua_type(L, 2) == LUA_TBOOLEAN ? lua_toboolean(L, 2) : luaL_checknumber(L, 2);
+    attn_status st = lua_isinteger(L, 2) ? attn_fill_i64_(t, (int64_t)lua_tointeger(L, 2)) : attn_fill_f64_(t, v);
+    if (st) return attnL_error(L);
+    lua_settop(L, 1);
+    return 1;
+  }
   float v = (float)luaL_checknumber(L, 2);
   if (attn_fill_(t, v)) return attnL_error(L);
   lua_settop(L, 1);
@@ -453,62 +657,503 @@ static int m_flatten(lua_State *L) {
 }
 
 /* ------------------------------------------------------------------------ */
-/* Indexing: t[i] (sub-tensor, or a number for 1-d), t[{i, j, ...}]          */
+/* Indexing, as torch users write it (1-based, negatives from the end):
+     t[i]                     select along dim 1 (a Lua value for a 1-d t)
+     t[{i, j}]                one index per leading dim (t[i, j])
+     t[{{}, -1}]              {} keeps a whole dim
+     t[{{2, 4}, {}}]          {first, last} inclusive, {first, last, step}
+     t[{{2}}]                 {i} keeps the dim (t[1:2])
+     t[ids], t[{{}, ids}]     an int64 (or integral float) tensor on one
+                              dim: torch's advanced indexing (index_select,
+                              the result takes the index's shape there)
+     t[mask]                  a bool mask of t's leading dims (or its whole
+                              shape): the selected entries, [n, rest...]
+   and assignment through each of them, broadcasting the value.  Reads are
+   views (select/slice) or index_select, so autograd follows them; writes
+   are copy_/masked_fill_/where, recorded like torch's in-place ops.       */
 
-/* Pushes the view selected by the integer (or table of integers) key. */
-static int index_view(lua_State *L, int tidx, int kidx, const char *fn) {
-  attn_tensor *t = attnL_check(L, tidx);
+enum { IX_SELECT, IX_SLICE, IX_TENSOR };
+typedef struct {
+  int kind;
+  int64_t index;          /* IX_SELECT: 1-based as given */
+  int64_t first, last, step; /* IX_SLICE: 1-based inclusive */
+  int slot;               /* IX_TENSOR: stack slot of the index */
+} ix_entry;
+
+typedef struct {
   int n;
-  int64_t idx[ATTN_MAX_DIMS];
-  if (lua_type(L, kidx) == LUA_TNUMBER) {
-    if (t->ndim == 0) luaL_error(L, "%s: cannot index a 0-d tensor (use t:item())", fn);
-    idx[0] = check_index(L, kidx, t->shape[0], 0, fn);
-    n = 1;
-  } else {
-    n = (int)lua_rawlen(L, kidx);
-    if (n > t->ndim)
-      luaL_error(L, "%s: %d indices for a %d-d tensor", fn, n, t->ndim);
-    for (int i = 0; i < n; i++) {
-      lua_rawgeti(L, kidx, i + 1);
-      idx[i] = check_index(L, lua_gettop(L), t->shape[i], i, fn);
-      lua_pop(L, 1);
-    }
+  ix_entry e[ATTN_MAX_DIMS];
+  int nsel;               /* entries that drop their dim */
+  int adv;                /* position of the IX_TENSOR entry, or -1 */
+  bool mask;              /* the key is a bool tensor */
+} ix_key;
+
+static int64_t ix_int(lua_State *L, int idx, const char *fn, const char *what) {
+  int isnum = 0;
+  lua_Integer v = lua_tointegerx(L, idx, &isnum);
+  if (!isnum)
+    luaL_error(L, "%s: %s must be an integer (got %s)", fn, what,
+               lua_type(L, idx) == LUA_TNUMBER ? lua_tostring(L, idx) : luaL_typename(L, idx));
+  return (int64_t)v;
+}
+
+/* Parses the key at kidx (the table's entries stay reachable through it). */
+static void ix_parse(lua_State *L, const attn_tensor *t, int kidx, ix_key *k, const char *fn) {
+  k->n = 0;
+  k->nsel = 0;
+  k->adv = -1;
+  k->mask = false;
+  int ty = lua_type(L, kidx);
+  if (ty == LUA_TNUMBER) {
+    k->e[0].kind = IX_SELECT;
+    k->e[0].index = ix_int(L, kidx, fn, "an index");
+    k->n = 1;
+    k->nsel = 1;
+    return;
   }
-  if (attn_grad_enabled() && attn_requires_grad(t)) {
-    /* as_strided is not differentiable: select dim 1 once per index, so
-       autograd records SelectBackward0 like torch's t[i][j] */
-    if (n == 0) {
-      lua_pushvalue(L, tidx);
-      return 1;
+  attn_tensor *kt = attnL_test(L, kidx);
+  if (kt) {
+    if (kt->dtype == ATTN_BOOL) {
+      k->mask = true;
+      return;
     }
-    const attn_tensor *cur = t;
-    for (int i = 0; i < n; i++) {
-      attn_tensor **box = attnL_newbox(L);
-      attnL_result(L, attn_select(cur, 0, idx[i], box));
-      cur = *box;
+    k->e[0].kind = IX_TENSOR;
+    k->e[0].slot = kidx;
+    k->n = 1;
+    k->adv = 0;
+    return;
+  }
+  if (ty != LUA_TTABLE)
+    luaL_error(L, "%s: tensors are indexed by integers, tables of indices and ranges, index tensors, bool masks "
+                  "or method names (got %s)", fn, luaL_typename(L, kidx));
+  int n = (int)lua_rawlen(L, kidx);
+  if (n > t->ndim) luaL_error(L, "%s: %d indices for a %d-d tensor", fn, n, t->ndim);
+  for (int i = 0; i < n; i++) {
+    ix_entry *e = &k->e[i];
+    int ety = lua_rawgeti(L, kidx, i + 1);
+    int top = lua_gettop(L);
+    if (ety == LUA_TNUMBER) {
+      e->kind = IX_SELECT;
+      e->index = ix_int(L, top, fn, "an index");
+      k->nsel++;
+    } else if (ety == LUA_TTABLE && !attnL_test(L, top)) {
+      int len = (int)lua_rawlen(L, top);
+      if (len > 3)
+        luaL_error(L, "%s: range %d has %d entries; a range is {}, {i}, {first, last} or {first, last, step} "
+                      "(index a list of ids with a tensor: attn.tensor(ids, {dtype = \"int64\"}))", fn, i + 1, len);
+      e->kind = IX_SLICE;
+      e->first = 1;
+      e->last = -1;
+      e->step = 1;
+      if (len >= 1) {
+        lua_rawgeti(L, top, 1);
+        e->first = ix_int(L, -1, fn, "a range bound");
+        e->last = e->first;
+        lua_pop(L, 1);
+      }
+      if (len >= 2) {
+        lua_rawgeti(L, top, 2);
+        e->last = ix_int(L, -1, fn, "a range bound");
+        lua_pop(L, 1);
+      }
+      if (len == 3) {
+        lua_rawgeti(L, top, 3);
+        e->step = ix_int(L, -1, fn, "a range step");
+        lua_pop(L, 1);
+        if (e->step <= 0) luaL_error(L, "%s: range step must be positive (got %I)", fn, (lua_Integer)e->step);
+      }
+    } else if (attnL_test(L, top)) {
+      if (attnL_test(L, top)->dtype == ATTN_BOOL)
+        luaL_error(L, "%s: a bool mask indexes the whole tensor (t[mask]), not one dim of a table key", fn);
+      if (k->adv >= 0) luaL_error(L, "%s: at most one index tensor per key", fn);
+      e->kind = IX_TENSOR;
+      e->slot = top;
+      k->adv = i;
+      continue; /* the index stays in its stack slot for the whole call */
+    } else {
+      luaL_error(L, "%s: entry %d of the key is a %s (expected an integer, a range table or an index tensor)", fn,
+                 i + 1, luaL_typename(L, top));
     }
+    lua_pop(L, 1);
+  }
+  k->n = n;
+}
+
+/* 1-based index (negative from the end) -> 0-based, with a Lua message */
+static int64_t ix_check(lua_State *L, int64_t i, int64_t size, int dim, const char *fn) {
+  int64_t i0 = i < 0 ? i + size : i - 1;
+  if (i == 0 || i0 < 0 || i0 >= size)
+    luaL_error(L, "%s: index %I out of range for dim %d of size %I (expected 1..%I or -%I..-1)", fn, (lua_Integer)i,
+               dim + 1, (lua_Integer)size, (lua_Integer)size, (lua_Integer)size);
+  return i0;
+}
+
+/* Applies the select/slice entries to the tensor at tidx; pushes the view.
+   *adv_dim: the view's dim of the index tensor entry (or -1). */
+static attn_tensor *ix_view(lua_State *L, int tidx, const ix_key *k, int *adv_dim, const char *fn) {
+  attn_tensor *cur = attnL_check(L, tidx);
+  lua_pushvalue(L, tidx);
+  int d = 0;
+  *adv_dim = -1;
+  for (int i = 0; i < k->n; i++) {
+    const ix_entry *e = &k->e[i];
+    if (e->kind == IX_TENSOR) {
+      *adv_dim = d++;
+      continue;
+    }
+    if (d >= cur->ndim) luaL_error(L, "%s: too many indices for a %d-d tensor", fn, cur->ndim);
+    int64_t size = cur->shape[d];
+    attn_tensor **box = attnL_newbox(L);
+    if (e->kind == IX_SELECT) {
+      int64_t i0 = ix_check(L, e->index, size, i, fn);
+      attnL_result(L, attn_select(cur, d, i0, box));
+    } else {
+      int64_t first = e->first, last = e->last;
+      if (first < -size) first = -size;
+      if (last < -size - 1) last = -size - 1;
+      int64_t s0 = first < 0 ? first + size : first - 1;
+      int64_t e0 = last < 0 ? last + size + 1 : last;
+      if (s0 < 0) s0 = 0;
+      if (e0 > size) e0 = size;
+      if (s0 > size) s0 = size;
+      if (e0 < s0) e0 = s0;
+      attnL_result(L, attn_slice(cur, d, s0, e0, e->step, box));
+      d++;
+    }
+    lua_remove(L, -2);
+    cur = *box;
+  }
+  return cur;
+}
+
+/* The int64 0-based index of the IX_TENSOR entry for a dim of size n
+   (pushed), checked against n. */
+static attn_tensor *ix_index(lua_State *L, const ix_key *k, int64_t n, const char *fn) {
+  return attnL_checkindex(L, k->e[k->adv].slot, n, fn, "index");
+}
+
+/* Flat 0-based positions of the true entries of a bool mask (pushed, [n]). */
+static attn_tensor *ix_positions(lua_State *L, const attn_tensor *mask) {
+  int64_t total = attn_tensor_numel(mask), n = 0;
+  for (int64_t i = 0; i < total; i++) n += attn_tensor_get_flat_i64(mask, i) != 0;
+  attn_tensor **box = attnL_newbox(L);
+  if (attn_empty_dtype(ATTN_INT64, 1, &n, box)) attnL_error(L);
+  attnL_account(L, box);
+  int64_t *p = attn_tensor_i64(*box);
+  for (int64_t i = 0, j = 0; i < total; i++)
+    if (attn_tensor_get_flat_i64(mask, i)) p[j++] = i;
+  return *box;
+}
+
+/* The leading dims the mask covers: its shape must be t's first mask->ndim
+   sizes. */
+static void ix_check_mask(lua_State *L, const attn_tensor *t, const attn_tensor *mask, const char *fn) {
+  char sa[64], sb[64];
+  bool ok = mask->ndim <= t->ndim;
+  for (int d = 0; ok && d < mask->ndim; d++) ok = mask->shape[d] == t->shape[d];
+  if (!ok)
+    luaL_error(L, "%s: mask of shape %s does not match the leading dims of the tensor's shape %s", fn,
+               attn_shape_str(mask->ndim, mask->shape, sa, sizeof sa), attn_shape_str(t->ndim, t->shape, sb, sizeof sb));
+}
+
+/* t viewed as [prod(lead), rest...] for a mask over its `lead` leading dims (pushed). */
+static attn_tensor *ix_flat_lead(lua_State *L, attn_tensor *t, int lead) {
+  int64_t shape[ATTN_MAX_DIMS];
+  int nd = 0;
+  int64_t p = 1;
+  for (int d = 0; d < lead; d++) p *= t->shape[d];
+  shape[nd++] = p;
+  for (int d = lead; d < t->ndim; d++) shape[nd++] = t->shape[d];
+  attn_tensor **box = attnL_newbox(L);
+  attnL_result(L, attn_reshape(t, nd, shape, box));
+  return *box;
+}
+
+/* t[mask] (pushed) */
+static void ix_read_mask(lua_State *L, int tidx, int kidx, const char *fn) {
+  attn_tensor *t = attnL_check(L, tidx), *mask = attnL_check(L, kidx);
+  ix_check_mask(L, t, mask, fn);
+  attn_tensor *pos = ix_positions(L, mask);
+  attn_tensor *flat = ix_flat_lead(L, t, mask->ndim);
+  attn_tensor **box = attnL_newbox(L);
+  attnL_result(L, attn_index_select(flat, 0, pos, box));
+}
+
+/* Reads t[key] (pushed): a tensor, or a Lua value for a 0-d result of
+   integer indices only. */
+static void ix_read(lua_State *L, int tidx, int kidx, const char *fn) {
+  attn_tensor *t = attnL_check(L, tidx);
+  if (lua_type(L, kidx) == LUA_TNUMBER && t->ndim == 0) luaL_error(L, "%s: cannot index a 0-d tensor (use t:item())", fn);
+  ix_key k;
+  ix_parse(L, t, kidx, &k, fn);
+  if (k.mask) {
+    ix_read_mask(L, tidx, kidx, fn);
+    return;
+  }
+  int adv;
+  attn_tensor *cur = ix_view(L, tidx, &k, &adv, fn);
+  if (adv >= 0) {
+    attn_tensor *idx = ix_index(L, &k, cur->shape[adv], fn);
+    int64_t n = attn_tensor_numel(idx);
+    attn_tensor **flat = attnL_newbox(L);
+    attnL_result(L, attn_reshape(idx, 1, &n, flat));
+    attn_tensor **sel = attnL_newbox(L);
+    attnL_result(L, attn_index_select(cur, adv, *flat, sel));
+    /* the index's shape replaces the dim */
+    int64_t shape[ATTN_MAX_DIMS];
+    int nd = 0;
+    if (cur->ndim - 1 + idx->ndim > ATTN_MAX_DIMS) luaL_error(L, "%s: the result would have too many dims", fn);
+    for (int d = 0; d < adv; d++) shape[nd++] = cur->shape[d];
+    for (int d = 0; d < idx->ndim; d++) shape[nd++] = idx->shape[d];
+    for (int d = adv + 1; d < cur->ndim; d++) shape[nd++] = cur->shape[d];
+    attn_tensor **box = attnL_newbox(L);
+    attnL_result(L, attn_reshape(*sel, nd, shape, box));
+    return;
+  }
+  /* an element is a Lua value (a number even when t requires grad: keep a
+     dim, t[{i, {j}}], for a differentiable element) */
+  if (cur->ndim == 0 && k.nsel == k.n) {
+    attn_tensor *v = cur;
+    attnL_pushelem(L, v, v->offset);
+  }
+}
+
+/* t[key] = value under autograd (t or the value takes part in a graph):
+   the core cannot rebase the history of a view written in place, so the
+   write is computed on t as a whole: the positions the key selects (the
+   key applied to arange(numel) shaped like t), the value broadcast to
+   them, and t = where(hit, value at its position, t), committed into t
+   with copy_ (recorded like torch's index_put/copy_ on t). */
+static int ix_write_error(lua_State *L);
+
+static void ix_write_graph(lua_State *L, int tidx, int kidx, int vidx, const char *fn) {
+  attn_tensor *t = attnL_check(L, tidx);
+  int64_t total = attn_tensor_numel(t);
+  attn_tensor **pos = attnL_newbox(L);
+  attnL_result(L, attn_arange_i64(0, total, 1, pos));
+  attn_tensor **posv = attnL_newbox(L);
+  attnL_result(L, attn_reshape(*pos, t->ndim, t->shape, posv));
+  int pslot = lua_gettop(L);
+  ix_read(L, pslot, kidx, fn);
+  attn_tensor *P;
+  if (lua_isinteger(L, -1)) {
+    attn_tensor **b = attnL_newbox(L);
+    attnL_result(L, attn_full_i64(0, NULL, (int64_t)lua_tointeger(L, -2), b));
+    P = *b;
+  } else {
+    P = attnL_check(L, -1);
+  }
+  int64_t m = attn_tensor_numel(P);
+  attn_tensor *v = attnL_totensor(L, vidx, fn, "value");
+  attn_tensor **ve = attnL_newbox(L);
+  if (attn_expand(v, P->ndim, P->shape, ve)) {
+    char sa[64], sb[64];
+    luaL_error(L, "%s: value of shape %s cannot be broadcast to the indexed shape %s", fn,
+               attn_shape_str(v->ndim, v->shape, sa, sizeof sa), attn_shape_str(P->ndim, P->shape, sb, sizeof sb));
+  }
+  attnL_account(L, ve);
+  attn_tensor **vf = attnL_newbox(L);
+  attnL_result(L, attn_reshape(*ve, 1, &m, vf));
+  attn_tensor **inv = attnL_newbox(L), **hit = attnL_newbox(L);
+  if (attn_empty_dtype(ATTN_INT64, 1, &total, inv) || attn_empty_dtype(ATTN_BOOL, 1, &total, hit)) attnL_error(L);
+  attnL_account(L, inv);
+  attnL_account(L, hit);
+  int64_t *ip = attn_tensor_i64(*inv);
+  bool *hp = attn_tensor_bool(*hit);
+  for (int64_t j = 0; j < m; j++) {
+    int64_t q = attn_tensor_get_flat_i64(P, j);
+    ip[q] = j;
+    hp[q] = true;
+  }
+  if (m == 0) return;
+  attn_tensor **full = attnL_newbox(L);
+  attnL_result(L, attn_index_select(*vf, 0, *inv, full));
+  attn_tensor **fs = attnL_newbox(L), **hs = attnL_newbox(L);
+  attnL_result(L, attn_reshape(*full, t->ndim, t->shape, fs));
+  attnL_result(L, attn_reshape(*hit, t->ndim, t->shape, hs));
+  attn_tensor **w = attnL_newbox(L);
+  attnL_result(L, attn_where(*hs, *fs, t, w));
+  if (attn_copy_(t, *w)) ix_write_error(L);
+}
+
+/* An error from a core write named as t[k] = v */
+static int ix_write_error(lua_State *L) {
+  const char *msg = attn_last_error(), *rest = strstr(msg, ": ");
+  return luaL_error(L, "newindex: %s", rest ? rest + 2 : msg);
+}
+
+/* t[mask] = value: a number fills; a tensor broadcasts to t's shape, or is
+   [n, rest...] with one row per true entry (torch's index_put). */
+static void ix_write_mask(lua_State *L, int tidx, int kidx, int vidx, const char *fn) {
+  attn_tensor *t = attnL_check(L, tidx), *mask = attnL_check(L, kidx);
+  ix_check_mask(L, t, mask, fn);
+  /* the mask broadcast over t's trailing dims */
+  int64_t mshape[ATTN_MAX_DIMS];
+  for (int d = 0; d < t->ndim; d++) mshape[d] = d < mask->ndim ? mask->shape[d] : 1;
+  attn_tensor **mb = attnL_newbox(L);
+  attnL_result(L, attn_reshape(mask, t->ndim, mshape, mb));
+  int mslot = lua_gettop(L);
+  if (lua_type(L, vidx) == LUA_TNUMBER || lua_type(L, vidx) == LUA_TBOOLEAN) {
+    float v = lua_type(L, vidx) == LUA_TBOOLEAN ? (float)lua_toboolean(L, vidx) : (float)lua_tonumber(L, vidx);
+    attn_status st = t->dtype == ATTN_INT64 && lua_isinteger(L, vidx) ? ATTN_OK : attn_masked_fill_(t, *mb, v);
+    if (t->dtype == ATTN_INT64 && lua_isinteger(L, vidx)) {
+      /* exact: through where with an int64 0-d value */
+      attn_tensor **s = attnL_newbox(L);
+      attnL_result(L, attn_full_i64(0, NULL, (int64_t)lua_tointeger(L, vidx), s));
+      attn_tensor **w = attnL_newbox(L);
+      attnL_result(L, attn_where(*mb, *s, t, w));
+      st = attn_copy_(t, *w);
+    }
+    if (st) ix_write_error(L);
+    return;
+  }
+  attn_tensor *v = attnL_totensor(L, vidx, fn, "value");
+  int64_t npos = 0, total = attn_tensor_numel(mask);
+  for (int64_t i = 0; i < total; i++) npos += attn_tensor_get_flat_i64(mask, i) != 0;
+  bool rows = v->ndim >= 1 && v->shape[0] == npos && v->ndim == t->ndim - mask->ndim + 1 && npos != 1;
+  if (!rows) {
+    /* broadcast to t: where(mask, v, t) */
+    attn_tensor **w = attnL_newbox(L);
+    attnL_result(L, attn_where(*mb, v, t, w));
+    if (attn_copy_(t, *w)) ix_write_error(L);
+    return;
+  }
+  /* one row of v per true entry: inv[p] = its row (0 elsewhere), then
+     where(mask, v[inv], t) */
+  (void)mslot;
+  attn_tensor **inv = attnL_newbox(L);
+  if (attn_empty_dtype(ATTN_INT64, 1, &total, inv)) attnL_error(L);
+  attnL_account(L, inv);
+  int64_t *ip = attn_tensor_i64(*inv);
+  for (int64_t i = 0, j = 0; i < total; i++) ip[i] = attn_tensor_get_flat_i64(mask, i) ? j++ : 0;
+  attn_tensor **full = attnL_newbox(L);
+  attnL_result(L, attn_index_select(v, 0, *inv, full));
+  attn_tensor **shaped = attnL_newbox(L);
+  attnL_result(L, attn_reshape(*full, t->ndim, t->shape, shaped));
+  attn_tensor **w = attnL_newbox(L);
+  attnL_result(L, attn_where(*mb, *shaped, t, w));
+  if (attn_copy_(t, *w)) ix_write_error(L);
+}
+
+/* t[key] = value */
+static void ix_write(lua_State *L, int tidx, int kidx, int vidx, const char *fn) {
+  attn_tensor *t = attnL_check(L, tidx);
+  if (lua_type(L, kidx) == LUA_TNUMBER && t->ndim == 0) luaL_error(L, "%s: cannot index a 0-d tensor", fn);
+  ix_key k;
+  ix_parse(L, t, kidx, &k, fn);
+  attn_tensor *vt = attnL_test(L, vidx);
+  if (attnL_grad_enabled(L) && (attn_requires_grad(t) || (vt && attn_requires_grad(vt)))) {
+    ix_write_graph(L, tidx, kidx, vidx, fn);
+    return;
+  }
+  if (k.mask) {
+    ix_write_mask(L, tidx, kidx, vidx, fn);
+    return;
+  }
+  int adv;
+  attn_tensor *cur = ix_view(L, tidx, &k, &adv, fn);
+  int cslot = lua_gettop(L);
+  if (adv < 0) {
+    attn_tensor *src;
+    if (lua_type(L, vidx) == LUA_TBOOLEAN) {
+      attn_tensor **b = attnL_newbox(L);
+      attnL_result(L, attn_scalar_dtype(ATTN_BOOL, lua_toboolean(L, vidx), b));
+      src = *b;
+    } else if (lua_isinteger(L, vidx) && cur->dtype == ATTN_INT64) {
+      attn_tensor **b = attnL_newbox(L);
+      attnL_result(L, attn_full_i64(0, NULL, (int64_t)lua_tointeger(L, vidx), b));
+      src = *b;
+    } else {
+      src = attnL_totensor(L, vidx, fn, "value");
+    }
+    if (attn_copy_(attnL_check(L, cslot), src)) ix_write_error(L);
+    return;
+  }
+  /* index tensor on dim adv of cur: row r of cur takes row j of the value
+     (broadcast to the selected shape) where index[j] = r (the last such j) */
+  attn_tensor *idx = ix_index(L, &k, cur->shape[adv], fn);
+  int64_t n = attn_tensor_numel(idx);
+  int64_t m = cur->shape[adv];
+  /* the selected shape: cur's with dim adv replaced by [n] */
+  int64_t sshape[ATTN_MAX_DIMS];
+  for (int d = 0; d < cur->ndim; d++) sshape[d] = d == adv ? n : cur->shape[d];
+  attn_tensor *v = attnL_totensor(L, vidx, fn, "value");
+  attn_tensor **ve = attnL_newbox(L);
+  if (attn_expand(v, cur->ndim, sshape, ve)) {
+    char sa[64], sb[64];
+    luaL_error(L, "%s: value of shape %s cannot be broadcast to the indexed shape %s", fn,
+               attn_shape_str(v->ndim, v->shape, sa, sizeof sa), attn_shape_str(cur->ndim, sshape, sb, sizeof sb));
+  }
+  attnL_account(L, ve);
+  attn_tensor **inv = attnL_newbox(L), **hit = attnL_newbox(L);
+  if (attn_empty_dtype(ATTN_INT64, 1, &m, inv) || attn_empty_dtype(ATTN_BOOL, 1, &m, hit)) attnL_error(L);
+  attnL_account(L, inv);
+  attnL_account(L, hit);
+  int64_t *ip = attn_tensor_i64(*inv);
+  bool *hp = attn_tensor_bool(*hit);
+  const int64_t *ids = attn_tensor_i64(idx);
+  for (int64_t j = 0; j < n; j++) {
+    ip[ids[j]] = j;
+    hp[ids[j]] = true;
+  }
+  if (n == 0) return;
+  attn_tensor **full = attnL_newbox(L);
+  attnL_result(L, attn_index_select(*ve, adv, *inv, full));
+  int64_t hshape[ATTN_MAX_DIMS];
+  for (int d = 0; d < cur->ndim; d++) hshape[d] = d == adv ? m : 1;
+  attn_tensor **hb = attnL_newbox(L);
+  attnL_result(L, attn_reshape(*hit, cur->ndim, hshape, hb));
+  attn_tensor **w = attnL_newbox(L);
+  attnL_result(L, attn_where(*hb, *full, attnL_check(L, cslot), w));
+  if (attn_copy_(attnL_check(L, cslot), *w)) ix_write_error(L);
+}
+
+/* t.dtype, t.shape, t.ndim, t.T, t.mT: pushes the value and returns 1, or 0. */
+static int tensor_property(lua_State *L, attn_tensor *t, const char *key) {
+  if (strcmp(key, "dtype") == 0) {
+    attnL_pushdtype(L, t->dtype);
     return 1;
   }
-  int64_t offset = t->offset;
-  for (int i = 0; i < n; i++) offset += idx[i] * t->stride[i];
-  attn_tensor **box = attnL_newbox(L);
-  return attnL_result(L, attn_as_strided(t, t->ndim - n, t->shape + n, t->stride + n, offset, box));
+  if (strcmp(key, "shape") == 0) {
+    push_shape(L, t->ndim, t->shape);
+    luaL_setmetatable(L, SHAPE_MT);
+    return 1;
+  }
+  if (strcmp(key, "ndim") == 0) {
+    lua_pushinteger(L, t->ndim);
+    return 1;
+  }
+  if (strcmp(key, "T") == 0) {
+    /* torch: all dims reversed (t() for <= 2 dims) */
+    int dims[ATTN_MAX_DIMS];
+    for (int i = 0; i < t->ndim; i++) dims[i] = t->ndim - 1 - i;
+    attn_tensor **box = attnL_newbox(L);
+    attnL_result(L, t->ndim <= 2 ? attn_t(t, box) : attn_permute(t, dims, box));
+    return 1;
+  }
+  if (strcmp(key, "mT") == 0) {
+    if (t->ndim < 2) luaL_error(L, "mT: expected a tensor with at least 2 dims, got %d", t->ndim);
+    attn_tensor **box = attnL_newbox(L);
+    attnL_result(L, attn_transpose(t, t->ndim - 2, t->ndim - 1, box));
+    return 1;
+  }
+  return 0;
 }
 
 static int index_slow(lua_State *L, int ty) {
   if (ty == LUA_TSTRING) {
     attn_tensor *t = attnL_check(L, 1);
+    if (tensor_property(L, t, lua_tostring(L, 2))) return 1;
     if (attnL_property(L, t, lua_tostring(L, 2))) return 1;
     lua_pushnil(L);
     return 1;
   }
-  if (ty == LUA_TNUMBER || ty == LUA_TTABLE) {
-    index_view(L, 1, 2, "index");
-    attn_tensor *v = attnL_check(L, -1);
-    if (v->ndim == 0) lua_pushnumber(L, attn_tensor_data(v)[0]);
+  if (ty == LUA_TNUMBER || ty == LUA_TTABLE || ty == LUA_TUSERDATA) {
+    ix_read(L, 1, 2, "index");
     return 1;
   }
-  return luaL_error(L, "index: tensors are indexed by integers or method names (got %s)", luaL_typename(L, 2));
+  return luaL_error(L, "index: tensors are indexed by integers, tables of indices and ranges, index tensors, bool "
+                       "masks or method names (got %s)", luaL_typename(L, 2));
 }
 
 /* Method lookups (the common case) stay a raw get; properties and
@@ -532,18 +1177,75 @@ static int t_index(lua_State *L) {
 static int t_newindex(lua_State *L) {
   int ty = lua_type(L, 2);
   if (ty == LUA_TSTRING && attnL_set_property(L, attnL_check(L, 1), lua_tostring(L, 2), 3)) return 0;
-  if (ty != LUA_TNUMBER && ty != LUA_TTABLE)
+  if (ty != LUA_TNUMBER && ty != LUA_TTABLE && !(ty == LUA_TUSERDATA && attnL_test(L, 2)))
     return luaL_error(L, "newindex: cannot set field '%s' on a tensor (assign t[i] = value, t.grad or "
                          "t.requires_grad)",
                       ty == LUA_TSTRING ? lua_tostring(L, 2) : luaL_typename(L, 2));
-  index_view(L, 1, 2, "newindex");
-  attn_tensor *v = attnL_check(L, -1);
-  attn_tensor *src = attnL_totensor(L, 3, "newindex", "value");
-  if (attn_copy_(v, src)) {
-    const char *msg = attn_last_error(), *rest = strstr(msg, ": "); /* "copy_: ...": name t[k] = v instead */
-    return luaL_error(L, "newindex: %s", rest ? rest + 2 : msg);
-  }
+  ix_write(L, 1, 2, 3, "newindex");
   return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Dtype methods                                                             */
+
+static int to_dtype(lua_State *L, attn_tensor *t, attn_dtype dt) {
+  if (t->dtype == dt) {
+    lua_settop(L, 1);
+    return 1;
+  }
+  attn_tensor **box = attnL_newbox(L);
+  return attnL_result(L, attn_to_dtype(t, dt, box));
+}
+
+static int m_long(lua_State *L) { return to_dtype(L, attnL_check(L, 1), ATTN_INT64); }
+static int m_bool(lua_State *L) { return to_dtype(L, attnL_check(L, 1), ATTN_BOOL); }
+static int m_float(lua_State *L) { return to_dtype(L, attnL_check(L, 1), ATTN_FLOAT32); }
+
+/* t:to(dtype | "int64" | other_tensor [, {copy = true}]) */
+static int m_to(lua_State *L) {
+  attn_tensor *t = attnL_check(L, 1);
+  luaL_checkany(L, 2);
+  attn_dtype dt = attnL_checkdtype(L, 2, "to");
+  int copy = 0;
+  if (lua_type(L, 3) == LUA_TTABLE) {
+    lua_getfield(L, 3, "copy");
+    copy = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+  }
+  if (copy && t->dtype == dt) {
+    attn_tensor **box = attnL_newbox(L);
+    return attnL_result(L, attn_clone(t, box));
+  }
+  lua_settop(L, 1);
+  return to_dtype(L, t, dt);
+}
+
+static int m_type_as(lua_State *L) {
+  attn_tensor *t = attnL_check(L, 1);
+  attn_tensor *o = attnL_check(L, 2);
+  lua_settop(L, 1);
+  return to_dtype(L, t, o->dtype);
+}
+
+static int m_is_floating_point(lua_State *L) {
+  lua_pushboolean(L, attnL_check(L, 1)->dtype == ATTN_FLOAT32);
+  return 1;
+}
+
+static int m_element_size(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)attn_dtype_size(attnL_check(L, 1)->dtype));
+  return 1;
+}
+
+/* Lua's < and <= cannot give tensors (their results become booleans), so
+   they raise and say what to write instead. */
+static int t_lt(lua_State *L) {
+  return luaL_error(L, "'<' and '>' on tensors cannot give a tensor in Lua: write x:lt(y) for x < y and x:gt(y) "
+                       "for x > y (e.g. x:gt(0))");
+}
+static int t_le(lua_State *L) {
+  return luaL_error(L, "'<=' and '>=' on tensors cannot give a tensor in Lua: write x:le(y) for x <= y and "
+                       "x:ge(y) for x >= y (e.g. x:ge(0))");
 }
 
 static int t_len(lua_State *L) {
@@ -674,6 +1376,7 @@ static const luaL_Reg module_fns[] = {
     {"empty_like", l_empty_like}, {"arange", l_arange},
     {"linspace", l_linspace},     {"eye", l_eye},
     {"one_hot", l_one_hot},       {"info", l_info},
+    {"shape", m_shape},
     {"set_num_threads", l_set_num_threads}, {"set_isa", l_set_isa},
     {"get_num_threads", l_get_num_threads},
     {"is_tensor", l_is_tensor},   {"now", l_now},
@@ -682,7 +1385,11 @@ static const luaL_Reg module_fns[] = {
     {NULL, NULL}};
 
 static const luaL_Reg methods[] = {
-    {"shape", m_shape},         {"size", m_size},
+    {"size", m_size},
+    {"long", m_long},           {"bool", m_bool},
+    {"float", m_float},         {"to", m_to},
+    {"type_as", m_type_as},     {"is_floating_point", m_is_floating_point},
+    {"element_size", m_element_size},
     {"stride", m_stride},       {"dim", m_dim},
     {"numel", m_numel},         {"is_contiguous", m_is_contiguous},
     {"item", m_item},           {"totable", m_totable},
@@ -701,6 +1408,7 @@ static const luaL_Reg methods[] = {
 void attnL_open_tensor(lua_State *L, int module, int methods_idx) {
   attnL_register(L, module, 0, module_fns);
   attnL_register(L, module, methods_idx, methods);
+  open_dtypes(L, module); /* after the methods: attn.bool, attn.float, attn.long are dtypes */
   luaL_getmetatable(L, ATTN_TENSOR_MT);
   lua_pushcfunction(L, t_gc);
   lua_setfield(L, -2, "__gc");
@@ -718,5 +1426,9 @@ void attnL_open_tensor(lua_State *L, int module, int methods_idx) {
   lua_setfield(L, -2, "__len");
   attnL_pushfn(L, t_concat);
   lua_setfield(L, -2, "__concat");
+  attnL_pushfn(L, t_lt);
+  lua_setfield(L, -2, "__lt");
+  attnL_pushfn(L, t_le);
+  lua_setfield(L, -2, "__le");
   lua_pop(L, 1);
 }

@@ -1,0 +1,830 @@
+--- attn.ops: tensor ops written on top of the differentiable core ops, so
+-- that autograd follows them (torch 1.13 semantics, 1-based dims):
+--
+--   einsum(eq, a, b, ...)                 any equation torch accepts;
+--                                         pairs contract as batched matmul
+--   sum/mean/amax/amin/std/var over a list of dims; std/var options
+--     {correction =, keepdim =, unbiased =} beside torch's positional form
+--   roll(shifts, dims), diag(k), cdist(x1, x2, p), clamp(min, max) with
+--   tensor bounds, repeat_interleave(repeats, dim), where(cond) with one
+--   argument (= nonzero{as_tuple = true})
+--   pad, cosine_similarity, normalize: exported for attn.F
+--
+-- Loaded by attn/init.lua, which installs each function as attn.name and
+-- as the method t:name.  The C ops (sort, topk, scatter, ...) live in
+-- src/lua/ops.c.
+local M = {}
+
+local function is_tensor(x) return M.attn.is_tensor(x) end
+
+local function fmt_shape(s) return "[" .. table.concat(s, ",") .. "]" end
+
+local function is_int(v) return type(v) == "number" and math.tointeger(v) ~= nil end
+
+-- A tensor argument (tables and numbers converted).
+local function as_tensor(x, fn, name, level)
+  if is_tensor(x) then return x end
+  local tx = type(x)
+  if tx == "table" or tx == "number" then return M.attn.tensor(x) end
+  error(("%s: %s must be a tensor (got %s)"):format(fn, name, tx), level + 1)
+end
+
+-- A 1-based (or negative) dim normalised to 1..nd; level points at the caller.
+local function norm_dim(d, nd, fn, level, what)
+  if not is_int(d) then
+    error(("%s: %s must be an integer (got %s)"):format(fn, what or "dim", tostring(d)), level + 1)
+  end
+  local n = nd == 0 and 1 or nd
+  if d == 0 or d < -n or d > n then
+    error(("%s: %s %s out of range for a %d-d tensor (expected 1..%d or -%d..-1; dims are 1-based)"):format(
+      fn, what or "dim", tostring(d), nd, n, n), level + 1)
+  end
+  d = math.tointeger(d)
+  return d < 0 and d + n + 1 or d
+end
+
+-- A list of dims (a table of integers) normalised, checked for repeats and
+-- returned sorted descending.
+local function dim_list(x, dims, fn, level)
+  local nd = x:dim()
+  local seen, out = {}, {}
+  for i = 1, #dims do
+    local d = norm_dim(dims[i], nd, fn, level + 1)
+    if seen[d] then error(("%s: dim %d appears more than once in the list"):format(fn, d), level + 1) end
+    seen[d] = true
+    out[#out + 1] = d
+  end
+  table.sort(out, function(a, b) return a > b end)
+  return out, seen
+end
+
+-- Whether t is an options table ({correction = 0}) rather than a list.
+local function is_opts(t)
+  if type(t) ~= "table" or is_tensor(t) then return false end
+  for k in pairs(t) do if type(k) == "string" then return true end end
+  return false
+end
+
+local function check_opts(opts, fn, known, level)
+  for k in pairs(opts) do
+    if not known[k] then
+      local names = {}
+      for n in pairs(known) do names[#names + 1] = n end
+      table.sort(names)
+      error(("%s: unknown option '%s' (expected %s)"):format(fn, tostring(k), table.concat(names, ", ")), level + 1)
+    end
+  end
+end
+
+---------------------------------------------------------------------------
+-- Reductions over several dims; std/var options
+---------------------------------------------------------------------------
+
+-- r was reduced with keepdim over the dims in desc (descending): drop them.
+local function drop_dims(r, desc)
+  for _, d in ipairs(desc) do r = r:squeeze(d) end
+  return r
+end
+
+-- Installs attn.name / t:name(dim, keepdim) that takes a list of dims as
+-- well as the C function's single dim (or none).
+local function multi_dim(name, c_fn, combine)
+  return function(x, dim, keepdim, ...)
+    if type(dim) == "table" and not is_tensor(dim) then
+      x = as_tensor(x, name, "input", 2)
+      if keepdim ~= nil and type(keepdim) ~= "boolean" then
+        error(("%s: keepdim must be a boolean (got %s)"):format(name, type(keepdim)), 2)
+      end
+      if #dim == 0 then return c_fn(x, nil, keepdim) end -- torch: an empty list reduces every dim
+      local desc = dim_list(x, dim, name, 2)
+      local r = combine(x, desc)
+      if not keepdim then r = drop_dims(r, desc) end
+      return r
+    end
+    return c_fn(x, dim, keepdim, ...)
+  end
+end
+
+-- Sequential keepdim reductions give torch's result for sum and mean (a
+-- mean of equal-sized means is the mean).
+local function sequential(c_fn)
+  return function(x, desc)
+    for _, d in ipairs(desc) do x = c_fn(x, d, true) end
+    return x
+  end
+end
+
+-- amax/amin: torch's gradient is shared equally by every element equal to
+-- the result; the value is recomputed as sum(x where x == m) / count, whose
+-- derivative is exactly that (a masked fill, not a product, so that
+-- infinities stay finite elsewhere).
+local function amax_like(name, is_min)
+  return function(x, dim, keepdim)
+    x = as_tensor(x, name, "input", 2)
+    if keepdim ~= nil and type(keepdim) ~= "boolean" then
+      error(("%s: keepdim must be a boolean (got %s)"):format(name, type(keepdim)), 2)
+    end
+    local desc
+    if dim == nil or (type(dim) == "table" and #dim == 0) then
+      desc = {}
+      for d = x:dim(), 1, -1 do desc[#desc + 1] = d end
+    elseif type(dim) == "table" and not is_tensor(dim) then
+      desc = dim_list(x, dim, name, 2)
+    else
+      desc = {norm_dim(dim, x:dim(), name, 2)}
+    end
+    if x:numel() == 0 then error(("%s: cannot reduce an empty tensor %s"):format(name, fmt_shape(x:shape())), 2) end
+    local m = x:detach()
+    for _, d in ipairs(desc) do
+      if x:dim() == 0 then break end
+      m = (is_min and m:min(d, true) or m:max(d, true))
+    end
+    local hit = x:detach():eq(m)
+    local count = hit
+    local picked = x:masked_fill(hit:eq(0), 0)
+    for _, d in ipairs(desc) do
+      if x:dim() == 0 then break end
+      picked = picked:sum(d, true)
+      count = count:sum(d, true)
+    end
+    local r = picked / count
+    if not keepdim then r = drop_dims(r, desc) end
+    return r
+  end
+end
+
+-- var/std: torch's forms
+--   x:var()  x:var(dim [, unbiased [, keepdim]])  x:var({dims} [, unbiased [, keepdim]])
+--   x:var(dim_or_dims, {correction =, keepdim =, unbiased =})  x:var({correction = 0})
+local function var_like(name, c_fn)
+  return function(x, dim, a, b, ...)
+    local opts
+    if is_opts(dim) then
+      opts, dim = dim, nil
+    elseif is_opts(a) then
+      opts = a
+      if b ~= nil then error(("%s: nothing may follow the options table"):format(name), 2) end
+    end
+    if opts == nil and not (type(dim) == "table" and not is_tensor(dim)) then return c_fn(x, dim, a, b, ...) end
+    x = as_tensor(x, name, "input", 2)
+    local correction, keepdim = 1, false
+    if opts then
+      check_opts(opts, name, {correction = true, keepdim = true, unbiased = true}, 2)
+      if opts.correction ~= nil and opts.unbiased ~= nil then
+        error(("%s: give correction or unbiased, not both"):format(name), 2)
+      end
+      if opts.correction ~= nil then
+        if type(opts.correction) ~= "number" then
+          error(("%s: correction must be a number (got %s)"):format(name, type(opts.correction)), 2)
+        end
+        correction = opts.correction
+      elseif opts.unbiased ~= nil then
+        if type(opts.unbiased) ~= "boolean" then
+          error(("%s: unbiased must be a boolean (got %s)"):format(name, type(opts.unbiased)), 2)
+        end
+        correction = opts.unbiased and 1 or 0
+      end
+      if opts.keepdim ~= nil then
+        if type(opts.keepdim) ~= "boolean" then
+          error(("%s: keepdim must be a boolean (got %s)"):format(name, type(opts.keepdim)), 2)
+        end
+        keepdim = opts.keepdim
+      end
+    else
+      if a ~= nil then
+        if type(a) == "boolean" then correction = a and 1 or 0
+        elseif type(a) == "number" then correction = a
+        else error(("%s: unbiased must be a boolean (got %s)"):format(name, type(a)), 2) end
+      end
+      if b ~= nil then
+        if type(b) ~= "boolean" then error(("%s: keepdim must be a boolean (got %s)"):format(name, type(b)), 2) end
+        keepdim = b
+      end
+    end
+    if dim == nil or (type(dim) == "table" and #dim == 0) then return c_fn(x, nil, correction, keepdim) end
+    if type(dim) ~= "table" then return c_fn(x, norm_dim(dim, x:dim(), name, 2), correction, keepdim) end
+    local desc, seen = dim_list(x, dim, name, 2)
+    if #desc == 1 then return c_fn(x, desc[1], correction, keepdim) end
+    -- the reduced dims moved to the end and flattened into one
+    local nd, shape = x:dim(), x:shape()
+    local perm, kept, keep_shape = {}, {}, {}
+    for d = 1, nd do
+      if not seen[d] then perm[#perm + 1] = d; kept[#kept + 1] = shape[d] end
+      keep_shape[d] = seen[d] and 1 or shape[d]
+    end
+    for i = #desc, 1, -1 do perm[#perm + 1] = desc[i] end
+    local flat_shape = {}
+    for i, s in ipairs(kept) do flat_shape[i] = s end
+    flat_shape[#flat_shape + 1] = -1
+    local r = c_fn(x:permute(perm):reshape(flat_shape), -1, correction, false)
+    if keepdim then r = r:reshape(keep_shape) end
+    return r
+  end
+end
+
+---------------------------------------------------------------------------
+-- einsum
+---------------------------------------------------------------------------
+
+-- Labels are single letters; the ellipsis dims become labels "1".."k",
+-- numbered from the right so that operands with fewer of them line up.
+local function parse_term(term, fn, level)
+  local labels, ell_at = {}, nil
+  local i = 1
+  while i <= #term do
+    local c = term:sub(i, i)
+    if c == "." then
+      if term:sub(i, i + 2) ~= "..." then
+        error(("%s: '.' must be part of an ellipsis '...' in \"%s\""):format(fn, term), level + 1)
+      end
+      if ell_at then error(("%s: more than one ellipsis in \"%s\""):format(fn, term), level + 1) end
+      ell_at = #labels + 1
+      i = i + 3
+    elseif c:match("%a") then
+      labels[#labels + 1] = c
+      i = i + 1
+    else
+      error(("%s: invalid subscript '%s' in \"%s\" (letters a-z, A-Z and '...' only)"):format(fn, c, term),
+        level + 1)
+    end
+  end
+  return labels, ell_at
+end
+
+-- Expands a parsed term for a tensor of nd dims into one label per dim.
+local function term_labels(labels, ell_at, nd, fn, k, level)
+  local n_ell = nd - #labels
+  if (ell_at and n_ell < 0) or (not ell_at and n_ell ~= 0) then
+    error(("%s: operand %d has %d dims but its subscripts name %d%s"):format(fn, k, nd, #labels,
+      ell_at and " and more with '...'" or ""), level + 1)
+  end
+  local out = {}
+  for i = 1, #labels + 1 do
+    if i == ell_at then
+      for e = n_ell, 1, -1 do out[#out + 1] = tostring(e) end
+    end
+    if labels[i] then out[#out + 1] = labels[i] end
+  end
+  return out, ell_at and n_ell or 0
+end
+
+local function index_of(list, v)
+  for i = 1, #list do if list[i] == v then return i end end
+end
+
+-- Operand x with labels lab: a label repeated takes the diagonal (x times an
+-- identity, summed), leaving one dim per distinct label.
+local function take_diagonals(x, lab, fn, level)
+  while true do
+    local i, j
+    for a = 1, #lab do
+      for b = a + 1, #lab do
+        if lab[a] == lab[b] then i, j = a, b break end
+      end
+      if i then break end
+    end
+    if not i then return x, lab end
+    local n = x:size(i)
+    if x:size(j) ~= n then
+      error(("%s: subscript '%s' repeated in one operand with sizes %d and %d"):format(fn, lab[i], n, x:size(j)),
+        level + 1)
+    end
+    -- move i, j to the end, multiply by eye, sum the last
+    local perm, rest = {}, {}
+    for d = 1, #lab do if d ~= i and d ~= j then perm[#perm + 1] = d; rest[#rest + 1] = lab[d] end end
+    perm[#perm + 1] = i
+    perm[#perm + 1] = j
+    x = (x:permute(perm) * M.attn.eye(n)):sum(-1)
+    rest[#rest + 1] = lab[i]
+    lab = rest
+  end
+end
+
+-- Sums x over the labels for which drop(label) is true.
+local function sum_labels(x, lab, drop)
+  local keep = {}
+  for d = #lab, 1, -1 do
+    if drop(lab[d]) then x = x:sum(d) end
+  end
+  for d = 1, #lab do if not drop(lab[d]) then keep[#keep + 1] = lab[d] end end
+  return x, keep
+end
+
+local function permute_to(x, lab, order)
+  local perm, same = {}, true
+  for i, l in ipairs(order) do
+    perm[i] = index_of(lab, l)
+    if perm[i] ~= i then same = false end
+  end
+  if same or #order <= 1 then return x end
+  return x:permute(perm)
+end
+
+local function prod(list)
+  local p = 1
+  for _, v in ipairs(list) do p = p * v end
+  return p
+end
+
+-- Contracts a (labels la) with b (labels lb), keeping the labels in keep:
+-- shared labels kept are batch dims, shared others are summed by matmul.
+local function contract(a, la, b, lb, keep, fn, level)
+  local in_b = {}
+  for _, l in ipairs(lb) do in_b[l] = true end
+  local in_a = {}
+  for _, l in ipairs(la) do in_a[l] = true end
+  -- labels of one side that nothing needs: summed away first
+  a, la = sum_labels(a, la, function(l) return not in_b[l] and not keep[l] end)
+  b, lb = sum_labels(b, lb, function(l) return not in_a[l] and not keep[l] end)
+  -- size-1 broadcasting of shared labels
+  for _, l in ipairs(la) do
+    local ia, ib = index_of(la, l), index_of(lb, l)
+    if ib then
+      local sa, sb = a:size(ia), b:size(ib)
+      if sa ~= sb then
+        if sa ~= 1 and sb ~= 1 then
+          error(("%s: subscript '%s' has size %d in one operand and %d in another"):format(
+            fn, tonumber(l) and "..." or l, sa, sb), level + 1)
+        end
+        if keep[l] then
+          if sa == 1 then
+            local s = a:shape(); s[ia] = sb; a = a:expand(s)
+          else
+            local s = b:shape(); s[ib] = sa; b = b:expand(s)
+          end
+        elseif sa == 1 then
+          b = b:sum(ib, true)
+        else
+          a = a:sum(ia, true)
+        end
+      end
+    end
+  end
+  local batch, left, con, right = {}, {}, {}, {}
+  for _, l in ipairs(la) do
+    if index_of(lb, l) then
+      if keep[l] then batch[#batch + 1] = l else con[#con + 1] = l end
+    else
+      left[#left + 1] = l
+    end
+  end
+  for _, l in ipairs(lb) do if not index_of(la, l) then right[#right + 1] = l end end
+  local function sizes(x, lab, list)
+    local s = {}
+    for i, l in ipairs(list) do s[i] = x:size(index_of(lab, l)) end
+    return s
+  end
+  local bs, ls, cs, rs = sizes(a, la, batch), sizes(a, la, left), sizes(a, la, con), sizes(b, lb, right)
+  local order_a, order_b = {}, {}
+  for _, l in ipairs(batch) do order_a[#order_a + 1] = l; order_b[#order_b + 1] = l end
+  for _, l in ipairs(left) do order_a[#order_a + 1] = l end
+  for _, l in ipairs(con) do order_a[#order_a + 1] = l; order_b[#order_b + 1] = l end
+  for _, l in ipairs(right) do order_b[#order_b + 1] = l end
+  local A = permute_to(a, la, order_a):reshape({prod(bs), prod(ls), prod(cs)})
+  local B = permute_to(b, lb, order_b):reshape({prod(bs), prod(cs), prod(rs)})
+  local C = A:matmul(B)
+  local shape, lab = {}, {}
+  for i, l in ipairs(batch) do shape[#shape + 1] = bs[i]; lab[#lab + 1] = l end
+  for i, l in ipairs(left) do shape[#shape + 1] = ls[i]; lab[#lab + 1] = l end
+  for i, l in ipairs(right) do shape[#shape + 1] = rs[i]; lab[#lab + 1] = l end
+  if #shape == 0 then return C:reshape({}), lab end
+  return C:reshape(shape), lab
+end
+
+--- einsum(equation, a, b, ...) or einsum(equation, {a, b, ...}): torch's
+-- einsum (implicit output: the labels seen once, alphabetically, uppercase
+-- first; '...' broadcasts; a label repeated in one operand takes the
+-- diagonal).  Operands contract left to right, each pair as one batched
+-- matmul.
+function M.einsum(eq, ...)
+  local fn = "einsum"
+  if type(eq) ~= "string" then error(("%s: the equation must be a string (got %s)"):format(fn, type(eq)), 2) end
+  local ops = {...}
+  if #ops == 1 and type(ops[1]) == "table" and not is_tensor(ops[1]) then ops = ops[1] end
+  if #ops == 0 then error(fn .. ": at least one operand is needed", 2) end
+  for i = 1, #ops do ops[i] = as_tensor(ops[i], fn, "operand " .. i, 2) end
+  eq = eq:gsub("%s", "")
+  local lhs, rhs = eq:match("^(.-)%->(.*)$")
+  if not lhs then lhs = eq end
+  local terms = {}
+  for term in (lhs .. ","):gmatch("([^,]*),") do terms[#terms + 1] = term end
+  if #terms ~= #ops then
+    error(("%s: the equation has %d operand terms but %d operands were given"):format(fn, #terms, #ops), 2)
+  end
+  local labs, count, max_ell = {}, {}, 0
+  for k, term in ipairs(terms) do
+    local labels, ell_at = parse_term(term, fn, 2)
+    local lab, n_ell = term_labels(labels, ell_at, ops[k]:dim(), fn, k, 2)
+    if n_ell > max_ell then max_ell = n_ell end
+    labs[k] = lab
+    for _, l in ipairs(labels) do count[l] = (count[l] or 0) + 1 end
+  end
+  -- output labels
+  local out = {}
+  if rhs then
+    local labels, ell_at = parse_term(rhs, fn, 2)
+    local seen = {}
+    for i = 1, #labels + 1 do
+      if i == ell_at then for e = max_ell, 1, -1 do out[#out + 1] = tostring(e) end end
+      local l = labels[i]
+      if l then
+        if seen[l] then error(("%s: output subscript '%s' appears more than once"):format(fn, l), 2) end
+        if not count[l] then error(("%s: output subscript '%s' does not appear in any operand"):format(fn, l), 2) end
+        seen[l] = true
+        out[#out + 1] = l
+      end
+    end
+  else
+    for e = max_ell, 1, -1 do out[#out + 1] = tostring(e) end
+    local once = {}
+    for l, c in pairs(count) do if c == 1 then once[#once + 1] = l end end
+    table.sort(once) -- ASCII: uppercase before lowercase, as torch
+    for _, l in ipairs(once) do out[#out + 1] = l end
+  end
+  local in_out = {}
+  for _, l in ipairs(out) do in_out[l] = true end
+  -- diagonals, then labels needed by no one else summed away
+  local xs = {}
+  for k = 1, #ops do xs[k], labs[k] = take_diagonals(ops[k], labs[k], fn, 2) end
+  -- contract left to right
+  local acc, acc_lab = xs[1], labs[1]
+  for k = 2, #ops do
+    local keep = {}
+    for l in pairs(in_out) do keep[l] = true end
+    for j = k + 1, #ops do for _, l in ipairs(labs[j]) do keep[l] = true end end
+    acc, acc_lab = contract(acc, acc_lab, xs[k], labs[k], keep, fn, 2)
+  end
+  acc, acc_lab = sum_labels(acc, acc_lab, function(l) return not in_out[l] end)
+  -- ellipsis labels the result lacks (a smaller broadcast) come in as size 1
+  if #acc_lab < #out then
+    local shape, lab = {}, {}
+    for _, l in ipairs(out) do
+      local i = index_of(acc_lab, l)
+      shape[#shape + 1] = i and acc:size(i) or 1
+      lab[#lab + 1] = l
+    end
+    local ordered = permute_to(acc, acc_lab, (function()
+      local o = {}
+      for _, l in ipairs(out) do if index_of(acc_lab, l) then o[#o + 1] = l end end
+      return o
+    end)())
+    return ordered:reshape(shape)
+  end
+  local r = permute_to(acc, acc_lab, out)
+  if #out == 0 and r:dim() ~= 0 then r = r:reshape({}) end
+  return r
+end
+
+---------------------------------------------------------------------------
+-- roll, diag, cdist, clamp with tensors, repeat_interleave, where(cond)
+---------------------------------------------------------------------------
+
+--- roll(x, shifts, dims): shifts and dims numbers or equal-length lists;
+-- without dims the flattened tensor rolls and keeps its shape.
+function M.roll(x, shifts, dims)
+  local fn = "roll"
+  x = as_tensor(x, fn, "input", 2)
+  if dims == nil then
+    if type(shifts) ~= "number" and not (type(shifts) == "table" and #shifts == 1) then
+      error(fn .. ": without dims, shifts must be one number", 2)
+    end
+    local s = type(shifts) == "table" and shifts[1] or shifts
+    return M.roll(x:reshape(-1), s, 1):reshape(x:shape())
+  end
+  if type(shifts) == "number" then shifts = {shifts} end
+  if type(dims) == "number" then dims = {dims} end
+  if type(shifts) ~= "table" or type(dims) ~= "table" then
+    error(fn .. ": shifts and dims must be numbers or lists of numbers", 2)
+  end
+  if #shifts ~= #dims then
+    error(("%s: shifts has %d entries but dims has %d"):format(fn, #shifts, #dims), 2)
+  end
+  local fresh = false
+  for i = 1, #dims do
+    if not is_int(shifts[i]) then error(("%s: shifts[%d] must be an integer"):format(fn, i), 2) end
+    local d = norm_dim(dims[i], x:dim(), fn, 2)
+    local n = x:size(d)
+    local s = n > 0 and math.tointeger(shifts[i]) % n or 0
+    if s ~= 0 then x = M.attn.cat({x:narrow(d, n - s + 1, s), x:narrow(d, 1, n - s)}, d); fresh = true end
+  end
+  if not fresh then x = x:clone() end -- a new tensor, as torch's, even when nothing moved
+  return x
+end
+
+--- diag(x, k = 0): a 1-d x gives the square matrix with x on diagonal k
+-- (k > 0 above the main one); a 2-d x gives its diagonal k as 1-d.
+function M.diag(x, k)
+  local fn = "diag"
+  x = as_tensor(x, fn, "input", 2)
+  k = k == nil and 0 or k
+  if not is_int(k) then error(fn .. ": diagonal must be an integer (got " .. tostring(k) .. ")", 2) end
+  k = math.tointeger(k)
+  if k > 1 << 31 or k < -(1 << 31) then error(("%s: diagonal %d is out of range"):format(fn, k), 2) end
+  local r0, c0 = math.max(0, -k), math.max(0, k)
+  if x:dim() == 1 then
+    local n = x:size(1)
+    local N = n + math.abs(k)
+    local pos = {}
+    for i = 0, n - 1 do pos[#pos + 1] = (r0 + i) * N + (c0 + i) + 1 end
+    local z = M.attn.zeros(N * N)
+    if n == 0 then return z:reshape({N, N}) end
+    return z:index_copy(1, pos, x):reshape({N, N})
+  elseif x:dim() == 2 then
+    local R, C = x:size(1), x:size(2)
+    local pos = {}
+    local i = 0
+    while r0 + i < R and c0 + i < C do
+      pos[#pos + 1] = (r0 + i) * C + (c0 + i) + 1
+      i = i + 1
+    end
+    if #pos == 0 then return M.attn.zeros(0) end
+    return x:reshape(-1):index_select(1, pos)
+  end
+  error(("%s: input must be 1-d or 2-d (got %s)"):format(fn, fmt_shape(x:shape())), 2)
+end
+
+--- cdist(x1, x2, p = 2): x1 [..., P, M], x2 [..., R, M] -> [..., P, R] of
+-- p-norm distances between rows (p = 0 counts differences, math.huge the
+-- largest).
+function M.cdist(x1, x2, p, opts)
+  local fn = "cdist"
+  x1 = as_tensor(x1, fn, "x1", 2)
+  x2 = as_tensor(x2, fn, "x2", 2)
+  if type(p) == "table" then p, opts = p.p, p end
+  if opts ~= nil then check_opts(opts, fn, {p = true, compute_mode = true}, 2) end
+  p = p == nil and 2 or p
+  if type(p) ~= "number" or p < 0 or p ~= p then
+    error(fn .. ": p must be a non-negative number (got " .. tostring(p) .. ")", 2)
+  end
+  if x1:dim() < 2 or x2:dim() < 2 then
+    error(("%s: x1 %s and x2 %s must have at least 2 dims"):format(fn, fmt_shape(x1:shape()), fmt_shape(x2:shape())), 2)
+  end
+  if x1:size(-1) ~= x2:size(-1) then
+    error(("%s: x1 %s and x2 %s must have the same size in the last dim"):format(
+      fn, fmt_shape(x1:shape()), fmt_shape(x2:shape())), 2)
+  end
+  return (x1:unsqueeze(-2) - x2:unsqueeze(-3)):norm(p, -1)
+end
+
+-- The index of repeat_interleave is a Lua list: a bound on its length.
+local MAX_REPEAT = 1 << 24
+
+--- repeat_interleave(x, repeats, dim): each element (slice along dim)
+-- repeated; repeats a number or one count per element; without dim x is
+-- flattened.  repeat_interleave(counts) alone gives 1-based indices, each
+-- i repeated counts[i] times.
+function M.repeat_interleave(x, repeats, dim, opts)
+  local fn = "repeat_interleave"
+  if repeats == nil then
+    local counts = as_tensor(x, fn, "repeats", 2)
+    if counts:dim() > 1 then error(fn .. ": repeats must be 1-d", 2) end
+    local idx, total = {}, 0
+    local list = counts:dim() == 0 and {counts:item()} or counts:totable()
+    for i, c in ipairs(list) do
+      if not is_int(c) or c < 0 then error(("%s: repeats[%d] = %s is not a count"):format(fn, i, tostring(c)), 2) end
+      total = total + c
+      if total > MAX_REPEAT then error(("%s: the counts add up to more than %d"):format(fn, MAX_REPEAT), 2) end
+    end
+    for i, c in ipairs(list) do for _ = 1, c do idx[#idx + 1] = i end end
+    return #idx > 0 and M.attn.tensor(idx) or M.attn.zeros(0)
+  end
+  x = as_tensor(x, fn, "input", 2)
+  if type(dim) == "table" and not is_tensor(dim) then dim, opts = dim.dim, dim end
+  if opts ~= nil then check_opts(opts, fn, {dim = true, output_size = true}, 2) end
+  if dim == nil then
+    x = x:reshape(-1)
+    dim = 1
+  else
+    dim = norm_dim(dim, x:dim(), fn, 2)
+  end
+  if x:dim() == 0 then x = x:reshape(1) end
+  local n = x:size(dim)
+  local reps
+  if type(repeats) == "number" then
+    reps = {}
+    for i = 1, n do reps[i] = repeats end
+  else
+    reps = as_tensor(repeats, fn, "repeats", 2):reshape(-1):totable()
+    if #reps == 1 and n ~= 1 then for i = 2, n do reps[i] = reps[1] end end
+    if #reps ~= n then
+      error(("%s: repeats has %d entries for size %d of dim %d"):format(fn, #reps, n, dim), 2)
+    end
+  end
+  local idx, total = {}, 0
+  for i = 1, n do
+    local c = reps[i]
+    if not is_int(c) or c < 0 then error(("%s: repeats[%d] = %s is not a count"):format(fn, i, tostring(c)), 2) end
+    total = total + c
+    if total > MAX_REPEAT then
+      error(("%s: the result would have %s or more slices along dim %d (at most %d)"):format(
+        fn, tostring(total), dim, MAX_REPEAT), 2)
+    end
+  end
+  for i = 1, n do for _ = 1, reps[i] do idx[#idx + 1] = i end end
+  if #idx == 0 then
+    local s = x:shape(); s[dim] = 0
+    return M.attn.zeros(s)
+  end
+  return x:index_select(dim, idx)
+end
+
+--- clamp(x, min, max) where min or max may be tensors (broadcast): the
+-- composition min(max(x, min), max), torch's result (max wins when min > max).
+local function clamp_with(c_clamp, name)
+  return function(x, lo, hi, ...)
+    if not (is_tensor(lo) or is_tensor(hi)) then return c_clamp(x, lo, hi, ...) end
+    x = as_tensor(x, name, "input", 2)
+    if lo ~= nil then x = M.attn.maximum(x, as_tensor(lo, name, "min", 2)) end
+    if hi ~= nil then x = M.attn.minimum(x, as_tensor(hi, name, "max", 2)) end
+    return x
+  end
+end
+
+--- where(cond) with one argument: a 1-d tensor of 1-based positions per
+-- dim of cond's non-zero elements (nonzero{as_tuple = true}).
+local function where_with(c_where)
+  return function(cond, a, b, ...)
+    if a == nil and b == nil and select("#", ...) == 0 then return M.attn.nonzero(cond, {as_tuple = true}) end
+    return c_where(cond, a, b, ...)
+  end
+end
+
+---------------------------------------------------------------------------
+-- attn.F: pad, cosine_similarity, normalize
+---------------------------------------------------------------------------
+
+local pad_modes = {constant = true, reflect = true, replicate = true, circular = true}
+
+--- F.pad(x, pad, mode = "constant", value = 0) or F.pad(x, pad, {mode =, value =}):
+-- pad = {left, right} for the last dim, then {left, right} of the one
+-- before, ... (torch's order; counts, not indices).  constant takes
+-- negative counts (cropping); reflect, replicate and circular pad with x's
+-- own values (reflect needs counts < the dim's size).
+function M.pad(x, pad, mode, value)
+  local fn = "pad"
+  x = as_tensor(x, fn, "input", 2)
+  if type(mode) == "table" then
+    check_opts(mode, fn, {mode = true, value = true}, 2)
+    mode, value = mode.mode, mode.value
+  end
+  mode = mode or "constant"
+  if not pad_modes[mode] then
+    error(("%s: mode must be \"constant\", \"reflect\", \"replicate\" or \"circular\" (got %s)"):format(
+      fn, tostring(mode)), 2)
+  end
+  if value ~= nil and type(value) ~= "number" then
+    error(fn .. ": value must be a number (got " .. type(value) .. ")", 2)
+  end
+  if mode ~= "constant" and value ~= nil and value ~= 0 then
+    error(("%s: value is only for mode \"constant\" (got mode \"%s\")"):format(fn, mode), 2)
+  end
+  value = value or 0
+  if type(pad) ~= "table" or is_tensor(pad) or #pad % 2 ~= 0 then
+    error(fn .. ": pad must be a list of an even number of counts {left, right, ...}", 2)
+  end
+  local nd = x:dim()
+  if #pad / 2 > nd then
+    error(("%s: pad has %d pairs but the input %s has %d dims"):format(fn, #pad // 2, fmt_shape(x:shape()), nd), 2)
+  end
+  for i = 1, #pad do
+    if not is_int(pad[i]) then error(("%s: pad[%d] must be an integer (got %s)"):format(fn, i, tostring(pad[i])), 2) end
+    if mode ~= "constant" and pad[i] < 0 then
+      error(("%s: pad[%d] = %d is negative (only mode \"constant\" crops)"):format(fn, i, pad[i]), 2)
+    end
+  end
+  local fresh = false
+  for p = 1, #pad // 2 do
+    local d = nd - p + 1
+    local left, right = math.tointeger(pad[2 * p - 1]), math.tointeger(pad[2 * p])
+    local n = x:size(d)
+    if mode == "constant" then
+      if left < 0 then
+        if -left > n then error(("%s: pad %d crops more than size %d of dim %d"):format(fn, left, n, d), 2) end
+        x = x:narrow(d, -left + 1, n + left)
+        n = n + left
+        left = 0
+      end
+      if right < 0 then
+        if -right > n then error(("%s: pad %d crops more than size %d of dim %d"):format(fn, right, n, d), 2) end
+        x = x:narrow(d, 1, n + right)
+        right = 0
+      end
+      local parts = {}
+      local s = x:shape()
+      if left > 0 then s[d] = left; parts[#parts + 1] = M.attn.full(s, value) end
+      parts[#parts + 1] = x
+      if right > 0 then s[d] = right; parts[#parts + 1] = M.attn.full(s, value) end
+      if #parts > 1 then x = M.attn.cat(parts, d); fresh = true end
+    else
+      if n == 0 then error(("%s: cannot pad dim %d of size 0 in mode \"%s\""):format(fn, d, mode), 2) end
+      if mode == "reflect" and (left >= n or right >= n) then
+        error(("%s: reflect padding (%d, %d) must be less than size %d of dim %d"):format(fn, left, right, n, d), 2)
+      end
+      if mode == "circular" and (left > n or right > n) then
+        error(("%s: circular padding (%d, %d) must be at most size %d of dim %d"):format(fn, left, right, n, d), 2)
+      end
+      local parts = {}
+      if left > 0 then
+        if mode == "reflect" then parts[#parts + 1] = x:narrow(d, 2, left):flip(d)
+        elseif mode == "circular" then parts[#parts + 1] = x:narrow(d, n - left + 1, left)
+        else local s = x:shape(); s[d] = left; parts[#parts + 1] = x:narrow(d, 1, 1):expand(s) end
+      end
+      parts[#parts + 1] = x
+      if right > 0 then
+        if mode == "reflect" then parts[#parts + 1] = x:narrow(d, n - right, right):flip(d)
+        elseif mode == "circular" then parts[#parts + 1] = x:narrow(d, 1, right)
+        else local s = x:shape(); s[d] = right; parts[#parts + 1] = x:narrow(d, n, 1):expand(s) end
+      end
+      if #parts > 1 then x = M.attn.cat(parts, d); fresh = true end
+    end
+  end
+  if not fresh then x = x:clone() end -- crops and zero pads: a new tensor too, as torch's
+  return x
+end
+
+--- F.cosine_similarity(x1, x2, dim = 2, eps = 1e-8) (torch's dim=1 is our
+-- 2): sum(x1 / max(||x1||, eps) * x2 / max(||x2||, eps)) along dim, x1
+-- and x2 broadcast together.
+function M.cosine_similarity(x1, x2, dim, eps)
+  local fn = "cosine_similarity"
+  x1 = as_tensor(x1, fn, "x1", 2)
+  x2 = as_tensor(x2, fn, "x2", 2)
+  if type(dim) == "table" then
+    check_opts(dim, fn, {dim = true, eps = true}, 2)
+    dim, eps = dim.dim, dim.eps
+  end
+  if dim == nil then dim = 2 end
+  eps = eps == nil and 1e-8 or eps
+  if type(eps) ~= "number" then error(fn .. ": eps must be a number", 2) end
+  local nd = math.max(x1:dim(), x2:dim())
+  dim = norm_dim(dim, nd, fn, 2)
+  -- leading dims added first so that dim means the same in both
+  while x1:dim() < nd do x1 = x1:unsqueeze(1) end
+  while x2:dim() < nd do x2 = x2:unsqueeze(1) end
+  local a = x1 / x1:norm(2, dim, true):clamp(eps, nil)
+  local b = x2 / x2:norm(2, dim, true):clamp(eps, nil)
+  return (a * b):sum(dim)
+end
+
+--- F.normalize(x, p = 2, dim = 2, eps = 1e-12) or F.normalize(x, {p =, dim =, eps =}):
+-- x / max(||x||_p along dim, eps), torch's (whose default dim 1 is our 2).
+function M.normalize(x, p, dim, eps)
+  local fn = "normalize"
+  x = as_tensor(x, fn, "input", 2)
+  if type(p) == "table" then
+    check_opts(p, fn, {p = true, dim = true, eps = true}, 2)
+    p, dim, eps = p.p, p.dim, p.eps
+  end
+  if p == nil then p = 2 end
+  if type(p) ~= "number" or p ~= p then error(fn .. ": p must be a number (got " .. tostring(p) .. ")", 2) end
+  if dim == nil then dim = 2 end
+  dim = norm_dim(dim, x:dim(), fn, 2)
+  eps = eps == nil and 1e-12 or eps
+  if type(eps) ~= "number" or eps ~= eps then error(fn .. ": eps must be a number (got " .. tostring(eps) .. ")", 2) end
+  return x / x:norm(p, dim, true):clamp(eps, nil)
+end
+
+---------------------------------------------------------------------------
+-- Installation
+---------------------------------------------------------------------------
+
+--- Called once by attn/init.lua with the module table and the tensor
+-- methods: wraps the C reductions, clamp and where, and adds the rest.
+--- The functions of attn.core that attn.sum etc. wrap (attn.core keeps the
+-- plain C ones).
+M._wrapped = {sum = true, mean = true, var = true, std = true, clamp = true, where = true}
+
+-- f (a C function with one result) called through a local named name, not
+-- as a tail call, so that its own argument errors still read "bad argument
+-- #2 to 'sum'".
+local function delegate(name, f)
+  local src = ("local %s = ...; return function(...) local r = %s(...); return r end"):format(name, name)
+  return load(src, "=attn.ops")(f)
+end
+
+function M._install(attn, methods)
+  M.attn = attn
+  local C = {}
+  for name in pairs(M._wrapped) do C[name] = delegate(name, attn[name]) end
+  local wrapped = {
+    sum = multi_dim("sum", C.sum, sequential(C.sum)),
+    mean = multi_dim("mean", C.mean, sequential(C.mean)),
+    var = var_like("var", C.var),
+    std = var_like("std", C.std),
+    amax = amax_like("amax", false),
+    amin = amax_like("amin", true),
+    clamp = clamp_with(C.clamp, "clamp"),
+    where = where_with(C.where),
+    einsum = M.einsum,
+    roll = M.roll,
+    diag = M.diag,
+    cdist = M.cdist,
+    repeat_interleave = M.repeat_interleave,
+  }
+  for name, f in pairs(wrapped) do
+    attn[name] = f
+    if name ~= "einsum" then methods[name] = f end
+  end
+end
+
+return M
