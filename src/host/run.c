@@ -77,11 +77,19 @@ static attn_status call_at(lua_State *L, int nargs, int nresults, const char *wh
   int lst = lua_pcall(L, nargs, nresults, func);
   lua_remove(L, func);
   attn_status st = status_of(c, lst);
-  if (st == ATTN_ERR_NOMEM && c && c->budget)
+  /* Lua's own allocation failure says only "not enough memory": under a
+     cap, say which cap and how full it was, as attn's refusals do */
+  char capmsg[160] = "";
+  if (st == ATTN_ERR_NOMEM && c && c->budget) {
+    const char *m = lua_tostring(L, -1);
+    if (m && strcmp(m, "not enough memory") == 0)
+      snprintf(capmsg, sizeof capmsg, "not enough memory: a Lua object did not fit, cap %lld MB (%lld MB in use)",
+               (long long)(attn_budget_limit(c->budget) >> 20), (long long)(attn_budget_used(c->budget) >> 20));
     lua_gc(L, LUA_GCCOLLECT); /* what the failed script left is garbage now: make room for the next call */
+  }
   leave(c);
   if (st != ATTN_OK) {
-    const char *msg = lua_tostring(L, -1);
+    const char *msg = capmsg[0] ? capmsg : lua_tostring(L, -1);
     attn_set_error(st, "%s", msg ? msg : "(error object is not a string)");
   }
   return st;
