@@ -164,10 +164,14 @@ local function public_api()
       end
     end
   end
+  -- attn itself is walked as attn, not under a module that keeps a
+  -- reference to it (attn.ops holds it as M.attn)
+  seen[attn] = true
   for _, m in ipairs(module_names()) do
     local ok, mod = pcall(require, "attn." .. m)
     if ok and type(mod) == "table" then walk("attn." .. m, mod, 1) end
   end
+  seen[attn] = nil
   walk("attn", attn, 0)
   for _, it in ipairs(instance_tables()) do
     seen[it[2]] = nil
