@@ -157,37 +157,124 @@ local function module(name, names, init, forward, repr)
   return cls
 end
 
---- nn.SiLU([inplace = false])
+--- nn.SiLU([inplace = false]): the module form of F.silu, x * sigmoid(x)
+-- elementwise on any shape.  torch.nn.SiLU.  Arguments positionally or as
+-- one table (`nn.SiLU{inplace = true}`).
+-- @table SiLU
 module("SiLU", {"inplace"}, function(self, o, name)
   self.inplace = bool_arg(o.inplace, false, name, "inplace")
 end, function(self, x) return M.silu(x, self.inplace) end,
 function(self) return inplace_repr(self, "") end)
 
---- nn.Mish([inplace = false])
+--- nn.Mish([inplace = false]): the module form of F.mish,
+-- x * tanh(softplus(x)).  torch.nn.Mish.  Arguments positionally or as one
+-- table.
+-- @table Mish
 module("Mish", {"inplace"}, function(self, o, name)
   self.inplace = bool_arg(o.inplace, false, name, "inplace")
 end, function(self, x) return M.mish(x, self.inplace) end,
 function(self) return inplace_repr(self, "") end)
 
---- nn.LeakyReLU([negative_slope = 0.01 [, inplace = false]])
+--- nn.LeakyReLU([negative_slope = 0.01 [, inplace = false]]): the module
+-- form of F.leaky_relu, x > 0 ? x : negative_slope * x.  torch.nn.LeakyReLU.
+-- Arguments positionally or as one table
+-- (`nn.LeakyReLU{negative_slope = 0.2}`).
+-- @table LeakyReLU
 module("LeakyReLU", {"negative_slope", "inplace"}, function(self, o, name)
   self.negative_slope = number_arg(o.negative_slope, 0.01, name, "negative_slope")
   self.inplace = bool_arg(o.inplace, false, name, "inplace")
 end, function(self, x) return M.leaky_relu(x, self.negative_slope, self.inplace) end,
 function(self) return "negative_slope=" .. pyrepr(self.negative_slope) .. inplace_repr(self, ", ") end)
 
---- nn.ELU([alpha = 1.0 [, inplace = false]])
+--- nn.ELU([alpha = 1.0 [, inplace = false]]): the module form of F.elu,
+-- x > 0 ? x : alpha * (e^x - 1).  torch.nn.ELU.  Arguments positionally or
+-- as one table.
+-- @table ELU
 module("ELU", {"alpha", "inplace"}, function(self, o, name)
   self.alpha = number_arg(o.alpha, 1.0, name, "alpha")
   self.inplace = bool_arg(o.inplace, false, name, "inplace")
 end, function(self, x) return M.elu(x, self.alpha, self.inplace) end,
 function(self) return "alpha=" .. pyrepr(self.alpha) .. inplace_repr(self, ", ") end)
 
---- nn.Softplus([beta = 1 [, threshold = 20]])
+--- nn.Softplus([beta = 1 [, threshold = 20]]): the module form of
+-- F.softplus, log(1 + e^(beta x)) / beta, and x itself where
+-- beta x > threshold.  torch.nn.Softplus.  Arguments positionally or as one
+-- table.
+-- @table Softplus
 module("Softplus", {"beta", "threshold"}, function(self, o, name)
   self.beta = number_arg(o.beta, 1, name, "beta")
   self.threshold = number_arg(o.threshold, 20, name, "threshold")
 end, function(self, x) return M.softplus(x, self.beta, self.threshold) end,
 function(self) return ("beta=%s, threshold=%s"):format(pyrepr(self.beta), pyrepr(self.threshold)) end)
+
+--- SiLU:init(...): stores the constructor's arguments (inplace),
+-- given positionally or as one table; checks their types (numbers must not
+-- be NaN) and raises on an unknown option.  Called by `nn.SiLU(...)`.
+-- @function SiLU:init
+
+--- SiLU:forward(x): silu(x, self.inplace); calling the module (`m(x)`) runs it.
+-- @tparam Tensor x the input, any shape; with inplace it is overwritten and returned
+-- @treturn Tensor of x's shape
+-- @function SiLU:forward
+
+--- SiLU:extra_repr(): the arguments shown in the module tree: "inplace=True" or "".
+-- @treturn string
+-- @function SiLU:extra_repr
+
+--- Mish:init(...): stores the constructor's arguments (inplace),
+-- given positionally or as one table; checks their types (numbers must not
+-- be NaN) and raises on an unknown option.  Called by `nn.Mish(...)`.
+-- @function Mish:init
+
+--- Mish:forward(x): mish(x, self.inplace); calling the module (`m(x)`) runs it.
+-- @tparam Tensor x the input, any shape; with inplace it is overwritten and returned
+-- @treturn Tensor of x's shape
+-- @function Mish:forward
+
+--- Mish:extra_repr(): the arguments shown in the module tree: "inplace=True" or "".
+-- @treturn string
+-- @function Mish:extra_repr
+
+--- LeakyReLU:init(...): stores the constructor's arguments (negative_slope, inplace),
+-- given positionally or as one table; checks their types (numbers must not
+-- be NaN) and raises on an unknown option.  Called by `nn.LeakyReLU(...)`.
+-- @function LeakyReLU:init
+
+--- LeakyReLU:forward(x): leaky_relu(x, self.negative_slope, self.inplace); calling the module (`m(x)`) runs it.
+-- @tparam Tensor x the input, any shape; with inplace it is overwritten and returned
+-- @treturn Tensor of x's shape
+-- @function LeakyReLU:forward
+
+--- LeakyReLU:extra_repr(): the arguments shown in the module tree: "negative_slope=0.01" (then ", inplace=True" when set), as torch prints it.
+-- @treturn string
+-- @function LeakyReLU:extra_repr
+
+--- ELU:init(...): stores the constructor's arguments (alpha, inplace),
+-- given positionally or as one table; checks their types (numbers must not
+-- be NaN) and raises on an unknown option.  Called by `nn.ELU(...)`.
+-- @function ELU:init
+
+--- ELU:forward(x): elu(x, self.alpha, self.inplace); calling the module (`m(x)`) runs it.
+-- @tparam Tensor x the input, any shape; with inplace it is overwritten and returned
+-- @treturn Tensor of x's shape
+-- @function ELU:forward
+
+--- ELU:extra_repr(): the arguments shown in the module tree: "alpha=1.0" (then ", inplace=True" when set), as torch prints it.
+-- @treturn string
+-- @function ELU:extra_repr
+
+--- Softplus:init(...): stores the constructor's arguments (beta, threshold),
+-- given positionally or as one table; checks their types (numbers must not
+-- be NaN) and raises on an unknown option.  Called by `nn.Softplus(...)`.
+-- @function Softplus:init
+
+--- Softplus:forward(x): softplus(x, self.beta, self.threshold); calling the module (`m(x)`) runs it.
+-- @tparam Tensor x the input, any shape
+-- @treturn Tensor of x's shape
+-- @function Softplus:forward
+
+--- Softplus:extra_repr(): the arguments shown in the module tree: "beta=1, threshold=20", as torch prints it.
+-- @treturn string
+-- @function Softplus:extra_repr
 
 return M

@@ -46,6 +46,7 @@ local sdpa = attn.scaled_dot_product_attention
 
 --------------------------------------------------------------------------
 -- Helpers
+-- @section helpers
 
 local function fmt_shape(s)
   return "[" .. table.concat(s, ", ") .. "]"
@@ -161,6 +162,7 @@ end
 
 --------------------------------------------------------------------------
 -- Building blocks
+-- @section building_blocks
 
 --- split_heads(x, H): x [..., L, H*D] -> [..., H, L, D] (a view when x's
 -- layout allows it, then a transpose).
@@ -200,6 +202,7 @@ M.padding_mask = attn.padding_mask
 
 --------------------------------------------------------------------------
 -- KV cache
+-- @section kv_cache
 
 local KVCache = {}
 KVCache.__index = KVCache
@@ -282,6 +285,7 @@ end
 -- SelfAttention class), so that attn.manual_seed(123) gives torch's
 -- weights for torch.manual_seed(123); {init = "rand"} draws them with
 -- rand instead, as the article's version of the class does.
+-- @section raschka_s_self
 
 local function draw(kind, rows, cols)
   if kind == "rand" then return attn.rand(rows, cols) end
@@ -481,6 +485,7 @@ end
 
 --------------------------------------------------------------------------
 -- MultiheadAttention (torch.nn.MultiheadAttention, torch 1.13)
+-- @section multiheadattention
 
 -- torch's out_proj class (a Linear that says so in the module tree)
 local NonDynamicallyQuantizableLinear = nn.Linear:extend("NonDynamicallyQuantizableLinear")
@@ -802,6 +807,7 @@ end
 
 --------------------------------------------------------------------------
 -- Grouped-query / multi-query attention
+-- @section grouped_query_multi
 
 local GroupedQueryAttention = nn.Module:extend("GroupedQueryAttention")
 M.GroupedQueryAttention = GroupedQueryAttention
@@ -931,6 +937,7 @@ end
 
 --------------------------------------------------------------------------
 -- Positional encodings
+-- @section positional_encodings
 
 --- sinusoidal_table(max_len, d_model) -> [max_len, d_model] with
 -- pe[p, 2i] = sin(p * w_i), pe[p, 2i+1] = cos(p * w_i) (0-based p and i

@@ -25,6 +25,7 @@ local F = {}
 
 ---------------------------------------------------------------------------
 -- 1. Helpers
+-- @section helpers
 ---------------------------------------------------------------------------
 
 local function fmt_shape(s) return "[" .. table.concat(s, ",") .. "]" end
@@ -124,6 +125,7 @@ end
 
 ---------------------------------------------------------------------------
 -- 2. Activations
+-- @section activations
 ---------------------------------------------------------------------------
 
 function F.relu(x) return attn.relu(x) end
@@ -148,6 +150,7 @@ end
 
 ---------------------------------------------------------------------------
 -- 3. Layers
+-- @section layers
 ---------------------------------------------------------------------------
 
 --- linear(x, w, b): x [..., in] @ w[out, in]^T + b[out] -> [..., out].
@@ -256,6 +259,7 @@ function F.one_hot(ids, num_classes) return attn.one_hot(ids, num_classes) end
 
 ---------------------------------------------------------------------------
 -- 4. Losses
+-- @section losses
 ---------------------------------------------------------------------------
 -- Common options: reduction = "mean" (default) | "sum" | "none".
 -- Gradients flow to `input` (and, where the formula allows, to target).
@@ -581,6 +585,7 @@ end
 ---------------------------------------------------------------------------
 -- 5. Attention (aliases; the code lives in attn.attention) -- BEGIN
 --    owned by the attention-modules work; keep other edits outside it
+-- @section attention_begin
 ---------------------------------------------------------------------------
 
 --- scaled_dot_product_attention(q, k, v [, opts]): attn's fused SDPA (torch
@@ -596,6 +601,7 @@ function F.combine_heads(x) return require("attn.attention").combine_heads(x) en
 
 ---------------------------------------------------------------------------
 -- 5. Attention -- END
+-- @section attention_end
 ---------------------------------------------------------------------------
 
 -- >>> activations and conv1d (lua/attn/activation.lua, lua/attn/conv.lua),

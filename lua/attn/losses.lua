@@ -120,6 +120,13 @@ end
 local CrossEntropyLoss = nn.Module:extend("CrossEntropyLoss")
 M.CrossEntropyLoss = CrossEntropyLoss
 
+--- CrossEntropyLoss([weight] [, opts]): stores the options for forward.
+-- torch.nn.CrossEntropyLoss.  opts: weight (a [C] tensor of class weights,
+-- also accepted as the first argument; a buffer), ignore_index (default
+-- -100; compared with the targets as given, so a real class is 1-based),
+-- reduction ("mean", "sum" or "none"), label_smoothing (0..1), and torch's
+-- deprecated size_average/reduce.  Unknown options raise.
+-- @usage local loss_fn = nn.CrossEntropyLoss({ignore_index = 1, label_smoothing = 0.1})
 function CrossEntropyLoss:init(a, b)
   local fn = "CrossEntropyLoss"
   local o = parse(fn, set("weight", "ignore_index", "reduction", "label_smoothing", "size_average", "reduce"), a, b)
@@ -150,6 +157,10 @@ end
 local NLLLoss = nn.Module:extend("NLLLoss")
 M.NLLLoss = NLLLoss
 
+--- NLLLoss([weight] [, opts]): stores the options for forward.
+-- torch.nn.NLLLoss.  opts: weight ([C], or the first argument; a buffer),
+-- ignore_index (default -100; 1-based for a real class), reduction
+-- ("mean", "sum", "none"), size_average/reduce (deprecated, as torch).
 function NLLLoss:init(a, b)
   local fn = "NLLLoss"
   local o = parse(fn, set("weight", "ignore_index", "reduction", "size_average", "reduce"), a, b)
@@ -177,6 +188,10 @@ end
 local KLDivLoss = nn.Module:extend("KLDivLoss")
 M.KLDivLoss = KLDivLoss
 
+--- KLDivLoss([opts]): stores the options for forward.  torch.nn.KLDivLoss.
+-- opts: reduction ("mean" over every element as torch, "batchmean" for
+-- the KL divergence per batch item, "sum", "none"), log_target (false:
+-- target holds probabilities; true: log-probabilities), size_average/reduce.
 function KLDivLoss:init(a, b)
   local fn = "KLDivLoss"
   local o = parse(fn, set("reduction", "log_target", "size_average", "reduce"), a, b)
@@ -226,12 +241,60 @@ local function simple(name, fname, extra)
   return cls
 end
 
---- MSELoss, L1Loss: (input - target)^2 and |input - target|, reduced
+--- MSELoss([opts]): the mean (or sum, or none) of (input - target)^2 over
+-- attn.F.mse_loss.  torch.nn.MSELoss.
+-- @table MSELoss
 simple("MSELoss", "mse_loss")
+
+--- L1Loss([opts]): |input - target| reduced, over attn.F.l1_loss.
+-- torch.nn.L1Loss.
+-- @table L1Loss
 simple("L1Loss", "l1_loss")
---- SmoothL1Loss({beta = 1.0}); HuberLoss({delta = 1.0})
+
+--- SmoothL1Loss([opts]): attn.F.smooth_l1_loss, quadratic below beta and
+-- linear above.  torch.nn.SmoothL1Loss.  opts adds beta (default 1.0, >= 0).
+-- @table SmoothL1Loss
 simple("SmoothL1Loss", "smooth_l1_loss", {"beta", 1.0})
+
+--- HuberLoss([opts]): attn.F.huber_loss (SmoothL1 scaled by delta).
+-- torch.nn.HuberLoss.  opts adds delta (default 1.0, > 0).
+-- @table HuberLoss
 simple("HuberLoss", "huber_loss", {"delta", 1.0, true})
+
+--- MSELoss:init([opts]): stores reduction ("mean", "sum", "none"; torch's
+-- deprecated size_average/reduce mapped to it); unknown options raise.
+-- @function MSELoss:init
+
+--- MSELoss:forward(input, target): F.mse_loss(input, target, {reduction =
+-- self.reduction}); input and target of one shape (they broadcast).
+-- @treturn Tensor 0-d, or input's shape with reduction "none"
+-- @function MSELoss:forward
+
+--- L1Loss:init([opts]): stores reduction (as MSELoss:init).
+-- @function L1Loss:init
+
+--- L1Loss:forward(input, target): F.l1_loss(input, target, {reduction =
+-- self.reduction}).
+-- @treturn Tensor 0-d, or input's shape with reduction "none"
+-- @function L1Loss:forward
+
+--- SmoothL1Loss:init([opts]): stores reduction and beta (default 1.0; a
+-- non-negative number, else an error).
+-- @function SmoothL1Loss:init
+
+--- SmoothL1Loss:forward(input, target): F.smooth_l1_loss(input, target,
+-- {reduction =, beta =}) with the stored options.
+-- @treturn Tensor 0-d, or input's shape with reduction "none"
+-- @function SmoothL1Loss:forward
+
+--- HuberLoss:init([opts]): stores reduction and delta (default 1.0; a
+-- positive number, else an error).
+-- @function HuberLoss:init
+
+--- HuberLoss:forward(input, target): F.huber_loss(input, target,
+-- {reduction =, delta =}) with the stored options.
+-- @treturn Tensor 0-d, or input's shape with reduction "none"
+-- @function HuberLoss:forward
 
 --------------------------------------------------------------------------
 -- Binary losses
@@ -239,6 +302,10 @@ simple("HuberLoss", "huber_loss", {"delta", 1.0, true})
 local BCELoss = nn.Module:extend("BCELoss")
 M.BCELoss = BCELoss
 
+--- BCELoss([weight] [, opts]): stores the options for forward.
+-- torch.nn.BCELoss.  opts: weight (a tensor broadcast with the input,
+-- weighing each element; also the first argument; a buffer), reduction,
+-- size_average/reduce.
 function BCELoss:init(a, b)
   local o = parse("BCELoss", set("weight", "reduction", "size_average", "reduce"), a, b)
   buffer(self, "BCELoss", "weight", o.weight)
@@ -254,6 +321,10 @@ end
 local BCEWithLogitsLoss = nn.Module:extend("BCEWithLogitsLoss")
 M.BCEWithLogitsLoss = BCEWithLogitsLoss
 
+--- BCEWithLogitsLoss([weight] [, opts]): stores the options for forward.
+-- torch.nn.BCEWithLogitsLoss.  opts: weight (per element, broadcast; also
+-- the first argument), pos_weight (per class, along the last dim), both
+-- buffers; reduction, size_average/reduce.
 function BCEWithLogitsLoss:init(a, b)
   local fn = "BCEWithLogitsLoss"
   local o = parse(fn, set("weight", "reduction", "pos_weight", "size_average", "reduce"), a, b)

@@ -75,6 +75,7 @@ local function pybool(b) return b and "True" or "False" end
 
 --------------------------------------------------------------------------
 -- Parameters
+-- @section parameters
 
 -- Tensors made by nn.Parameter, weakly keyed so they are not kept alive.
 local parameters = setmetatable({}, {__mode = "k"})
@@ -103,6 +104,7 @@ end
 
 --------------------------------------------------------------------------
 -- Ordered name -> value maps (a name may map to nil: torch's None entry)
+-- @section ordered_name_value
 
 local function odict()
   return {keys = {}, vals = {}, has = {}}
@@ -127,6 +129,7 @@ end
 
 --------------------------------------------------------------------------
 -- Classes and instances
+-- @section classes_and_instances
 
 -- The metatable shared by every module instance; members live in private
 -- tables so that every assignment reaches __newindex.
@@ -137,15 +140,25 @@ local function is_module(x)
 end
 nn.is_module = is_module
 
+--- Whether x is a module instance (of nn.Module or any subclass).
+-- torch: isinstance(x, nn.Module).
+-- @param x any value
+-- @treturn boolean
+-- @function is_module
+
 local Module = {__name = "Module"}
 nn.Module = Module
 
 local ClassMeta = {}
+--- `Cls.name` on a class: what the class lacks is looked up in its parent
+-- (Cls.super), so subclasses inherit methods.
 ClassMeta.__index = function(cls, k)
   local super = rawget(cls, "super")
   if super then return super[k] end
   return nil
 end
+--- `Cls(...)`: a new instance (training mode, no members yet) on which
+-- Cls.init(self, ...) runs; returns it.  torch: calling the class.
 ClassMeta.__call = function(cls, ...)
   local self = setmetatable({
     _class = cls,
@@ -158,6 +171,7 @@ ClassMeta.__call = function(cls, ...)
   cls.init(self, ...)
   return self
 end
+--- `tostring(Cls)`: "attn.nn.Name (class)".
 ClassMeta.__tostring = function(cls)
   return "attn.nn." .. cls.__name .. " (class)"
 end
@@ -185,6 +199,9 @@ function nn.isinstance(m, cls)
   return false
 end
 
+--- `m.name` on a module: its parameter, buffer or child of that name, else
+-- a plain attribute, else the class's method; `m[i]` (a number) is the
+-- container's item where the class has one (Sequential, ModuleList).
 -- Hot: every self.weight or self:forward() of a module comes here. The
 -- private tables are raw fields of the instance (plain indexing finds them
 -- without metamethods); names map to nil only through 'has'.
@@ -213,6 +230,11 @@ local function type_name(v)
   return type(v)
 end
 
+--- `m.name = v` on a module, torch's __setattr__: an nn.Parameter registers
+-- a parameter, a module a child, a tensor assigned to an existing buffer
+-- replaces it, nil empties a parameter/child/buffer slot, and anything else
+-- is a plain attribute.  Assigning a non-parameter to a parameter's name (or
+-- a non-module to a child's) raises.  `m[i] = v` sets a container's item.
 function Instance.__newindex(self, k, v)
   if type(k) ~= "string" then
     local set = rawget(self, "_class")._setitem
@@ -254,6 +276,8 @@ function Instance.__newindex(self, k, v)
   end
 end
 
+--- `m(...)`: runs m:forward(...) (an instance's own forward field first)
+-- and returns its results.  torch: module(...), without hooks.
 function Instance.__call(self, ...)
   -- forward is a class method unless the instance set its own: two lookups
   -- instead of the full member search of self:forward
@@ -262,10 +286,13 @@ function Instance.__call(self, ...)
   return f(self, ...)
 end
 
+--- `tostring(m)` and print: m:to_string(), the module tree like torch's repr.
 function Instance.__tostring(self)
   return self:to_string()
 end
 
+--- `#m`: the number of items of a container (Sequential, ModuleList,
+-- ModuleDict); raises for other modules.  torch: len(m).
 function Instance.__len(self)
   local len = rawget(self, "_class")._len
   if len then return len(self) end
@@ -276,9 +303,14 @@ Instance.__name = "attn.nn.Module"
 
 --------------------------------------------------------------------------
 -- Module methods
+-- @section module_methods
 
+--- init(...): the constructor body a class defines (runs when the class is
+-- called); nn.Module's own does nothing.  torch: __init__.
 function Module:init() end
 
+--- forward(...): the computation a class defines, run by calling the
+-- module; nn.Module's own raises "missing the required forward", as torch.
 function Module:forward()
   error(("Module [%s] is missing the required \"forward\" function"):format(self:_get_name()), 2)
 end
@@ -287,6 +319,9 @@ function Module:_get_name()
   return rawget(self, "_class").__name
 end
 
+--- extra_repr(): a class's one-line summary of its settings, printed in
+-- the module tree after its name (torch's extra_repr); "" by default.
+-- @treturn string
 function Module:extra_repr()
   return ""
 end
@@ -443,17 +478,27 @@ function Module:parameters(recurse)
   return values(collect_members(self, "_parameters", "", recurse))
 end
 
+--- Iterator over (dotted name, buffer), torch's order, for a generic for.
+-- torch.nn.Module.named_buffers.
+-- @tparam[opt=""] string prefix prepended with a dot to every name
+-- @tparam[opt=true] boolean recurse include the descendants' buffers
 function Module:named_buffers(prefix, recurse)
   opt_prefix(prefix, "named_buffers")
   recurse = opt_bool(recurse, true, "named_buffers", "recurse")
   return iterate(collect_members(self, "_buffers", prefix, recurse))
 end
 
+--- List of buffers (tensors registered with register_buffer), each once,
+-- in torch's order.  torch.nn.Module.buffers (a list, not a generator).
+-- @tparam[opt=true] boolean recurse include the descendants' buffers
+-- @treturn {Tensor,...}
 function Module:buffers(recurse)
   recurse = opt_bool(recurse, true, "buffers", "recurse")
   return values(collect_members(self, "_buffers", "", recurse))
 end
 
+--- Iterator over (name, child) for the direct children, each module once.
+-- torch.nn.Module.named_children.
 function Module:named_children()
   local seen, out = {}, {}
   for _, c in ipairs(child_pairs(self)) do
@@ -465,6 +510,8 @@ function Module:named_children()
   return iterate(out)
 end
 
+--- List of the direct children, each once.  torch.nn.Module.children.
+-- @treturn {Module,...}
 function Module:children()
   local out = {}
   for _, m in self:named_children() do out[#out + 1] = m end
@@ -478,6 +525,9 @@ function Module:named_modules(prefix)
   return iterate(collect_modules(self, prefix or "", {}, {}))
 end
 
+--- List of self and every descendant, pre-order, each once.
+-- torch.nn.Module.modules.
+-- @treturn {Module,...}
 function Module:modules()
   return values(collect_modules(self, "", {}, {}))
 end
@@ -507,6 +557,8 @@ function Module:train(mode)
   return self
 end
 
+--- eval(): self:train(false), for inference (Dropout off); returns self.
+-- torch.nn.Module.eval.
 function Module:eval()
   return self:train(false)
 end
@@ -750,6 +802,7 @@ end
 
 --------------------------------------------------------------------------
 -- Helpers for the layers
+-- @section helpers_for_the
 
 local function check_size(v, fn, name)
   -- math.tointeger refuses inf, NaN and floats past 2^63 as well as fractions
@@ -787,6 +840,7 @@ local linear = attn.linear
 
 --------------------------------------------------------------------------
 -- Linear
+-- @section linear
 
 local Linear = Module:extend("Linear")
 nn.Linear = Linear
@@ -807,6 +861,8 @@ function Linear:init(in_features, out_features, bias)
   self:reset_parameters()
 end
 
+--- reset_parameters(): redraws weight ~ kaiming_uniform_(a = sqrt(5)) and
+-- bias ~ U(-1/sqrt(in), 1/sqrt(in)) in place, as torch.nn.Linear does.
 function Linear:reset_parameters()
   init.kaiming_uniform_(self.weight, math.sqrt(5))
   if self.bias ~= nil then
@@ -816,10 +872,15 @@ function Linear:reset_parameters()
   end
 end
 
+--- forward(x): x [..., in_features] -> [..., out_features], x W^T + b
+-- (attn.linear: one op).  torch.nn.Linear.forward.
+-- @tparam Tensor x float32 [..., in_features]
+-- @treturn Tensor [..., out_features]
 function Linear:forward(x)
   return linear(x, self.weight, self.bias)
 end
 
+--- extra_repr(): "in_features=I, out_features=O, bias=True|False".
 function Linear:extra_repr()
   return ("in_features=%d, out_features=%d, bias=%s"):format(self.in_features, self.out_features,
     pybool(self.bias ~= nil))
@@ -827,6 +888,7 @@ end
 
 --------------------------------------------------------------------------
 -- Embedding
+-- @section embedding
 
 local Embedding = Module:extend("Embedding")
 nn.Embedding = Embedding
@@ -876,6 +938,8 @@ function Embedding:init(num_embeddings, embedding_dim, opts)
   end
 end
 
+--- reset_parameters(): weight ~ N(0, 1), then the padding_idx row (if
+-- any) zeroed, as torch.nn.Embedding.
 function Embedding:reset_parameters()
   init.normal_(self.weight)
   if self.padding_idx ~= nil then
@@ -930,6 +994,12 @@ local function embedding_renorm_(weight, ids, max_norm, norm_type)
   end
 end
 
+--- forward(ids): the weight rows of 1-based ids, shape ids' shape followed
+-- by embedding_dim (attn.embedding).  With max_norm, the rows looked up are
+-- first renormalised in place as torch does.  torch: ids + 1.
+-- @param ids int64 (or float32 integer) tensor or Lua list of ids in
+--   1..num_embeddings
+-- @treturn Tensor [..., embedding_dim]
 function Embedding:forward(ids)
   -- options are plain attributes; reading _attrs directly skips the class
   -- lookup that an unset (nil) option would otherwise walk
@@ -938,6 +1008,8 @@ function Embedding:forward(ids)
   return attn.embedding(self.weight, ids, a.padding_idx)
 end
 
+--- extra_repr(): "num_embeddings, embedding_dim" then padding_idx (1-based),
+-- max_norm and norm_type where set, as torch prints them.
 function Embedding:extra_repr()
   local s = ("%d, %d"):format(self.num_embeddings, self.embedding_dim)
   if self.padding_idx ~= nil then s = s .. ", padding_idx=" .. self.padding_idx end
@@ -948,6 +1020,7 @@ end
 
 --------------------------------------------------------------------------
 -- LayerNorm
+-- @section layernorm
 
 local LayerNorm = Module:extend("LayerNorm")
 nn.LayerNorm = LayerNorm
@@ -983,6 +1056,7 @@ function LayerNorm:init(normalized_shape, eps, elementwise_affine)
   end
 end
 
+--- reset_parameters(): weight = 1 and bias = 0 (with elementwise_affine).
 function LayerNorm:reset_parameters()
   if self.elementwise_affine then
     init.ones_(self.weight)
@@ -990,6 +1064,11 @@ function LayerNorm:reset_parameters()
   end
 end
 
+--- forward(x): normalises over the trailing dims named by normalized_shape
+-- (biased variance, eps added), then y * weight + bias.  x [..., *normalized_shape].
+-- torch.nn.LayerNorm.forward.
+-- @tparam Tensor x
+-- @treturn Tensor of x's shape
 function LayerNorm:forward(x)
   check_input(x, "LayerNorm")
   local ns = self.normalized_shape
@@ -1023,6 +1102,7 @@ local function pytuple(t)
   return "(" .. table.concat(parts, ", ") .. ")"
 end
 
+--- extra_repr(): "(normalized_shape,), eps=1e-05, elementwise_affine=True".
 function LayerNorm:extra_repr()
   return ("%s, eps=%s, elementwise_affine=%s"):format(pytuple(self.normalized_shape), pyrepr(self.eps),
     pybool(self.elementwise_affine))
@@ -1030,6 +1110,7 @@ end
 
 --------------------------------------------------------------------------
 -- Dropout
+-- @section dropout
 
 local Dropout = Module:extend("Dropout")
 nn.Dropout = Dropout
@@ -1061,17 +1142,24 @@ local function dropout(x, p, training, inplace)
 end
 nn._dropout = dropout
 
+--- forward(x): in training mode zeroes elements with probability p and
+-- scales the rest by 1 / (1 - p) (torch's draws); in eval mode returns x.
+-- With inplace, x itself is changed and returned.
+-- @tparam Tensor x any shape
+-- @treturn Tensor
 function Dropout:forward(x)
   check_input(x, "Dropout")
   return dropout(x, self.p, self.training, self.inplace)
 end
 
+--- extra_repr(): "p=0.5, inplace=False".
 function Dropout:extra_repr()
   return ("p=%s, inplace=%s"):format(pyrepr(self.p), pybool(self.inplace))
 end
 
 --------------------------------------------------------------------------
 -- Activations
+-- @section activations
 
 local function activation(name, fn, extra)
   local cls = Module:extend(name)
@@ -1081,16 +1169,22 @@ local function activation(name, fn, extra)
   return cls
 end
 
---- ReLU([inplace = false])
+--- nn.ReLU([inplace = false]): max(x, 0) elementwise.  torch.nn.ReLU.
+-- @table ReLU
 activation("ReLU", function(self, x)
   if self.inplace then return x:relu_() end
   return x:relu()
 end, function(self) return self.inplace and "inplace=True" or "" end)
+--- ReLU:init([inplace = false]): stores inplace (a boolean).
 function nn.ReLU:init(inplace) self.inplace = opt_bool(inplace, false, "ReLU", "inplace") end
 
---- GELU([approximate = "none"]): "none" (erf) or "tanh"
+--- nn.GELU([approximate = "none"]): x * Phi(x) elementwise, with Phi the
+-- exact normal CDF ("none", erf) or its "tanh" approximation.  torch.nn.GELU.
+-- @table GELU
 activation("GELU", function(self, x) return attn.gelu(x, self.approximate) end,
   function(self) return ("approximate='%s'"):format(self.approximate) end)
+--- GELU:init([approximate = "none"]): stores approximate ("none" or "tanh";
+-- anything else raises).
 function nn.GELU:init(approximate)
   if approximate == nil then approximate = "none" end
   if approximate ~= "none" and approximate ~= "tanh" then
@@ -1113,19 +1207,75 @@ local function dim_init(name)
 end
 local function dim_repr(self) return "dim=" .. self.dim end
 
---- Softmax(dim), LogSoftmax(dim): dim 1-based (negative from the end)
+--- nn.Softmax(dim), nn.LogSoftmax(dim): softmax / log_softmax along dim,
+-- 1-based (negative from the end).  torch.nn.Softmax(dim + 1) for dim >= 0.
+-- @table Softmax
 activation("Softmax", function(self, x) return x:softmax(self.dim) end, dim_repr)
 nn.Softmax.init = dim_init("Softmax")
 activation("LogSoftmax", function(self, x) return x:log_softmax(self.dim) end, dim_repr)
 nn.LogSoftmax.init = dim_init("LogSoftmax")
 
+--- ReLU:forward(x): x:relu(), or x:relu_() (x changed and returned) with
+-- inplace.
+-- @tparam Tensor x any shape
+-- @treturn Tensor of x's shape
+-- @function ReLU:forward
+
+--- ReLU:extra_repr(): "inplace=True" or "".
+-- @function ReLU:extra_repr
+
+--- GELU:forward(x): attn.gelu(x, self.approximate).
+-- @tparam Tensor x any shape
+-- @treturn Tensor of x's shape
+-- @function GELU:forward
+
+--- GELU:extra_repr(): "approximate='none'" (or 'tanh').
+-- @function GELU:extra_repr
+
+--- nn.Tanh(): x:tanh() as a module; Tanh:forward(x) computes it.
+-- torch.nn.Tanh.
+-- @tparam Tensor x any shape
+-- @treturn Tensor of x's shape
+-- @function Tanh:forward
+
+--- nn.Sigmoid(): x:sigmoid() as a module; Sigmoid:forward(x) computes it.
+-- torch.nn.Sigmoid.
+-- @tparam Tensor x any shape
+-- @treturn Tensor of x's shape
+-- @function Sigmoid:forward
+
+--- Softmax:init(dim): stores dim, an integer (1-based, negative from the
+-- end); anything else raises.
+-- @function Softmax:init
+
+--- Softmax:forward(x): x:softmax(self.dim).
+-- @tparam Tensor x
+-- @treturn Tensor of x's shape, summing to 1 along dim
+-- @function Softmax:forward
+
+--- Softmax:extra_repr(): "dim=D" with the 1-based dim as given.
+-- @function Softmax:extra_repr
+
+--- LogSoftmax:init(dim): stores dim, as Softmax:init.
+-- @function LogSoftmax:init
+
+--- LogSoftmax:forward(x): x:log_softmax(self.dim).
+-- @tparam Tensor x
+-- @treturn Tensor of x's shape
+-- @function LogSoftmax:forward
+
+--- LogSoftmax:extra_repr(): "dim=D" with the 1-based dim as given.
+-- @function LogSoftmax:extra_repr
+
 --- Identity(...): returns its input (whatever it is); arguments are
 -- ignored like torch's.
 nn.Identity = Module:extend("Identity")
+--- Identity:forward(x): returns x itself (any value).
 function nn.Identity.forward(_, x) return x end
 
 --------------------------------------------------------------------------
 -- Recurrent cells
+-- @section recurrent_cells
 
 local function cell_init(self, name, input_size, hidden_size, bias, gates)
   self.input_size = check_size(input_size, name, "input_size")
@@ -1148,6 +1298,22 @@ local function cell_reset(self)
   local stdv = self.hidden_size > 0 and 1.0 / math.sqrt(self.hidden_size) or 0
   for _, p in ipairs(self:parameters()) do init.uniform_(p, -stdv, stdv) end
 end
+
+--- GRUCell:reset_parameters(): every parameter ~ U(-1/sqrt(hidden_size),
+-- 1/sqrt(hidden_size)) in registration order, as torch.nn.GRUCell.
+-- @function GRUCell:reset_parameters
+
+--- LSTMCell:reset_parameters(): every parameter ~ U(-1/sqrt(hidden_size),
+-- 1/sqrt(hidden_size)) in registration order, as torch.nn.LSTMCell.
+-- @function LSTMCell:reset_parameters
+
+--- GRUCell:extra_repr(): "input_size, hidden_size" and ", bias=False"
+-- without biases.
+-- @function GRUCell:extra_repr
+
+--- LSTMCell:extra_repr(): "input_size, hidden_size" and ", bias=False"
+-- without biases.
+-- @function LSTMCell:extra_repr
 
 local function cell_repr(self)
   local s = ("%d, %d"):format(self.input_size, self.hidden_size)
@@ -1203,6 +1369,10 @@ end
 GRUCell.reset_parameters = cell_reset
 GRUCell.extra_repr = cell_repr
 
+--- forward(x [, h]): one GRU step (the formulas above).  torch.nn.GRUCell.
+-- @tparam Tensor x [B, input_size] or [input_size]
+-- @tparam[opt] Tensor hx h, [B, hidden_size] or [hidden_size]; zeros if nil
+-- @treturn Tensor h' of h's shape
 function GRUCell:forward(x, hx)
   local batched, state
   x, batched, state = cell_inputs(self, "GRUCell", x)
@@ -1230,6 +1400,12 @@ end
 LSTMCell.reset_parameters = cell_reset
 LSTMCell.extra_repr = cell_repr
 
+--- forward(x [, {h, c}]): one LSTM step (the formulas above).
+-- torch.nn.LSTMCell (which takes and returns the tuple (h, c)).
+-- @tparam Tensor x [B, input_size] or [input_size]
+-- @tparam[opt] table hx {h, c}, each [B, hidden_size] or [hidden_size]; zeros if nil
+-- @treturn Tensor h'
+-- @treturn Tensor c'
 function LSTMCell:forward(x, hx)
   local batched, state
   x, batched, state = cell_inputs(self, "LSTMCell", x)
@@ -1253,6 +1429,7 @@ end
 
 --------------------------------------------------------------------------
 -- Containers
+-- @section containers
 
 -- Position (1-based, negative from the end) -> 1-based or nil.
 local function abs_index(i, n)
@@ -1310,12 +1487,15 @@ function Sequential:_setitem(i, m)
   od_set(rawget(self, "_modules"), c[j][1], m)
 end
 
+--- append(m): adds module m as the next child (named by its 0-based
+-- position, as torch); returns self.
 function Sequential:append(m)
   if not is_module(m) then error("Sequential.append: expected a module", 2) end
   self:add_module(tostring(#self), m)
   return self
 end
 
+--- forward(x): each child applied in order to the previous one's output.
 function Sequential:forward(x)
   for _, c in ipairs(child_pairs(self)) do x = c[2](x) end
   return x
@@ -1349,12 +1529,16 @@ function ModuleList:_setitem(i, m)
   d.vals[d.keys[j]] = m
 end
 
+--- append(m): adds module m at the end (child named "n", 0-based, as
+-- torch); returns self.
 function ModuleList:append(m)
   if not is_module(m) then error(("ModuleList.append: expected a module (got %s)"):format(type_name(m)), 2) end
   self:add_module(tostring(#self), m)
   return self
 end
 
+--- extend(modules): appends each module of the Lua list modules, in
+-- order; returns self.
 function ModuleList:extend(modules)
   if type(modules) ~= "table" or is_module(modules) then
     error(("ModuleList.extend: expected a list of modules (got %s)"):format(type_name(modules)), 2)
@@ -1385,6 +1569,8 @@ function ModuleList:insert(i, m)
   for k, v in ipairs(mods) do od_set(d, tostring(k - 1), v) end
 end
 
+--- forward(): raises, as torch: a ModuleList is not callable; use its
+-- modules in the parent's forward.
 function ModuleList:forward()
   error("ModuleList is not callable: iterate over it in the parent's forward", 2)
 end
@@ -1399,6 +1585,8 @@ function ModuleDict:init(modules)
   if modules ~= nil then self:update(modules) end
 end
 
+--- update(modules): adds or replaces children from {key = m, ...} (in
+-- sorted key order) or a list of {key, m} pairs (in list order); returns self.
 function ModuleDict:update(modules)
   if type(modules) ~= "table" or is_module(modules) then
     error("ModuleDict.update: expected a table of modules", 2)
@@ -1443,10 +1631,13 @@ function ModuleDict:items()
   return iterate(child_pairs(self))
 end
 
+--- contains(key): whether a child is registered under key (torch: `key in md`).
+-- @treturn boolean
 function ModuleDict:contains(key)
   return rawget(self, "_modules").has[key] == true
 end
 
+--- forward(): raises, as torch: a ModuleDict is not callable.
 function ModuleDict:forward()
   error("ModuleDict is not callable: use its modules in the parent's forward", 2)
 end
@@ -1456,6 +1647,7 @@ end
 -- name nn does not have: attn.nn.MultiheadAttention, attn.nn.KVCache, ...
 -- attention.lua requires attn.nn itself, so the lookup must not recurse
 -- while it is still loading.
+-- @section attention_modules_load
 
 local attention_loading = false
 setmetatable(nn, {
@@ -1528,6 +1720,7 @@ end
 
 --------------------------------------------------------------------------
 -- Data parallelism
+-- @section data_parallelism
 
 --- nn.DistributedDataParallel(module [, opts]): torch's DDP over attn.dist.
 -- Every rank builds the same model and wraps it; the wrapper
@@ -1555,6 +1748,10 @@ end
 local DDP = Module:extend("DistributedDataParallel")
 nn.DistributedDataParallel = DDP
 
+--- init(module [, opts]): wraps module (see above); opts: bucket_mb (a
+-- positive number, default 25), broadcast_buffers (default true).  Calls
+-- attn.dist.init() and, with more than one rank, broadcasts rank 0's
+-- parameters and buffers.
 function DDP:init(module, opts)
   if not is_module(module) then
     error("DistributedDataParallel: expected a module, got " .. type_name(module), 3)
@@ -1595,6 +1792,9 @@ function DDP:init(module, opts)
   self._reducer = dist._reducer(params, math.max(1, math.floor(math.min(bucket_mb, 2 ^ 40) * 1024 * 1024)))
 end
 
+--- forward(...): broadcasts rank 0's buffers (with broadcast_buffers and
+-- more than one rank), then returns self.module(...).  Raises when the last
+-- backward left a bucket open (call ddp:sync_gradients() in such steps).
 function DDP:forward(...)
   local dist = require "attn.dist"
   if self._reducer:pending() then
@@ -1639,6 +1839,7 @@ function DDP:no_sync(fn, ...)
   return table.unpack(res, 2, res.n)
 end
 
+--- extra_repr(): "bucket_mb=25, broadcast_buffers=true".
 function DDP:extra_repr()
   return ("bucket_mb=%g, broadcast_buffers=%s"):format(self.bucket_mb, tostring(self.broadcast_buffers))
 end
@@ -1648,6 +1849,17 @@ nn.utils = {
   clip_grad_norm_ = function(...) return require("attn.optim").clip_grad_norm_(...) end,
   clip_grad_value_ = function(...) return require("attn.optim").clip_grad_value_(...) end,
 }
+
+--- utils.clip_grad_norm_(parameters, max_norm [, norm_type = 2 [,
+-- error_if_nonfinite = false]]): attn.optim.clip_grad_norm_, scales every
+-- .grad in place so that their total norm is at most max_norm; returns the
+-- total norm (0-d tensor).  torch.nn.utils.clip_grad_norm_.
+-- @function utils.clip_grad_norm_
+
+--- utils.clip_grad_value_(parameters, clip_value): attn.optim.clip_grad_value_,
+-- clamps every .grad in place to [-clip_value, clip_value].
+-- torch.nn.utils.clip_grad_value_.
+-- @function utils.clip_grad_value_
 
 -- >>> rnn, conv, activations (lua/attn/rnn.lua, conv.lua, activation.lua):
 -- attn.nn.RNN / GRU / LSTM, Conv1d, SiLU / Mish / LeakyReLU / ELU /

@@ -78,6 +78,7 @@ end
 
 ---------------------------------------------------------------------------
 -- Reductions over several dims; std/var options
+-- @section reductions_over_several
 ---------------------------------------------------------------------------
 
 -- r was reduced with keepdim over the dims in desc (descending): drop them.
@@ -224,6 +225,7 @@ end
 
 ---------------------------------------------------------------------------
 -- einsum
+-- @section einsum
 ---------------------------------------------------------------------------
 
 -- Labels are single letters; the ellipsis dims become labels "1".."k",
@@ -477,6 +479,7 @@ end
 
 ---------------------------------------------------------------------------
 -- roll, diag, cdist, clamp with tensors, repeat_interleave, where(cond)
+-- @section roll_diag_cdist
 ---------------------------------------------------------------------------
 
 --- roll(x, shifts, dims): shifts and dims numbers or equal-length lists;
@@ -651,6 +654,7 @@ end
 
 ---------------------------------------------------------------------------
 -- attn.F: pad, cosine_similarity, normalize
+-- @section attn_f_pad
 ---------------------------------------------------------------------------
 
 local pad_modes = {constant = true, reflect = true, replicate = true, circular = true}
@@ -786,6 +790,7 @@ end
 
 ---------------------------------------------------------------------------
 -- Installation
+-- @section installation
 ---------------------------------------------------------------------------
 
 --- Called once by attn/init.lua with the module table and the tensor

@@ -50,6 +50,7 @@ local function pybool(b) return b and "True" or "False" end
 
 ---------------------------------------------------------------------------
 -- Lengths and index tensors
+-- @section lengths_and_index
 
 --- lengths_list(lengths, fn, level): a Lua list of integers from a Lua list
 -- or a 1-d tensor of any dtype (float32 now, int64 once that exists).
@@ -102,6 +103,7 @@ end
 
 ---------------------------------------------------------------------------
 -- PackedSequence
+-- @section packedsequence
 
 local Packed = {__name = "PackedSequence"}
 Packed.__index = Packed
@@ -122,6 +124,8 @@ local function make_packed(data, batch_sizes, sorted, unsorted)
   }, Packed)
 end
 
+--- tostring(packed): "PackedSequence(data=[...], batch_sizes=[...])" with
+-- the shapes of data and batch_sizes (torch prints the tensors themselves).
 function Packed:__tostring()
   return ("PackedSequence(data=%s, batch_sizes=%s)"):format(fmt_shape(self.data:shape()),
     fmt_shape(self._batch_sizes))
@@ -129,6 +133,13 @@ end
 
 local function is_packed(x) return getmetatable(x) == Packed end
 M.is_packed = is_packed
+
+--- Whether x is a PackedSequence (made by pack_padded_sequence,
+-- pack_sequence or a packed RNN output).  Also attn.rnn.utils.is_packed
+-- (attn.nn.utils.rnn.is_packed); torch: isinstance(x, PackedSequence).
+-- @param x any value
+-- @treturn boolean
+-- @function is_packed
 
 -- The lengths in the original batch order, and the sorted order.
 function Packed:_lengths()
@@ -402,6 +413,7 @@ end
 
 ---------------------------------------------------------------------------
 -- RNN, GRU, LSTM
+-- @section rnn_gru_lstm
 
 local gate_count = {RNN_TANH = 1, RNN_RELU = 1, GRU = 3, LSTM = 4}
 
@@ -514,6 +526,10 @@ end
 -- either; it exists so that ported code runs).
 function RNNBase:flatten_parameters() end
 
+--- extra_repr(): the arguments shown in the module tree, as torch prints
+-- them: "input_size, hidden_size" then proj_size, num_layers, bias,
+-- batch_first, dropout and bidirectional where they differ from the
+-- defaults (without the nonlinearity, as torch).
 function RNNBase:extra_repr()
   local s = ("%d, %d"):format(self.input_size, self.hidden_size)
   if self.proj_size ~= 0 then s = s .. ", proj_size=" .. self.proj_size end
@@ -737,6 +753,9 @@ end
 -- h' = act(x W_ih^T + b_ih + h W_hh^T + b_hh).
 local RNN = RNNBase:extend("RNN")
 M.RNN = RNN
+--- RNN:init(input_size, hidden_size [, num_layers] [, opts]): checks the
+-- options and registers the parameters of each layer and direction (see
+-- nn.RNN above); called by `nn.RNN(...)`.
 function RNN:init(input_size, hidden_size, a, b)
   base_init(self, "RNN", "RNN_TANH", input_size, hidden_size, a, b)
 end
@@ -745,6 +764,8 @@ end
 -- step over the sequence, layers and directions as torch's nn.GRU.
 local GRU = RNNBase:extend("GRU")
 M.GRU = GRU
+--- GRU:init(input_size, hidden_size [, num_layers] [, opts]): as RNN:init,
+-- with three gates (r, z, n) per weight; called by `nn.GRU(...)`.
 function GRU:init(input_size, hidden_size, a, b)
   base_init(self, "GRU", "GRU", input_size, hidden_size, a, b)
 end
@@ -753,6 +774,9 @@ end
 -- step; opts also take proj_size (h = (o * tanh(c)) W_hr^T, of that size).
 local LSTM = RNNBase:extend("LSTM")
 M.LSTM = LSTM
+--- LSTM:init(input_size, hidden_size [, num_layers] [, opts]): as RNN:init,
+-- with four gates (i, f, g, o) and, with proj_size, weight_hr_l*; called by
+-- `nn.LSTM(...)`.
 function LSTM:init(input_size, hidden_size, a, b)
   base_init(self, "LSTM", "LSTM", input_size, hidden_size, a, b)
 end

@@ -183,6 +183,7 @@ end
 
 --------------------------------------------------------------------------
 -- Masks
+-- @section masks
 
 -- A tensor's dtype as a string ("float32", "bool", ...), or nil where
 -- tensors carry none (float32 only).
@@ -305,6 +306,7 @@ end
 
 --------------------------------------------------------------------------
 -- Layers
+-- @section layers
 
 local layer_names = {"d_model", "nhead", "dim_feedforward", "dropout", "activation", "layer_norm_eps",
                      "batch_first", "norm_first", "device", "dtype"}
@@ -496,6 +498,7 @@ end
 
 --------------------------------------------------------------------------
 -- Stacks
+-- @section stacks
 
 --- clones(module, n) -> list of n deep copies (fresh parameters with the
 -- same values).
@@ -614,6 +617,7 @@ end
 
 --------------------------------------------------------------------------
 -- Transformer
+-- @section transformer
 
 local Transformer = nn.Module:extend("Transformer")
 M.Transformer = Transformer
