@@ -218,10 +218,14 @@ function M.KVCache()
   return setmetatable({len = 0}, KVCache)
 end
 
+--- cache:length(): T, the number of positions cached (0 when empty).
+-- Also attn.attention.KVCacheClass.length.
+-- @treturn int
 function KVCache:length()
   return self.len
 end
 
+--- cache:reset(): empties the cache (drops its tensors); returns it.
 function KVCache:reset()
   self.k, self.v, self.kbuf, self.vbuf, self.len = nil, nil, nil, nil, 0
   return self
@@ -236,6 +240,16 @@ local function grow(buf, len, need, shape)
   return nb
 end
 
+--- cache:update(k, v): appends the new steps k [B, Hkv, n, D] and
+-- v [B, Hkv, n, Dv] along dim 3 and returns the whole cached k, v
+-- [B, Hkv, T + n, ...].  B, Hkv and D must continue the cached ones.
+-- Without gradients the cache grows in place (the returned tensors are
+-- views of its buffers); with gradients it concatenates.  (Hugging Face's
+-- DynamicCache.update.)
+-- @tparam Tensor k 4-d
+-- @tparam Tensor v 4-d, same length n as k
+-- @treturn Tensor k [B, Hkv, T + n, D]
+-- @treturn Tensor v [B, Hkv, T + n, Dv]
 function KVCache:update(k, v)
   check_tensor(k, "KVCache.update", "k", {[4] = true})
   check_tensor(v, "KVCache.update", "v", {[4] = true})
@@ -340,6 +354,12 @@ function SelfAttention:_qkv(x, fn)
   return x:matmul(self.w_query), x:matmul(self.w_key), x:matmul(self.w_value)
 end
 
+--- forward(x [, {need_weights = false}]): softmax(q k^T / sqrt(d_out_kq)) v
+-- with q, k, v = x @ w_query, x @ w_key, x @ w_value (fused SDPA).
+-- @tparam Tensor x [L, d_in] or [B, L, d_in]
+-- @tparam[opt] table opts `{need_weights = true}` also returns the weights
+-- @treturn Tensor [..., L, d_out_v]
+-- @treturn[opt] Tensor weights [..., L, L]
 function SelfAttention:forward(x, opts)
   local nw = need_weights_opt(opts, "SelfAttention")
   local q, k, v = self:_qkv(x, "SelfAttention")
@@ -347,6 +367,7 @@ function SelfAttention:forward(x, opts)
   return sdpa(q, k, v, {need_weights = nw})
 end
 
+--- extra_repr(): "d_in=.., d_out_kq=.., d_out_v=..".
 function SelfAttention:extra_repr()
   return ("d_in=%d, d_out_kq=%d, d_out_v=%d"):format(self.d_in, self.d_out_kq, self.d_out_v)
 end
@@ -370,6 +391,10 @@ function MultiHeadAttentionWrapper:init(d_in, d_out_kq, d_out_v, num_heads, opts
   self.heads = nn.ModuleList(heads)
 end
 
+--- forward(x): each head's SelfAttention output, concatenated on the last
+-- dim.
+-- @tparam Tensor x [L, d_in] or [B, L, d_in]
+-- @treturn Tensor [..., L, num_heads * d_out_v]
 function MultiHeadAttentionWrapper:forward(x)
   local outs = {}
   for i, head in ipairs(self.heads) do outs[i] = head(x) end
@@ -408,6 +433,13 @@ function CausalSelfAttention:init(d_in, d_out_kq, d_out_v, context_length, opts)
   self:register_buffer("mask", attn.ones(self.context_length, self.context_length):triu(1))
 end
 
+--- forward(x [, {variant =, need_weights =}]): causal self-attention with
+-- the variant of the constructor (or the one given here); the weights pass
+-- through the child Dropout in training.
+-- @tparam Tensor x [L, d_in] or [B, L, d_in], L <= context_length
+-- @tparam[opt] table opts
+-- @treturn Tensor [..., L, d_out_v]
+-- @treturn[opt] Tensor weights [..., L, L] (with need_weights)
 function CausalSelfAttention:forward(x, opts)
   opts = check_options(opts, "CausalSelfAttention", {variant = true, need_weights = true})
   local nw = check_bool(opts.need_weights, "CausalSelfAttention", "need_weights") == true
@@ -442,6 +474,7 @@ function CausalSelfAttention:forward(x, opts)
   return out
 end
 
+--- extra_repr(): "d_in=.., d_out_kq=.., d_out_v=.., context_length=.., variant=..".
 function CausalSelfAttention:extra_repr()
   return ("d_in=%d, d_out_kq=%d, d_out_v=%d, context_length=%d, variant=%s"):format(self.d_in, self.d_out_kq,
     self.d_out_v, self.context_length, self.variant)
@@ -466,6 +499,13 @@ function CrossAttention:init(d_in, d_out_kq, d_out_v, opts)
   self.w_value = nn.Parameter(draw(kind, self.d_in_kv, self.d_out_v))
 end
 
+--- forward(x_1, x_2 [, {need_weights = false}]): queries from x_1, keys
+-- and values from x_2 (same number of dims).
+-- @tparam Tensor x_1 [..., L, d_in]
+-- @tparam Tensor x_2 [..., S, d_in_kv]
+-- @tparam[opt] table opts
+-- @treturn Tensor [..., L, d_out_v]
+-- @treturn[opt] Tensor weights [..., L, S] (with need_weights)
 function CrossAttention:forward(x_1, x_2, opts)
   local nw = need_weights_opt(opts, "CrossAttention")
   check_input(self, x_1, "CrossAttention", "x_1", self.d_in)
@@ -477,6 +517,8 @@ function CrossAttention:forward(x_1, x_2, opts)
   return sdpa(x_1:matmul(self.w_query), x_2:matmul(self.w_key), x_2:matmul(self.w_value), {need_weights = nw})
 end
 
+--- extra_repr(): "d_in=.., d_out_kq=.., d_out_v=.." and d_in_kv when it
+-- differs from d_in.
 function CrossAttention:extra_repr()
   local s = ("d_in=%d, d_out_kq=%d, d_out_v=%d"):format(self.d_in, self.d_out_kq, self.d_out_v)
   if self.d_in_kv ~= self.d_in then s = s .. ", d_in_kv=" .. self.d_in_kv end
@@ -871,6 +913,13 @@ function GroupedQueryAttention:init(d_model, n_heads, n_kv_heads, opts)
   self.o_proj = nn.Linear(self.n_heads * hd, self.d_model, bias)
 end
 
+--- forward(x [, opts]): grouped-query attention as described above; opts
+-- cache (a KVCache), attn_mask (bool: true = takes part, as SDPA; a float
+-- mask needs attn_mask_kind), attn_mask_kind, need_weights.
+-- @tparam Tensor x [B, L, d_model] or [L, d_model]
+-- @tparam[opt] table opts
+-- @treturn Tensor y of x's shape
+-- @treturn[opt] Tensor weights [B, n_heads, L, S] (with need_weights)
 function GroupedQueryAttention:forward(x, opts)
   local fn = self:_get_name()
   opts = check_options(opts, fn, {cache = true, attn_mask = true, attn_mask_kind = true, need_weights = true})
@@ -919,6 +968,8 @@ function GroupedQueryAttention:forward(x, opts)
   return y
 end
 
+--- extra_repr(): "d_model=.., n_heads=.., n_kv_heads=.." and causal/rope
+-- when set.
 function GroupedQueryAttention:extra_repr()
   local s = ("d_model=%d, n_heads=%d, n_kv_heads=%d"):format(self.d_model, self.n_heads, self.n_kv_heads)
   if self.causal then s = s .. ", causal=True" end
@@ -979,6 +1030,12 @@ local function position_rows(table_, x, offset, fn, max_len)
   return table_:narrow(1, offset + 1, L)
 end
 
+--- forward(x [, offset = 0]): x + pe rows offset+1 .. offset+L (positions
+-- offset .. offset + L - 1, a count: the same number as torch code uses),
+-- then dropout.
+-- @tparam Tensor x [B, L, d_model] or [L, d_model]
+-- @tparam[opt=0] int offset
+-- @treturn Tensor of x's shape
 function PositionalEncoding:forward(x, offset)
   check_tensor(x, "PositionalEncoding", "x")
   local s = x:shape()
@@ -1004,6 +1061,11 @@ function LearnedPositionalEncoding:init(max_len, d_model, opts)
   self.dropout = nn.Dropout(opts.dropout or 0.0)
 end
 
+--- forward(x [, offset = 0]): x + the embedding rows of positions
+-- offset .. offset + L - 1, then dropout.
+-- @tparam Tensor x [..., L, d_model]
+-- @tparam[opt=0] int offset
+-- @treturn Tensor of x's shape
 function LearnedPositionalEncoding:forward(x, offset)
   check_tensor(x, "LearnedPositionalEncoding", "x")
   local s = x:shape()
@@ -1117,6 +1179,13 @@ function RotaryEmbedding:init(dim, opts)
   self:register_buffer("inv_freq", M.rope_inv_freq(self.dim, self.base), false)
 end
 
+--- forward(q [, k] [, positions]): apply_rotary(q, k, positions, self.base):
+-- q (and k) rotated at their positions.
+-- @tparam Tensor q [..., L, dim]
+-- @tparam[opt] Tensor k [..., L, dim]
+-- @param[opt] positions as apply_rotary
+-- @treturn Tensor q rotated
+-- @treturn[opt] Tensor k rotated
 function RotaryEmbedding:forward(q, k, positions)
   check_tensor(q, "RotaryEmbedding", "q")
   if q:shape()[q:dim()] ~= self.dim then
@@ -1125,6 +1194,7 @@ function RotaryEmbedding:forward(q, k, positions)
   return M.apply_rotary(q, k, positions, self.base)
 end
 
+--- extra_repr(): "dim=.., base=10000.0".
 function RotaryEmbedding:extra_repr()
   return ("dim=%d, base=%s"):format(self.dim, nn._pyrepr(self.base))
 end
@@ -1189,10 +1259,16 @@ function ALiBi:init(n_heads, opts)
   self:register_buffer("slopes", attn.tensor(M.alibi_slopes(self.n_heads)), false)
 end
 
+--- forward(L [, S = L]): alibi_bias(n_heads, L, S, {symmetric =}), an
+-- additive bias [n_heads, L, S].
+-- @tparam int L
+-- @tparam[opt] int S
+-- @treturn Tensor [n_heads, L, S]
 function ALiBi:forward(L, S)
   return M.alibi_bias(self.n_heads, L, S, {symmetric = self.symmetric})
 end
 
+--- extra_repr(): "n_heads=.." and ", symmetric=True" when set.
 function ALiBi:extra_repr()
   return ("n_heads=%d"):format(self.n_heads) .. (self.symmetric and ", symmetric=True" or "")
 end
