@@ -263,6 +263,9 @@ function Conv1d:init(in_channels, out_channels, kernel_size, ...)
   self:reset_parameters()
 end
 
+--- reset_parameters(): weight ~ kaiming_uniform_(a = sqrt(5)), bias ~
+-- U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in = C / groups * K, in
+-- place, as torch.nn.Conv1d.
 function Conv1d:reset_parameters()
   init.kaiming_uniform_(self.weight, math.sqrt(5))
   if self.bias ~= nil then
@@ -274,6 +277,10 @@ function Conv1d:reset_parameters()
   end
 end
 
+--- forward(input): the convolution with the module's weight, bias, stride,
+-- padding (and padding_mode), dilation and groups (see conv1d).
+-- @tparam Tensor input [B, in_channels, L] or [in_channels, L]
+-- @treturn Tensor [B, out_channels, Lout] or [out_channels, Lout]
 function Conv1d:forward(input)
   local fn = "Conv1d"
   check_args(fn, input, self.weight, self.bias, self.groups)
@@ -289,6 +296,9 @@ end
 
 local function tuple1(t) return "(" .. t[1] .. ",)" end
 
+--- extra_repr(): "in, out, kernel_size=(K,), stride=(S,)" then padding,
+-- dilation, groups, bias and padding_mode where they differ from the
+-- defaults, as torch prints them.
 function Conv1d:extra_repr()
   local s = ("%d, %d, kernel_size=%s, stride=%s"):format(self.in_channels, self.out_channels,
     tuple1(self.kernel_size), tuple1(self.stride))

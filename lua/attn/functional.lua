@@ -128,10 +128,14 @@ end
 -- @section activations
 ---------------------------------------------------------------------------
 
+--- relu(x): max(x, 0) elementwise (attn.relu).  torch.nn.functional.relu.
 function F.relu(x) return attn.relu(x) end
 --- gelu(x, approximate): approximate = "none" (default, erf) or "tanh".
 function F.gelu(x, approximate) return attn.gelu(x, approximate) end
+--- tanh(x): attn.tanh, elementwise.  torch.nn.functional.tanh.
 function F.tanh(x) return attn.tanh(x) end
+--- sigmoid(x): 1 / (1 + e^-x) elementwise (attn.sigmoid).
+-- torch.nn.functional.sigmoid.
 function F.sigmoid(x) return attn.sigmoid(x) end
 --- silu(x [, inplace = false]): x * sigmoid(x).
 function F.silu(x, inplace) return require("attn.activation").silu(x, inplace) end
@@ -143,6 +147,8 @@ function F.softmax(x, dim)
   return attn.softmax(x, dim)
 end
 
+--- log_softmax(x, dim): log(softmax(x, dim)) computed stably; dim required
+-- (1-based or negative).  torch.nn.functional.log_softmax.
 function F.log_softmax(x, dim)
   if dim == nil then error("log_softmax: dim is required", 2) end
   return attn.log_softmax(x, dim)
@@ -153,10 +159,11 @@ end
 -- @section layers
 ---------------------------------------------------------------------------
 
---- linear(x, w, b): x [..., in] @ w[out, in]^T + b[out] -> [..., out].
--- w may be 1-d [in] (result [...]); b is optional.
 local core_linear = attn.linear
 
+--- linear(x, w [, b]): x [..., in] @ w[out, in]^T + b[out] -> [..., out].
+-- w may be 1-d [in] (result [...]); b is optional.
+-- torch.nn.functional.linear.
 function F.linear(x, w, b)
   -- the common case (2-d weight, 1-d bias or none) is one C op with one
   -- graph node; it checks the shapes with the messages below
@@ -596,7 +603,11 @@ F.scaled_dot_product_attention = attn.scaled_dot_product_attention
 --- F.ring_attention(q, k, v [, {causal =, scale =}]): attention over a
 -- sequence split across MPI ranks (attn.dist.ring_attention).
 function F.ring_attention(q, k, v, opts) return require("attn.dist").ring_attention(q, k, v, opts) end
+--- split_heads(x, H): x [..., L, H*D] -> [..., H, L, D]
+-- (attn.attention.split_heads).
 function F.split_heads(x, H) return require("attn.attention").split_heads(x, H) end
+--- combine_heads(x): x [..., H, L, D] -> [..., L, H*D], the inverse of
+-- split_heads (attn.attention.combine_heads).
 function F.combine_heads(x) return require("attn.attention").combine_heads(x) end
 
 ---------------------------------------------------------------------------
@@ -606,12 +617,28 @@ function F.combine_heads(x) return require("attn.attention").combine_heads(x) en
 
 -- >>> activations and conv1d (lua/attn/activation.lua, lua/attn/conv.lua),
 -- loaded on first call; tail calls, so their errors point at the caller.
+
+--- mish(x [, inplace = false]): x * tanh(softplus(x)) elementwise, with
+-- torch's gradient (attn.activation.mish).  torch.nn.functional.mish.
 function F.mish(x, inplace) return require("attn.activation").mish(x, inplace) end
+--- leaky_relu(x [, negative_slope = 0.01 [, inplace = false]]):
+-- x > 0 ? x : negative_slope * x (attn.activation.leaky_relu).
+-- torch.nn.functional.leaky_relu.
 function F.leaky_relu(x, negative_slope, inplace)
   return require("attn.activation").leaky_relu(x, negative_slope, inplace)
 end
+--- elu(x [, alpha = 1.0 [, inplace = false]]): x > 0 ? x : alpha (e^x - 1)
+-- (attn.activation.elu).  torch.nn.functional.elu.
 function F.elu(x, alpha, inplace) return require("attn.activation").elu(x, alpha, inplace) end
+--- softplus(x [, beta = 1 [, threshold = 20]]): log(1 + e^(beta x)) / beta,
+-- and x where beta x > threshold (attn.activation.softplus).
+-- torch.nn.functional.softplus.
 function F.softplus(x, beta, threshold) return require("attn.activation").softplus(x, beta, threshold) end
+--- conv1d(input, weight [, bias [, stride [, padding [, dilation [, groups]]]]])
+-- or conv1d(input, weight, bias, {stride=, padding=, dilation=, groups=}):
+-- input [B, C, L] or [C, L], weight [O, C / groups, K] -> [B, O, Lout]
+-- (attn.conv.conv1d, which states Lout and the padding forms).
+-- torch.nn.functional.conv1d.
 function F.conv1d(input, weight, bias, stride, padding, dilation, groups)
   return require("attn.conv").conv1d(input, weight, bias, stride, padding, dilation, groups)
 end
