@@ -24,7 +24,7 @@ local attn = require "attn"
 local F = {}
 
 ---------------------------------------------------------------------------
--- 1. Helpers
+-- 1) Helpers
 -- @section helpers
 ---------------------------------------------------------------------------
 
@@ -124,7 +124,7 @@ local function with_grad(value, x, dx)
 end
 
 ---------------------------------------------------------------------------
--- 2. Activations
+-- 2) Activations
 -- @section activations
 ---------------------------------------------------------------------------
 
@@ -155,7 +155,7 @@ function F.log_softmax(x, dim)
 end
 
 ---------------------------------------------------------------------------
--- 3. Layers
+-- 3) Layers
 -- @section layers
 ---------------------------------------------------------------------------
 
@@ -265,7 +265,7 @@ F.cosine_similarity = require("attn.ops").cosine_similarity
 function F.one_hot(ids, num_classes) return attn.one_hot(ids, num_classes) end
 
 ---------------------------------------------------------------------------
--- 4. Losses
+-- 4) Losses
 -- @section losses
 ---------------------------------------------------------------------------
 -- Common options: reduction = "mean" (default) | "sum" | "none".

@@ -53,7 +53,7 @@ local function pybool(b) return b and "True" or "False" end
 -- @section lengths_and_index
 
 --- lengths_list(lengths, fn, level): a Lua list of integers from a Lua list
--- or a 1-d tensor of any dtype (float32 now, int64 once that exists).
+-- or a 1-d tensor of any dtype holding integers.
 local function lengths_list(lengths, fn, level)
   level = level + 1
   local list
