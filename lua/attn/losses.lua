@@ -267,7 +267,7 @@ simple("HuberLoss", "huber_loss", {"delta", 1.0, true})
 
 --- MSELoss:forward(input, target): F.mse_loss(input, target, {reduction =
 -- self.reduction}); input and target of one shape (they broadcast).
--- @treturn Tensor 0-d, or input's shape with reduction "none"
+-- @treturn Tensor 0-d, or the broadcast shape with reduction "none"
 -- @function MSELoss:forward
 
 --- L1Loss:init([opts]): stores reduction (as MSELoss:init).
@@ -275,7 +275,7 @@ simple("HuberLoss", "huber_loss", {"delta", 1.0, true})
 
 --- L1Loss:forward(input, target): F.l1_loss(input, target, {reduction =
 -- self.reduction}).
--- @treturn Tensor 0-d, or input's shape with reduction "none"
+-- @treturn Tensor 0-d, or the broadcast shape with reduction "none"
 -- @function L1Loss:forward
 
 --- SmoothL1Loss:init([opts]): stores reduction and beta (default 1.0; a
@@ -284,7 +284,7 @@ simple("HuberLoss", "huber_loss", {"delta", 1.0, true})
 
 --- SmoothL1Loss:forward(input, target): F.smooth_l1_loss(input, target,
 -- {reduction =, beta =}) with the stored options.
--- @treturn Tensor 0-d, or input's shape with reduction "none"
+-- @treturn Tensor 0-d, or the broadcast shape with reduction "none"
 -- @function SmoothL1Loss:forward
 
 --- HuberLoss:init([opts]): stores reduction and delta (default 1.0; a
@@ -293,7 +293,7 @@ simple("HuberLoss", "huber_loss", {"delta", 1.0, true})
 
 --- HuberLoss:forward(input, target): F.huber_loss(input, target,
 -- {reduction =, delta =}) with the stored options.
--- @treturn Tensor 0-d, or input's shape with reduction "none"
+-- @treturn Tensor 0-d, or the broadcast shape with reduction "none"
 -- @function HuberLoss:forward
 
 --------------------------------------------------------------------------
