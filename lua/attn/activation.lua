@@ -245,7 +245,8 @@ function(self) return ("beta=%s, threshold=%s"):format(pyrepr(self.beta), pyrepr
 -- @treturn Tensor of x's shape
 -- @function LeakyReLU:forward
 
---- LeakyReLU:extra_repr(): the arguments shown in the module tree: "negative_slope=0.01" (then ", inplace=True" when set), as torch prints it.
+--- LeakyReLU:extra_repr(): the arguments shown in the module tree:
+-- "negative_slope=0.01" (then ", inplace=True" when set), as torch prints it.
 -- @treturn string
 -- @function LeakyReLU:extra_repr
 
@@ -259,7 +260,8 @@ function(self) return ("beta=%s, threshold=%s"):format(pyrepr(self.beta), pyrepr
 -- @treturn Tensor of x's shape
 -- @function ELU:forward
 
---- ELU:extra_repr(): the arguments shown in the module tree: "alpha=1.0" (then ", inplace=True" when set), as torch prints it.
+--- ELU:extra_repr(): the arguments shown in the module tree:
+-- "alpha=1.0" (then ", inplace=True" when set), as torch prints it.
 -- @treturn string
 -- @function ELU:extra_repr
 
