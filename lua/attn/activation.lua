@@ -65,14 +65,24 @@ local function finish(x, y, inplace)
   return y
 end
 
---- silu(x [, inplace = false]): x * sigmoid(x).
+--- silu(x [, inplace = false]): x * sigmoid(x) elementwise.
+-- torch.nn.functional.silu; also attn.F.silu.
+-- @tparam Tensor x any shape
+-- @tparam[opt=false] boolean inplace overwrite x and return it
+-- @treturn Tensor of x's shape
 function M.silu(x, inplace)
   check_tensor(x, "silu")
   if bool_arg(inplace, false, "silu", "inplace") then return x:silu_() end
   return attn.silu(x)
 end
 
---- leaky_relu(x [, negative_slope = 0.01 [, inplace = false]]).
+--- leaky_relu(x [, negative_slope = 0.01 [, inplace = false]]):
+-- x > 0 ? x : negative_slope * x elementwise; the gradient at 0 is
+-- negative_slope, as torch.  torch.nn.functional.leaky_relu; also attn.F.
+-- @tparam Tensor x any shape
+-- @tparam[opt=0.01] number negative_slope
+-- @tparam[opt=false] boolean inplace overwrite x and return it
+-- @treturn Tensor of x's shape
 function M.leaky_relu(x, negative_slope, inplace)
   check_tensor(x, "leaky_relu")
   local s = number_arg(negative_slope, 0.01, "leaky_relu", "negative_slope")
@@ -81,7 +91,12 @@ function M.leaky_relu(x, negative_slope, inplace)
   return finish(x, where(v:gt(0), v, v * s), inplace)
 end
 
---- elu(x [, alpha = 1.0 [, inplace = false]]).
+--- elu(x [, alpha = 1.0 [, inplace = false]]): x > 0 ? x : alpha (e^x - 1)
+-- elementwise.  torch.nn.functional.elu; also attn.F.elu.
+-- @tparam Tensor x any shape
+-- @tparam[opt=1.0] number alpha
+-- @tparam[opt=false] boolean inplace overwrite x and return it
+-- @treturn Tensor of x's shape
 function M.elu(x, alpha, inplace)
   check_tensor(x, "elu")
   local a = number_arg(alpha, 1.0, "elu", "alpha")
@@ -92,7 +107,13 @@ function M.elu(x, alpha, inplace)
   return finish(x, where(pos, v, neg), inplace)
 end
 
---- softplus(x [, beta = 1 [, threshold = 20]]).
+--- softplus(x [, beta = 1 [, threshold = 20]]): log(1 + e^(beta x)) / beta
+-- elementwise, and x itself where beta x > threshold.
+-- torch.nn.functional.softplus; also attn.F.softplus.
+-- @tparam Tensor x any shape
+-- @tparam[opt=1] number beta
+-- @tparam[opt=20] number threshold
+-- @treturn Tensor of x's shape
 function M.softplus(x, beta, threshold)
   check_tensor(x, "softplus")
   local b = number_arg(beta, 1, "softplus", "beta")
@@ -104,7 +125,11 @@ function M.softplus(x, beta, threshold)
   return where(big, x, soft)
 end
 
---- mish(x [, inplace = false]): x * tanh(softplus(x)).
+--- mish(x [, inplace = false]): x * tanh(softplus(x)) elementwise.
+-- torch.nn.functional.mish; also attn.F.mish.
+-- @tparam Tensor x any shape
+-- @tparam[opt=false] boolean inplace overwrite x and return it
+-- @treturn Tensor of x's shape
 function M.mish(x, inplace)
   check_tensor(x, "mish")
   inplace = bool_arg(inplace, false, "mish", "inplace")
