@@ -23,6 +23,9 @@ struct attn__rspec; /* reduce_spec.h */
 typedef void (*attn__binary_row_fn)(int64_t n, float *restrict o, int64_t os, const float *a, int64_t as,
                                     const float *b, int64_t bs);
 typedef void (*attn__unary_row_fn)(int64_t n, float *restrict o, int64_t os, const float *a, int64_t as);
+/* o [n] = g [n] * op'(x [n]) (y [n] = op(x), read instead where cheaper) */
+typedef void (*attn__unary_grad_row_fn)(int64_t n, float *restrict o, int64_t os, const float *g, int64_t gs,
+                                        const float *x, int64_t xs, const float *y, int64_t ys);
 typedef struct {
   float lo, hi; /* NaN: no bound */
 } attn__clamp_ctx;
@@ -55,6 +58,7 @@ typedef struct attn__kernels {
      attn__foreach's rows with an attn__clamp_ctx */
   const attn__binary_row_fn *binary_rows;
   const attn__unary_row_fn *unary_rows;
+  const attn__unary_grad_row_fn *unary_grad_rows;
   attn__inner_fn clamp_inner;
 } attn__kernels;
 
@@ -65,6 +69,7 @@ typedef struct attn__kernels {
     .sdpa_bwd_kvq = sdpa_kvq_range,                                                                                  \
     .softmax_rows = softmax_rows, .softmax_cols = softmax_cols, .reduce_rows = block_rows, .reduce_cols = block_cols, \
     .cumsum_rows = cumsum_rows, .cumsum_cols = cumsum_cols, .binary_rows = binary_rows, .unary_rows = unary_rows,    \
+    .unary_grad_rows = unary_grad_rows,                                                                              \
     .clamp_inner = clamp_inner,                                                                                      \
   }
 
