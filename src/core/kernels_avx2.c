@@ -30,6 +30,7 @@
 #include "softmax_kernels.h"
 #include "reduce_kernels.h"
 #include "elementwise_kernels.h"
+#include "norm_kernels.h"
 
 #if defined(__GNUC__) && !defined(__clang__)
 /* From here on (attention) FMA contraction too: ISO C mode turns it off. */
