@@ -253,7 +253,10 @@ static void drow_relu(int64_t n, float *restrict o, int64_t os, const float *g, 
                       int64_t xs, const float *yp, int64_t ys) {
   (void)xp, (void)xs;
   if (os == 1 && gs == 1 && ys == 1)
-    for (int64_t i = 0; i < n; i++) o[i] = yp[i] <= 0.0f ? 0.0f : g[i];
+    for (int64_t i = 0; i < n; i++) { /* g loaded unconditionally: a blend, not a masked load */
+      const float gv = g[i];
+      o[i] = yp[i] <= 0.0f ? 0.0f : gv;
+    }
   else
     for (int64_t i = 0; i < n; i++) o[i * os] = yp[i * ys] <= 0.0f ? 0.0f : g[i * gs];
 }

@@ -14,6 +14,7 @@
 #include <math.h>
 
 #define NORM_LANES 8
+#define NORM_BLOCK 256 /* floats summed in float lanes before a double add */
 
 /* sum of x [n] in double, in lanes the compiler vectorises */
 INLINE double norm_sum(const float *x, int64_t n) {
@@ -71,6 +72,7 @@ static void layer_norm_rows(const float *x, int64_t rows, int64_t n, const float
    without w), sums in double:
      dx = rstd * (gy - mean(gy) - xh * mean(gy * xh))
      dw += g * xh, db += g   (summed over rows, in float as torch does)
+   (row sums: float lanes over blocks of NORM_BLOCK, the blocks in double)
    This is torch's formula rearranged: its CPU kernel computes
    rstd * gy + b * x + c with b = (mean(gy) * mean - mean(gy * x)) * rstd^3,
    which cancels where the mean is large against the spread (float64
@@ -84,9 +86,16 @@ static void layer_norm_bwd_rows(const float *g, const float *x, int64_t rows, in
   for (int64_t r = 0; r < rows; r++) {
     const float *gr = g + r * n, *xr = x + r * n;
     const float m = mean[r], rs = rstd[r];
-    if (dw)
+    /* passes over one row (in L1 for the usual widths), each a loop
+       without branches so that it vectorises */
+    if (dw && db)
+      for (int64_t i = 0; i < n; i++) {
+        dw[i] += gr[i] * ((xr[i] - m) * rs);
+        db[i] += gr[i];
+      }
+    else if (dw)
       for (int64_t i = 0; i < n; i++) dw[i] += gr[i] * ((xr[i] - m) * rs);
-    if (db)
+    else if (db)
       for (int64_t i = 0; i < n; i++) db[i] += gr[i];
     if (!dx) continue;
     const float *gy = gr;
@@ -94,21 +103,27 @@ static void layer_norm_bwd_rows(const float *g, const float *x, int64_t rows, in
       for (int64_t i = 0; i < n; i++) scratch[i] = gr[i] * w[i];
       gy = scratch;
     }
-    double s1[NORM_LANES] = {0}, s2[NORM_LANES] = {0};
-    int64_t i = 0;
-    for (; i + NORM_LANES <= n; i += NORM_LANES)
-      for (int k = 0; k < NORM_LANES; k++) {
-        s1[k] += gy[i + k];
-        s2[k] += gy[i + k] * ((xr[i + k] - m) * rs);
+    /* the two row sums: float lanes over blocks of NORM_BLOCK, folded
+       into double */
+    double a1 = 0, a2 = 0;
+    for (int64_t j = 0; j < n; j += NORM_BLOCK) {
+      const int64_t e = n - j < NORM_BLOCK ? n : j + NORM_BLOCK;
+      float s1[NORM_LANES] = {0}, s2[NORM_LANES] = {0};
+      int64_t i = j;
+      for (; i + NORM_LANES <= e; i += NORM_LANES)
+        for (int k = 0; k < NORM_LANES; k++) {
+          s1[k] += gy[i + k];
+          s2[k] += gy[i + k] * ((xr[i + k] - m) * rs);
+        }
+      for (; i < e; i++) {
+        a1 += gy[i];
+        a2 += gy[i] * ((xr[i] - m) * rs);
       }
-    double a1 = ((s1[0] + s1[4]) + (s1[1] + s1[5])) + ((s1[2] + s1[6]) + (s1[3] + s1[7]));
-    double a2 = ((s2[0] + s2[4]) + (s2[1] + s2[5])) + ((s2[2] + s2[6]) + (s2[3] + s2[7]));
-    for (; i < n; i++) {
-      a1 += gy[i];
-      a2 += gy[i] * ((xr[i] - m) * rs);
+      a1 += ((s1[0] + s1[4]) + (s1[1] + s1[5])) + ((s1[2] + s1[6]) + (s1[3] + s1[7]));
+      a2 += ((s2[0] + s2[4]) + (s2[1] + s2[5])) + ((s2[2] + s2[6]) + (s2[3] + s2[7]));
     }
     const float mg = (float)(a1 / (double)n), mgx = (float)(a2 / (double)n);
     float *dr = dx + r * n;
-    for (i = 0; i < n; i++) dr[i] = rs * (gy[i] - mg - ((xr[i] - m) * rs) * mgx);
+    for (int64_t i = 0; i < n; i++) dr[i] = rs * (gy[i] - mg - ((xr[i] - m) * rs) * mgx);
   }
 }
