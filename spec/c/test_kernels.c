@@ -5,7 +5,9 @@
  * the ends of exp's range) and on a sweep of ordinary ones.  The x86
  * families compute exp, log, tanh and erf with libmvec (src/core/vmath.h),
  * the portable one with libm: both must stay within a few float ulp of the
- * exact result, or within an absolute 1e-7 of it near zero crossings. */
+ * exact result, or within an absolute 1e-7 of it near zero crossings.
+ * LayerNorm rows (norm_kernels.h), forward and backward, against the
+ * formulas in double. */
 #define _GNU_SOURCE /* M_PI */
 #include "attn.h"
 #include "check.h"
@@ -144,6 +146,62 @@ static void check_family(const attn__kernels *k) {
   CHECK(out[0] == 0.0f && isinf(out[1]));
 }
 
+/* LayerNorm rows of a family against the formulas in double: rows of
+   widths around the vector and block sizes, a large mean against a small
+   spread, forward (y, mean, rstd) and backward (dx, dw, db). */
+static void check_layer_norm(const attn__kernels *k) {
+  enum { R = 3, NMAX = 531 };
+  static float x[R * NMAX], y[R * NMAX], g[R * NMAX], dx[R * NMAX], w[NMAX], b[NMAX], dw[NMAX], db[NMAX],
+      scratch[NMAX];
+  float mean[R], rstd[R];
+  const int64_t widths[] = {1, 7, 8, 33, 256, 257, 531};
+  int bad = 0;
+  for (size_t wi = 0; wi < sizeof widths / sizeof *widths; wi++) {
+    const int64_t n = widths[wi];
+    for (int64_t i = 0; i < R * n; i++) {
+      x[i] = (float)((i * 37 % 101) - 50) / 25.0f + (i / n == 2 ? 1000.0f : 0.0f);
+      g[i] = (float)((i * 53 % 97) - 48) / 30.0f;
+    }
+    for (int64_t i = 0; i < n; i++) w[i] = 0.5f + (float)(i % 5) / 4.0f, b[i] = (float)(i % 3) - 1.0f;
+    memset(dw, 0, sizeof dw);
+    memset(db, 0, sizeof db);
+    const float eps = 1e-5f;
+    k->layer_norm_rows(x, R, n, w, b, eps, y, mean, rstd);
+    k->layer_norm_bwd_rows(g, x, R, n, w, mean, rstd, dx, dw, db, scratch);
+    double rdw[NMAX] = {0}, rdb[NMAX] = {0};
+    for (int r = 0; r < R; r++) {
+      const float *xr = x + r * n, *gr = g + r * n;
+      double m = 0, v = 0;
+      for (int64_t i = 0; i < n; i++) m += xr[i];
+      m /= n;
+      for (int64_t i = 0; i < n; i++) v += (xr[i] - m) * (xr[i] - m);
+      v /= n;
+      const double rs = 1.0 / sqrt(v + eps);
+      /* row 2 sits at 1000: x - mean in float is good to ulp(1000) = 6e-5 */
+      const double tol = r == 2 ? 2e-4 : 1e-5;
+      double mg = 0, mgx = 0;
+      for (int64_t i = 0; i < n; i++) {
+        const double xh = (xr[i] - m) * rs, gy = (double)gr[i] * w[i];
+        mg += gy, mgx += gy * xh;
+        rdw[i] += gr[i] * xh, rdb[i] += gr[i];
+        if (!close_to(y[r * n + i], xh * w[i] + b[i], 1e-5, tol) && bad++ < 5)
+          fprintf(stderr, "  y n=%d r=%d i=%d %g vs %g\n", (int)n, r, (int)i, y[r * n + i], xh * w[i] + b[i]);
+      }
+      mg /= n, mgx /= n;
+      for (int64_t i = 0; i < n; i++) {
+        const double xh = (xr[i] - m) * rs, gy = (double)gr[i] * w[i];
+        if (!close_to(dx[r * n + i], rs * (gy - mg - xh * mgx), 1e-4, tol * rs) && bad++ < 5)
+          fprintf(stderr, "  dx n=%d r=%d i=%d %g vs %g\n", (int)n, r, (int)i, dx[r * n + i], rs * (gy - mg - xh * mgx));
+      }
+      if (!close_to(mean[r], m, 1e-6, 0) || !close_to(rstd[r], rs, 1e-3, 0)) bad++;
+    }
+    for (int64_t i = 0; i < n; i++)
+      if (!close_to(dw[i], rdw[i], 1e-4, 1e-4) || !close_to(db[i], rdb[i], 1e-5, 1e-5)) bad++;
+  }
+  if (bad) fprintf(stderr, "%s layer_norm: %d mismatches\n", k->name, bad);
+  CHECK(bad == 0);
+}
+
 int main(void) {
   inputs();
   attn_isa_info info;
@@ -157,6 +215,7 @@ int main(void) {
     if (!fams[f]) continue;
     printf("family %s\n", fams[f]->name);
     check_family(fams[f]);
+    check_layer_norm(fams[f]);
   }
   return check_summary();
 }
