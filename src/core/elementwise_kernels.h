@@ -1,8 +1,9 @@
 /* Elementwise row kernels (elementwise.c describes the rows), written once
  * and compiled by each kernel family's unit (kernels_*.c) with its flags,
- * so the unit-stride loops vectorise at that family's width; exp, log,
- * tanh and erf come from vmath.h (libmvec in the x86 families, libm in the
- * portable one, so those differ between families by a few ulp).  Defines
+ * so the unit-stride loops vectorise at that family's width; exp is
+ * vmath.h's vm_expf (the same everywhere), tanh and erf come from vmath.h
+ * too (libmvec in the x86 families, libm in the portable one, so those
+ * differ between families by up to 2 ulp).  Defines
  * the static tables binary_rows, unary_rows, unary_grad_rows and
  * clamp_inner. */
 #include "internal.h"
@@ -80,7 +81,6 @@ static const attn__binary_row_fn binary_rows[ATTN_BINARY_OP_COUNT] = {
 /* ------------------------------------------------------------------------ */
 /* Unary                                                                     */
 
-static inline float f_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 static inline float f_relu(float x) { return (x > 0.0f || x != x) ? x : 0.0f; }
 /* torch's exact GELU: x * Phi(x) via erf */
 static inline float f_gelu(float x) { return x * 0.5f * (1.0f + erff(x * 0.70710678118654752440f)); }
@@ -139,12 +139,12 @@ static inline float f_sign(float x) { return x != x ? x : (float)((x > 0.0f) - (
 #define GELU_C 0.044715f
 
 UNARY_ROW(row_neg, -x)
-VM_UNARY_ROW(row_exp, x, vm_exp, v, expf(x))
-VM_UNARY_ROW(row_log, x, vm_log, v, logf(x))
+UNARY_ROW(row_exp, vm_expf(x))
+UNARY_ROW(row_log, logf(x))
 UNARY_ROW(row_sqrt, sqrtf(x))
 UNARY_ROW(row_rsqrt, 1.0f / sqrtf(x))
 VM_UNARY_ROW(row_tanh, x, vm_tanh, v, tanhf(x))
-VM_UNARY_ROW(row_sigmoid, -x, vm_exp, 1.0f / (1.0f + v), f_sigmoid(x))
+UNARY_ROW(row_sigmoid, 1.0f / (1.0f + vm_expf(-x)))
 UNARY_ROW(row_relu, f_relu(x))
 VM_UNARY_ROW(row_gelu, x * SQRT1_2, vm_erf, x * 0.5f * (1.0f + v), f_gelu(x))
 VM_UNARY_ROW(row_gelu_tanh, GELU_K * (x + GELU_C * x * x * x), vm_tanh, 0.5f * x * (1.0f + v), f_gelu_tanh(x))
@@ -159,7 +159,7 @@ UNARY_ROW(row_expm1, expm1f(x))
 UNARY_ROW(row_floor, floorf(x))
 UNARY_ROW(row_ceil, ceilf(x))
 UNARY_ROW(row_round, nearbyintf(x))
-VM_UNARY_ROW(row_silu, -x, vm_exp, x * (1.0f / (1.0f + v)), x * f_sigmoid(x))
+UNARY_ROW(row_silu, x * (1.0f / (1.0f + vm_expf(-x))))
 VM_UNARY_ROW(row_erf, x, vm_erf, v, erff(x))
 
 static const attn__unary_row_fn unary_rows[ATTN_UNARY_OP_COUNT] = {
@@ -229,7 +229,7 @@ static inline void vm_none(int64_t n, const float *x, float *y) { (void)n, (void
 /* scalar derivatives (libm), for strided rows */
 static inline float d_gelu(float x) {
   const float cdf = 0.5f * (1.0f + erff(x * SQRT1_2));
-  const float pdf = expf(-0.5f * x * x) * 0.39894228040143267794f;
+  const float pdf = vm_expf(-0.5f * x * x) * 0.39894228040143267794f;
   return cdf + x * pdf;
 }
 static inline float d_gelu_tanh_th(float x, float th) {
@@ -237,8 +237,8 @@ static inline float d_gelu_tanh_th(float x, float th) {
 }
 static inline float d_gelu_tanh(float x) { return d_gelu_tanh_th(x, tanhf(GELU_K * (x + GELU_C * x * x * x))); }
 static inline float d_silu_s(float x, float s) { return s * (1.0f + x * (1.0f - s)); }
-static inline float d_silu(float x) { return d_silu_s(x, 1.0f / (1.0f + expf(-x))); }
-static inline float d_erf(float x) { return 1.12837916709551257390f * expf(-x * x); }
+static inline float d_silu(float x) { return d_silu_s(x, 1.0f / (1.0f + vm_expf(-x))); }
+static inline float d_erf(float x) { return 1.12837916709551257390f * vm_expf(-x * x); }
 
 GRAD_ROW(drow_neg, -1.0f)
 GRAD_ROW(drow_exp, y)
@@ -272,8 +272,8 @@ GRAD_ROW(drow_reciprocal, -y * y)
 GRAD_ROW(drow_square, 2.0f * x)
 GRAD_ROW(drow_log1p, 1.0f / (1.0f + x))
 GRAD_ROW(drow_expm1, y + 1.0f)
-VM_GRAD_ROW(drow_silu, -x, vm_exp, 0.0f, vm_none, d_silu_s(x, 1.0f / (1.0f + v1)), d_silu)
-VM_GRAD_ROW(drow_erf, -x * x, vm_exp, 0.0f, vm_none, 1.12837916709551257390f * v1, d_erf)
+GRAD_ROW(drow_silu, d_silu(x))
+GRAD_ROW(drow_erf, d_erf(x))
 
 static const attn__unary_grad_row_fn unary_grad_rows[ATTN_UNARY_OP_COUNT] = {
     [ATTN_NEG] = drow_neg,           [ATTN_EXP] = drow_exp,       [ATTN_LOG] = drow_log,
