@@ -183,6 +183,15 @@ for _, d in ipairs({1, 2, -1}) do
 end
 case("softmax 3-d middle dim", function(x) return x:softmax(2) end, function() return {randn(2, 3, 4)} end)
 case("log_softmax 3-d middle dim", function(x) return x:log_softmax(2) end, function() return {randn(2, 3, 4)} end)
+-- LayerNorm's fused op (src/core/norm.c): input, weight and bias; over
+-- one and over two trailing dims; without affine parameters
+case("layer_norm weight and bias", function(x, w, b) return attn.F.layer_norm(x, 5, w, b) end,
+  function() return {randn(3, 5), randn(5), randn(5)} end)
+case("layer_norm over [2,3] of a 3-d input", function(x, w, b) return attn.F.layer_norm(x, {2, 3}, w, b, 1e-3) end,
+  function() return {randn(2, 2, 3), randn(2, 3), randn(2, 3)} end)
+case("layer_norm no affine", function(x) return attn.F.layer_norm(x, 4) end, function() return {randn(3, 4)} end)
+case("layer_norm weight only", function(x, w) return attn.F.layer_norm(x, 4, w) end,
+  function() return {randn(3, 4), randn(4)} end)
 case("softmax after masked_fill with -inf", function(x, m) return x:masked_fill(m, -math.huge):softmax(2) end,
   function() return {randn(3, 4), attn.tensor({{0, 1, 1, 1}, {0, 0, 1, 1}, {0, 0, 0, 1}})} end)
 case("attention: softmax(q k^T / sqrt(d)) v, causal mask", function(q, k, v, m)

@@ -381,6 +381,11 @@ attn_status attn_linear(const attn_tensor *x, const attn_tensor *w, const attn_t
 
 attn_status attn_softmax(const attn_tensor *t, int dim, attn_tensor **out);
 attn_status attn_log_softmax(const attn_tensor *t, int dim, attn_tensor **out);
+/* LayerNorm over the last k dims of x (torch.nn.functional.layer_norm):
+   y = (x - mean) / sqrt(var + eps) * w + b, biased variance; w and b NULL
+   or shaped like those k dims.  One fused pass forward and backward. */
+attn_status attn_layer_norm(const attn_tensor *x, int k, const attn_tensor *w, const attn_tensor *b, float eps,
+                            attn_tensor **out);
 
 /* ------------------------------------------------------------------------ */
 /* Shape operations                                                          */

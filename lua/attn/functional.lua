@@ -232,23 +232,10 @@ function F.layer_norm(x, normalized_shape, weight, bias, eps)
     error(("layer_norm: input %s does not end in normalized_shape %s"):format(fmt_shape(shape),
       fmt_shape(ns)), 2)
   end
-  -- flatten the normalized dims into one so that one reduction covers them
-  local lead = {}
-  for i = 1, nd - k do lead[i] = shape[i] end
-  lead[#lead + 1] = -1
-  local flat = x:reshape(lead)
-  -- Overflow gives NaN, as torch's float32 moments do, not a silent row of
-  -- zeros from rsqrt(inf) = 0: the row sum is rounded to float32 before the
-  -- division (a row of FLT_MAX sums to inf: NaN), and var - var is 0 for a
-  -- finite variance but NaN where the squared deviations overflow (~1e19).
-  local mean = flat:sum(-1, true) / flat:size(-1)
-  local centered = flat - mean
-  local var = (centered * centered):mean(-1, true)
-  var = var + (var - var)
-  local y = (centered * (var + eps):rsqrt()):reshape(shape)
-  if weight ~= nil then y = y * weight end
-  if bias ~= nil then y = y + bias end
-  return y
+  -- one fused op forward and backward (src/core/norm.c): the same numbers
+  -- as the composed ops, including NaN where torch's float32 moments
+  -- overflow
+  return require("attn.core")._layer_norm(x, k, weight, bias, eps)
 end
 
 --- normalize(x, p = 2, dim = 2, eps = 1e-12) or normalize(x, {p =, dim =, eps =}):

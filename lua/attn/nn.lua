@@ -1080,19 +1080,8 @@ function LayerNorm:forward(x)
     error(("LayerNorm: normalized_shape %s does not match the trailing dims of the input %s")
       :format(fmt_shape(ns), fmt_shape(shape)), 2)
   end
-  -- rows of n = prod(normalized_shape) values: [*, n]
-  local lead = {}
-  local n = 1
-  for i = 1, #shape - k do lead[i] = shape[i] end
-  for i = 1, k do n = n * ns[i] end
-  lead[#lead + 1] = n
-  local rows = x:reshape(lead)
-  local mean = rows:mean(-1, true)
-  local centred = rows - mean
-  local var = (centred * centred):mean(-1, true) -- biased, as torch
-  local y = (centred * (var + self.eps):rsqrt()):reshape(shape)
-  if self.weight ~= nil then y = y * self.weight + self.bias end
-  return y
+  -- one fused op forward and backward (src/core/norm.c)
+  return require("attn.core")._layer_norm(x, k, self.weight, self.bias, self.eps)
 end
 
 local function pytuple(t)

@@ -1,6 +1,6 @@
 -- attn vs PyTorch 1.13 benchmark suite (issue 7).
 --
---   attn scripts/bench/run.lua [--quick] [--cases 1,2,3,4,5,6,7] [--threads 1,2] [--isa avx2,portable]
+--   attn scripts/bench/run.lua [--quick] [--cases 1,2,...,10] [--threads 1,2] [--isa avx2,portable]
 --                              [--out FILE.csv]
 --
 -- Cases: 1 SDPA forward and forward+backward (B = 1, H = 8, E = 64, L = S,
@@ -15,7 +15,10 @@
 -- (scripts/bench/models/char_gpt.lua and .py, same seed, weights and batch);
 -- 9 the Annotated Transformer's copy task (N=2, d_model 128, h 4, d_ff 512,
 -- batch 80): a training step, and the whole 3 epochs in a fresh process per
--- side for the peak RSS.
+-- side for the peak RSS; 10 elementwise and row ops forward + backward on
+-- [720, 512] (activations, LayerNorm(512), softmax, log_softmax, a bias
+-- add, cross_entropy over 512 classes), issue 16's relu/gelu/LayerNorm
+-- target.
 -- The torch side runs in scripts/bench/torch_bench.py under /usr/bin/python3,
 -- one process per thread count, with torch.set_num_threads(n),
 -- OPENBLAS_NUM_THREADS=n and OPENBLAS_CORETYPE = attn.info().blas_core.
@@ -34,7 +37,7 @@ local F = require "attn.functional"
 local optim = require "attn.optim"
 
 local quick, out_csv = false, nil
-local cases = {[1] = true, [2] = true, [3] = true, [4] = true, [5] = true, [6] = true, [7] = true, [8] = true, [9] = true}
+local cases = {[1] = true, [2] = true, [3] = true, [4] = true, [5] = true, [6] = true, [7] = true, [8] = true, [9] = true, [10] = true}
 local thread_list = {1, 2}
 local isa_list
 do
@@ -182,7 +185,7 @@ end
 
 local function torch_results(threads)
   local list = {}
-  for _, c in ipairs({1, 2, 3, 4, 6, 8, 9}) do if cases[c] then list[#list + 1] = c end end
+  for _, c in ipairs({1, 2, 3, 4, 6, 8, 9, 10}) do if cases[c] then list[#list + 1] = c end end
   if #list == 0 then return {} end
   local cmd = ("OPENBLAS_CORETYPE=%s OPENBLAS_NUM_THREADS=%d OMP_NUM_THREADS=%d %s %storch_bench.py --threads %d%s --cases %s")
     :format(core, threads, threads, PY, here, threads, quick and " --quick" or "", table.concat(list, ","))
@@ -492,6 +495,31 @@ for _, th in ipairs(thread_list) do
         t_loss and ("%.4f"):format(t_loss) or "?"))
   end
 
+  if cases[10] then
+    local x0, g = attn.randn(720, 512), attn.randn(720, 512)
+    local ln = nn.LayerNorm(512)
+    local tgt = attn.randint(1, 513, 720)
+    local bias = attn.randn(512):requires_grad_()
+    local ops = {
+      {"relu", function(t) return t:relu() end}, {"gelu", function(t) return F.gelu(t) end},
+      {"gelu_tanh", function(t) return F.gelu(t, "tanh") end}, {"silu", function(t) return F.silu(t) end},
+      {"tanh", function(t) return t:tanh() end}, {"sigmoid", function(t) return t:sigmoid() end},
+      {"layer_norm", function(t) return ln(t) end}, {"softmax", function(t) return t:softmax(-1) end},
+      {"log_softmax", function(t) return t:log_softmax(-1) end}, {"add_bias", function(t) return t + bias end},
+      {"mul", function(t) return t * t end},
+    }
+    for _, o in ipairs(ops) do
+      local xg = x0:clone():requires_grad_()
+      local t, m, note = bench(function() o[2](xg):backward(g) end, 0.5, 50)
+      local tt, tm, tn = tget(tr, "ew_" .. o[1])
+      add(10, o[1] .. " fwd+bwd [720,512]", th, t, tt, nil, m, tm, join(note, tn))
+    end
+    local xg = x0:clone():requires_grad_()
+    local t, m, note = bench(function() F.cross_entropy(xg, tgt):backward() end, 0.5, 50)
+    local tt, tm, tn = tget(tr, "ew_cross_entropy")
+    add(10, "cross_entropy fwd+bwd [720,512]", th, t, tt, nil, m, tm, join(note, tn))
+  end
+
   if cases[6] then
     local n = 2048
     local a, b = attn.rand(n, n), attn.rand(n, n)
@@ -628,8 +656,18 @@ for _, L in ipairs(lengths) do
     end
   end
 end
+-- Issue 16's elementwise target: relu, gelu and LayerNorm forward+backward
+-- on [720, 512] at 1 thread >= 1.5x torch.
+for _, r in ipairs(rows) do
+  if r.case == 10 and r.threads == 1 and r.attn_s and r.torch_s and
+    (r.name:match("^relu ") or r.name:match("^gelu ") or r.name:match("^layer_norm ")) then
+    local x = r.torch_s / r.attn_s
+    checks[#checks + 1] = ("%s 1T: %.2fx torch (target >= 1.5x, issue 16): %s"):format(r.name, x, x >= 1.5 and "met"
+      or "NOT met")
+  end
+end
 if #checks > 0 then
-  print("\nTargets (issue 19):")
+  print("\nTargets (issues 16 and 19):")
   for _, c in ipairs(checks) do print("- " .. c) end
 end
 

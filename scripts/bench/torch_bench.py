@@ -205,6 +205,28 @@ def main():
         t, m, note = bench(lambda: at.step(model, crit, opt, sched, batch), budget=1.0, max_reps=100)
         emit("annotated_step", t, m, note)
 
+    if 10 in cases:
+        # elementwise and row ops, forward + backward on [720, 512] (run.lua's case 10)
+        F = torch.nn.functional
+        x0, g = torch.randn(720, 512), torch.randn(720, 512)
+        ln = torch.nn.LayerNorm(512)
+        tgt = torch.randint(0, 512, (720,))
+        bias = torch.randn(512, requires_grad=True)
+        ops = [("relu", lambda t: t.relu()), ("gelu", lambda t: F.gelu(t)),
+               ("gelu_tanh", lambda t: F.gelu(t, approximate="tanh")), ("silu", lambda t: F.silu(t)),
+               ("tanh", lambda t: t.tanh()), ("sigmoid", lambda t: t.sigmoid()), ("layer_norm", lambda t: ln(t)),
+               ("softmax", lambda t: t.softmax(-1)), ("log_softmax", lambda t: t.log_softmax(-1)),
+               ("add_bias", lambda t: t + bias), ("mul", lambda t: t * t)]
+        for name, f in ops:
+            xg = x0.clone().requires_grad_()
+            def fb(f=f, xg=xg):
+                f(xg).backward(g)
+            t, m, note = bench(fb, 0.5, 50)
+            emit(f"ew_{name}", t, m, note)
+        xg = x0.clone().requires_grad_()
+        t, m, note = bench(lambda: F.cross_entropy(xg, tgt).backward(), 0.5, 50)
+        emit("ew_cross_entropy", t, m, note)
+
     if 6 in cases:
         n = 2048
         a, b = torch.rand(n, n), torch.rand(n, n)

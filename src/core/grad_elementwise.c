@@ -2,6 +2,7 @@
  * Every gradient has the output's (broadcast) shape and is summed back to
  * each input's shape with attn__sum_to_shape. */
 #include "internal.h"
+#include "kernels.h"
 
 #include <math.h>
 
@@ -345,55 +346,11 @@ attn_status attn__record_add_scaled(const attn_tensor *a, const attn_tensor *b, 
 /* ------------------------------------------------------------------------ */
 /* Unary                                                                     */
 
-/* Elementwise derivative of the op at x (output y), times g: written as
-   one pass per element so that no temporaries pile up. */
-typedef struct {
-  attn_unary_op op;
-} unary_ctx;
-
-static inline float dunary(attn_unary_op op, float x, float y) {
-  switch (op) {
-  case ATTN_NEG: return -1.0f;
-  case ATTN_EXP: return y;
-  case ATTN_LOG: return 1.0f / x;
-  case ATTN_SQRT: return 0.5f / y;
-  case ATTN_RSQRT: return -0.5f * y * y * y;
-  case ATTN_TANH: return 1.0f - y * y;
-  case ATTN_SIGMOID: return y * (1.0f - y);
-  case ATTN_RELU: return y <= 0.0f ? 0.0f : 1.0f; /* torch's threshold_backward: NaN passes g */
-  case ATTN_GELU: {
-    const float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752440f));
-    const float pdf = expf(-0.5f * x * x) * 0.39894228040143267794f;
-    return cdf + x * pdf;
-  }
-  case ATTN_GELU_TANH: {
-    const float k = 0.7978845608028654f, c = 0.044715f;
-    const float inner = k * (x + c * x * x * x);
-    const float th = tanhf(inner);
-    return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * k * (1.0f + 3.0f * c * x * x);
-  }
-  case ATTN_ABS: return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f);
-  case ATTN_SIN: return cosf(x);
-  case ATTN_COS: return -sinf(x);
-  case ATTN_RECIPROCAL: return -y * y;
-  case ATTN_SQUARE: return 2.0f * x;
-  case ATTN_LOG1P: return 1.0f / (1.0f + x);
-  case ATTN_EXPM1: return y + 1.0f;
-  case ATTN_SILU: {
-    const float s = 1.0f / (1.0f + expf(-x));
-    return s * (1.0f + x * (1.0f - s));
-  }
-  case ATTN_ERF: return 1.12837916709551257390f * expf(-x * x);
-  default: return 0.0f; /* sign, floor, ceil, round: zero almost everywhere */
-  }
-}
-
+/* g * op'(x) in one pass over the innermost runs (the kernel family's
+   unary_grad_rows: vectorised where the run is contiguous). */
 static void dunary_inner(int64_t n, float **p, const int64_t *s, void *vctx) {
-  const attn_unary_op op = ((const unary_ctx *)vctx)->op;
-  for (int64_t i = 0; i < n; i++) {
-    const float g = p[1][i * s[1]], x = p[2][i * s[2]], y = p[3][i * s[3]];
-    p[0][i * s[0]] = g * dunary(op, x, y);
-  }
+  attn__unary_grad_row_fn fn = *(attn__unary_grad_row_fn *)vctx;
+  fn(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3]);
 }
 
 /* Which of input x and output y each derivative reads. */
@@ -420,8 +377,8 @@ static attn_status unary_backward(attn_node *node, const attn_tensor *g, attn_te
     strides[3][d] = y->stride[d];
   }
   float *base[4] = {attn_tensor_data(r), attn_tensor_data(g), attn_tensor_data(x), attn_tensor_data(y)};
-  unary_ctx ctx = {(attn_unary_op)node->iargs[0]};
-  if (!attn__foreach(g->ndim, g->shape, 4, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, dunary_inner, &ctx)) {
+  attn__unary_grad_row_fn fn = attn__kern()->unary_grad_rows[node->iargs[0]];
+  if (!attn__foreach(g->ndim, g->shape, 4, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, dunary_inner, &fn)) {
     attn_tensor_release(r);
     return attn__limit_error("backward");
   }

@@ -9,6 +9,7 @@
  * along the reduced dim see contiguous tensors as [outer, n, inner] blocks
  * (n the reduced dim; every element: outer = inner = 1). */
 #include "internal.h"
+#include "kernels.h"
 
 #include <math.h>
 
@@ -493,19 +494,8 @@ static attn_status softmax_backward(attn_node *node, const attn_tensor *g_in, at
   }
   const float *gp = attn_tensor_data(g), *yp = attn_tensor_data(y);
   float *rp = attn_tensor_data(r);
-  if (inner == 1) { /* the last dim (the common case): rows of n, no inner loop */
-    for (int64_t o = 0; o < outer; o++) {
-      const float *gr = gp + o * n, *yr = yp + o * n;
-      float *rr = rp + o * n;
-      double a = 0;
-      if (log_space) {
-        for (int64_t i = 0; i < n; i++) a += gr[i];
-        for (int64_t i = 0; i < n; i++) rr[i] = gr[i] - expf(yr[i]) * (float)a;
-      } else {
-        for (int64_t i = 0; i < n; i++) a += (double)gr[i] * yr[i];
-        for (int64_t i = 0; i < n; i++) rr[i] = (gr[i] - (float)a) * yr[i];
-      }
-    }
+  if (inner == 1) { /* the last dim (the common case): the family's vectorised rows */
+    attn__kern()->softmax_bwd_rows(gp, yp, rp, outer, n, log_space);
     outer = 0;
   }
   for (int64_t o = 0; o < outer; o++) {

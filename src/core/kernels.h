@@ -23,6 +23,9 @@ struct attn__rspec; /* reduce_spec.h */
 typedef void (*attn__binary_row_fn)(int64_t n, float *restrict o, int64_t os, const float *a, int64_t as,
                                     const float *b, int64_t bs);
 typedef void (*attn__unary_row_fn)(int64_t n, float *restrict o, int64_t os, const float *a, int64_t as);
+/* o [n] = g [n] * op'(x [n]) (y [n] = op(x), read instead where cheaper) */
+typedef void (*attn__unary_grad_row_fn)(int64_t n, float *restrict o, int64_t os, const float *g, int64_t gs,
+                                        const float *x, int64_t xs, const float *y, int64_t ys);
 typedef struct {
   float lo, hi; /* NaN: no bound */
 } attn__clamp_ctx;
@@ -40,6 +43,15 @@ typedef struct attn__kernels {
                        int64_t vos, bool log_space);
   void (*softmax_cols)(const float *x, int64_t n, int64_t rs, int64_t m, float *y, int64_t ors, int64_t vos,
                        bool log_space, float *mx, double *sum);
+  /* softmax / log_softmax backward of unit-stride rows g, y [rows, n] -> r */
+  void (*softmax_bwd_rows)(const float *g, const float *y, float *r, int64_t rows, int64_t n, bool log_space);
+  /* LayerNorm (norm.c, norm_kernels.h): x [rows, n] -> y, mean, rstd [rows];
+     backward g, x -> dx [rows, n], dw, db [n] accumulated, scratch [n] */
+  void (*layer_norm_rows)(const float *x, int64_t rows, int64_t n, const float *w, const float *b, float eps,
+                          float *restrict y, float *mean, float *rstd);
+  void (*layer_norm_bwd_rows)(const float *g, const float *x, int64_t rows, int64_t n, const float *w,
+                              const float *mean, const float *rstd, float *dx, float *dw, float *db,
+                              float *restrict scratch);
   /* reductions of a block x [n, m] (reduce.c, reduce_spec.h): rows -> vals,
      idxs [m] at stride os; cols (unit-stride rows) -> raw acc, acc2 [m] */
   void (*reduce_rows)(const struct attn__rspec *r, const float *x, int64_t n, int64_t rs, int64_t m, int64_t vs,
@@ -55,6 +67,7 @@ typedef struct attn__kernels {
      attn__foreach's rows with an attn__clamp_ctx */
   const attn__binary_row_fn *binary_rows;
   const attn__unary_row_fn *unary_rows;
+  const attn__unary_grad_row_fn *unary_grad_rows;
   attn__inner_fn clamp_inner;
 } attn__kernels;
 
@@ -65,6 +78,8 @@ typedef struct attn__kernels {
     .sdpa_bwd_kvq = sdpa_kvq_range,                                                                                  \
     .softmax_rows = softmax_rows, .softmax_cols = softmax_cols, .reduce_rows = block_rows, .reduce_cols = block_cols, \
     .cumsum_rows = cumsum_rows, .cumsum_cols = cumsum_cols, .binary_rows = binary_rows, .unary_rows = unary_rows,    \
+    .unary_grad_rows = unary_grad_rows, .softmax_bwd_rows = softmax_bwd_rows,                                     \
+    .layer_norm_rows = layer_norm_rows, .layer_norm_bwd_rows = layer_norm_bwd_rows,                                  \
     .clamp_inner = clamp_inner,                                                                                      \
   }
 

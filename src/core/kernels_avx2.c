@@ -24,10 +24,13 @@
 #endif
 
 /* Softmax, reductions and elementwise loops: the same text for every
-   family (same results), vectorised at this unit's width. */
+   family, vectorised at this unit's width (the same results, except the
+   few-ulp differences of vmath.h's transcendental functions). */
+#define ATTN_VM_AVX2
 #include "softmax_kernels.h"
 #include "reduce_kernels.h"
 #include "elementwise_kernels.h"
+#include "norm_kernels.h"
 
 #if defined(__GNUC__) && !defined(__clang__)
 /* From here on (attention) FMA contraction too: ISO C mode turns it off. */

@@ -260,6 +260,29 @@ static attn_status matmul_backward(attn_node *node, const attn_tensor *g_in, att
     attn_tensor_release(t), attn_tensor_release(r), attn_tensor_release(s);
     t = r = s = NULL;
   }
+  if (node->next[1].node && b->ndim == 2 && a->ndim >= 2) {
+    /* a [..., m, k] @ b [k, n] (a Linear, batched or not): gb = a^T @ g
+       with the batch folded into the rows, one [k, B*m] @ [B*m, n] GEMM
+       instead of B of them and a sum over B.  When b is the transpose of
+       a contiguous [n, k] matrix (x @ W^T: b = W^T), gb is computed as
+       (g^T @ a)^T, so that W's gradient comes out contiguous like W and
+       its accumulation into W.grad runs at unit stride. */
+    int64_t ash[2] = {attn_tensor_numel(a) / a->shape[a->ndim - 1], a->shape[a->ndim - 1]};
+    int64_t gsh[2] = {ash[0], g->shape[g->ndim - 1]};
+    const bool bt = b->stride[0] == 1 && b->stride[1] == b->shape[0] && b->shape[1] > 1;
+    attn_tensor *a2 = NULL, *g2 = NULL, *gbt = NULL;
+    if ((st = attn_reshape(a, 2, ash, &a2)) == ATTN_OK && (st = attn_reshape(g, 2, gsh, &g2)) == ATTN_OK) {
+      if (bt) {
+        if ((st = attn_transpose(g2, 0, 1, &t)) == ATTN_OK && (st = attn_matmul(t, a2, &gbt)) == ATTN_OK &&
+            (st = attn_transpose(gbt, 0, 1, &r)) == ATTN_OK)
+          st = attn_reshape(r, b_in->ndim, b_in->shape, &grads[1]);
+      } else if ((st = attn_transpose(a2, 0, 1, &t)) == ATTN_OK && (st = attn_matmul(t, g2, &r)) == ATTN_OK) {
+        st = attn_reshape(r, b_in->ndim, b_in->shape, &grads[1]);
+      }
+    }
+    attn_tensor_release(a2), attn_tensor_release(g2), attn_tensor_release(gbt);
+    goto out;
+  }
   if (node->next[1].node) {
     if ((st = attn_transpose(a, a->ndim - 2, a->ndim - 1, &t)) || (st = attn_matmul(t, g, &r)) ||
         (st = attn__sum_to_shape(r, b->ndim, b->shape, &s)) ||

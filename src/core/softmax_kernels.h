@@ -117,6 +117,32 @@ INLINE void softmax_row(const float *x, int64_t rs, float *y, int64_t ys, int64_
   }
 }
 
+/* Backward of rows [rows, n] (unit stride, torch's CPU formulas) with y the
+   forward's output: softmax r = (g - sum(g * y)) * y, log_softmax
+   r = g - exp(y) * sum(g); sums in double lanes, exp(y) by sm_exp_neg
+   (y <= 0: a log-probability). */
+static void softmax_bwd_rows(const float *g, const float *y, float *r, int64_t rows, int64_t n, bool log_space) {
+  for (int64_t o = 0; o < rows; o++) {
+    const float *gr = g + o * n, *yr = y + o * n;
+    float *rr = r + o * n;
+    double ls[LANES] = {0};
+    int64_t i = 0;
+    if (log_space)
+      for (; i + LANES <= n; i += LANES)
+        for (int k = 0; k < LANES; k++) ls[k] += gr[i + k];
+    else
+      for (; i + LANES <= n; i += LANES)
+        for (int k = 0; k < LANES; k++) ls[k] += (double)gr[i + k] * yr[i + k];
+    double a = ((ls[0] + ls[4]) + (ls[1] + ls[5])) + ((ls[2] + ls[6]) + (ls[3] + ls[7]));
+    for (; i < n; i++) a += log_space ? (double)gr[i] : (double)gr[i] * yr[i];
+    const float af = (float)a;
+    if (log_space)
+      for (i = 0; i < n; i++) rr[i] = gr[i] - sm_exp_neg(yr[i]) * af;
+    else
+      for (i = 0; i < n; i++) rr[i] = (gr[i] - af) * yr[i];
+  }
+}
+
 /* Row driver: m columns (input stride vs, output stride vos), each a row of
    n elements.  Block shapes: x [n, m] -> y [n, m]. */
 static void softmax_rows(const float *x, int64_t n, int64_t rs, int64_t m, int64_t vs, float *y,

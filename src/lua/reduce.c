@@ -147,6 +147,18 @@ static int along(lua_State *L, const char *fn, attn_status (*f)(const attn_tenso
 static int l_cumsum(lua_State *L) { return along(L, "cumsum", attn_cumsum); }
 static int l_softmax(lua_State *L) { return along(L, "softmax", attn_softmax); }
 static int l_log_softmax(lua_State *L) { return along(L, "log_softmax", attn_log_softmax); }
+/* core._layer_norm(x, k, weight|nil, bias|nil, eps): F.layer_norm's fused
+   kernel, after F.layer_norm has checked and converted its arguments */
+static int l_layer_norm(lua_State *L) {
+  attn_tensor *x = attnL_check(L, 1);
+  lua_Integer k = luaL_checkinteger(L, 2);
+  attn_tensor *w = lua_isnoneornil(L, 3) ? NULL : attnL_check(L, 3);
+  attn_tensor *b = lua_isnoneornil(L, 4) ? NULL : attnL_check(L, 4);
+  float eps = (float)luaL_checknumber(L, 5);
+  if (k < 1 || k > ATTN_MAX_DIMS) return luaL_argerror(L, 2, "layer_norm: the number of normalized dims is out of range");
+  attn_tensor **box = attnL_newbox(L);
+  return attnL_result(L, attn_layer_norm(x, (int)k, w, b, eps, box));
+}
 
 void attnL_open_reduce(lua_State *L, int module, int methods) {
   static const luaL_Reg fns[] = {
@@ -155,6 +167,6 @@ void attnL_open_reduce(lua_State *L, int module, int methods) {
       {"argmin", l_argmin},   {"var", l_var},         {"std", l_std},
       {"norm", l_norm},       {"logsumexp", l_logsumexp}, {"all", l_all},
       {"any", l_any},         {"cumsum", l_cumsum},   {"softmax", l_softmax},
-      {"log_softmax", l_log_softmax}, {NULL, NULL}};
+      {"log_softmax", l_log_softmax}, {"_layer_norm", l_layer_norm}, {NULL, NULL}};
   attnL_register(L, module, methods, fns);
 }

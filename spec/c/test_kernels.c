@@ -1,0 +1,221 @@
+/* The elementwise rows of every kernel family this CPU can run, against a
+ * double-precision reference (libm's double functions, rounded once): the
+ * unary forward rows (unary_rows) and their derivatives (unary_grad_rows),
+ * contiguous and strided, on special values (0, -0, +-inf, NaN, denormals,
+ * the ends of exp's range) and on a sweep of ordinary ones.  The x86
+ * families compute exp, log, tanh and erf with libmvec (src/core/vmath.h),
+ * the portable one with libm: both must stay within a few float ulp of the
+ * exact result, or within an absolute 1e-7 of it near zero crossings.
+ * LayerNorm rows (norm_kernels.h), forward and backward, against the
+ * formulas in double. */
+#define _GNU_SOURCE /* M_PI */
+#include "attn.h"
+#include "check.h"
+#include "kernels.h"
+
+#include <float.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* f(x) and f'(x) in double */
+static double ref_f(attn_unary_op op, double x) {
+  switch (op) {
+  case ATTN_EXP: return exp(x);
+  case ATTN_LOG: return log(x);
+  case ATTN_TANH: return tanh(x);
+  case ATTN_SIGMOID: return 1.0 / (1.0 + exp(-x));
+  case ATTN_RELU: return x > 0 || x != x ? x : 0.0;
+  case ATTN_GELU: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+  case ATTN_GELU_TANH: return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+  case ATTN_SILU: return x / (1.0 + exp(-x));
+  case ATTN_ERF: return erf(x);
+  default: return NAN;
+  }
+}
+
+static double ref_df(attn_unary_op op, double x) {
+  switch (op) {
+  case ATTN_EXP: return exp(x);
+  case ATTN_LOG: return 1.0 / x;
+  case ATTN_TANH: return 1.0 - tanh(x) * tanh(x);
+  case ATTN_SIGMOID: {
+    double s = 1.0 / (1.0 + exp(-x));
+    return s * (1.0 - s);
+  }
+  case ATTN_RELU: return x > 0 || x != x ? 1.0 : 0.0;
+  case ATTN_GELU: return 0.5 * (1.0 + erf(x / sqrt(2.0))) + x * exp(-0.5 * x * x) / sqrt(2.0 * M_PI);
+  case ATTN_GELU_TANH: {
+    const double k = sqrt(2.0 / M_PI), c = 0.044715, th = tanh(k * (x + c * x * x * x));
+    return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * k * (1.0 + 3.0 * c * x * x);
+  }
+  case ATTN_SILU: {
+    double s = 1.0 / (1.0 + exp(-x));
+    return s * (1.0 + x * (1.0 - s));
+  }
+  case ATTN_ERF: return 2.0 / sqrt(M_PI) * exp(-x * x);
+  default: return NAN;
+  }
+}
+
+/* close enough: same NaN-ness and infinities, else within rel ulps or abs */
+static bool close_to(float got, double want, double rel, double abs_tol) {
+  if (want != want) return got != got;
+  if (isinf(want) || fabs(want) > FLT_MAX) return isinf(got) && (got > 0) == (want > 0);
+  if (got != got || isinf(got)) return false;
+  return fabs(got - want) <= abs_tol + rel * fabs(want);
+}
+
+#define N 4096
+
+static float xs[N];
+static int nx;
+
+static void inputs(void) {
+  const float special[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-40f, -1e-40f, FLT_MIN, 1e-20f, -1e-20f,
+                           1e-7f, -1e-7f, 0.5f, -0.5f, 1.0f, -1.0f, 3.0f, -3.0f, 9.0f, -9.0f, 20.0f, -20.0f,
+                           87.0f, -87.0f, 88.7f, -88.7f, 89.0f, -104.0f, 1e30f, -1e30f, FLT_MAX, -FLT_MAX};
+  nx = 0;
+  for (size_t i = 0; i < sizeof special / sizeof *special; i++) xs[nx++] = special[i];
+  /* an odd count, so the vector tails are exercised too */
+  while (nx < N - 3) {
+    float t = (float)(nx % 997) / 997.0f;
+    xs[nx] = (t - 0.5f) * 24.0f * (nx % 3 == 0 ? 0.05f : 1.0f);
+    nx++;
+  }
+}
+
+static const attn_unary_op ops[] = {ATTN_EXP,  ATTN_LOG,       ATTN_TANH, ATTN_SIGMOID, ATTN_RELU,
+                                    ATTN_GELU, ATTN_GELU_TANH, ATTN_SILU, ATTN_ERF};
+static const char *op_names[] = {"exp", "log", "tanh", "sigmoid", "relu", "gelu", "gelu_tanh", "silu", "erf"};
+
+static void check_family(const attn__kernels *k) {
+  static float y[N], g[N], dx[N], ys[2 * N], dxs[2 * N];
+  for (size_t o = 0; o < sizeof ops / sizeof *ops; o++) {
+    attn_unary_op op = ops[o];
+    int bad_f = 0, bad_df = 0, bad_strided = 0;
+    /* forward, contiguous and with a stride of 2 on the output */
+    k->unary_rows[op](nx, y, 1, xs, 1);
+    k->unary_rows[op](nx, ys, 2, xs, 1);
+    for (int i = 0; i < nx; i++) g[i] = 1.0f;
+    /* the derivative rows read y where the op saves it (exp, tanh, sigmoid,
+       relu): hand them the reference family's y */
+    k->unary_grad_rows[op](nx, dx, 1, g, 1, xs, 1, y, 1);
+    k->unary_grad_rows[op](nx, dxs, 2, g, 1, xs, 1, y, 1);
+    /* 8 ulp in value, 16 in derivative, or 1e-7 absolute; GELU's float
+       formulas (torch's) cancel in 1 + erf and 1 + tanh near -1 and in
+       1 - tanh^2, which costs a few ulp of 1 times |x|: 2.5e-7 absolute in
+       value and 2e-6 in derivative */
+    const bool gelu = op == ATTN_GELU || op == ATTN_GELU_TANH;
+    const double abs_f = gelu ? 2.5e-7 : 1e-7, abs_df = gelu ? 2e-6 : 1e-7;
+    for (int i = 0; i < nx; i++) {
+      const double x = xs[i];
+      /* torch's tanh-GELU derivative is NaN once x^3 overflows (0 * inf): so is ours */
+      if (op == ATTN_GELU_TANH && fabs(x) > 1e12) {
+        CHECK(dx[i] != dx[i]);
+        continue;
+      }
+      if (!close_to(y[i], ref_f(op, x), 8 * FLT_EPSILON, abs_f)) {
+        if (bad_f++ < 3)
+          fprintf(stderr, "  %s %s(%.9g) = %.9g, want %.9g\n", k->name, op_names[o], x, y[i], ref_f(op, x));
+      }
+      double want_d = ref_df(op, x);
+      /* where the saved output overflowed, the derivative is taken at it */
+      if (op == ATTN_EXP) want_d = y[i];
+      if (op == ATTN_TANH) want_d = 1.0 - (double)y[i] * y[i];
+      if (op == ATTN_SIGMOID) want_d = (double)y[i] * (1.0 - y[i]);
+      if (!close_to(dx[i], want_d, 16 * FLT_EPSILON, abs_df)) {
+        if (bad_df++ < 3)
+          fprintf(stderr, "  %s d%s(%.9g) = %.9g, want %.9g\n", k->name, op_names[o], x, dx[i], want_d);
+      }
+      /* strided rows may take the scalar path: same tolerance, same NaNs */
+      if (!close_to(ys[2 * i], ref_f(op, x), 8 * FLT_EPSILON, abs_f) ||
+          !close_to(dxs[2 * i], want_d, 16 * FLT_EPSILON, abs_df))
+        bad_strided++;
+    }
+    if (bad_f || bad_df || bad_strided)
+      fprintf(stderr, "%s %s: %d forward, %d derivative, %d strided mismatches\n", k->name, op_names[o], bad_f,
+              bad_df, bad_strided);
+    CHECK(bad_f == 0);
+    CHECK(bad_df == 0);
+    CHECK(bad_strided == 0);
+  }
+  /* relu's derivative is a select: an infinite gradient gives 0 where y <= 0 */
+  float gi[2] = {INFINITY, INFINITY}, yy[2] = {0.0f, 2.0f}, out[2];
+  k->unary_grad_rows[ATTN_RELU](2, out, 1, gi, 1, yy, 1, yy, 1);
+  CHECK(out[0] == 0.0f && isinf(out[1]));
+}
+
+/* LayerNorm rows of a family against the formulas in double: rows of
+   widths around the vector and block sizes, a large mean against a small
+   spread, forward (y, mean, rstd) and backward (dx, dw, db). */
+static void check_layer_norm(const attn__kernels *k) {
+  enum { R = 3, NMAX = 531 };
+  static float x[R * NMAX], y[R * NMAX], g[R * NMAX], dx[R * NMAX], w[NMAX], b[NMAX], dw[NMAX], db[NMAX],
+      scratch[NMAX];
+  float mean[R], rstd[R];
+  const int64_t widths[] = {1, 7, 8, 33, 256, 257, 531};
+  int bad = 0;
+  for (size_t wi = 0; wi < sizeof widths / sizeof *widths; wi++) {
+    const int64_t n = widths[wi];
+    for (int64_t i = 0; i < R * n; i++) {
+      x[i] = (float)((i * 37 % 101) - 50) / 25.0f + (i / n == 2 ? 1000.0f : 0.0f);
+      g[i] = (float)((i * 53 % 97) - 48) / 30.0f;
+    }
+    for (int64_t i = 0; i < n; i++) w[i] = 0.5f + (float)(i % 5) / 4.0f, b[i] = (float)(i % 3) - 1.0f;
+    memset(dw, 0, sizeof dw);
+    memset(db, 0, sizeof db);
+    const float eps = 1e-5f;
+    k->layer_norm_rows(x, R, n, w, b, eps, y, mean, rstd);
+    k->layer_norm_bwd_rows(g, x, R, n, w, mean, rstd, dx, dw, db, scratch);
+    double rdw[NMAX] = {0}, rdb[NMAX] = {0};
+    for (int r = 0; r < R; r++) {
+      const float *xr = x + r * n, *gr = g + r * n;
+      double m = 0, v = 0;
+      for (int64_t i = 0; i < n; i++) m += xr[i];
+      m /= n;
+      for (int64_t i = 0; i < n; i++) v += (xr[i] - m) * (xr[i] - m);
+      v /= n;
+      const double rs = 1.0 / sqrt(v + eps);
+      /* row 2 sits at 1000: x - mean in float is good to ulp(1000) = 6e-5 */
+      const double tol = r == 2 ? 2e-4 : 1e-5;
+      double mg = 0, mgx = 0;
+      for (int64_t i = 0; i < n; i++) {
+        const double xh = (xr[i] - m) * rs, gy = (double)gr[i] * w[i];
+        mg += gy, mgx += gy * xh;
+        rdw[i] += gr[i] * xh, rdb[i] += gr[i];
+        if (!close_to(y[r * n + i], xh * w[i] + b[i], 1e-5, tol) && bad++ < 5)
+          fprintf(stderr, "  y n=%d r=%d i=%d %g vs %g\n", (int)n, r, (int)i, y[r * n + i], xh * w[i] + b[i]);
+      }
+      mg /= n, mgx /= n;
+      for (int64_t i = 0; i < n; i++) {
+        const double xh = (xr[i] - m) * rs, gy = (double)gr[i] * w[i];
+        if (!close_to(dx[r * n + i], rs * (gy - mg - xh * mgx), 1e-4, tol * rs) && bad++ < 5)
+          fprintf(stderr, "  dx n=%d r=%d i=%d %g vs %g\n", (int)n, r, (int)i, dx[r * n + i], rs * (gy - mg - xh * mgx));
+      }
+      if (!close_to(mean[r], m, 1e-6, 0) || !close_to(rstd[r], rs, 1e-3, 0)) bad++;
+    }
+    for (int64_t i = 0; i < n; i++)
+      if (!close_to(dw[i], rdw[i], 1e-4, 1e-4) || !close_to(db[i], rdb[i], 1e-5, 1e-5)) bad++;
+  }
+  if (bad) fprintf(stderr, "%s layer_norm: %d mismatches\n", k->name, bad);
+  CHECK(bad == 0);
+}
+
+int main(void) {
+  inputs();
+  attn_isa_info info;
+  CHECK_OK(attn_isa_get_info(&info));
+  const attn__kernels *fams[3] = {&attn__kernels_portable, NULL, NULL};
+#if defined(__x86_64__)
+  if (strstr(info.available, "avx2")) fams[1] = &attn__kernels_avx2;
+  if (strstr(info.available, "avx512")) fams[2] = &attn__kernels_avx512;
+#endif
+  for (int f = 0; f < 3; f++) {
+    if (!fams[f]) continue;
+    printf("family %s\n", fams[f]->name);
+    check_family(fams[f]);
+    check_layer_norm(fams[f]);
+  }
+  return check_summary();
+}

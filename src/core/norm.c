@@ -1,0 +1,132 @@
+/* LayerNorm as one op (torch.nn.functional.layer_norm), forward and
+ * backward each one pass over the rows (norm_kernels.h, per kernel
+ * family), instead of the eight elementwise and reduction ops (and their
+ * eight backward nodes and temporaries) it takes composed.
+ *
+ * Shapes: x [..., n] viewed as [rows, n], n the product of the last k
+ * dims; w, b of those k dims (or NULL); y like x; the node saves x, w and
+ * the row statistics mean, rstd [rows]. */
+#include "kernels.h"
+
+#define TRY(expr)                \
+  do {                           \
+    if ((st = (expr))) goto out; \
+  } while (0)
+#define REL(t) attn_tensor_release(t)
+
+/* rows per kernel call between polls of the deadline */
+static int64_t rows_per_poll(int64_t n) {
+  int64_t r = ATTN__POLL_WORK / (n > 0 ? n : 1);
+  return r > 0 ? r : 1;
+}
+
+static attn_status check_param(const attn_tensor *x, int k, const attn_tensor *p, const char *what) {
+  if (!p) return ATTN_OK;
+  attn_status st = attn_check_float("layer_norm", what, p);
+  if (st) return st;
+  bool ok = p->ndim == k;
+  for (int i = 0; ok && i < k; i++) ok = p->shape[i] == x->shape[x->ndim - k + i];
+  if (ok) return ATTN_OK;
+  char sp[ATTN_SHAPE_BUF], sn[ATTN_SHAPE_BUF];
+  attn_shape_str(k, x->shape + x->ndim - k, sn, sizeof sn);
+  return attn_set_error(ATTN_ERR_SHAPE, "layer_norm: %s %s does not match normalized_shape %s", what,
+                        ATTN_SHAPE(p, sp), sn);
+}
+
+/* dx, dw, db from g (node: inputs x, w?, b? in that order; saved x, w,
+   mean, rstd; iargs k, has_w, has_b). */
+static attn_status layer_norm_backward(attn_node *node, const attn_tensor *g_in, attn_tensor **grads) {
+  const attn_tensor *x = node->saved[0], *w = node->saved[1], *mean = node->saved[2], *rstd = node->saved[3];
+  const bool has_w = node->iargs[1], has_b = node->iargs[2];
+  const int iw = 1, ib = has_w ? 2 : 1;
+  const bool want_x = node->next[0].node, want_w = has_w && node->next[iw].node, want_b = has_b && node->next[ib].node;
+  const int64_t rows = attn_tensor_numel(mean), n = rows ? attn_tensor_numel(x) / rows : 0;
+  attn_tensor *g = NULL, *dx = NULL, *dw = NULL, *db = NULL;
+  float *scratch = NULL;
+  const size_t scratch_bytes = (size_t)(n > 0 ? n : 1) * sizeof(float);
+  attn_status st;
+  TRY(attn_contiguous(g_in, &g));
+  if (want_x) TRY(attn__alloc("layer_norm backward", x->ndim, x->shape, &dx));
+  if (want_w) TRY(attn_zeros(w->ndim, w->shape, &dw));
+  if (want_b) TRY(attn_zeros(w ? w->ndim : (int)node->iargs[0], w ? w->shape : x->shape + x->ndim - node->iargs[0], &db));
+  if (!(scratch = attn__scratch_alloc(scratch_bytes))) {
+    st = attn__nomem("layer_norm backward", (int64_t)scratch_bytes);
+    goto out;
+  }
+  {
+    const attn__kernels *K = attn__kern();
+    const float *gp = attn_tensor_data(g), *xp = attn_tensor_data(x), *wp = w ? attn_tensor_data(w) : NULL;
+    const float *mp = attn_tensor_data(mean), *rp = attn_tensor_data(rstd);
+    float *dxp = dx ? attn_tensor_data(dx) : NULL, *dwp = dw ? attn_tensor_data(dw) : NULL;
+    float *dbp = db ? attn_tensor_data(db) : NULL;
+    const int64_t step = rows_per_poll(n);
+    for (int64_t r = 0; r < rows; r += step) {
+      if (attn__cancelled()) {
+        st = attn__limit_error("layer_norm backward");
+        goto out;
+      }
+      const int64_t m = rows - r < step ? rows - r : step;
+      K->layer_norm_bwd_rows(gp + r * n, xp + r * n, m, n, wp, mp + r, rp + r, dxp ? dxp + r * n : NULL, dwp, dbp,
+                             scratch);
+    }
+  }
+  grads[0] = dx, dx = NULL;
+  if (has_w) grads[iw] = dw, dw = NULL;
+  if (has_b) grads[ib] = db, db = NULL;
+out:
+  if (scratch) attn__scratch_free(scratch, scratch_bytes);
+  REL(g), REL(dx), REL(dw), REL(db);
+  return st;
+}
+
+attn_status attn_layer_norm(const attn_tensor *x, int k, const attn_tensor *w, const attn_tensor *b, float eps,
+                            attn_tensor **out) {
+  attn_status st = attn_check_float("layer_norm", "input", x);
+  if (st) return st;
+  if (k < 1 || k > x->ndim)
+    return attn_set_error(ATTN_ERR_ARG, "layer_norm: normalizes %d dims of a %d-d input", k, x->ndim);
+  if ((st = check_param(x, k, w, "weight")) || (st = check_param(x, k, b, "bias"))) return st;
+  int64_t n = 1;
+  for (int i = x->ndim - k; i < x->ndim; i++) n *= x->shape[i];
+  const int64_t rows = n ? attn_tensor_numel(x) / n : 0;
+  attn_tensor *xc = NULL, *wc = NULL, *bc = NULL, *y = NULL, *mean = NULL, *rstd = NULL;
+  TRY(attn_contiguous(x, &xc));
+  if (w) TRY(attn_contiguous(w, &wc));
+  if (b) TRY(attn_contiguous(b, &bc));
+  TRY(attn__alloc("layer_norm", x->ndim, x->shape, &y));
+  TRY(attn__alloc("layer_norm", 1, &rows, &mean));
+  TRY(attn__alloc("layer_norm", 1, &rows, &rstd));
+  {
+    const attn__kernels *K = attn__kern();
+    const float *xp = attn_tensor_data(xc), *wp = wc ? attn_tensor_data(wc) : NULL;
+    const float *bp = bc ? attn_tensor_data(bc) : NULL;
+    float *yp = attn_tensor_data(y), *mp = attn_tensor_data(mean), *rp = attn_tensor_data(rstd);
+    const int64_t step = rows_per_poll(n);
+    for (int64_t r = 0; r < rows; r += step) {
+      if (attn__cancelled()) {
+        st = attn__limit_error("layer_norm");
+        goto out;
+      }
+      const int64_t m = rows - r < step ? rows - r : step;
+      K->layer_norm_rows(xp + r * n, m, n, wp, bp, eps, yp + r * n, mp + r, rp + r);
+    }
+  }
+  {
+    const attn_tensor *in[3] = {x, NULL, NULL};
+    int nin = 1;
+    if (w) in[nin++] = w;
+    if (b) in[nin++] = b;
+    if (attn__ag_needed(nin, in)) {
+      const attn_tensor *saved[4] = {xc, wc, mean, rstd};
+      attn_node *node;
+      TRY(attn__ag_record(y, "NativeLayerNormBackward0", layer_norm_backward, nin, in, 4, saved, &node));
+      node->iargs[0] = k;
+      node->iargs[1] = w != NULL;
+      node->iargs[2] = b != NULL;
+    }
+  }
+  *out = y, y = NULL;
+out:
+  REL(xc), REL(wc), REL(bc), REL(y), REL(mean), REL(rstd);
+  return st;
+}
