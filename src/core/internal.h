@@ -80,6 +80,10 @@ bool attn__foreach(int ndim, const int64_t *shape, int nt, float *const *base,
 bool attn__may_overlap(const attn_tensor *a, const attn_tensor *b);
 /* Whether writing through t would hit one element twice (stride-0 dims). */
 bool attn__has_internal_overlap(const attn_tensor *t);
+/* fill_ without autograd: the loop of attn_fill_ (tensor.c). */
+attn_status attn__fill_raw(attn_tensor *t, float value);
+attn_status attn__fill_raw_i64(attn_tensor *t, int64_t value);
+attn_status attn__fill_raw_f64(attn_tensor *t, double value);
 
 /* The float32 elementwise kernels as such: comparisons give float 0/1
    (backward formulas multiply by them).  Inputs must be float32. */
@@ -290,7 +294,7 @@ static inline void attn__bump_version(attn_tensor *t) {
 }
 
 /* ------------------------------------------------------------------------ */
-/* Threads and attention internals (parallel.c, sdpa.c, sdpa_ref.c)         */
+/* Threads and attention internals (parallel.c, sdpa.c, sdpa_math.c)        */
 
 /* Runs fn over [0, n) split into ranges on attn's persistent thread pool
    (attn__parallel_threads() threads, the caller included), returning when all
@@ -302,17 +306,21 @@ void attn__parallel_for(int64_t n, void (*fn)(int64_t begin, int64_t end, void *
    call it, so the pool follows BLAS without knowing it). */
 void attn__parallel_resize(int nthreads);
 int attn__parallel_threads(void);
-/* The composed reference of attn_sdpa (recorded core ops: matmul, mask,
-   softmax, matmul, optional dropout); weights may be NULL. */
-attn_status attn__sdpa_reference(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
-                                 const attn_sdpa_opts *opts, attn_tensor **out, attn_tensor **weights);
-/* The fused kernel alone (no fallback to the reference; no dropout, no
+/* The composed math path of attn_sdpa (sdpa_math.c; recorded core ops:
+   matmul, mask, softmax, matmul, optional dropout); weights may be NULL.
+   attn_sdpa takes it where the fused kernel does not apply; the tests
+   compare the fused kernel with it. */
+attn_status attn__sdpa_math(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                            const attn_sdpa_opts *opts, attn_tensor **out, attn_tensor **weights);
+/* The fused kernel alone (no fallback to the math path; no dropout, no
    weights); records its own backward.  For the tests. */
 attn_status attn__sdpa_fused(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
                              const attn_sdpa_opts *opts, attn_tensor **out);
 /* Debug counter of the bytes the fused kernel allocates besides its
    results (tiles, log-sum-exp, row dots): the peak of what was live at
    once since the last reset. */
+/* Adds bytes (negative: frees) to the SDPA scratch counter (sdpa_scratch.c). */
+void attn__sdpa_mem_add(int64_t bytes);
 void attn__sdpa_mem_reset(void);
 int64_t attn__sdpa_mem_peak(void);
 
