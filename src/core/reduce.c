@@ -644,3 +644,41 @@ attn_status attn_cumsum(const attn_tensor *t, int dim, attn_tensor **out) {
   *out = o;
   return ATTN_OK;
 }
+
+/* ------------------------------------------------------------------------ */
+/* Summing a broadcast gradient back to its input's shape (the backward of
+   every broadcasting op; here because it is a sum)                          */
+
+attn_status attn__sum_to_shape(const attn_tensor *grad, int ndim, const int64_t *shape, attn_tensor **out) {
+  if (grad->ndim == ndim) {
+    bool same = true;
+    for (int i = 0; i < ndim && same; i++) same = grad->shape[i] == shape[i];
+    if (same) {
+      *out = attn_tensor_retain((attn_tensor *)grad);
+      return ATTN_OK;
+    }
+  }
+  attn_tensor *cur = attn_tensor_retain((attn_tensor *)grad);
+  attn_status st = ATTN_OK;
+  /* leading dims added by broadcasting */
+  while (cur->ndim > ndim) {
+    attn_tensor *next;
+    if ((st = attn_reduce_dim(ATTN_SUM, cur, 0, false, NULL, &next))) break;
+    attn_tensor_release(cur);
+    cur = next;
+  }
+  for (int d = 0; d < ndim && st == ATTN_OK; d++) {
+    if (shape[d] == 1 && cur->shape[d] != 1) {
+      attn_tensor *next;
+      if ((st = attn_reduce_dim(ATTN_SUM, cur, d, true, NULL, &next))) break;
+      attn_tensor_release(cur);
+      cur = next;
+    }
+  }
+  if (st) {
+    attn_tensor_release(cur);
+    return st;
+  }
+  *out = cur;
+  return ATTN_OK;
+}

@@ -32,43 +32,13 @@ attn_status attn_contiguous(const attn_tensor *t, attn_tensor **out) {
 }
 
 attn_status attn_clone(const attn_tensor *t, attn_tensor **out) {
-  attn_tensor *c;
-  attn_status st = attn__alloc_dtype("clone", t->dtype, t->ndim, t->shape, &c);
-  if (st) return st;
-  if (!attn__gather_contiguous(t, attn_tensor_ptr(c))) {
-    attn_tensor_release(c);
-    return attn__limit_error("clone");
-  }
-  *out = c;
-  return rec(ATTN_OK, t, out, "CloneBackward0", ATTN__VIEW_IDENTITY, 0, NULL);
-}
-
-bool attn__may_overlap(const attn_tensor *a, const attn_tensor *b) {
-  if (a->storage != b->storage) return false;
-  int64_t alo = a->offset, ahi = a->offset, blo = b->offset, bhi = b->offset;
-  for (int i = 0; i < a->ndim; i++) ahi += (a->shape[i] - 1) * a->stride[i];
-  for (int i = 0; i < b->ndim; i++) bhi += (b->shape[i] - 1) * b->stride[i];
-  return !(ahi < blo || bhi < alo);
+  attn_status st = attn__clone_raw(t, out);
+  return rec(st, t, out, "CloneBackward0", ATTN__VIEW_IDENTITY, 0, NULL);
 }
 
 attn_status attn_copy_(attn_tensor *dst, const attn_tensor *src) {
-  char sa[ATTN_SHAPE_BUF], sb[ATTN_SHAPE_BUF];
-  int ndim;
-  int64_t shape[ATTN_MAX_DIMS];
-  attn_status st = attn_broadcast_shape("copy_", dst, src, &ndim, shape);
-  if (st == ATTN_OK) {
-    bool ok = ndim == dst->ndim;
-    for (int i = 0; ok && i < ndim; i++) ok = shape[i] == dst->shape[i];
-    if (!ok) st = ATTN_ERR_SHAPE;
-  }
-  if (st)
-    return attn_set_error(ATTN_ERR_SHAPE, "copy_: source %s cannot be broadcast to destination %s",
-                          ATTN_SHAPE(src, sb), ATTN_SHAPE(dst, sa));
-  /* like torch: several destination elements sharing memory would get
-     whichever source value comes last */
-  if (attn__has_internal_overlap(dst))
-    return attn_set_error(ATTN_ERR_ARG, "copy_: the destination %s is an expanded view whose elements share memory; "
-                          "clone it before writing in place", ATTN_SHAPE(dst, sa));
+  attn_status st = attn__copy_check(dst, src);
+  if (st) return st;
   if (src->dtype != dst->dtype) {
     /* torch's copy_ converts to the destination's dtype */
     attn_tensor *c;
@@ -97,128 +67,10 @@ attn_status attn_copy_(attn_tensor *dst, const attn_tensor *src) {
     }
     return attn__ag_inplace_commit(dst, r);
   }
-  attn__bump_version(dst);
-  attn_tensor *tmp = NULL;
-  if (attn__may_overlap(dst, src)) {
-    st = attn_clone(src, &tmp);
-    if (st) return st;
-    src = tmp;
-  }
-  int64_t strides[2][ATTN_MAX_DIMS];
-  for (int i = 0; i < ndim; i++) strides[0][i] = dst->stride[i];
-  attn__broadcast_strides(src, ndim, shape, strides[1]);
-  int nd = attn__coalesce(ndim, shape, 2, strides);
-  float *d = attn_tensor_data(dst);
-  const float *s = attn_tensor_data(src);
-  if (dst->dtype != ATTN_FLOAT32 && attn_tensor_numel(dst) > 0) {
-    /* same dtype, any element size */
-    const size_t es = attn_dtype_size(dst->dtype);
-    char *db = attn_tensor_ptr(dst);
-    const char *sbase = attn_tensor_ptr(src);
-    int64_t idx[ATTN_MAX_DIMS] = {0}, pd = 0, ps = 0, work = 0;
-    int64_t inner = ndim ? shape[nd - 1] : 1, ds = ndim ? strides[0][nd - 1] : 0, ss = ndim ? strides[1][nd - 1] : 0;
-    for (;;) {
-      if (attn__poll_work(&work, inner)) {
-        attn_tensor_release(tmp);
-        return attn__limit_error("copy_");
-      }
-      for (int64_t i = 0; i < inner; i++) memcpy(db + (size_t)(pd + i * ds) * es, sbase + (size_t)(ps + i * ss) * es, es);
-      int k = ndim ? nd - 2 : -1;
-      for (; k >= 0; k--) {
-        if (++idx[k] < shape[k]) {
-          pd += strides[0][k];
-          ps += strides[1][k];
-          break;
-        }
-        pd -= strides[0][k] * (shape[k] - 1);
-        ps -= strides[1][k] * (shape[k] - 1);
-        idx[k] = 0;
-      }
-      if (k < 0) break;
-    }
-  } else if (attn_tensor_numel(dst) > 0) {
-    if (ndim == 0) {
-      d[0] = s[0];
-    } else {
-      int64_t idx[ATTN_MAX_DIMS] = {0}, pd = 0, ps = 0, work = 0;
-      int64_t inner = shape[nd - 1], ds = strides[0][nd - 1], ss = strides[1][nd - 1];
-      for (;;) {
-        if (attn__poll_work(&work, inner)) {
-          attn_tensor_release(tmp);
-          return attn__limit_error("copy_");
-        }
-        for (int64_t i = 0; i < inner; i++) d[pd + i * ds] = s[ps + i * ss];
-        int k = nd - 2;
-        for (; k >= 0; k--) {
-          if (++idx[k] < shape[k]) {
-            pd += strides[0][k];
-            ps += strides[1][k];
-            break;
-          }
-          pd -= strides[0][k] * (shape[k] - 1);
-          ps -= strides[1][k] * (shape[k] - 1);
-          idx[k] = 0;
-        }
-        if (k < 0) break;
-      }
-    }
-  }
-  attn_tensor_release(tmp);
-  return ATTN_OK;
+  return attn__copy_raw(dst, src);
 }
 
-bool attn__has_internal_overlap(const attn_tensor *t) {
-  for (int i = 0; i < t->ndim; i++)
-    if (t->stride[i] == 0 && t->shape[i] > 1) return true;
-  return false;
-}
 
-bool attn__foreach(int ndim, const int64_t *shape_in, int nt, float *const *base,
-                   const int64_t (*strides_in)[ATTN_MAX_DIMS], attn__inner_fn fn, void *ctx) {
-  int64_t shape[ATTN_MAX_DIMS], strides[4][ATTN_MAX_DIMS];
-  float *p[4];
-  if (attn__shape_numel(ndim, shape_in) == 0) return true;
-  for (int d = 0; d < ndim; d++) shape[d] = shape_in[d];
-  for (int k = 0; k < nt; k++) {
-    for (int d = 0; d < ndim; d++) strides[k][d] = strides_in[k][d];
-    p[k] = base[k];
-  }
-  if (ndim == 0) {
-    int64_t zero[4] = {0, 0, 0, 0};
-    fn(1, p, zero, ctx);
-    return true;
-  }
-  int nd = attn__coalesce(ndim, shape, nt, strides);
-  int64_t inner[4];
-  for (int k = 0; k < nt; k++) inner[k] = strides[k][nd - 1];
-  int64_t idx[ATTN_MAX_DIMS] = {0}, work = 0;
-  /* rows longer than a poll's worth go in pieces */
-  const int64_t len = shape[nd - 1], piece = len > ATTN__POLL_WORK ? ATTN__POLL_WORK : len;
-  for (;;) {
-    if (len == piece) {
-      if (attn__poll_work(&work, len)) return false;
-      fn(len, p, inner, ctx);
-    } else {
-      float *q[4];
-      for (int64_t j = 0; j < len; j += piece) {
-        if (attn__cancelled()) return false;
-        for (int k = 0; k < nt; k++) q[k] = p[k] + j * inner[k];
-        fn(len - j < piece ? len - j : piece, q, inner, ctx);
-      }
-    }
-    int d = nd - 2;
-    for (; d >= 0; d--) {
-      if (++idx[d] < shape[d]) {
-        for (int k = 0; k < nt; k++) p[k] += strides[k][d];
-        break;
-      }
-      for (int k = 0; k < nt; k++) p[k] -= strides[k][d] * (shape[d] - 1);
-      idx[d] = 0;
-    }
-    if (d < 0) break;
-  }
-  return true;
-}
 
 attn_status attn_fill_(attn_tensor *t, float value) {
   if (attn__ag_inplace_needed(t, 0, NULL)) {
@@ -573,21 +425,3 @@ attn_status attn_flatten(const attn_tensor *t, int start, int end, attn_tensor *
   return attn_reshape(t, n, shape, out);
 }
 
-attn_status attn_broadcast_shape(const char *op, const attn_tensor *a, const attn_tensor *b, int *ndim,
-                                 int64_t *shape) {
-  char sa[ATTN_SHAPE_BUF], sb[ATTN_SHAPE_BUF];
-  int n = a->ndim > b->ndim ? a->ndim : b->ndim;
-  for (int d = 0; d < n; d++) {
-    int da = d - (n - a->ndim), db = d - (n - b->ndim);
-    int64_t x = da >= 0 ? a->shape[da] : 1, y = db >= 0 ? b->shape[db] : 1;
-    if (x == y || y == 1)
-      shape[d] = x;
-    else if (x == 1)
-      shape[d] = y;
-    else
-      return attn_set_error(ATTN_ERR_SHAPE, "%s: shapes %s and %s cannot be broadcast together", op,
-                            ATTN_SHAPE(a, sa), ATTN_SHAPE(b, sb));
-  }
-  *ndim = n;
-  return ATTN_OK;
-}
