@@ -98,7 +98,9 @@ local function module_names()
   local out = {}
   for _, f in ipairs(list_files(ROOT .. "/lua/attn", "%.lua$")) do
     local name = f:match("/lua/attn/([%w_]+)%.lua$")
-    if name and name ~= "init" then out[#out + 1] = name end
+    -- base.lua and nn_base.lua build the tables of attn and attn.nn (init.lua
+    -- and nn.lua aggregate on top of them): documented under those names
+    if name and name ~= "init" and name ~= "base" and name ~= "nn_base" then out[#out + 1] = name end
   end
   return out
 end
