@@ -98,7 +98,9 @@ local function module_names()
   local out = {}
   for _, f in ipairs(list_files(ROOT .. "/lua/attn", "%.lua$")) do
     local name = f:match("/lua/attn/([%w_]+)%.lua$")
-    if name and name ~= "init" then out[#out + 1] = name end
+    -- base.lua and nn_base.lua build the tables of attn and attn.nn (init.lua
+    -- and nn.lua aggregate on top of them): documented under those names
+    if name and name ~= "init" and name ~= "base" and name ~= "nn_base" then out[#out + 1] = name end
   end
   return out
 end
@@ -204,7 +206,9 @@ local function ldoc_files()
   return out
 end
 
--- The module a source file documents: its @module tag, else attn.<file>.
+-- The module a source file documents: its @module (or @submodule: a file
+-- that adds to another module, as nn_base.lua to attn.nn) tag, else
+-- attn.<file>.
 local function default_module(path)
   local name = path:match("/lua/attn/([%w_]+)%.lua$")
   if name == "init" then return "attn" end
@@ -295,7 +299,7 @@ local function read_docs()
     for _, b in ipairs(doc_blocks(lines)) do
       local fname
       for _, t in ipairs(b.tags) do
-        if t[1] == "module" or t[1] == "classmod" then
+        if t[1] == "module" or t[1] == "classmod" or t[1] == "submodule" then
           module, type_name = t[2]:match("^(%S+)"), nil
         elseif t[1] == "type" then
           type_name = t[2]:match("^(%S+)")
@@ -312,7 +316,7 @@ local function read_docs()
         end
         -- LDoc leaves local functions out of the reference (config.ld: all = false)
         if b.code and b.code_text and not b.code_text:match("^%s*local%s") then
-          b.path, b.where = path, where
+          b.path, b.where, b.module = path, where, module
           by_line[path .. ":" .. b.code] = b
         end
       end
@@ -365,7 +369,8 @@ local function check_api(by_name, by_line)
     end
     if block then
       for _, n in ipairs(group) do documented[n] = true end
-      used[#used + 1] = {name = group[1], path = block.path, line = block.code, where = block.where}
+      used[#used + 1] = {name = group[1], path = block.path, line = block.code, where = block.where,
+        module = block.module}
     elseif entry then
       used[#used + 1] = {name = entry.name, module = entry.doc.module, item = entry.doc.item, where = entry.doc.where}
       for _, n in ipairs(group) do
@@ -466,6 +471,10 @@ local function ldoc_omissions(used)
     if u.path then
       local m = model.by_file[u.path]
       found = m and m.lines[u.line]
+      -- a @submodule file's items are filed under the module it adds to
+      -- (nn_base.lua's under attn.nn, whose file is nn.lua)
+      local mm = not found and u.module and model.by_module[u.module]
+      if mm then found = mm.lines[u.line] end
     else
       local m = model.by_module[u.module]
       found = m and m.names[u.item]

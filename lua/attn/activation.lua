@@ -14,8 +14,8 @@
 --               stays finite where e^x overflows
 -- The branch not taken never sees an input that would overflow, so no
 -- 0 * inf reaches a gradient.
-local attn = require "attn"
-local nn = require "attn.nn"
+local attn = require "attn.base"
+local nn = require "attn.nn_base"
 
 local M = {}
 local is_tensor = attn.is_tensor

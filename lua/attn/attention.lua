@@ -35,8 +35,8 @@
 -- booleans) is a bool mask and a float tensor an additive one, so the
 -- *_kind options are only needed to read a float 0/1 tensor as a bool
 -- mask (attn_mask_kind = "bool"); they still work as before.
-local attn = require "attn"
-local nn = require "attn.nn"
+local attn = require "attn.base"
+local nn = require "attn.nn_base"
 local init = require "attn.nn_init"
 
 local M = {}

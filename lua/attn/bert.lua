@@ -81,8 +81,8 @@
 -- bert.json_decode(text [, name]) -> value: a small strict JSON reader
 -- (objects -> tables, arrays -> lists, null -> nil); errors name `name`
 -- and the byte position.
-local attn = require "attn"
-local nn = require "attn.nn"
+local attn = require "attn.base"
+local nn = require "attn.nn_base"
 local attention = require "attn.attention"
 
 local bert = {}

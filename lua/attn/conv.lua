@@ -8,8 +8,8 @@
 --   batched matmul with the weight [g, O/g, C/g * K] gives [B, O, Lout].
 -- Autograd differentiates the slices, the stack and the matmul, so the
 -- gradients of input, weight and bias are torch's.
-local attn = require "attn"
-local nn = require "attn.nn"
+local attn = require "attn.base"
+local nn = require "attn.nn_base"
 local init = require "attn.nn_init"
 
 local M = {}

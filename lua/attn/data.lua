@@ -13,7 +13,7 @@
 -- Ids are 1-based everywhere, like every index in attn's Lua API: the id of
 -- a word or character is its 0-based Python index + 1.  Errors are raised
 -- with messages that start with the function's name ("Vocab: ...").
-local attn = require "attn"
+local attn = require "attn.base"
 local core = require "attn.core"
 
 local data = {}

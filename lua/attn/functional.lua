@@ -19,7 +19,7 @@
 -- options come in a trailing table ({reduction = "sum", weight = w, ...}).
 -- Class targets are float tensors (or tables, or a number for a single
 -- sample) holding 1-based class numbers.
-local attn = require "attn"
+local attn = require "attn.base"
 
 local F = {}
 

@@ -38,7 +38,7 @@
 -- counters, so a graph built earlier that saved one of them cannot be
 -- backpropagated after a gradcheck.  The inputs' .grad is saved before the
 -- check and put back after it.
-local attn = require "attn"
+local attn = require "attn.base"
 
 local M = {}
 

@@ -3,27 +3,11 @@
 -- The tensor engine is the C module attn.core; this file adds what is
 -- easier to write in Lua and hands back one flat namespace.  Submodules
 -- (attn.nn, attn.F, attn.optim, ...) load on first use.
-local core = require "attn.core"
-
-local attn = {}
+-- The table itself is built by attn/base.lua (which the submodules
+-- require); this file is the aggregator on top of it.
+local attn = require "attn.base"
 -- Submodules may `require "attn"` while this file is still running.
 package.loaded["attn"] = attn
-
-for name, fn in pairs(core) do
-  if name:sub(1, 1) ~= "_" then attn[name] = fn end
-end
-
-attn._VERSION = "attn " .. core.info().version
-
---- Tensor methods defined in Lua, shared with the C ones (t:name(...)).
-attn._methods = core._methods
-local methods = core._methods
-
---- t:type(): "attn.Tensor", like the userdata's __name.
-function methods.type() return "attn.Tensor" end
-
--- einsum, multi-dim reductions, roll, diag, cdist, ... (attn/ops.lua)
-require("attn.ops")._install(attn, methods)
 
 local submodules = {
   nn = "attn.nn",

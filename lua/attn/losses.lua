@@ -26,8 +26,8 @@
 -- program are skipped unchanged; a real class given as ignore_index is
 -- 1-based like the targets (torch's ignore_index = 0 for pad id 0 becomes
 -- ignore_index = 1).
-local attn = require "attn"
-local nn = require "attn.nn"
+local attn = require "attn.base"
+local nn = require "attn.nn_base"
 local F = require "attn.functional"
 
 local M = {}

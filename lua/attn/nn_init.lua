@@ -22,7 +22,7 @@
 -- kaiming_*_ also take an options table as second argument:
 --   kaiming_uniform_(t, {a = 0, mode = "fan_in", nonlinearity = "leaky_relu", generator = g}).
 -- Not provided: trunc_normal_ (needs erfinv), orthogonal_ (needs QR), dirac_.
-local attn = require "attn"
+local attn = require "attn.base"
 
 local M = {}
 

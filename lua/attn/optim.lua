@@ -16,7 +16,7 @@
 --
 -- Schedulers: StepLR, LambdaLR, NoamLR (the Annotated Transformer's
 -- warm-up schedule); clip_grad_norm_, clip_grad_value_.
-local attn = require "attn"
+local attn = require "attn.base"
 
 local optim = {}
 

@@ -17,8 +17,8 @@
 -- in which each sequence's state stops changing after its last step
 -- (forward direction) or starts changing at its last step (reverse
 -- direction): the results, final states included, are torch's.
-local attn = require "attn"
-local nn = require "attn.nn"
+local attn = require "attn.base"
+local nn = require "attn.nn_base"
 local init = require "attn.nn_init"
 
 local M = {}

@@ -30,8 +30,8 @@
 --
 -- The notebook's unbatched formulas are here as plain functions too:
 -- luong_dot(H, s) and bahdanau_additive(H, s, W_a, W_b, W_c).
-local attn = require "attn"
-local nn = require "attn.nn"
+local attn = require "attn.base"
+local nn = require "attn.nn_base"
 
 local M = {}
 

@@ -54,7 +54,7 @@
 -- whose rows differ in length without padding, decode of an id outside the
 -- vocabulary where HF would print [UNK]); a UTF-8 byte-order mark at the
 -- start of vocab.txt is ignored.
-local attn = require "attn"
+local attn = require "attn.base"
 
 local text = {}
 

@@ -55,9 +55,10 @@
 -- except that torch's nested-tensor path returns 0 at padded positions of
 -- TransformerEncoder's output); a query whose every key is masked gets
 -- zeros, not NaN (see nn.MultiheadAttention).
-local attn = require "attn"
-local nn = require "attn.nn"
+local attn = require "attn.base"
+local nn = require "attn.nn_base"
 local init = require "attn.nn_init"
+local attention = require "attn.attention"
 
 local M = {}
 
@@ -360,7 +361,7 @@ function TransformerEncoderLayer:init(...)
   self.d_model, self.nhead, self.dim_feedforward = r.d_model, r.nhead, r.dim_feedforward
   self.dropout_p, self.layer_norm_eps = r.dropout, r.layer_norm_eps
   self.batch_first, self.norm_first = r.batch_first, r.norm_first
-  self.self_attn = nn.MultiheadAttention(r.d_model, r.nhead, {dropout = r.dropout, batch_first = r.batch_first})
+  self.self_attn = attention.MultiheadAttention(r.d_model, r.nhead, {dropout = r.dropout, batch_first = r.batch_first})
   self.linear1 = nn.Linear(r.d_model, r.dim_feedforward)
   self.dropout = nn.Dropout(r.dropout)
   self.linear2 = nn.Linear(r.dim_feedforward, r.d_model)
@@ -424,8 +425,8 @@ function TransformerDecoderLayer:init(...)
   self.d_model, self.nhead, self.dim_feedforward = r.d_model, r.nhead, r.dim_feedforward
   self.dropout_p, self.layer_norm_eps = r.dropout, r.layer_norm_eps
   self.batch_first, self.norm_first = r.batch_first, r.norm_first
-  self.self_attn = nn.MultiheadAttention(r.d_model, r.nhead, {dropout = r.dropout, batch_first = r.batch_first})
-  self.multihead_attn = nn.MultiheadAttention(r.d_model, r.nhead, {dropout = r.dropout,
+  self.self_attn = attention.MultiheadAttention(r.d_model, r.nhead, {dropout = r.dropout, batch_first = r.batch_first})
+  self.multihead_attn = attention.MultiheadAttention(r.d_model, r.nhead, {dropout = r.dropout,
                                                                    batch_first = r.batch_first})
   self.linear1 = nn.Linear(r.d_model, r.dim_feedforward)
   self.dropout = nn.Dropout(r.dropout)

@@ -1,5 +1,5 @@
 /* Tests of scaled-dot-product attention: the fused kernel (sdpa.c) against
- * the composed reference (sdpa_ref.c) over random configurations, forward
+ * the composed math path (sdpa_math.c) over random configurations, forward
  * and backward (shapes with L != S and E != Ev, batch and head dims,
  * non-contiguous q/k/v/dO, boolean and additive masks broadcast from many
  * shapes, causal in both alignments, fully masked rows, grouped-query
@@ -203,7 +203,7 @@ static attn_status run_one(bool fused, attn_tensor *q, attn_tensor *k, attn_tens
                            const attn_tensor *dout, attn_tensor **out, attn_tensor *grads[3]) {
   attn_tensor *in[3] = {q, k, v};
   for (int i = 0; i < 3; i++) attn_set_grad(in[i], NULL);
-  attn_status st = fused ? attn__sdpa_fused(q, k, v, o, out) : attn__sdpa_reference(q, k, v, o, out, NULL);
+  attn_status st = fused ? attn__sdpa_fused(q, k, v, o, out) : attn__sdpa_math(q, k, v, o, out, NULL);
   if (st) return st;
   if ((st = attn_backward(*out, dout, false))) return st;
   for (int i = 0; i < 3; i++) grads[i] = attn_tensor_retain(attn_grad(in[i]));
@@ -281,7 +281,7 @@ static void test_fully_masked(void) {
     for (int path = 0; path < 2; path++) {
       attn_tensor *in[3] = {q, k, v}, *out = NULL;
       for (int i = 0; i < 3; i++) attn_set_grad(in[i], NULL), attn_requires_grad_(in[i], true);
-      CHECK_OK(path ? attn__sdpa_reference(q, k, v, &o, &out, NULL) : attn_sdpa(q, k, v, &o, &out, NULL));
+      CHECK_OK(path ? attn__sdpa_math(q, k, v, &o, &out, NULL) : attn_sdpa(q, k, v, &o, &out, NULL));
       if (!out) continue;
       CHECK_OK(attn_backward(out, dout, false));
       const float *p = attn_tensor_data(out);

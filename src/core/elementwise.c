@@ -57,7 +57,7 @@ static attn_status unalias(const attn_tensor *dst, const attn_tensor *src, attn_
   for (int i = 0; same && i < dst->ndim; i++)
     same = dst->shape[i] == src->shape[i] && dst->stride[i] == src->stride[i];
   if (same) return ATTN_OK;
-  return attn_clone(src, tmp);
+  return attn__clone_raw(src, tmp); /* a private data copy: no graph */
 }
 
 static attn_status check_binary(attn_binary_op op) {
@@ -552,8 +552,8 @@ static attn_status commit_into(const char *fn, attn_tensor *a, attn_tensor *r) {
                         attn_dtype_name(a->dtype));
   else if (r->dtype == ATTN_INT64 && a->dtype == ATTN_BOOL)
     st = attn_set_error(ATTN_ERR_ARG, "%s: result type int64 can't be cast to the destination's dtype bool", fn);
-  else
-    st = attn_copy_(a, r);
+  else if ((st = attn__copy_check(a, r)) == ATTN_OK) /* a is not float32: no graph to record */
+    st = attn__copy_raw(a, r);
   attn_tensor_release(r);
   return st;
 }
@@ -859,7 +859,7 @@ attn_status attn_masked_fill_(attn_tensor *t, const attn_tensor *mask, float val
     if ((st = check_writable("masked_fill_", t))) return st;
     attn__bump_version(t);
     attn_tensor *m2 = NULL;
-    if (attn__may_overlap(t, mask) && (st = attn_clone(mask, &m2))) return st;
+    if (attn__may_overlap(t, mask) && (st = attn__clone_raw(mask, &m2))) return st;
     st = masked_fill_int("masked_fill_", t, t, m2 ? m2 : mask, value);
     attn_tensor_release(m2);
     return st;

@@ -29,11 +29,6 @@ static attn_status give(attn_node *node, int i, attn_tensor *g, attn_tensor **gr
 /* ------------------------------------------------------------------------ */
 /* Binary                                                                    */
 
-static bool binary_differentiable(attn_binary_op op) {
-  return op == ATTN_ADD || op == ATTN_SUB || op == ATTN_MUL || op == ATTN_DIV || op == ATTN_POW ||
-         op == ATTN_MAXIMUM || op == ATTN_MINIMUM || op == ATTN_ATAN2 || op == ATTN_FMOD;
-}
-
 /* d max(a, b): g where a wins, g/2 on ties (torch splits ties evenly). */
 static attn_status minmax_share(const attn_tensor *g, const attn_tensor *a, const attn_tensor *b, bool is_max,
                                 attn_tensor **out) {
@@ -198,25 +193,6 @@ out:
   return st;
 }
 
-static const char *binary_node_names[ATTN_BINARY_OP_COUNT] = {
-    "AddBackward0", "SubBackward0", "MulBackward0", "DivBackward0", "PowBackward1", NULL, NULL, NULL, NULL, NULL,
-    NULL,           "MaximumBackward0", "MinimumBackward0", "Atan2Backward0", "FmodBackward1"};
-
-attn_status attn__record_binary(attn_binary_op op, const attn_tensor *a, const attn_tensor *b, attn_tensor *o) {
-  const attn_tensor *in[2] = {a, b};
-  if (!binary_differentiable(op) || !attn__ag_needed(2, in)) return ATTN_OK;
-  const attn_tensor *saved[3] = {NULL, NULL, NULL};
-  if (op != ATTN_ADD && op != ATTN_SUB) {
-    saved[0] = a;
-    saved[1] = b;
-  }
-  if (op == ATTN_POW) saved[2] = o;
-  attn_node *n;
-  attn_status st = attn__ag_record(o, binary_node_names[op], binary_backward, 2, in, 3, saved, &n);
-  if (st == ATTN_OK) n->iargs[0] = op;
-  return st;
-}
-
 /* tensor op scalar (or scalar op tensor when reversed) */
 static attn_status binary_scalar_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
   attn_binary_op op = (attn_binary_op)node->iargs[0];
@@ -300,29 +276,6 @@ out:
   return st;
 }
 
-attn_status attn__record_binary_scalar(attn_binary_op op, const attn_tensor *a, float s, bool reversed,
-                                       attn_tensor *o) {
-  if (!binary_differentiable(op) || !attn__ag_needed(1, &a)) return ATTN_OK;
-  /* save the input only where the formula reads it (like torch), so that
-     x + 1 or 2 * x can be walked again after their backward */
-  bool need_a = (op == ATTN_DIV && reversed) || (op == ATTN_POW && !reversed) || op == ATTN_MAXIMUM ||
-                op == ATTN_MINIMUM || op == ATTN_ATAN2 || (op == ATTN_FMOD && reversed);
-  const attn_tensor *saved[2] = {need_a ? a : NULL, op == ATTN_POW && reversed ? o : NULL};
-  /* torch's names for the scalar overloads: t ^ s, fmod(t, s), s - t */
-  const char *name = binary_node_names[op];
-  if (op == ATTN_POW && !reversed) name = "PowBackward0";
-  if (op == ATTN_FMOD && !reversed) name = "FmodBackward0";
-  if (op == ATTN_SUB && reversed) name = "RsubBackward1";
-  attn_node *n;
-  attn_status st = attn__ag_record(o, name, binary_scalar_backward, 1, &a, 2, saved, &n);
-  if (st == ATTN_OK) {
-    n->iargs[0] = op;
-    n->iargs[1] = reversed;
-    n->fargs[0] = s;
-  }
-  return st;
-}
-
 static attn_status add_scaled_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
   attn_status st = ATTN_OK;
   if (node->next[0].node && (st = give(node, 0, attn_tensor_retain((attn_tensor *)g), grads))) return st;
@@ -334,15 +287,6 @@ static attn_status add_scaled_backward(attn_node *node, const attn_tensor *g, at
   return st;
 }
 
-attn_status attn__record_add_scaled(const attn_tensor *a, const attn_tensor *b, float alpha, attn_tensor *o) {
-  const attn_tensor *in[2] = {a, b};
-  if (!attn__ag_needed(2, in)) return ATTN_OK;
-  attn_node *n;
-  attn_status st = attn__ag_record(o, "AddBackward0", add_scaled_backward, 2, in, 0, NULL, &n);
-  if (st == ATTN_OK) n->fargs[0] = alpha;
-  return st;
-}
-
 /* ------------------------------------------------------------------------ */
 /* Unary                                                                     */
 
@@ -351,16 +295,6 @@ attn_status attn__record_add_scaled(const attn_tensor *a, const attn_tensor *b, 
 static void dunary_inner(int64_t n, float **p, const int64_t *s, void *vctx) {
   attn__unary_grad_row_fn fn = *(attn__unary_grad_row_fn *)vctx;
   fn(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3]);
-}
-
-/* Which of input x and output y each derivative reads. */
-static bool unary_needs_x(attn_unary_op op) {
-  return op == ATTN_LOG || op == ATTN_GELU || op == ATTN_GELU_TANH || op == ATTN_ABS || op == ATTN_SIN ||
-         op == ATTN_COS || op == ATTN_SQUARE || op == ATTN_LOG1P || op == ATTN_SILU || op == ATTN_ERF;
-}
-static bool unary_needs_y(attn_unary_op op) {
-  return op == ATTN_EXP || op == ATTN_SQRT || op == ATTN_RSQRT || op == ATTN_TANH || op == ATTN_SIGMOID ||
-         op == ATTN_RELU || op == ATTN_RECIPROCAL || op == ATTN_EXPM1;
 }
 
 static attn_status unary_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
@@ -384,22 +318,6 @@ static attn_status unary_backward(attn_node *node, const attn_tensor *g, attn_te
   }
   grads[0] = r;
   return ATTN_OK;
-}
-
-static const char *unary_node_names[ATTN_UNARY_OP_COUNT] = {
-    "NegBackward0",   "ExpBackward0",   "LogBackward0",   "SqrtBackward0",  "RsqrtBackward0",
-    "TanhBackward0",  "SigmoidBackward0", "ReluBackward0", "GeluBackward0", "GeluBackward0",
-    "AbsBackward0",   "SinBackward0",   "CosBackward0",   "SignBackward0",  "ReciprocalBackward0",
-    "PowBackward0",   "Log1PBackward0", "Expm1Backward0", "FloorBackward0", "CeilBackward0",
-    "RoundBackward0", "SiluBackward0",  "ErfBackward0"};
-
-attn_status attn__record_unary(attn_unary_op op, const attn_tensor *a, attn_tensor *o) {
-  if (!attn__ag_needed(1, &a)) return ATTN_OK;
-  const attn_tensor *saved[2] = {unary_needs_x(op) ? a : NULL, unary_needs_y(op) ? o : NULL};
-  attn_node *n;
-  attn_status st = attn__ag_record(o, unary_node_names[op], unary_backward, 1, &a, 2, saved, &n);
-  if (st == ATTN_OK) n->iargs[0] = op;
-  return st;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -437,17 +355,6 @@ static attn_status clamp_backward(attn_node *node, const attn_tensor *g, attn_te
   return ATTN_OK;
 }
 
-attn_status attn__record_clamp(const attn_tensor *a, float lo, float hi, attn_tensor *o) {
-  if (!attn__ag_needed(1, &a)) return ATTN_OK;
-  attn_node *n;
-  attn_status st = attn__ag_record(o, "ClampBackward1", clamp_backward, 1, &a, 1, &a, &n);
-  if (st == ATTN_OK) {
-    n->fargs[0] = lo;
-    n->fargs[1] = hi;
-  }
-  return st;
-}
-
 static attn_status where_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
   const attn_tensor *c = node->saved[0];
   attn_tensor *zero, *r = NULL;
@@ -469,12 +376,6 @@ out:
   return st;
 }
 
-attn_status attn__record_where(const attn_tensor *cond, const attn_tensor *a, const attn_tensor *b, attn_tensor *o) {
-  const attn_tensor *in[2] = {a, b};
-  if (!attn__ag_needed(2, in)) return ATTN_OK;
-  return attn__ag_record(o, "WhereBackward0", where_backward, 2, in, 1, &cond, NULL);
-}
-
 static attn_status masked_fill_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
   attn_tensor *r;
   attn_status st = attn_masked_fill(g, node->saved[0], 0.0f, &r);
@@ -482,7 +383,14 @@ static attn_status masked_fill_backward(attn_node *node, const attn_tensor *g, a
   return give(node, 0, r, grads);
 }
 
-attn_status attn__record_masked_fill(const attn_tensor *t, const attn_tensor *mask, attn_tensor *o) {
-  if (!attn__ag_needed(1, &t)) return ATTN_OK;
-  return attn__ag_record(o, "MaskedFillBackward0", masked_fill_backward, 1, &t, 1, &mask, NULL);
-}
+/* This file's formulas by id: forward ops record the id (record.c) and
+   the engine (autograd.c) looks the function up here. */
+const attn__backward_fn attn__formulas_elementwise[ATTN__F_COUNT] = {
+    [ATTN__F_BINARY] = binary_backward,
+    [ATTN__F_BINARY_SCALAR] = binary_scalar_backward,
+    [ATTN__F_ADD_SCALED] = add_scaled_backward,
+    [ATTN__F_UNARY] = unary_backward,
+    [ATTN__F_CLAMP] = clamp_backward,
+    [ATTN__F_WHERE] = where_backward,
+    [ATTN__F_MASKED_FILL] = masked_fill_backward,
+};

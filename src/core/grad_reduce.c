@@ -381,62 +381,6 @@ out:
 /* ------------------------------------------------------------------------ */
 /* Recording                                                                 */
 
-static bool reduce_differentiable(attn_reduce_op op) {
-  return op != ATTN_ARGMAX && op != ATTN_ARGMIN && op != ATTN_ALL && op != ATTN_ANY &&
-         (int)op >= 0 && op < ATTN_REDUCE_OP_COUNT;
-}
-
-attn_status attn__record_reduce(attn_reduce_op op, const attn_tensor *t, int dim, bool keepdim,
-                                const attn_reduce_opts *opts, attn_tensor *o) {
-  if (!reduce_differentiable(op) || !attn__ag_needed(1, &t)) return ATTN_OK;
-  bool all = dim < 0;
-  const char *name = NULL;
-  attn__backward_fn fn = NULL;
-  const attn_tensor *saved[2] = {NULL, NULL};
-  switch (op) {
-  case ATTN_SUM: name = all ? "SumBackward0" : "SumBackward1"; fn = sum_backward; break;
-  case ATTN_MEAN: name = all ? "MeanBackward0" : "MeanBackward1"; fn = sum_backward; break;
-  case ATTN_PROD: name = all ? "ProdBackward0" : "ProdBackward1"; fn = prod_backward; break;
-  case ATTN_MAX: name = all ? "MaxBackward1" : "AmaxBackward0"; fn = extreme_backward; break;
-  case ATTN_MIN: name = all ? "MinBackward1" : "AminBackward0"; fn = extreme_backward; break;
-  case ATTN_VAR: name = "VarBackward0"; fn = var_backward; break;
-  case ATTN_STD: name = "StdBackward0"; fn = std_backward; break;
-  case ATTN_NORM: name = "NormBackward1"; fn = norm_backward; break;
-  case ATTN_LOGSUMEXP: name = "LogsumexpBackward0"; fn = logsumexp_backward; break;
-  default: return ATTN_OK;
-  }
-  if (op != ATTN_SUM && op != ATTN_MEAN) {
-    saved[0] = t;
-    if (op != ATTN_VAR) saved[1] = o;
-  }
-  attn_node *n;
-  attn_status st = attn__ag_record(o, name, fn, 1, &t, 2, saved, &n);
-  if (st) return st;
-  n->iargs[0] = op;
-  n->iargs[1] = all ? -1 : dim;
-  n->iargs[2] = keepdim;
-  n->fargs[0] = opts ? opts->correction : 1.0;
-  n->fargs[1] = opts ? opts->p : 2.0;
-  return ATTN_OK;
-}
-
-attn_status attn__record_max_dim(const attn_tensor *t, int dim, bool keepdim, bool is_min,
-                                 const attn_tensor *indices, attn_tensor *values) {
-  if (!attn__ag_needed(1, &t)) return ATTN_OK;
-  attn_tensor *idx;
-  attn_status st = attn_clone(indices, &idx);
-  if (st) return st;
-  const attn_tensor *saved[1] = {idx};
-  attn_node *n;
-  st = attn__ag_record(values, is_min ? "MinBackward0" : "MaxBackward0", max_dim_backward, 1, &t, 1, saved, &n);
-  attn_tensor_release(idx); /* the node keeps an alias */
-  if (st) return st;
-  n->iargs[0] = is_min ? ATTN_MIN : ATTN_MAX;
-  n->iargs[1] = dim;
-  n->iargs[2] = keepdim;
-  return ATTN_OK;
-}
-
 /* ------------------------------------------------------------------------ */
 /* cumsum                                                                    */
 
@@ -454,14 +398,6 @@ static attn_status cumsum_backward(attn_node *node, const attn_tensor *g, attn_t
   st = attn_flip(c, 1, &dim, &grads[0]);
 out:
   REL(f), REL(c);
-  return st;
-}
-
-attn_status attn__record_cumsum(const attn_tensor *t, int dim, attn_tensor *o) {
-  if (!attn__ag_needed(1, &t)) return ATTN_OK;
-  attn_node *n;
-  attn_status st = attn__ag_record(o, "CumsumBackward0", cumsum_backward, 1, &t, 0, NULL, &n);
-  if (st == ATTN_OK) n->iargs[1] = dim;
   return st;
 }
 
@@ -525,14 +461,17 @@ out:
   return st;
 }
 
-attn_status attn__record_softmax(const attn_tensor *t, int dim, bool log_space, attn_tensor *o) {
-  if (!attn__ag_needed(1, &t)) return ATTN_OK;
-  attn_node *n;
-  const attn_tensor *saved[1] = {o};
-  attn_status st = attn__ag_record(o, log_space ? "LogSoftmaxBackward0" : "SoftmaxBackward0", softmax_backward, 1,
-                                   &t, 1, saved, &n);
-  if (st) return st;
-  n->iargs[0] = log_space;
-  n->iargs[1] = dim;
-  return ATTN_OK;
-}
+/* This file's formulas by id: forward ops record the id (record.c) and
+   the engine (autograd.c) looks the function up here. */
+const attn__backward_fn attn__formulas_reduce[ATTN__F_COUNT] = {
+    [ATTN__F_SUM] = sum_backward,
+    [ATTN__F_PROD] = prod_backward,
+    [ATTN__F_EXTREME] = extreme_backward,
+    [ATTN__F_VAR] = var_backward,
+    [ATTN__F_STD] = std_backward,
+    [ATTN__F_NORM] = norm_backward,
+    [ATTN__F_LOGSUMEXP] = logsumexp_backward,
+    [ATTN__F_MAX_DIM] = max_dim_backward,
+    [ATTN__F_CUMSUM] = cumsum_backward,
+    [ATTN__F_SOFTMAX] = softmax_backward,
+};

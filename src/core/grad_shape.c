@@ -16,17 +16,6 @@ static attn_status triangle_backward(attn_node *node, const attn_tensor *g, attn
   return node->iargs[1] ? attn_tril(g, node->iargs[0], &grads[0]) : attn_triu(g, node->iargs[0], &grads[0]);
 }
 
-attn_status attn__record_triangle(const attn_tensor *t, int64_t k, bool lower, attn_tensor *o) {
-  if (!attn__ag_needed(1, &t)) return ATTN_OK;
-  attn_node *n;
-  attn_status st =
-      attn__ag_record(o, lower ? "TrilBackward0" : "TriuBackward0", triangle_backward, 1, &t, 0, NULL, &n);
-  if (st) return st;
-  n->iargs[0] = k;
-  n->iargs[1] = lower;
-  return ATTN_OK;
-}
-
 /* ------------------------------------------------------------------------ */
 /* cat: input i gets g.narrow(dim, offset_i, n_i).  Inputs of shape [0]
    that cat skipped get an empty [0] gradient.  iargs: [0] dim */
@@ -50,14 +39,6 @@ static attn_status cat_backward(attn_node *node, const attn_tensor *g, attn_tens
   return ATTN_OK;
 }
 
-attn_status attn__record_cat(int n, const attn_tensor *const *ts, int dim, attn_tensor *o) {
-  if (!attn__ag_needed(n, ts)) return ATTN_OK;
-  attn_node *node;
-  attn_status st = attn__ag_record(o, "CatBackward0", cat_backward, n, ts, 0, NULL, &node);
-  if (st == ATTN_OK) node->iargs[0] = dim;
-  return st;
-}
-
 /* stack: input i gets g.select(dim, i).  iargs: [0] dim */
 static attn_status stack_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
   for (int i = 0; i < node->n_next; i++) {
@@ -66,14 +47,6 @@ static attn_status stack_backward(attn_node *node, const attn_tensor *g, attn_te
     if (st) return st;
   }
   return ATTN_OK;
-}
-
-attn_status attn__record_stack(int n, const attn_tensor *const *ts, int dim, attn_tensor *o) {
-  if (!attn__ag_needed(n, ts)) return ATTN_OK;
-  attn_node *node;
-  attn_status st = attn__ag_record(o, "StackBackward0", stack_backward, n, ts, 0, NULL, &node);
-  if (st == ATTN_OK) node->iargs[0] = dim;
-  return st;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -108,14 +81,6 @@ static attn_status index_select_backward(attn_node *node, const attn_tensor *g_i
 out:
   attn_tensor_release(g);
   attn_tensor_release(r);
-  return st;
-}
-
-attn_status attn__record_index_select(const attn_tensor *t, int dim, const attn_tensor *index, attn_tensor *o) {
-  if (!attn__ag_needed(1, &t)) return ATTN_OK;
-  attn_node *n;
-  attn_status st = attn__ag_record(o, "IndexSelectBackward0", index_select_backward, 1, &t, 1, &index, &n);
-  if (st == ATTN_OK) n->iargs[0] = dim;
   return st;
 }
 
@@ -162,14 +127,6 @@ static attn_status gather_backward(attn_node *node, const attn_tensor *g, attn_t
   }
   grads[0] = r;
   return ATTN_OK;
-}
-
-attn_status attn__record_gather(const attn_tensor *t, int dim, const attn_tensor *index, attn_tensor *o) {
-  if (!attn__ag_needed(1, &t)) return ATTN_OK;
-  attn_node *n;
-  attn_status st = attn__ag_record(o, "GatherBackward0", gather_backward, 1, &t, 1, &index, &n);
-  if (st == ATTN_OK) n->iargs[0] = dim;
-  return st;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -237,16 +194,6 @@ out:
   return st;
 }
 
-attn_status attn__record_repeat(const attn_tensor *t, int nreps, const int64_t *reps, attn_tensor *o) {
-  if (!attn__ag_needed(1, &t)) return ATTN_OK;
-  attn_node *n;
-  attn_status st = attn__ag_record(o, "RepeatBackward0", repeat_backward, 1, &t, 0, NULL, &n);
-  if (st) return st;
-  n->iargs[0] = nreps;
-  for (int d = 0; d < nreps; d++) n->iargs[1 + d] = reps[d];
-  return ATTN_OK;
-}
-
 /* ------------------------------------------------------------------------ */
 /* flip: the gradient flipped back.  iargs: [0] ndims, [1..] dims */
 
@@ -257,12 +204,14 @@ static attn_status flip_backward(attn_node *node, const attn_tensor *g, attn_ten
   return attn_flip(g, nd, dims, &grads[0]);
 }
 
-attn_status attn__record_flip(const attn_tensor *t, int ndims, const int *dims, attn_tensor *o) {
-  if (!attn__ag_needed(1, &t)) return ATTN_OK;
-  attn_node *n;
-  attn_status st = attn__ag_record(o, "FlipBackward0", flip_backward, 1, &t, 0, NULL, &n);
-  if (st) return st;
-  n->iargs[0] = ndims;
-  for (int i = 0; i < ndims; i++) n->iargs[1 + i] = dims[i];
-  return ATTN_OK;
-}
+/* This file's formulas by id: forward ops record the id (record.c) and
+   the engine (autograd.c) looks the function up here. */
+const attn__backward_fn attn__formulas_shape[ATTN__F_COUNT] = {
+    [ATTN__F_TRIANGLE] = triangle_backward,
+    [ATTN__F_CAT] = cat_backward,
+    [ATTN__F_STACK] = stack_backward,
+    [ATTN__F_INDEX_SELECT] = index_select_backward,
+    [ATTN__F_GATHER] = gather_backward,
+    [ATTN__F_REPEAT] = repeat_backward,
+    [ATTN__F_FLIP] = flip_backward,
+};

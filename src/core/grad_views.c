@@ -43,14 +43,8 @@ static attn_status view_backward(attn_node *node, const attn_tensor *g, attn_ten
   return ATTN_OK;
 }
 
-attn_status attn__record_view(const attn_tensor *t, attn_tensor *o, const char *name, attn__view_kind kind,
-                              int niargs, const int64_t *iargs) {
-  if (!attn__ag_needed(1, &t)) return ATTN_OK;
-  attn_node *n;
-  attn_status st = attn__ag_record(o, name, view_backward, 1, &t, 0, NULL, &n);
-  if (st) return st;
-  n->is_view = kind != ATTN__VIEW_IDENTITY;
-  n->iargs[0] = kind;
-  for (int i = 0; i < niargs && i + 1 < ATTN_NODE_IARGS; i++) n->iargs[1 + i] = iargs[i];
-  return ATTN_OK;
-}
+/* This file's formulas by id: forward ops record the id (record.c) and
+   the engine (autograd.c) looks the function up here. */
+const attn__backward_fn attn__formulas_views[ATTN__F_COUNT] = {
+    [ATTN__F_VIEW] = view_backward,
+};

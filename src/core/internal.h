@@ -80,6 +80,15 @@ bool attn__foreach(int ndim, const int64_t *shape, int nt, float *const *base,
 bool attn__may_overlap(const attn_tensor *a, const attn_tensor *b);
 /* Whether writing through t would hit one element twice (stride-0 dims). */
 bool attn__has_internal_overlap(const attn_tensor *t);
+/* fill_ without autograd: the loop of attn_fill_ (tensor.c). */
+attn_status attn__fill_raw(attn_tensor *t, float value);
+attn_status attn__fill_raw_i64(attn_tensor *t, int64_t value);
+attn_status attn__fill_raw_f64(attn_tensor *t, double value);
+/* clone and copy_ without autograd (tensor.c): the graph (graph.c) and the
+   recorders use these, views.c wraps them with the checks and records. */
+attn_status attn__clone_raw(const attn_tensor *t, attn_tensor **out);
+attn_status attn__copy_raw(attn_tensor *dst, const attn_tensor *src);
+attn_status attn__copy_check(const attn_tensor *dst, const attn_tensor *src);
 
 /* The float32 elementwise kernels as such: comparisons give float 0/1
    (backward formulas multiply by them).  Inputs must be float32. */
@@ -171,7 +180,7 @@ bool attn__gather_contiguous_any(const attn_tensor *src, void *dst);
 #define ATTN_SHAPE(t, buf) attn_shape_str((t)->ndim, (t)->shape, (buf), sizeof(buf))
 
 /* ------------------------------------------------------------------------ */
-/* Autograd internals (autograd.c)                                           */
+/* Autograd internals (graph.c: records and nodes; autograd.c: the engine)  */
 
 typedef struct attn_node attn_node;
 /* Computes the gradients of a node's inputs from the gradient of its output.
@@ -192,7 +201,8 @@ typedef struct attn__edge {
 struct attn_node {
   long refcount;
   const char *name;                /* "MmBackward0", ... */
-  attn__backward_fn backward;
+  attn__backward_fn backward;      /* NULL: look formula up (grad_*.c) */
+  int formula;                     /* attn__formula, when backward is NULL */
   bool is_view;                    /* output shares its input's storage */
   bool released;                   /* saved state freed after backward */
   int n_next;
@@ -220,6 +230,9 @@ struct attn_autograd {
   attn_node *accumulator;          /* leaf's AccumulateGrad (weak) */
   attn_grad_hook_fn hook;          /* attn_set_grad_hook (ctx not owned) */
   void *hook_ctx;
+  /* frees this record (graph.c's attn__autograd_release): tensor.c calls it
+     when the tensor's last reference goes, without calling up into graph.c */
+  void (*release)(attn_tensor *t);
 };
 
 /* Whether an op over these inputs must be recorded. */
@@ -232,8 +245,37 @@ bool attn__ag_needed(int n, const attn_tensor *const *inputs);
 attn_status attn__ag_record(attn_tensor *out, const char *name, attn__backward_fn fn, int n,
                             const attn_tensor *const *inputs, int nsave, const attn_tensor *const *saved,
                             attn_node **node);
+/* Backward formulas kept apart from their forward op, in grad_*.c (which
+   call the ops, so the ops must not name them): a recorder (record.c)
+   stores the id, the engine (autograd.c) looks the function up in the
+   tables below.  Ops whose backward lives beside the forward (linalg,
+   scatter, sort, embedding, sdpa, custom) pass the function itself. */
+typedef enum attn__formula {
+  ATTN__F_NONE,
+  /* grad_elementwise.c */
+  ATTN__F_BINARY, ATTN__F_BINARY_SCALAR, ATTN__F_ADD_SCALED, ATTN__F_UNARY, ATTN__F_CLAMP, ATTN__F_WHERE,
+  ATTN__F_MASKED_FILL,
+  /* grad_views.c */
+  ATTN__F_VIEW,
+  /* grad_reduce.c */
+  ATTN__F_SUM, ATTN__F_PROD, ATTN__F_EXTREME, ATTN__F_VAR, ATTN__F_STD, ATTN__F_NORM, ATTN__F_LOGSUMEXP,
+  ATTN__F_MAX_DIM, ATTN__F_CUMSUM, ATTN__F_SOFTMAX,
+  /* grad_shape.c */
+  ATTN__F_TRIANGLE, ATTN__F_CAT, ATTN__F_STACK, ATTN__F_INDEX_SELECT, ATTN__F_GATHER, ATTN__F_REPEAT,
+  ATTN__F_FLIP,
+  ATTN__F_COUNT
+} attn__formula;
+/* Each grad_*.c file's formulas by id (NULL where another file has it). */
+extern const attn__backward_fn attn__formulas_elementwise[ATTN__F_COUNT];
+extern const attn__backward_fn attn__formulas_views[ATTN__F_COUNT];
+extern const attn__backward_fn attn__formulas_reduce[ATTN__F_COUNT];
+extern const attn__backward_fn attn__formulas_shape[ATTN__F_COUNT];
+/* attn__ag_record with the backward named by formula id. */
+attn_status attn__ag_record_formula(attn_tensor *out, const char *name, attn__formula f, int n,
+                                    const attn_tensor *const *inputs, int nsave, const attn_tensor *const *saved,
+                                    attn_node **node);
 /* Sum of grad over the dims that broadcasting added or expanded so that it
-   has the given shape (returns a retained grad when nothing to do). */
+   has the given shape (returns a retained grad when nothing to do; reduce.c). */
 attn_status attn__sum_to_shape(const attn_tensor *grad, int ndim, const int64_t *shape, attn_tensor **out);
 /* In-place ops under autograd: whether target or any other input takes
    part in a graph, so the op must go through attn__ag_inplace_commit. */
@@ -244,7 +286,8 @@ attn_status attn__ag_inplace_check(const char *fn, const attn_tensor *target);
 /* Finishes an in-place op computed out of place: copies result into
    target, moves result's history onto target, releases result. */
 attn_status attn__ag_inplace_commit(attn_tensor *target, attn_tensor *result);
-/* Recorders called by the ops after computing o (no-ops unless needed). */
+/* Recorders called by the ops after computing o (no-ops unless needed;
+   record.c). */
 attn_status attn__record_binary(attn_binary_op op, const attn_tensor *a, const attn_tensor *b, attn_tensor *o);
 attn_status attn__record_binary_scalar(attn_binary_op op, const attn_tensor *a, float s, bool reversed,
                                        attn_tensor *o);
@@ -283,14 +326,20 @@ attn_status attn__record_flip(const attn_tensor *t, int ndims, const int *dims, 
    gets the 0-based source positions. */
 void attn__sort_pairs_reference(float *v, int64_t *idx, int64_t n, bool descending);
 
-/* Frees t's autograd record (called when t's last reference goes). */
+/* Frees t's autograd record (called when t's last reference goes, through
+   the record's release pointer). */
 void attn__autograd_release(attn_tensor *t);
+/* graph.c's node helpers for the engine (autograd.c). */
+struct attn_autograd *attn__ag_get(attn_tensor *t);
+void attn__node_release(attn_node *n);
+void attn__node_free_saved(attn_node *n);
+attn_node *attn__edge_target(attn_tensor *t);
 static inline void attn__bump_version(attn_tensor *t) {
   __atomic_add_fetch(&t->storage->version, 1, __ATOMIC_RELAXED);
 }
 
 /* ------------------------------------------------------------------------ */
-/* Threads and attention internals (parallel.c, sdpa.c, sdpa_ref.c)         */
+/* Threads and attention internals (parallel.c, sdpa.c, sdpa_math.c)        */
 
 /* Runs fn over [0, n) split into ranges on attn's persistent thread pool
    (attn__parallel_threads() threads, the caller included), returning when all
@@ -302,17 +351,21 @@ void attn__parallel_for(int64_t n, void (*fn)(int64_t begin, int64_t end, void *
    call it, so the pool follows BLAS without knowing it). */
 void attn__parallel_resize(int nthreads);
 int attn__parallel_threads(void);
-/* The composed reference of attn_sdpa (recorded core ops: matmul, mask,
-   softmax, matmul, optional dropout); weights may be NULL. */
-attn_status attn__sdpa_reference(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
-                                 const attn_sdpa_opts *opts, attn_tensor **out, attn_tensor **weights);
-/* The fused kernel alone (no fallback to the reference; no dropout, no
+/* The composed math path of attn_sdpa (sdpa_math.c; recorded core ops:
+   matmul, mask, softmax, matmul, optional dropout); weights may be NULL.
+   attn_sdpa takes it where the fused kernel does not apply; the tests
+   compare the fused kernel with it. */
+attn_status attn__sdpa_math(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                            const attn_sdpa_opts *opts, attn_tensor **out, attn_tensor **weights);
+/* The fused kernel alone (no fallback to the math path; no dropout, no
    weights); records its own backward.  For the tests. */
 attn_status attn__sdpa_fused(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
                              const attn_sdpa_opts *opts, attn_tensor **out);
 /* Debug counter of the bytes the fused kernel allocates besides its
    results (tiles, log-sum-exp, row dots): the peak of what was live at
    once since the last reset. */
+/* Adds bytes (negative: frees) to the SDPA scratch counter (sdpa_scratch.c). */
+void attn__sdpa_mem_add(int64_t bytes);
 void attn__sdpa_mem_reset(void);
 int64_t attn__sdpa_mem_peak(void);
 

@@ -644,3 +644,55 @@ attn_status attn_cumsum(const attn_tensor *t, int dim, attn_tensor **out) {
   *out = o;
   return ATTN_OK;
 }
+
+/* ------------------------------------------------------------------------ */
+/* Summing a broadcast gradient back to its input's shape (the backward of
+   every broadcasting op; here because it is a sum)                          */
+
+attn_status attn__sum_to_shape(const attn_tensor *grad, int ndim, const int64_t *shape, attn_tensor **out) {
+  if (grad->ndim == ndim) {
+    bool same = true;
+    for (int i = 0; i < ndim && same; i++) same = grad->shape[i] == shape[i];
+    if (same) {
+      *out = attn_tensor_retain((attn_tensor *)grad);
+      return ATTN_OK;
+    }
+  }
+  attn_tensor *cur = attn_tensor_retain((attn_tensor *)grad);
+  attn_status st = ATTN_OK;
+  /* leading dims added by broadcasting: folded into one (a view where the
+     layout allows) and summed in one reduction, or just dropped when they
+     hold one element (a batch of 1: no reduction at all) */
+  if (cur->ndim > ndim) {
+    const int lead = cur->ndim - ndim;
+    int64_t fshape[ATTN_MAX_DIMS], n = 1;
+    for (int i = 0; i < lead; i++) n *= cur->shape[i];
+    fshape[0] = n;
+    for (int i = 0; i < ndim; i++) fshape[1 + i] = cur->shape[lead + i];
+    attn_tensor *folded, *next;
+    if (n == 1) {
+      st = attn_reshape(cur, ndim, fshape + 1, &next);
+    } else if ((st = attn_reshape(cur, ndim + 1, fshape, &folded)) == ATTN_OK) {
+      st = attn_reduce_dim(ATTN_SUM, folded, 0, false, NULL, &next);
+      attn_tensor_release(folded);
+    }
+    if (st == ATTN_OK) {
+      attn_tensor_release(cur);
+      cur = next;
+    }
+  }
+  for (int d = 0; d < ndim && st == ATTN_OK; d++) {
+    if (shape[d] == 1 && cur->shape[d] != 1) {
+      attn_tensor *next;
+      if ((st = attn_reduce_dim(ATTN_SUM, cur, d, true, NULL, &next))) break;
+      attn_tensor_release(cur);
+      cur = next;
+    }
+  }
+  if (st) {
+    attn_tensor_release(cur);
+    return st;
+  }
+  *out = cur;
+  return ATTN_OK;
+}

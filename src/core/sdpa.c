@@ -62,48 +62,6 @@
 /* kv heads x batches from which the backward computes dQ in the dK/dV pass */
 #define SDPA_ONE_PASS_MIN_KV 8
 
-/* ------------------------------------------------------------------------ */
-/* Allocation counter (tests check the kernel's memory stays O(L))          */
-
-static int64_t mem_cur, mem_peak;
-
-static void mem_add(int64_t bytes) {
-  int64_t c = __atomic_add_fetch(&mem_cur, bytes, __ATOMIC_RELAXED);
-  int64_t p = __atomic_load_n(&mem_peak, __ATOMIC_RELAXED);
-  while (c > p && !__atomic_compare_exchange_n(&mem_peak, &p, c, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-  }
-}
-
-void attn__sdpa_mem_reset(void) {
-  __atomic_store_n(&mem_peak, __atomic_load_n(&mem_cur, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
-}
-
-int64_t attn__sdpa_mem_peak(void) { return __atomic_load_n(&mem_peak, __ATOMIC_RELAXED); }
-
-/* 64-byte aligned scratch, counted */
-float *attn__sdpa_scratch_alloc(int64_t nfloats) {
-  if (nfloats > ((int64_t)1 << 58)) return NULL; /* the byte count below would overflow */
-  int64_t bytes = round_up((nfloats > 0 ? nfloats : 1) * (int64_t)sizeof(float), 64);
-  if (bytes <= 0 || (uint64_t)bytes > SIZE_MAX) return NULL;
-  /* counted against the thread's budget, if any (the caller's lse/D;
-     workers have none): freed on the thread that made it */
-  attn_budget *b = attn_budget_current();
-  if (b && !attn_budget_charge(b, bytes)) return NULL;
-  float *p = aligned_alloc(64, (size_t)bytes);
-  if (p) mem_add(bytes);
-  else if (b) attn_budget_credit(b, bytes);
-  return p;
-}
-
-void attn__sdpa_scratch_free(float *p, int64_t nfloats) {
-  if (!p) return;
-  int64_t bytes = round_up((nfloats > 0 ? nfloats : 1) * (int64_t)sizeof(float), 64);
-  mem_add(-bytes);
-  free(p);
-  attn_budget *b = attn_budget_current();
-  if (b) attn_budget_credit(b, bytes);
-}
-
 /* D [b, i] = sum_c dO[b, i, c] * O[b, i, c] for batches [begin, end) */
 static void rowdot_range(int64_t begin, int64_t end, void *ctx) {
   plan *P = ctx;
@@ -346,10 +304,6 @@ out:
 /* ------------------------------------------------------------------------ */
 /* Entry points                                                              */
 
-void attn_sdpa_opts_init(attn_sdpa_opts *opts) {
-  memset(opts, 0, sizeof *opts);
-  opts->scale = NAN;
-}
 
 static attn_status fused(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v, const attn_sdpa_opts *o,
                          attn_tensor **out) {
@@ -373,7 +327,7 @@ static attn_status fused(const attn_tensor *q, const attn_tensor *k, const attn_
     lshape[q->ndim - 1] = 2;
     if ((st = attn__alloc(FN, q->ndim, lshape, &lse_t))) goto fail;
     lse = attn_tensor_data(lse_t);
-    mem_add(nlse * (int64_t)sizeof(float));
+    attn__sdpa_mem_add(nlse * (int64_t)sizeof(float));
   } else if (!(lse = attn__sdpa_scratch_alloc(nlse))) {
     st = attn_set_error(ATTN_ERR_NOMEM, FN ": out of memory");
     goto fail;
@@ -381,7 +335,7 @@ static attn_status fused(const attn_tensor *q, const attn_tensor *k, const attn_
   P.out = attn_tensor_data(res);
   P.lse = lse;
   if (P.nbq > 0 && P.L > 0) run(&P, P.nbq * P.nqb, K->sdpa_fwd, work_flops(&P));
-  if (record) mem_add(-nlse * (int64_t)sizeof(float));
+  if (record) attn__sdpa_mem_add(-nlse * (int64_t)sizeof(float));
   else attn__sdpa_scratch_free(lse, nlse);
   if (P.failed) {
     st = attn_set_error(ATTN_ERR_NOMEM, FN ": out of memory for the attention tiles");
@@ -439,29 +393,13 @@ attn_status attn_sdpa(const attn_tensor *q, const attn_tensor *k, const attn_ten
   if (st) return st;
   const attn_tensor *m = opts->attn_mask;
   bool mask_grad = m && !opts->mask_is_bool && attn__ag_needed(1, &m);
-  if (weights || opts->dropout_p > 0.0 || mask_grad) return attn__sdpa_reference(q, k, v, opts, out, weights);
+  if (weights || opts->dropout_p > 0.0 || mask_grad) return attn__sdpa_math(q, k, v, opts, out, weights);
   return fused(q, k, v, opts, out);
 }
 
 /* ------------------------------------------------------------------------ */
 /* Mask helpers                                                              */
 
-/* [L, S]: 1 where j <= i (+ S - L with bottom_right) */
-attn_status attn_causal_mask(int64_t L, int64_t S, bool bottom_right, attn_tensor **out) {
-  if (L < 0 || S < 0)
-    return attn_set_error(ATTN_ERR_ARG, "causal_mask: sizes must be >= 0, got L=%lld S=%lld", (long long)L,
-                          (long long)S);
-  int64_t shape[2] = {L, S};
-  attn_tensor *t;
-  attn_status st = attn__alloc("causal_mask", 2, shape, &t);
-  if (st) return st;
-  float *p = attn_tensor_data(t);
-  int64_t off = bottom_right ? S - L : 0;
-  for (int64_t i = 0; i < L; i++)
-    for (int64_t j = 0; j < S; j++) p[i * S + j] = j <= i + off ? 1.0f : 0.0f;
-  *out = t;
-  return ATTN_OK;
-}
 
 /* lengths [B] -> [B, 1, 1, S]: 1 where j < lengths[b] */
 attn_status attn_padding_mask(const attn_tensor *lengths, int64_t S, attn_tensor **out) {

@@ -1,5 +1,5 @@
-/* The reference scaled-dot-product attention: torch's math path composed
- * from recorded core ops, so its gradients come from the autograd engine.
+/* The composed scaled-dot-product attention: torch's math path built from
+ * recorded core ops, so its gradients come from the autograd engine.
  *
  * Shapes: q [..., L, E], k [..., S, E], v [..., S, Ev]:
  *   s = (q * scale) @ k^T                  [..., L, S]
@@ -10,15 +10,40 @@
  *   p = p * (bernoulli(1 - dropout_p) / (1 - dropout_p))   when dropout_p > 0
  *   out = p @ v                            [..., L, Ev]
  * With GQA, k and v are repeat_interleave'd along the head dim (-3) first.
- * It materialises [..., L, S]; attn_sdpa uses it for the weights, for
- * dropout and for additive masks that require grad, and the tests compare
- * the fused kernel with it.
+ * It materialises [..., L, S]; attn_sdpa (sdpa.c) takes this path for the
+ * weights, for dropout and for additive masks that require grad, and the
+ * tests compare the fused kernel with it (its reference twin).  It sits on
+ * the ops floor below sdpa.c and calls only ordinary ops, never the fused
+ * kernel, so sdpa.c -> sdpa_math.c runs one way; the options' defaults and
+ * the causal mask it needs live here for the same reason.
  */
 #include "internal.h"
 
 #include <math.h>
 
 #define FN "scaled_dot_product_attention"
+
+void attn_sdpa_opts_init(attn_sdpa_opts *opts) {
+  memset(opts, 0, sizeof *opts);
+  opts->scale = NAN;
+}
+
+/* [L, S]: 1 where j <= i (+ S - L with bottom_right) */
+attn_status attn_causal_mask(int64_t L, int64_t S, bool bottom_right, attn_tensor **out) {
+  if (L < 0 || S < 0)
+    return attn_set_error(ATTN_ERR_ARG, "causal_mask: sizes must be >= 0, got L=%lld S=%lld", (long long)L,
+                          (long long)S);
+  int64_t shape[2] = {L, S};
+  attn_tensor *t;
+  attn_status st = attn__alloc("causal_mask", 2, shape, &t);
+  if (st) return st;
+  float *p = attn_tensor_data(t);
+  int64_t off = bottom_right ? S - L : 0;
+  for (int64_t i = 0; i < L; i++)
+    for (int64_t j = 0; j < S; j++) p[i * S + j] = j <= i + off ? 1.0f : 0.0f;
+  *out = t;
+  return ATTN_OK;
+}
 
 /* Keeps every intermediate for one release at the end. */
 typedef struct {
@@ -53,7 +78,7 @@ static attn_status repeat_heads(const attn_tensor *k, int64_t g, temps *T, const
   return ATTN_OK;
 }
 
-attn_status attn__sdpa_reference(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+attn_status attn__sdpa_math(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
                                  const attn_sdpa_opts *opts, attn_tensor **out, attn_tensor **weights) {
   attn_sdpa_opts defaults;
   if (!opts) attn_sdpa_opts_init(&defaults), opts = &defaults;

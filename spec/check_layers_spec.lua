@@ -1,0 +1,128 @@
+-- scripts/check_layers.lua: the layering check catches what it is meant to
+-- (circles of requires, includes and calls, calls up a core sub-floor, a
+-- core file with no floor) in scratch repositories, and passes on this tree.
+local SRC = os.getenv("ATTN_SOURCE_DIR") or "."
+local BUILD = os.getenv("ATTN_BUILD_DIR") or (SRC .. "/build")
+local CHECK = SRC .. "/scripts/check_layers.lua"
+
+local function sh(cmd)
+  local p = assert(io.popen(cmd .. " 2>&1; echo \"rc=$?\""))
+  local out = p:read("a")
+  p:close()
+  local rc = tonumber(out:match("rc=(%d+)%s*$"))
+  return rc, out:gsub("rc=%d+%s*$", "")
+end
+
+local function have(prog) return sh("command -v " .. prog .. " >/dev/null") == 0 end
+
+local function write(path, text)
+  local f = assert(io.open(path, "wb"))
+  f:write(text)
+  f:close()
+end
+
+-- A scratch git repository holding files = {path = text}; C files are
+-- compiled into DIR/build/CMakeFiles/t.dir/<path>.o, where the checker
+-- reads the calls.
+local function scratch(files)
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(sh("mkdir -p " .. dir) == 0)
+  for path, text in pairs(files) do
+    assert(sh(("mkdir -p '%s/%s'"):format(dir, path:match("^(.*)/") or ".")) == 0)
+    write(dir .. "/" .. path, text)
+    if path:match("%.c$") then
+      local obj = ("%s/build/CMakeFiles/t.dir/%s.o"):format(dir, path)
+      assert(sh(("mkdir -p '%s'"):format(obj:match("^(.*)/"))) == 0)
+      local rc, out = sh(("cc -c -o '%s' '%s/%s'"):format(obj, dir, path))
+      assert(rc == 0, out)
+    end
+  end
+  assert(sh(("cd '%s' && git init -q . && git add -A"):format(dir)) == 0)
+  return dir
+end
+
+local function check(dir)
+  return sh(("cd '%s' && lua5.4 '%s' build"):format(dir, CHECK))
+end
+
+local function cleanup(dir) sh(("rm -rf '%s'"):format(dir)) end
+
+describe("check_layers", function()
+  if not (have("git") and have("nm") and have("cc") and have("lua5.4")) then
+    pending("needs git, nm, cc and lua5.4")
+    return
+  end
+
+  it("passes on this tree", function()
+    local rc, out = sh(("cd '%s' && lua5.4 '%s' '%s'"):format(SRC, CHECK, BUILD))
+    assert.equal(0, rc, out)
+    assert.matches("0 problems", out)
+  end)
+
+  it("finds a circle of requires in lua/attn", function()
+    local dir = scratch({
+      ["lua/attn/init.lua"] = 'local b = require "attn.base"\nreturn b\n',
+      ["lua/attn/base.lua"] = 'local nn = require "attn.nn"\nreturn {}\n',
+      ["lua/attn/nn.lua"] = 'local attn = require "attn"\nreturn {}\n',
+    })
+    local rc, out = check(dir)
+    cleanup(dir)
+    assert.equal(1, rc, out)
+    assert.matches("circle of 3 files", out)
+    assert.matches("lua/attn/nn.lua %-> lua/attn/init.lua %(require%)", out)
+  end)
+
+  it("passes the same files once the circle is broken", function()
+    local dir = scratch({
+      ["lua/attn/init.lua"] = 'local b = require "attn.base"\nlocal nn = require "attn.nn"\nreturn b\n',
+      ["lua/attn/base.lua"] = 'return {}\n',
+      ["lua/attn/nn.lua"] = 'local attn = require "attn.base"\nreturn {}\n',
+    })
+    local rc, out = check(dir)
+    cleanup(dir)
+    assert.equal(0, rc, out)
+  end)
+
+  it("finds a call up a core sub-floor and the circle it closes", function()
+    local dir = scratch({
+      -- tensor.c (core:tensor) calling graph.c (core:graph) is a call up
+      ["src/core/tensor.c"] = "void attn_graph_thing(void);\nvoid attn_tensor_thing(void) { attn_graph_thing(); }\n",
+      ["src/core/graph.c"] = "void attn_tensor_thing(void);\nvoid attn_graph_thing(void) { attn_tensor_thing(); }\n",
+    })
+    local rc, out = check(dir)
+    cleanup(dir)
+    assert.equal(1, rc, out)
+    assert.matches("up or sideways: src/core/tensor.c %-> src/core/graph.c %(call", out)
+    assert.matches("circle of 2 files", out)
+  end)
+
+  it("allows the same call downwards", function()
+    local dir = scratch({
+      ["src/core/tensor.c"] = "void attn_tensor_thing(void) {}\n",
+      ["src/core/graph.c"] = "void attn_tensor_thing(void);\nvoid attn_graph_thing(void) { attn_tensor_thing(); }\n",
+    })
+    local rc, out = check(dir)
+    cleanup(dir)
+    assert.equal(0, rc, out)
+  end)
+
+  it("finds an include circle", function()
+    local dir = scratch({
+      ["src/core/a.h"] = '#include "b.h"\n',
+      ["src/core/b.h"] = '#include "a.h"\n',
+    })
+    local rc, out = check(dir)
+    cleanup(dir)
+    assert.equal(1, rc, out)
+    assert.matches("circle of 2 files", out)
+  end)
+
+  it("refuses a core C file that has no sub-floor", function()
+    local dir = scratch({["src/core/newthing.c"] = "int attn_newthing(void) { return 1; }\n"})
+    local rc, out = check(dir)
+    cleanup(dir)
+    assert.equal(1, rc, out)
+    assert.matches("no floor: src/core/newthing.c", out)
+  end)
+end)
