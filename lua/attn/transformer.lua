@@ -56,6 +56,7 @@
 -- TransformerEncoder's output); a query whose every key is masked gets
 -- zeros, not NaN (see nn.MultiheadAttention).
 local attn = require "attn"
+local error = require("attn.core")._error -- raises at the user's line (the first caller outside attn)
 local nn = require "attn.nn"
 local init = require "attn.nn_init"
 

@@ -149,7 +149,7 @@ static int l_embedding(lua_State *L) {
   attn_tensor *w = attnL_check(L, 1);
   if (w->ndim != 2) {
     char sb[64];
-    return luaL_error(L, "embedding: weight must be 2-d [num_embeddings, dim], got %s",
+    return attnL_raise(L, "embedding: weight must be 2-d [num_embeddings, dim], got %s",
                       attn_shape_str(w->ndim, w->shape, sb, sizeof sb));
   }
   int64_t pad = -1;
@@ -157,7 +157,7 @@ static int l_embedding(lua_State *L) {
     int64_t p = attnL_checkint(L, 3, "embedding", "padding_idx");
     int64_t v = w->shape[0];
     if (p == 0 || p < -v || p > v)
-      return luaL_error(L, "embedding: padding_idx %d out of range (expected 1..%d or negative)", (int)p, (int)v);
+      return attnL_raise(L, "embedding: padding_idx %d out of range (expected 1..%d or negative)", (int)p, (int)v);
     pad = p < 0 ? p + v : p - 1;
   }
   lua_settop(L, 2);
