@@ -191,13 +191,16 @@ function LabelSmoothing:init(size, padding_idx, smoothing)
 end
 function LabelSmoothing:forward(x, target)
   assert(x:size(2) == self.size)
-  local true_dist = attn.full(x:shape(), self.smoothing / (self.size - 2))
-  true_dist = attn.where(attn.one_hot(target, self.size), self.confidence, true_dist)
-  -- true_dist[:, padding_idx] = 0, and the rows whose target is padding
-  local keep_col = 1 - attn.one_hot(attn.tensor({self.padding_idx}), self.size)
-  true_dist = true_dist * keep_col * target:ne(self.padding_idx):unsqueeze(2)
+  local true_dist = x.data:clone()
+  true_dist:fill_(self.smoothing / (self.size - 2))
+  true_dist:scatter_(2, target.data:unsqueeze(2), self.confidence)
+  true_dist[{{}, self.padding_idx}] = 0
+  local mask = attn.nonzero(target.data:eq(self.padding_idx))
+  if mask:dim() > 0 then
+    true_dist:index_fill_(1, mask:squeeze(), 0.0)
+  end
   self.true_dist = true_dist
-  return self.criterion(x, true_dist:detach())
+  return self.criterion(x, true_dist:clone():detach())
 end
 
 local function rate(step, model_size, factor, warmup)

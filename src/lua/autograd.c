@@ -75,6 +75,11 @@ int attnL_property(lua_State *L, attn_tensor *t, const char *key) {
     lua_pushboolean(L, attn_is_leaf(t));
     return 1;
   }
+  if (strcmp(key, "data") == 0) { /* torch's x.data: x:detach(), same storage, out of the graph */
+    attn_tensor **box = attnL_newbox(L);
+    attnL_result(L, attn_detach(t, box));
+    return 1;
+  }
   return 0;
 }
 
