@@ -785,7 +785,7 @@ function M.normalize(x, p, dim, eps)
   return x / x:norm(p, dim, true):clamp(eps, nil)
 end
 
--- tile(x, reps...) (torch.tile): x:repeat(reps) with reps padded with
+--- tile(x, reps...) (torch.tile): x:repeat(reps) with reps padded with
 -- leading 1s to x's rank; a name that Lua accepts after ':', where
 -- x:repeat(...) is a syntax error ('repeat' is a keyword).
 function M.tile(x, ...)

@@ -53,7 +53,12 @@ attn_dtype attnL_checkdtype(lua_State *L, int arg, const char *fn) {
   attn_dtype dt;
   if (lua_type(L, arg) == LUA_TSTRING) {
     if (attn_dtype_parse(lua_tostring(L, arg), &dt)) return dt;
-    attnL_raise(L, "%s: unknown dtype '%s' (expected \"float32\", \"int64\" or \"bool\")", fn, lua_tostring(L, arg));
+    const char *name = lua_tostring(L, arg);
+    bool wide = strcmp(name, "float64") == 0 || strcmp(name, "double") == 0 || strcmp(name, "float16") == 0 ||
+                strcmp(name, "half") == 0 || strcmp(name, "bfloat16") == 0;
+    attnL_raise(L, "%s: unknown dtype '%s' (expected \"float32\", \"int64\" or \"bool\")%s", fn, name,
+                wide ? "; attn computes in float32 only: use \"float32\" (files of other float types load as float32)"
+                     : "");
   }
   attn_tensor *t = attnL_test(L, arg);
   if (t) return t->dtype;
