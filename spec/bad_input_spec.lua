@@ -1376,6 +1376,15 @@ E("attn.repeat", REPEAT, {cases = {
   {"9 counts", function() return {attn.ones(1), 1, 1, 1, 1, 1, 1, 1, 1, 1} end, "error"},
 }})
 E("attn.rep", REPEAT, {names = {"repeat"}})
+-- tile pads missing counts with leading 1s: the second count is optional
+E("attn.tile", {K.tensor({2, 3}), K.size(2, {huge = "error"}), K.size(1, {huge = "error", opt = true})}, {cases = {
+  {"fewer counts than dims (leading 1s, torch.tile)", function() return {attn.ones(2, 3), 2} end, "ok",
+    function(t) assert(same_list(t:shape(), {2, 6})) end},
+  {"a counts table", function() return {attn.ones(2, 3), {2, 2}} end, "ok"},
+  {"more counts than dims", function() return {attn.ones(2, 3), 2, 1, 1} end, "ok",
+    function(t) assert(same_list(t:shape(), {2, 2, 3})) end},
+  {"a fractional count", function() return {attn.ones(2, 3), 1.5, 1} end, "error"},
+}})
 E("attn.flip", {K.tensor({2, 3}), K.dim(1, 2)}, {cases = {
   {"a repeated dim", function() return {attn.ones(2, 3), 1, 1} end, "error"},
   {"a dims table", function() return {attn.ones(2, 3), {1, 2}} end, "ok"},

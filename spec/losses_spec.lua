@@ -67,7 +67,7 @@ describe("attn.F class losses", function()
     assert.has_error(function() F.cross_entropy(x, {1, 2, 5}) end,
       "cross_entropy: target 5 is not a class number in 1..4")
     assert.has_error(function() F.cross_entropy(x, {1, 0, 2}) end,
-      "cross_entropy: target 0 is not a class number in 1..4")
+      "cross_entropy: target 0 is not a class number in 1..4 (ids are 1-based; torch's 0-based ids need +1)")
     assert.has_error(function() F.nll_loss(x, {1, 2.5, 2}) end,
       "nll_loss: target 2.5 is not a class number in 1..4")
     assert.has_no_error(function() F.nll_loss(x, {1, 9, 2}, {ignore_index = 9}) end)

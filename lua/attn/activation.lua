@@ -15,6 +15,7 @@
 -- The branch not taken never sees an input that would overflow, so no
 -- 0 * inf reaches a gradient.
 local attn = require "attn.base"
+local error = require("attn.core")._error -- raises at the user's line (the first caller outside attn)
 local nn = require "attn.nn_base"
 
 local M = {}

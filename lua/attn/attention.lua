@@ -36,6 +36,7 @@
 -- *_kind options are only needed to read a float 0/1 tensor as a bool
 -- mask (attn_mask_kind = "bool"); they still work as before.
 local attn = require "attn.base"
+local error = require("attn.core")._error -- raises at the user's line (the first caller outside attn)
 local nn = require "attn.nn_base"
 local init = require "attn.nn_init"
 

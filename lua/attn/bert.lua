@@ -82,6 +82,7 @@
 -- (objects -> tables, arrays -> lists, null -> nil); errors name `name`
 -- and the byte position.
 local attn = require "attn.base"
+local error = require("attn.core")._error -- raises at the user's line (the first caller outside attn)
 local nn = require "attn.nn_base"
 local attention = require "attn.attention"
 

@@ -9,6 +9,7 @@
 -- Autograd differentiates the slices, the stack and the matmul, so the
 -- gradients of input, weight and bias are torch's.
 local attn = require "attn.base"
+local error = require("attn.core")._error -- raises at the user's line (the first caller outside attn)
 local nn = require "attn.nn_base"
 local init = require "attn.nn_init"
 

@@ -16,6 +16,7 @@
 -- are not copied (torch's Parameter.__deepcopy__ drops them too); functions
 -- and other non-table values are shared.
 local attn = require "attn.base"
+local error = require("attn.core")._error -- raises at the user's line (the first caller outside attn)
 
 local M = {}
 

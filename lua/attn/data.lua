@@ -14,6 +14,7 @@
 -- a word or character is its 0-based Python index + 1.  Errors are raised
 -- with messages that start with the function's name ("Vocab: ...").
 local attn = require "attn.base"
+local error = require("attn.core")._error -- raises at the user's line (the first caller outside attn)
 local core = require "attn.core"
 
 local data = {}

@@ -46,6 +46,7 @@
 -- srun) or ATTN_DIST_FORCE_MPI (MPI's singleton start without a launcher)
 -- is in the environment, or when the host program initialised MPI itself.
 local core = require "attn.core"
+local error = require("attn.core")._error -- raises at the user's line (the first caller outside attn)
 local C = core._dist
 
 local dist = {}

@@ -20,6 +20,7 @@
 -- Class targets are float tensors (or tables, or a number for a single
 -- sample) holding 1-based class numbers.
 local attn = require "attn.base"
+local error = require("attn.core")._error -- raises at the user's line (the first caller outside attn)
 
 local F = {}
 
@@ -274,8 +275,9 @@ local function check_classes(target, C, ignore, fn, explicit)
     local t, o = target:reshape(-1):totable(), ok:reshape(-1):totable()
     for i = 1, #o do
       if not o[i] then
-        error(("%s: target %g is not a class number in 1..%d%s"):format(fn, t[i], C,
-          explicit and (" or the ignore_index " .. tostring(ignore)) or ""), 4) -- the caller of the loss
+        error(("%s: target %g is not a class number in 1..%d%s%s"):format(fn, t[i], C,
+          explicit and (" or the ignore_index " .. tostring(ignore)) or "",
+          t[i] == 0 and " (ids are 1-based; torch's 0-based ids need +1)" or ""), 4) -- the caller of the loss
       end
     end
   end

@@ -39,6 +39,7 @@
 -- backpropagated after a gradcheck.  The inputs' .grad is saved before the
 -- check and put back after it.
 local attn = require "attn.base"
+local error = require("attn.core")._error -- raises at the user's line (the first caller outside attn)
 
 local M = {}
 

@@ -27,6 +27,7 @@
 -- 1-based like the targets (torch's ignore_index = 0 for pad id 0 becomes
 -- ignore_index = 1).
 local attn = require "attn.base"
+local error = require("attn.core")._error -- raises at the user's line (the first caller outside attn)
 local nn = require "attn.nn_base"
 local F = require "attn.functional"
 

@@ -5,6 +5,7 @@
 -- modules of the files above it (attention, seq2seq, transformer, losses,
 -- rnn, conv, activation) load on their first lookup.
 local nn = require "attn.nn_base"
+local error = require("attn.core")._error -- raises at the user's line (the first caller outside attn)
 local Module = nn.Module
 
 --------------------------------------------------------------------------

@@ -41,6 +41,7 @@
 -- zero_grad(set_to_none = true) sets every .grad to nil, like torch 2.x's
 -- default (torch 1.13 zeroed them in place by default; pass false for that).
 local attn = require "attn.base"
+local error = require("attn.core")._error -- raises at the user's line (the first caller outside attn)
 local init = require "attn.nn_init"
 
 local nn = {}

@@ -23,6 +23,7 @@
 --   kaiming_uniform_(t, {a = 0, mode = "fan_in", nonlinearity = "leaky_relu", generator = g}).
 -- Not provided: trunc_normal_ (needs erfinv), orthogonal_ (needs QR), dirac_.
 local attn = require "attn.base"
+local error = require("attn.core")._error -- raises at the user's line (the first caller outside attn)
 
 local M = {}
 

@@ -13,6 +13,7 @@
 -- Loaded by attn/init.lua, which installs each function as attn.name and
 -- as the method t:name.  The C ops (sort, topk, scatter, ...) live in
 -- src/lua/ops.c.
+local error = require("attn.core")._error -- raises at the user's line (the first caller outside attn)
 local M = {}
 
 local function is_tensor(x) return M.attn.is_tensor(x) end
@@ -788,6 +789,22 @@ function M.normalize(x, p, dim, eps)
   return x / x:norm(p, dim, true):clamp(eps, nil)
 end
 
+--- tile(x, reps...) (torch.tile): x:repeat(reps) with reps padded with
+-- leading 1s to x's rank; a name that Lua accepts after ':', where
+-- x:repeat(...) is a syntax error ('repeat' is a keyword).
+function M.tile(x, ...)
+  local fn = "tile"
+  x = as_tensor(x, fn, "input", 2)
+  local reps = select("#", ...) == 1 and type((...)) == "table" and {table.unpack((...))} or {...}
+  for i, r in ipairs(reps) do
+    if math.type(r) ~= "integer" and not (type(r) == "number" and r == math.floor(r)) then
+      error(("%s: reps[%d] must be an integer (got %s)"):format(fn, i, tostring(r)), 2)
+    end
+  end
+  while #reps < x:dim() do table.insert(reps, 1, 1) end
+  return x["repeat"](x, table.unpack(reps))
+end
+
 ---------------------------------------------------------------------------
 -- Installation
 -- @section installation
@@ -804,7 +821,7 @@ M._wrapped = {sum = true, mean = true, var = true, std = true, clamp = true, whe
 -- #2 to 'sum'".
 local function delegate(name, f)
   local src = ("local %s = ...; return function(...) local r = %s(...); return r end"):format(name, name)
-  return load(src, "=attn.ops")(f)
+  return load(src, "=attn/ops.lua")(f) -- named as a package file, so errors skip it
 end
 
 function M._install(attn, methods)
@@ -825,6 +842,7 @@ function M._install(attn, methods)
     diag = M.diag,
     cdist = M.cdist,
     repeat_interleave = M.repeat_interleave,
+    tile = M.tile,
   }
   for name, f in pairs(wrapped) do
     attn[name] = f

@@ -17,6 +17,7 @@
 -- Schedulers: StepLR, LambdaLR, NoamLR (the Annotated Transformer's
 -- warm-up schedule); clip_grad_norm_, clip_grad_value_.
 local attn = require "attn.base"
+local error = require("attn.core")._error -- raises at the user's line (the first caller outside attn)
 
 local optim = {}
 
@@ -110,7 +111,7 @@ local function class(name, defaults, validate)
     for _, g in ipairs(groups) do
       local ok2, err2 = pcall(self.add_param_group, self, g)
       -- report at the caller's line rather than inside add_param_group
-      if not ok2 then error(tostring(err2):gsub("^.-:%d+: ", ""), 3) end
+      if not ok2 then error((tostring(err2):gsub("^.-:%d+: ", "")), 3) end
     end
     return self
   end

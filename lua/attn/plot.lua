@@ -40,6 +40,7 @@
 --   points.  logy = true draws y on a log10 scale.  NaN points (and
 --   non-positive ones on a log scale) break the line.
 local core = require "attn.core"
+local error = require("attn.core")._error -- raises at the user's line (the first caller outside attn)
 local C = core._plot
 if C == nil then
   -- A sandbox (attn_lua.h) removes the C side, which writes files: every

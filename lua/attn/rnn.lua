@@ -18,6 +18,7 @@
 -- (forward direction) or starts changing at its last step (reverse
 -- direction): the results, final states included, are torch's.
 local attn = require "attn.base"
+local error = require("attn.core")._error -- raises at the user's line (the first caller outside attn)
 local nn = require "attn.nn_base"
 local init = require "attn.nn_init"
 

@@ -31,6 +31,7 @@
 -- The notebook's unbatched formulas are here as plain functions too:
 -- luong_dot(H, s) and bahdanau_additive(H, s, W_a, W_b, W_c).
 local attn = require "attn.base"
+local error = require("attn.core")._error -- raises at the user's line (the first caller outside attn)
 local nn = require "attn.nn_base"
 
 local M = {}

@@ -55,6 +55,7 @@
 -- vocabulary where HF would print [UNK]); a UTF-8 byte-order mark at the
 -- start of vocab.txt is ignored.
 local attn = require "attn.base"
+local error = require("attn.core")._error -- raises at the user's line (the first caller outside attn)
 
 local text = {}
 

@@ -56,6 +56,7 @@
 -- TransformerEncoder's output); a query whose every key is masked gets
 -- zeros, not NaN (see nn.MultiheadAttention).
 local attn = require "attn.base"
+local error = require("attn.core")._error -- raises at the user's line (the first caller outside attn)
 local nn = require "attn.nn_base"
 local init = require "attn.nn_init"
 local attention = require "attn.attention"

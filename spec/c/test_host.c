@@ -320,7 +320,7 @@ static const escape escapes[] = {
     {"local ok, e = pcall(require('attn').safetensors_info, '/etc/passwd') return not ok and e:find('not available') ~= nil",
      true},
     {"local ok, e = pcall(require('attn').set_num_threads, 4096) return not ok and e:find('not available') ~= nil", true},
-    {"local core = require 'attn.core' for k in pairs(core) do if k:sub(1, 1) == '_' and k ~= '_methods' and k ~= '_isatty' "
+    {"local core = require 'attn.core' for k in pairs(core) do if k:sub(1, 1) == '_' and k ~= '_methods' and k ~= '_isatty' and k ~= '_error' "
      "then return false end end return core._isatty() == false",
      true},
     {"local m = require('attn').nn.Linear(2, 2) local ok, e = pcall(m.save, m, '/tmp/attn_host_escape.st') "

@@ -214,6 +214,87 @@ local seeds = {
     S.call("init", "xavier_normal_", { arg(P, 5) }, 2)
     S.call("optim", "clip_grad_norm_", { arg(L, { 4 }), arg(I, 1) }, 3)
   end,
+  -- issue 15's ops: one seed per family, each op reached with valid arguments
+  sort_topk = function()
+    S.tmethod(4, "topk", { arg(I, 2), arg(I, -1) }, 5) -- values -> 5, int64 indices -> 6
+    S.backward(5)
+    S.tmethod(1, "sort", { arg(I, 2), arg(B, true) }, 5)
+    S.tmethod(1, "argsort", { arg(I, 1) }, 7)
+    S.tmethod(4, "kthvalue", { arg(I, 2), arg(I, 2) }, 2)
+    S.backward(2)
+    S.tmethod(4, "sort", { arg(O, { { "dim", I, 1 }, { "descending", B, true }, { "stable", B, true } }) }, 3)
+  end,
+  scatter = function()
+    S.call("attn", "randint", { arg(I, 1), arg(I, 3), arg(T, { 2, 3, 4 }) }, 6) -- ids 1..2 of [2,3,4]
+    S.tmethod(4, "scatter", { arg(I, 1), arg(P, 6), arg(P, 4) }, 5)
+    S.tmethod(4, "scatter_add", { arg(I, 3), arg(P, 6), arg(P, 4) }, 7)
+    S.tmethod(4, "scatter_reduce", { arg(I, 2), arg(P, 6), arg(P, 4), arg(A.str, "amax") }, 2)
+    S.backward(2)
+    S.tmethod(4, "scatter_reduce", { arg(I, 1), arg(P, 6), arg(P, 4), arg(A.str, "mean"),
+      arg(O, { { "include_self", B, false } }) }, 3)
+    S.backward(3)
+    S.backward(7)
+  end,
+  index_ops = function()
+    S.call("attn", "tensor", { arg(N, { 1, 3 }) }, 6)
+    S.tmethod(6, "long", {}, 6)
+    S.tmethod(5, "index_add", { arg(I, 1), arg(P, 6), arg(P, 1) }, 7)
+    S.tmethod(5, "index_copy", { arg(I, 1), arg(P, 6), arg(P, 1) }, 3)
+    S.tmethod(5, "index_fill_", { arg(I, 2), arg(P, 6), arg(I, 0) }, 3)
+    S.tmethod(7, "nonzero", {}, 3)
+    S.tmethod(5, "gt", { arg(I, 0) }, 2)
+    S.tmethod(5, "masked_select", { arg(P, 2) }, 3)
+    S.call("attn", "where", { arg(P, 2) }, 3) -- one-argument where
+    S.tmethod(2, "nonzero", { arg(O, { { "as_tuple", B, true } }) }, 7)
+  end,
+  einsum = function()
+    S.tmethod(4, "transpose", { arg(I, 2), arg(I, 3) }, 5) -- [2,4,3]
+    S.call("attn", "einsum", { arg(A.str, "bij,bjk->bik"), arg(P, 4), arg(P, 5) }, 6)
+    S.backward(6)
+    S.call("attn", "einsum", { arg(A.str, "ii->i"), arg(P, 7) }, 2)
+    S.call("attn", "einsum", { arg(A.str, "...ij->...ji"), arg(P, 8) }, 3)
+  end,
+  pad_shift = function()
+    S.call("F", "pad", { arg(P, 4), arg(N, { 1, 2 }), arg(A.str, "reflect") }, 5)
+    S.backward(5)
+    S.call("F", "pad", { arg(P, 4), arg(T, { 1, 1, 2, 0 }), arg(A.str, "replicate") }, 6)
+    S.call("F", "pad", { arg(P, 4), arg(N, { 1, -1 }), arg(A.str, "constant"), arg(I, 3) }, 6)
+    S.call("attn", "repeat_interleave", { arg(P, 1), arg(I, 2), arg(I, 2) }, 7)
+    S.call("attn", "roll", { arg(P, 4), arg(I, 1), arg(I, 2) }, 2)
+    S.tmethod(4, "flip", { arg(I, 3) }, 3)
+    S.backward(3)
+    S.call("attn", "diag", { arg(P, 7) }, 2)
+    S.call("attn", "cdist", { arg(P, 5), arg(P, 5) }, 3)
+    S.backward(3)
+    S.tmethod(1, "tile", { arg(I, 2) }, 3)
+  end,
+  reductions_dims = function()
+    S.call("attn", "sum", { arg(P, 4), arg(N, { 1, 3 }) }, 5)
+    S.call("attn", "amax", { arg(P, 4), arg(N, { 2, 3 }), arg(B, true) }, 6)
+    S.backward(6)
+    S.tmethod(4, "std", { arg(N, { 1, 2 }), arg(O, { { "correction", I, 0 }, { "keepdim", B, true } }) }, 7)
+    S.tmethod(4, "var", { arg(N, { -1 }), arg(O, { { "correction", I, 2 } }) }, 2)
+    S.backward(7)
+    S.call("attn", "clamp", { arg(P, 1), arg(P, 3), arg(P, 1) }, 3) -- tensor bounds
+    S.call("F", "normalize", { arg(P, 4), arg(O, { { "dim", I, -1 } }) }, 3)
+    S.call("F", "cosine_similarity", { arg(P, 4), arg(P, 4), arg(I, 3) }, 2)
+    S.backward(2)
+    S.call("attn", "arange", { arg(I, 5) }, 6)
+    S.call("attn", "bucketize", { arg(P, 1), arg(P, 6), arg(O, { { "right", B, true } }) }, 3)
+  end,
+  dtypes = function()
+    S.tmethod(1, "gt", { arg(I, 0) }, 5)
+    S.tmethod(5, "logical_and", { arg(P, 5) }, 6)
+    S.tmethod(6, "any", {}, 7)
+    S.tmethod(6, "all", { arg(I, 1) }, 7)
+    S.tmethod(2, "to", { arg(A.str, "bool") }, 3)
+    S.tmethod(1, "to", { arg(A.str, "int64") }, 3)
+    S.tmethod(3, "type_as", { arg(P, 1) }, 3)
+    S.tmethod(1, "long", {}, 3)
+    S.meta(1, 3, arg(P, 1), 3) -- int64 + float32
+    S.tmethod(1, "isnan", {}, 7)
+    S.tmethod(7, "logical_not", {}, 7)
+  end,
 }
 
 local dir = "spec/fuzz/corpus/fuzz_lua_api"

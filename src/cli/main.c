@@ -154,7 +154,17 @@ static int dochunk(lua_State *L, int status) {
   return report(L, status);
 }
 
-static int dofile(lua_State *L, const char *name) { return dochunk(L, luaL_loadfile(L, name)); }
+/* A syntax error that a torch habit explains gets a line saying what to
+   write instead: x:repeat(...) ('repeat' is a Lua keyword). */
+static int load_hint(lua_State *L, int status) {
+  if (status == LUA_ERRSYNTAX && lua_type(L, -1) == LUA_TSTRING && strstr(lua_tostring(L, -1), "near 'repeat'")) {
+    lua_pushliteral(L, " ('repeat' is a Lua keyword: write x:rep(...) or x:tile(...) for torch's x.repeat(...))");
+    lua_concat(L, 2);
+  }
+  return status;
+}
+
+static int dofile(lua_State *L, const char *name) { return dochunk(L, load_hint(L, luaL_loadfile(L, name))); }
 
 static int dostring(lua_State *L, const char *s, const char *chunkname) {
   return dochunk(L, luaL_loadbuffer(L, s, strlen(s), chunkname));
@@ -202,7 +212,7 @@ static int pushargs(lua_State *L) {
 static int handle_script(lua_State *L, char **argv) {
   const char *fname = argv[0];
   if (strcmp(fname, "-") == 0 && strcmp(argv[-1], "--") != 0) fname = NULL; /* stdin */
-  int status = luaL_loadfile(L, fname);
+  int status = load_hint(L, luaL_loadfile(L, fname));
   if (status == LUA_OK) {
     int n = pushargs(L);
     status = docall(L, n, LUA_MULTRET);

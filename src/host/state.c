@@ -169,14 +169,15 @@ static int open_core_sandboxed(lua_State *L) {
     lua_setfield(L, module, denied[i]);
   }
   /* Internal tables and helpers ("_plot" writes files) go, except the
-     method table the Lua side extends and the terminal test, which can
-     only ever say no here. */
+     method table the Lua side extends, _error (the package's modules raise
+     through it; it only raises) and the terminal test, which can only ever
+     say no here. */
   lua_pushnil(L);
   while (lua_next(L, module)) {
     lua_pop(L, 1);
     if (lua_type(L, -1) == LUA_TSTRING) {
       const char *k = lua_tostring(L, -1);
-      if (k[0] == '_' && strcmp(k, "_methods") != 0) {
+      if (k[0] == '_' && strcmp(k, "_methods") != 0 && strcmp(k, "_error") != 0) {
         lua_pushvalue(L, -1);
         lua_pushnil(L);
         lua_rawset(L, module); /* clearing an existing field during lua_next is allowed */

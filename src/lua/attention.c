@@ -52,7 +52,7 @@ static void check_keys(lua_State *L, int t) {
     if (!known) {
       lua_pushvalue(L, -1);
       const char *k = luaL_tolstring(L, -1, NULL);
-      luaL_error(L, FN ": unknown option '%s' (expected attn_mask, attn_mask_kind, is_causal, causal_alignment, "
+      attnL_raise(L, FN ": unknown option '%s' (expected attn_mask, attn_mask_kind, is_causal, causal_alignment, "
                     "scale, dropout_p, generator, enable_gqa, need_weights)",
                  k);
     }
@@ -63,7 +63,7 @@ static void check_keys(lua_State *L, int t) {
 static bool opt_bool(lua_State *L, int t, const char *key) {
   int ty = lua_getfield(L, t, key);
   if (ty != LUA_TNIL && ty != LUA_TBOOLEAN)
-    luaL_error(L, FN ": option '%s' must be a boolean (got %s)", key, luaL_typename(L, -1));
+    attnL_raise(L, FN ": option '%s' must be a boolean (got %s)", key, luaL_typename(L, -1));
   bool v = lua_toboolean(L, -1);
   lua_pop(L, 1);
   return v;
@@ -73,7 +73,7 @@ static double opt_number(lua_State *L, int t, const char *key, double def) {
   int ty = lua_getfield(L, t, key);
   double v = def;
   if (ty == LUA_TNUMBER) v = lua_tonumber(L, -1);
-  else if (ty != LUA_TNIL) luaL_error(L, FN ": option '%s' must be a number (got %s)", key, luaL_typename(L, -1));
+  else if (ty != LUA_TNIL) attnL_raise(L, FN ": option '%s' must be a number (got %s)", key, luaL_typename(L, -1));
   lua_pop(L, 1);
   return v;
 }
@@ -86,9 +86,9 @@ static const char *opt_choice(lua_State *L, int t, const char *key, const char *
     v = lua_tostring(L, -1);
     if (strcmp(v, a) == 0) v = a;
     else if (strcmp(v, b) == 0) v = b;
-    else luaL_error(L, FN ": option '%s' must be \"%s\" or \"%s\" (got \"%s\")", key, a, b, v);
+    else attnL_raise(L, FN ": option '%s' must be \"%s\" or \"%s\" (got \"%s\")", key, a, b, v);
   } else if (ty != LUA_TNIL) {
-    luaL_error(L, FN ": option '%s' must be \"%s\" or \"%s\" (got %s)", key, a, b, luaL_typename(L, -1));
+    attnL_raise(L, FN ": option '%s' must be \"%s\" or \"%s\" (got %s)", key, a, b, luaL_typename(L, -1));
   }
   lua_pop(L, 1);
   return v;
@@ -114,16 +114,16 @@ static int l_sdpa(lua_State *L) {
       if (o.attn_mask->dtype == ATTN_BOOL) {
         /* torch's meaning of a bool mask: true = take part */
         if (kind && kind[0] != 'b')
-          return luaL_error(L, FN ": attn_mask is a bool tensor (true = take part); attn_mask_kind \"additive\" "
+          return attnL_raise(L, FN ": attn_mask is a bool tensor (true = take part); attn_mask_kind \"additive\" "
                                "needs a float mask");
         kind = "bool";
       }
       if (!kind)
-        return luaL_error(L, FN ": say how to read attn_mask: attn_mask_kind = \"bool\" (non-zero = take part) "
+        return attnL_raise(L, FN ": say how to read attn_mask: attn_mask_kind = \"bool\" (non-zero = take part) "
                              "or \"additive\" (added to the scores)");
       o.mask_is_bool = kind[0] == 'b';
     } else if (kind) {
-      return luaL_error(L, FN ": attn_mask_kind given without attn_mask");
+      return attnL_raise(L, FN ": attn_mask_kind given without attn_mask");
     }
     o.is_causal = opt_bool(L, 4, "is_causal");
     const char *align = opt_choice(L, 4, "causal_alignment", "top_left", "bottom_right");
@@ -135,8 +135,8 @@ static int l_sdpa(lua_State *L) {
     /* slot 6: the generator, kept on the stack for the call */
     if (lua_getfield(L, 4, "generator") != LUA_TNIL) {
       gen_box *b = luaL_testudata(L, 6, ATTN_GENERATOR_MT);
-      if (!b) return luaL_error(L, FN ": option 'generator' must be an attn.Generator (got %s)", luaL_typename(L, 6));
-      if (!b->g) return luaL_error(L, FN ": option 'generator': generator is closed");
+      if (!b) return attnL_raise(L, FN ": option 'generator' must be an attn.Generator (got %s)", luaL_typename(L, 6));
+      if (!b->g) return attnL_raise(L, FN ": option 'generator': generator is closed");
       o.generator = b->g;
     }
   }
@@ -164,11 +164,11 @@ static int l_causal_mask(lua_State *L) {
     while (lua_next(L, opts)) {
       lua_pop(L, 1);
       if (lua_type(L, -1) != LUA_TSTRING || strcmp(lua_tostring(L, -1), "bottom_right") != 0)
-        return luaL_error(L, "causal_mask: unknown option '%s' (expected bottom_right)", luaL_tolstring(L, -1, NULL));
+        return attnL_raise(L, "causal_mask: unknown option '%s' (expected bottom_right)", luaL_tolstring(L, -1, NULL));
     }
     lua_getfield(L, opts, "bottom_right");
     if (!lua_isnil(L, -1) && !lua_isboolean(L, -1))
-      return luaL_error(L, "causal_mask: option 'bottom_right' must be a boolean (got %s)", luaL_typename(L, -1));
+      return attnL_raise(L, "causal_mask: option 'bottom_right' must be a boolean (got %s)", luaL_typename(L, -1));
     br = lua_toboolean(L, -1);
     lua_pop(L, 1);
   }

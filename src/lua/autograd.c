@@ -75,6 +75,11 @@ int attnL_property(lua_State *L, attn_tensor *t, const char *key) {
     lua_pushboolean(L, attn_is_leaf(t));
     return 1;
   }
+  if (strcmp(key, "data") == 0) { /* torch's x.data: x:detach(), same storage, out of the graph */
+    attn_tensor **box = attnL_newbox(L);
+    attnL_result(L, attn_detach(t, box));
+    return 1;
+  }
   return 0;
 }
 
@@ -149,7 +154,7 @@ static int l_embedding(lua_State *L) {
   attn_tensor *w = attnL_check(L, 1);
   if (w->ndim != 2) {
     char sb[64];
-    return luaL_error(L, "embedding: weight must be 2-d [num_embeddings, dim], got %s",
+    return attnL_raise(L, "embedding: weight must be 2-d [num_embeddings, dim], got %s",
                       attn_shape_str(w->ndim, w->shape, sb, sizeof sb));
   }
   int64_t pad = -1;
@@ -157,7 +162,7 @@ static int l_embedding(lua_State *L) {
     int64_t p = attnL_checkint(L, 3, "embedding", "padding_idx");
     int64_t v = w->shape[0];
     if (p == 0 || p < -v || p > v)
-      return luaL_error(L, "embedding: padding_idx %d out of range (expected 1..%d or negative)", (int)p, (int)v);
+      return attnL_raise(L, "embedding: padding_idx %d out of range (expected 1..%d or negative)", (int)p, (int)v);
     pad = p < 0 ? p + v : p - 1;
   }
   lua_settop(L, 2);

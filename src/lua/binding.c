@@ -436,7 +436,7 @@ static void table_shape_of(lua_State *L, int idx, table_shape *ts, const char *f
   for (;;) {
     if (lua_type(L, -1) != LUA_TTABLE) break;
     if (ts->ndim == ATTN_MAX_DIMS)
-      luaL_error(L, "%s: argument '%s' nests deeper than %d dims", fn, arg, ATTN_MAX_DIMS);
+      attnL_raise(L, "%s: argument '%s' nests deeper than %d dims", fn, arg, ATTN_MAX_DIMS);
     lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
     ts->shape[ts->ndim++] = n;
     if (n == 0) break;
@@ -452,13 +452,13 @@ static void table_fill(lua_State *L, int idx, const table_shape *ts, int depth, 
   luaL_checkstack(L, 2, "nested table");
   int64_t n = ts->shape[depth];
   if ((int64_t)lua_rawlen(L, idx) != n)
-    luaL_error(L, "%s: argument '%s' is not rectangular: expected %d entries at depth %d, got %d", fn, arg,
+    attnL_raise(L, "%s: argument '%s' is not rectangular: expected %d entries at depth %d, got %d", fn, arg,
                (int)n, depth + 1, (int)lua_rawlen(L, idx));
   for (int64_t i = 1; i <= n; i++) {
     int ty = lua_rawgeti(L, idx, (lua_Integer)i);
     if (depth + 1 < ts->ndim) {
       if (ty != LUA_TTABLE)
-        luaL_error(L, "%s: argument '%s' is not rectangular: entry %d at depth %d is a %s, expected a table",
+        attnL_raise(L, "%s: argument '%s' is not rectangular: entry %d at depth %d is a %s, expected a table",
                    fn, arg, (int)i, depth + 1, luaL_typename(L, -1));
       table_fill(L, lua_gettop(L), ts, depth + 1, dt, data, fn, arg, nbool);
     } else if (ty == LUA_TNUMBER || ty == LUA_TBOOLEAN) {
@@ -472,7 +472,7 @@ static void table_fill(lua_State *L, int idx, const table_shape *ts, int depth, 
         } else {
           lua_Number x = lua_tonumber(L, -1);
           if (!(x >= -9.2233720368547758e18 && x < 9.2233720368547758e18))
-            luaL_error(L, "%s: argument '%s': value %f does not fit in int64", fn, arg, x);
+            attnL_raise(L, "%s: argument '%s': value %f does not fit in int64", fn, arg, x);
           v = (int64_t)x; /* truncates like torch */
         }
         memcpy(*data, &v, sizeof v);
@@ -487,7 +487,7 @@ static void table_fill(lua_State *L, int idx, const table_shape *ts, int depth, 
         *data += sizeof v;
       }
     } else {
-      luaL_error(L, "%s: argument '%s' must hold numbers: entry %d at depth %d is a %s", fn, arg, (int)i,
+      attnL_raise(L, "%s: argument '%s' must hold numbers: entry %d at depth %d is a %s", fn, arg, (int)i,
                  depth + 1, luaL_typename(L, -1));
     }
     lua_pop(L, 1);
@@ -511,11 +511,11 @@ static void table_check_empty(lua_State *L, int idx, const table_shape *ts, int 
   lua_rawset(L, seen);
   int64_t n = ts->shape[depth];
   if ((int64_t)lua_rawlen(L, idx) != n)
-    luaL_error(L, "%s: argument '%s' is not rectangular: expected %d entries at depth %d, got %d", fn, arg,
+    attnL_raise(L, "%s: argument '%s' is not rectangular: expected %d entries at depth %d, got %d", fn, arg,
                (int)n, depth + 1, (int)lua_rawlen(L, idx));
   for (int64_t i = 1; i <= n; i++) {
     if (lua_rawgeti(L, idx, (lua_Integer)i) != LUA_TTABLE)
-      luaL_error(L, "%s: argument '%s' is not rectangular: entry %d at depth %d is a %s, expected a table", fn,
+      attnL_raise(L, "%s: argument '%s' is not rectangular: entry %d at depth %d is a %s, expected a table", fn,
                  arg, (int)i, depth + 1, luaL_typename(L, -1));
     table_check_empty(L, lua_gettop(L), ts, depth + 1, seen, fn, arg);
     lua_pop(L, 1);
@@ -527,12 +527,12 @@ static void table_check_empty(lua_State *L, int idx, const table_shape *ts, int 
 static void check_plain_table(lua_State *L, int idx, const char *fn, const char *arg) {
   if (lua_getmetatable(L, idx)) {
     const char *name = lua_getfield(L, -1, "__name") == LUA_TSTRING ? lua_tostring(L, -1) : "an object";
-    luaL_error(L, "%s: argument '%s' must be a tensor, number or table of numbers (got %s)", fn, arg, name);
+    attnL_raise(L, "%s: argument '%s' must be a tensor, number or table of numbers (got %s)", fn, arg, name);
   }
   if (lua_rawlen(L, idx) == 0) {
     lua_pushnil(L);
     if (lua_next(L, idx))
-      luaL_error(L, "%s: argument '%s' must be a list of numbers (a table with keys 1..n), got a table with a %s key",
+      attnL_raise(L, "%s: argument '%s' must be a list of numbers (a table with keys 1..n), got a table with a %s key",
                  fn, arg, luaL_typename(L, -2));
   }
 }
@@ -588,7 +588,7 @@ attn_tensor *attnL_totensor(lua_State *L, int idx, const char *fn, const char *a
   } else if (ty == LUA_TUSERDATA && test_box(L, idx)) {
     return attnL_check(L, idx); /* a closed tensor: raises */
   } else {
-    luaL_error(L, "%s: argument '%s' must be a tensor, number or table (got %s)", fn, arg,
+    attnL_raise(L, "%s: argument '%s' must be a tensor, number or table (got %s)", fn, arg,
                luaL_typename(L, idx));
     return NULL;
   }
@@ -605,8 +605,8 @@ int64_t attnL_checkint(lua_State *L, int arg, const char *fn, const char *name) 
   lua_Integer v = lua_tointegerx(L, arg, &isnum);
   if (!isnum) {
     if (lua_type(L, arg) == LUA_TNUMBER)
-      luaL_error(L, "%s: argument '%s' must be an integer (got %s)", fn, name, lua_tostring(L, arg));
-    luaL_error(L, "%s: argument '%s' must be an integer (got %s)", fn, name, luaL_typename(L, arg));
+      attnL_raise(L, "%s: argument '%s' must be an integer (got %s)", fn, name, lua_tostring(L, arg));
+    attnL_raise(L, "%s: argument '%s' must be an integer (got %s)", fn, name, luaL_typename(L, arg));
   }
   return (int64_t)v;
 }
@@ -616,8 +616,8 @@ int attnL_checkdim(lua_State *L, int arg, int ndim, int extra, const char *fn) {
   int64_t n = ndim + extra;
   if (n == 0) n = 1; /* a 0-d tensor accepts dim 1 / -1 like torch's 0 / -1 */
   if (d < -n || d > n || d == 0)
-    luaL_error(L, "%s: dim %I out of range for a %d-d tensor (expected 1..%d or -%d..-1)", fn, (lua_Integer)d, ndim,
-               (int)n, (int)n);
+    attnL_raise(L, "%s: dim %I out of range for a %d-d tensor (expected 1..%d or -%d..-1)%s", fn, (lua_Integer)d, ndim,
+               (int)n, (int)n, ATTNL_DIM_HINT(d));
   return (int)(d < 0 ? d + n : d - 1);
 }
 
@@ -630,12 +630,12 @@ int attnL_checkshape(lua_State *L, int arg, int64_t *shape, int allow_neg1, cons
   int ndim = 0;
   if (lua_type(L, arg) == LUA_TTABLE) {
     int n = (int)lua_rawlen(L, arg);
-    if (n > ATTN_MAX_DIMS) luaL_error(L, "%s: %d dims requested, at most %d supported", fn, n, ATTN_MAX_DIMS);
+    if (n > ATTN_MAX_DIMS) attnL_raise(L, "%s: %d dims requested, at most %d supported", fn, n, ATTN_MAX_DIMS);
     for (int i = 1; i <= n; i++) {
       lua_rawgeti(L, arg, i);
       int isnum = 0;
       lua_Integer v = lua_tointegerx(L, -1, &isnum);
-      if (!isnum) luaL_error(L, "%s: size %d of the shape must be an integer (got %s)", fn, i, luaL_typename(L, -1));
+      if (!isnum) attnL_raise(L, "%s: size %d of the shape must be an integer (got %s)", fn, i, luaL_typename(L, -1));
       lua_pop(L, 1);
       shape[ndim++] = v;
     }
@@ -644,22 +644,22 @@ int attnL_checkshape(lua_State *L, int arg, int64_t *shape, int allow_neg1, cons
     /* the shape starts at arg: anything there but a number is a mistake
        (not an empty shape) */
     if (arg <= top && lua_type(L, arg) != LUA_TNUMBER)
-      luaL_error(L, "%s: size 1 of the shape must be an integer (got %s)", fn, luaL_typename(L, arg));
+      attnL_raise(L, "%s: size 1 of the shape must be an integer (got %s)", fn, luaL_typename(L, arg));
     for (int i = arg; i <= top && lua_type(L, i) == LUA_TNUMBER; i++) {
-      if (ndim == ATTN_MAX_DIMS) luaL_error(L, "%s: at most %d dims supported", fn, ATTN_MAX_DIMS);
+      if (ndim == ATTN_MAX_DIMS) attnL_raise(L, "%s: at most %d dims supported", fn, ATTN_MAX_DIMS);
       shape[ndim++] = attnL_checkint(L, i, fn, "size");
     }
   }
   for (int i = 0; i < ndim; i++)
     if (shape[i] < 0 && !(allow_neg1 && shape[i] == -1))
-      luaL_error(L, "%s: invalid size %I at position %d of the shape", fn, (lua_Integer)shape[i], i + 1);
+      attnL_raise(L, "%s: invalid size %I at position %d of the shape", fn, (lua_Integer)shape[i], i + 1);
   return ndim;
 }
 
 attn_tensor *attnL_checkindex(lua_State *L, int arg, int64_t limit, const char *fn, const char *name) {
   attn_tensor *src = attnL_totensor(L, arg, fn, name);
   if (src->dtype == ATTN_BOOL)
-    luaL_error(L, "%s: argument '%s' must hold integer indices, got a bool tensor", fn, name);
+    attnL_raise(L, "%s: argument '%s' must hold integer indices, got a bool tensor", fn, name);
   attn_tensor **box = attnL_newbox(L);
   if (src->dtype == ATTN_INT64) {
     /* exact ids of any size: a contiguous int64 copy, checked and shifted */
@@ -669,9 +669,10 @@ attn_tensor *attnL_checkindex(lua_State *L, int arg, int64_t limit, const char *
     for (int64_t i = 0; i < n; i++) {
       if (d[i] < 1 || (limit >= 0 && d[i] > limit)) {
         if (limit >= 0)
-          luaL_error(L, "%s: index %I in '%s' out of range (expected 1..%I)", fn, (lua_Integer)d[i], name,
-                     (lua_Integer)limit);
-        luaL_error(L, "%s: index %I in '%s' out of range (expected 1 or more)", fn, (lua_Integer)d[i], name);
+          attnL_raise(L, "%s: index %I in '%s' out of range (expected 1..%I)%s", fn, (lua_Integer)d[i], name,
+                     (lua_Integer)limit, ATTNL_ID_HINT(d[i]));
+        attnL_raise(L, "%s: index %I in '%s' out of range (expected 1 or more)%s", fn, (lua_Integer)d[i], name,
+                    ATTNL_ID_HINT(d[i]));
       }
       d[i] -= 1;
     }
@@ -687,15 +688,16 @@ attn_tensor *attnL_checkindex(lua_State *L, int arg, int64_t limit, const char *
   for (int64_t i = 0; i < n; i++) {
     float v = dst[i];
     if (!(v == floorf(v)))
-      luaL_error(L, "%s: argument '%s' must hold integer indices (found %f)", fn, name, (lua_Number)v);
+      attnL_raise(L, "%s: argument '%s' must hold integer indices (found %f)", fn, name, (lua_Number)v);
     if (v < 1 || (limit >= 0 && v > (float)limit)) {
       /* an integer as such; huge values (and inf) as floats, never cast */
       if (fabsf(v) < 1e15f) lua_pushinteger(L, (lua_Integer)v);
       else lua_pushnumber(L, (lua_Number)v);
       const char *vs = lua_tostring(L, -1);
       if (limit >= 0)
-        luaL_error(L, "%s: index %s in '%s' out of range (expected 1..%I)", fn, vs, name, (lua_Integer)limit);
-      luaL_error(L, "%s: index %s in '%s' out of range (expected 1 or more)", fn, vs, name);
+        attnL_raise(L, "%s: index %s in '%s' out of range (expected 1..%I)%s", fn, vs, name, (lua_Integer)limit,
+                    ATTNL_ID_HINT(v));
+      attnL_raise(L, "%s: index %s in '%s' out of range (expected 1 or more)%s", fn, vs, name, ATTNL_ID_HINT(v));
     }
     dst[i] = v - 1.0f;
   }
@@ -733,7 +735,7 @@ int attnL_checktensorlist(lua_State *L, int arg, const attn_tensor ***list, cons
   for (int i = 1; i <= n; i++) {
     lua_rawgeti(L, arg, i);
     attn_tensor **box = test_box(L, -1);
-    if (box && !*box) luaL_error(L, "%s: entry %d of the list is a closed tensor", fn, i);
+    if (box && !*box) attnL_raise(L, "%s: entry %d of the list is a closed tensor", fn, i);
     attn_tensor *t = attnL_test(L, -1);
     if (!t) {
       t = attnL_totensor(L, -1, fn, "tensors");

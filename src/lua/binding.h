@@ -30,6 +30,11 @@
 #include "attn.h"
 
 #define ATTN_TENSOR_MT "attn.Tensor"
+/* Appended to a message about an index, id or dim of 0: the torch habit
+   it most likely comes from, and what to write instead. */
+#define ATTNL_ID_HINT(v) ((v) == 0 ? " (ids are 1-based; torch's 0-based ids need +1)" : "")
+#define ATTNL_INDEX_HINT(v) ((v) == 0 ? " (indices are 1-based; torch's x[0] is x[1])" : "")
+#define ATTNL_DIM_HINT(v) ((v) == 0 ? " (dims are 1-based; torch's dim=0 is 1, and -1 stays -1)" : "")
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -22,13 +22,13 @@ static attn_dist_op check_op(lua_State *L, int arg, const char *fn) {
   const char *s = luaL_optstring(L, arg, "sum");
   for (int i = 0; names[i]; i++)
     if (strcmp(s, names[i]) == 0) return ops[i];
-  luaL_error(L, "%s: op must be \"sum\", \"avg\", \"max\" or \"min\", got \"%s\"", fn, s);
+  attnL_raise(L, "%s: op must be \"sum\", \"avg\", \"max\" or \"min\", got \"%s\"", fn, s);
   return ATTN_DIST_SUM;
 }
 
 static int check_rank_arg(lua_State *L, int arg, const char *fn, const char *name) {
   int64_t v = attnL_checkint(L, arg, fn, name);
-  if (v < 0 || v > 0x7fffffff) luaL_error(L, "%s: %s must be a rank >= 0 (0-based), got %d", fn, name, (int)v);
+  if (v < 0 || v > 0x7fffffff) attnL_raise(L, "%s: %s must be a rank >= 0 (0-based), got %d", fn, name, (int)v);
   return (int)v;
 }
 
@@ -53,7 +53,7 @@ static int work_gc(lua_State *L) {
 /* h:wait() -> the result tensor (allgather, reduce_scatter) or nothing */
 static int work_wait(lua_State *L) {
   attn_dist_work **box = luaL_checkudata(L, 1, WORK_MT);
-  if (!*box) return luaL_error(L, "wait: the handle was already closed");
+  if (!*box) return attnL_raise(L, "wait: the handle was already closed");
   if (attn_dist_wait(*box)) return dist_error(L);
   attn_tensor *out = attn_dist_work_output(*box);
   if (!out) return 0;
@@ -216,7 +216,7 @@ static int l_ring_attention(lua_State *L) {
 
 static attn_dist_reducer **check_reducer(lua_State *L) {
   attn_dist_reducer **box = luaL_checkudata(L, 1, REDUCER_MT);
-  if (!*box) luaL_error(L, "DistributedDataParallel: the reducer was closed");
+  if (!*box) attnL_raise(L, "DistributedDataParallel: the reducer was closed");
   return box;
 }
 
@@ -241,7 +241,7 @@ static int l_reducer(lua_State *L) {
   int n = (int)lua_rawlen(L, 1);
   for (int i = 0; i < n; i++) {
     lua_rawgeti(L, 1, i + 1);
-    if (!attnL_test(L, -1)) return luaL_error(L, "DistributedDataParallel: parameter %d is not a tensor", i + 1);
+    if (!attnL_test(L, -1)) return attnL_raise(L, "DistributedDataParallel: parameter %d is not a tensor", i + 1);
     lua_pop(L, 1);
   }
   const attn_tensor **list;

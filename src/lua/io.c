@@ -85,8 +85,8 @@ static file_format sniff(const char *path) {
 static const char *check_cstring(lua_State *L, int idx, const char *fn, const char *what) {
   size_t len;
   const char *s = lua_tolstring(L, idx, &len);
-  if (!s) luaL_error(L, "%s: %s must be a string (got %s)", fn, what, luaL_typename(L, idx));
-  if (strlen(s) != len) luaL_error(L, "%s: %s contains a NUL byte", fn, what);
+  if (!s) attnL_raise(L, "%s: %s must be a string (got %s)", fn, what, luaL_typename(L, idx));
+  if (strlen(s) != len) attnL_raise(L, "%s: %s contains a NUL byte", fn, what);
   return s;
 }
 
@@ -98,43 +98,43 @@ static int l_save(lua_State *L) {
   const char *path = check_cstring(L, 2, fn, "path");
   file_format fmt = format_of_path(path);
   if (fmt == FMT_UNKNOWN)
-    return luaL_error(L, "%s: cannot tell the format of '%s' from its extension (use .safetensors, .npz or .npy)",
+    return attnL_raise(L, "%s: cannot tell the format of '%s' from its extension (use .safetensors, .npz or .npy)",
                       fn, path);
   if (fmt == FMT_NPY) {
     attn_tensor *t = attnL_test(L, 1);
     if (!t) {
       if (lua_type(L, 1) == LUA_TTABLE)
-        return luaL_error(L, "%s: '%s': a .npy file holds one tensor; pass the tensor, not a table", fn, path);
-      return luaL_error(L, "%s: '%s': expected a tensor (got %s)", fn, path, luaL_typename(L, 1));
+        return attnL_raise(L, "%s: '%s': a .npy file holds one tensor; pass the tensor, not a table", fn, path);
+      return attnL_raise(L, "%s: '%s': expected a tensor (got %s)", fn, path, luaL_typename(L, 1));
     }
     t = attnL_check(L, 1); /* raises for a closed tensor */
-    if (!lua_isnoneornil(L, 3)) return luaL_error(L, "%s: '%s': only safetensors files take metadata", fn, path);
+    if (!lua_isnoneornil(L, 3)) return attnL_raise(L, "%s: '%s': only safetensors files take metadata", fn, path);
     if (attn_npy_save(path, t)) return attnL_error(L);
     return 0;
   }
   if (attnL_test(L, 1) || luaL_testudata(L, 1, ATTN_TENSOR_MT))
-    return luaL_error(L, "%s: '%s': a single tensor can only be saved to .npy; pass {name = tensor}", fn, path);
+    return attnL_raise(L, "%s: '%s': a single tensor can only be saved to .npy; pass {name = tensor}", fn, path);
   if (lua_type(L, 1) != LUA_TTABLE)
-    return luaL_error(L, "%s: '%s': expected a table {name = tensor} (got %s)", fn, path, luaL_typename(L, 1));
+    return attnL_raise(L, "%s: '%s': expected a table {name = tensor} (got %s)", fn, path, luaL_typename(L, 1));
   if (fmt == FMT_NPZ && !lua_isnoneornil(L, 3))
-    return luaL_error(L, "%s: '%s': only safetensors files take metadata", fn, path);
+    return attnL_raise(L, "%s: '%s': only safetensors files take metadata", fn, path);
   if (!lua_isnoneornil(L, 3)) luaL_checktype(L, 3, LUA_TTABLE);
   lua_settop(L, 3);
   /* names, sorted so that the npz member order does not depend on hashing */
   int n = 0;
   for (lua_pushnil(L); lua_next(L, 1); lua_pop(L, 1)) {
     if (lua_type(L, -2) != LUA_TSTRING)
-      return luaL_error(L, "%s: '%s': table keys must be tensor names (found a %s key)", fn, path,
+      return attnL_raise(L, "%s: '%s': table keys must be tensor names (found a %s key)", fn, path,
                         luaL_typename(L, -2));
     lua_pushvalue(L, -2);
     const char *name = check_cstring(L, -1, fn, "a tensor name");
     lua_pop(L, 1);
     if (!attnL_test(L, -1)) {
-      if (luaL_testudata(L, -1, ATTN_TENSOR_MT)) return luaL_error(L, "%s: '%s': tensor '%s' is closed", fn, path, name);
-      return luaL_error(L, "%s: '%s': value of '%s' is a %s, expected a tensor", fn, path, name,
+      if (luaL_testudata(L, -1, ATTN_TENSOR_MT)) return attnL_raise(L, "%s: '%s': tensor '%s' is closed", fn, path, name);
+      return attnL_raise(L, "%s: '%s': value of '%s' is a %s, expected a tensor", fn, path, name,
                         luaL_typename(L, -1));
     }
-    if (n == INT32_MAX) return luaL_error(L, "%s: too many tensors", fn);
+    if (n == INT32_MAX) return attnL_raise(L, "%s: too many tensors", fn);
     n++;
   }
   const char **names = lua_newuserdatauv(L, sizeof *names * (size_t)(n ? n : 1), 0); /* 4 */
@@ -152,10 +152,10 @@ static int l_save(lua_State *L) {
   if (lua_istable(L, 3)) {
     for (lua_pushnil(L); lua_next(L, 3); lua_pop(L, 1)) {
       if (lua_type(L, -2) != LUA_TSTRING)
-        return luaL_error(L, "%s: '%s': metadata keys must be strings (found a %s key)", fn, path,
+        return attnL_raise(L, "%s: '%s': metadata keys must be strings (found a %s key)", fn, path,
                           luaL_typename(L, -2));
       if (lua_type(L, -1) != LUA_TSTRING && lua_type(L, -1) != LUA_TNUMBER)
-        return luaL_error(L, "%s: '%s': metadata value of '%s' must be a string (got %s)", fn, path,
+        return attnL_raise(L, "%s: '%s': metadata value of '%s' must be a string (got %s)", fn, path,
                           lua_tostring(L, -2), luaL_typename(L, -1));
       lua_pushvalue(L, -2);
       const char *key = check_cstring(L, -1, fn, "a metadata key");
@@ -187,9 +187,9 @@ static int l_load(lua_State *L) {
   if (fmt == FMT_UNKNOWN) fmt = sniff(path);
   if (fmt == FMT_UNKNOWN) {
     FILE *f = fopen(path, "rb");
-    if (!f) return luaL_error(L, "%s: cannot open '%s'", fn, path);
+    if (!f) return attnL_raise(L, "%s: cannot open '%s'", fn, path);
     fclose(f);
-    return luaL_error(L, "%s: cannot tell the format of '%s' (not safetensors, .npz or .npy)", fn, path);
+    return attnL_raise(L, "%s: cannot tell the format of '%s' (not safetensors, .npz or .npy)", fn, path);
   }
   if (fmt == FMT_NPY) {
     attn_tensor **box = attnL_newbox(L);

@@ -172,7 +172,7 @@ static int lm_gelu_(lua_State *L) { return unary_(L, gelu_kind(L, 2)); }
 static void clamp_bounds(lua_State *L, float *lo, float *hi) {
   *lo = lua_isnoneornil(L, 2) ? NAN : (float)luaL_checknumber(L, 2);
   *hi = lua_isnoneornil(L, 3) ? NAN : (float)luaL_checknumber(L, 3);
-  if (*lo != *lo && *hi != *hi) luaL_error(L, "clamp: at least one of min and max must be given");
+  if (*lo != *lo && *hi != *hi) attnL_raise(L, "clamp: at least one of min and max must be given");
 }
 
 static int lm_clamp(lua_State *L) {

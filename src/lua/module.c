@@ -1,6 +1,8 @@
 /* luaopen_attn_core: the module table of attn.core, put together from
  * every binding file's opener (openers.h).  The one file that knows them
  * all, so that no binding file needs to know another. */
+#include <string.h>
+
 #include "binding.h"
 #include "openers.h"
 
@@ -8,12 +10,20 @@
    take it as their local `error`: a string message gets the position of
    the user's line (attnL_where) whatever level was asked, since the level
    counted from inside attn.nn or attn.F would often name attn's own file;
-   level 0 and non-string values are raised as they are. */
+   level 0 and non-string values are raised as they are, and so is a
+   message that already starts with that position (caught by pcall inside
+   attn and raised again). */
 static int l_error(lua_State *L) {
   lua_Integer level = luaL_optinteger(L, 2, 1);
   lua_settop(L, 1);
   if (lua_type(L, 1) == LUA_TSTRING && level > 0) {
     attnL_where(L);
+    size_t n, m;
+    const char *where = lua_tolstring(L, 2, &n), *msg = lua_tolstring(L, 1, &m);
+    if (m >= n && memcmp(msg, where, n) == 0) { /* a message caught and raised again: positioned once */
+      lua_settop(L, 1);
+      return lua_error(L);
+    }
     lua_insert(L, 1);
     lua_concat(L, 2);
   }

@@ -70,7 +70,7 @@ static int opts_at(lua_State *L, int arg, const char *fn, const char *const *kno
         luaL_addstring(&b, *k);
       }
       luaL_pushresult(&b);
-      return luaL_error(L, "%s: unknown option '%s' (known: %s)", fn, key, lua_tostring(L, -1));
+      return attnL_raise(L, "%s: unknown option '%s' (known: %s)", fn, key, lua_tostring(L, -1));
     }
   }
   return arg;
@@ -86,7 +86,7 @@ static int opt_get(lua_State *L, int opts, const char *key) {
 
 static int opt_bool(lua_State *L, int idx, const char *fn, const char *key, int def) {
   if (lua_isnoneornil(L, idx)) return def;
-  if (!lua_isboolean(L, idx)) return luaL_error(L, "%s: %s must be a boolean (got %s)", fn, key, luaL_typename(L, idx));
+  if (!lua_isboolean(L, idx)) return attnL_raise(L, "%s: %s must be a boolean (got %s)", fn, key, luaL_typename(L, idx));
   return lua_toboolean(L, idx);
 }
 
@@ -168,7 +168,7 @@ static int finish_op(lua_State *L, attn_status st, attn_tensor **box, bool inpla
   if (st) { /* the core names the out-of-place op: name the one called */
     const char *msg = attn_last_error();
     size_t n = strlen(fn) - 1;
-    if (strncmp(msg, fn, n) == 0 && msg[n] == ':') return luaL_error(L, "%s%s", fn, msg + n);
+    if (strncmp(msg, fn, n) == 0 && msg[n] == ':') return attnL_raise(L, "%s%s", fn, msg + n);
     return attnL_error(L);
   }
   attn_tensor *t = attnL_check(L, 1);
@@ -201,7 +201,7 @@ static int scatter_impl(lua_State *L, bool inplace, int kind) { /* kind 0 scatte
     } else {
       int opts = opts_at(L, 6, fn, known);
       if (!opts && !lua_isnoneornil(L, 6))
-        return luaL_error(L, "%s: argument 6 must be an options table {include_self = ...} (got %s)", fn,
+        return attnL_raise(L, "%s: argument 6 must be an options table {include_self = ...} (got %s)", fn,
                           luaL_typename(L, 6));
       include_self = opt_bool(L, opt_get(L, opts, "include_self"), fn, "include_self", 1);
     }
@@ -243,7 +243,7 @@ static int index_impl(lua_State *L, bool inplace, int kind) { /* kind 0 add, 1 c
       } else {
         int opts = opts_at(L, 5, fn, known);
         if (!opts && !lua_isnoneornil(L, 5))
-          return luaL_error(L, "%s: argument 5 must be alpha or {alpha = ...} (got %s)", fn, luaL_typename(L, 5));
+          return attnL_raise(L, "%s: argument 5 must be alpha or {alpha = ...} (got %s)", fn, luaL_typename(L, 5));
         int a = opt_get(L, opts, "alpha");
         if (!lua_isnil(L, a)) alpha = (float)luaL_checknumber(L, a);
       }
@@ -273,7 +273,7 @@ static int l_nonzero(lua_State *L) {
   attn_tensor *t = attnL_totensor(L, 1, "nonzero", "input");
   int opts = opts_at(L, 2, "nonzero", known);
   if (!opts && !lua_isnoneornil(L, 2))
-    return luaL_error(L, "nonzero: argument 2 must be an options table {as_tuple = true} (got %s)", luaL_typename(L, 2));
+    return attnL_raise(L, "nonzero: argument 2 must be an options table {as_tuple = true} (got %s)", luaL_typename(L, 2));
   int as_tuple = opt_bool(L, opt_get(L, opts, "as_tuple"), "nonzero", "as_tuple", 0);
   attn_tensor **box = attnL_newbox(L);
   if (attn_nonzero(t, box)) return attnL_error(L);
@@ -323,7 +323,7 @@ static int l_bucketize(lua_State *L) {
   } else {
     int opts = opts_at(L, 3, "bucketize", known);
     if (!opts && !lua_isnoneornil(L, 3))
-      return luaL_error(L, "bucketize: argument 3 must be right (a boolean) or {right = ...} (got %s)", luaL_typename(L, 3));
+      return attnL_raise(L, "bucketize: argument 3 must be right (a boolean) or {right = ...} (got %s)", luaL_typename(L, 3));
     right = opt_bool(L, opt_get(L, opts, "right"), "bucketize", "right", 0);
     opt_bool(L, opt_get(L, opts, "out_int32"), "bucketize", "out_int32", 0);
   }

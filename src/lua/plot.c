@@ -41,7 +41,7 @@ plot_error(lua_State *L, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  luaL_where(L, 1);
+  attnL_where(L);
   lua_pushstring(L, msg);
   lua_concat(L, 2);
   return lua_error(L);

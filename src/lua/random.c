@@ -43,7 +43,7 @@ static double optnum(lua_State *L, int arg, int top, double def) {
 /* Raises for arguments past the last one a function reads. */
 static void check_no_extra(lua_State *L, int first_unused, int top, const char *fn) {
   if (first_unused <= top)
-    luaL_error(L, "%s: unexpected argument #%d (%s); a generator must be an attn.Generator", fn, first_unused,
+    attnL_raise(L, "%s: unexpected argument #%d (%s); a generator must be an attn.Generator", fn, first_unused,
                luaL_typename(L, first_unused));
 }
 
@@ -186,7 +186,7 @@ static int factory_result(lua_State *L, attn_status st, const char *fn) {
   if (st) {
     const char *msg = attn_last_error();
     const char *rest = strstr(msg, ": ");
-    return luaL_error(L, "%s: %s", fn, rest ? rest + 2 : msg);
+    return attnL_raise(L, "%s: %s", fn, rest ? rest + 2 : msg);
   }
   return attnL_result(L, st);
 }

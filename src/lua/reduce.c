@@ -123,7 +123,7 @@ static int l_norm(lua_State *L) {
   attn_reduce_opts opts = {1.0, 2.0};
   if (lua_type(L, 2) == LUA_TSTRING) {
     if (strcmp(lua_tostring(L, 2), "fro") != 0)
-      return luaL_error(L, "norm: p must be a number or \"fro\" (got \"%s\")", lua_tostring(L, 2));
+      return attnL_raise(L, "norm: p must be a number or \"fro\" (got \"%s\")", lua_tostring(L, 2));
   } else if (!lua_isnoneornil(L, 2)) {
     opts.p = luaL_checknumber(L, 2);
   }

@@ -33,10 +33,10 @@ static bool cat_skipped(const attn_tensor *t) { return t->ndim == 1 && t->shape[
 /* The list must be non-empty and hold no 0-d tensor; returns the position of
    the first tensor that cat does not skip (-1: all are skipped [0]s). */
 static int cat_reference(lua_State *L, const char *fn, int n, const attn_tensor **ts) {
-  if (n == 0) luaL_error(L, "%s: expected a non-empty list of tensors", fn);
+  if (n == 0) attnL_raise(L, "%s: expected a non-empty list of tensors", fn);
   int ref = -1;
   for (int i = 0; i < n; i++) {
-    if (ts[i]->ndim == 0) luaL_error(L, "%s: tensors[%d] is 0-d and cannot be concatenated", fn, i + 1);
+    if (ts[i]->ndim == 0) attnL_raise(L, "%s: tensors[%d] is 0-d and cannot be concatenated", fn, i + 1);
     if (ref < 0 && !cat_skipped(ts[i])) ref = i;
   }
   return ref;
@@ -49,12 +49,12 @@ static int cat_checked(lua_State *L, const char *fn, int n, const attn_tensor **
     const attn_tensor *t = ts[i], *r = ts[ref];
     if (cat_skipped(t)) continue;
     if (t->ndim != r->ndim)
-      luaL_error(L, "%s: tensors[%d] has shape %s but tensors[%d] has shape %s; tensors must have the same number "
+      attnL_raise(L, "%s: tensors[%d] has shape %s but tensors[%d] has shape %s; tensors must have the same number "
                  "of dims", fn, i + 1, attn_shape_str(t->ndim, t->shape, sa, sizeof sa), ref + 1,
                  attn_shape_str(r->ndim, r->shape, sb, sizeof sb));
     for (int d = 0; d < r->ndim; d++)
       if (d != dim && t->shape[d] != r->shape[d])
-        luaL_error(L, "%s: tensors[%d] has shape %s but tensors[%d] has shape %s; sizes must match except in dim %d",
+        attnL_raise(L, "%s: tensors[%d] has shape %s but tensors[%d] has shape %s; sizes must match except in dim %d",
                    fn, i + 1, attn_shape_str(t->ndim, t->shape, sa, sizeof sa), ref + 1,
                    attn_shape_str(r->ndim, r->shape, sb, sizeof sb), dim + 1);
   }
@@ -81,10 +81,10 @@ static int l_stack(lua_State *L) {
   const attn_tensor **ts;
   lua_settop(L, 2);
   int n = attnL_checktensorlist(L, 1, &ts, "stack");
-  if (n == 0) return luaL_error(L, "stack: expected a non-empty list of tensors");
+  if (n == 0) return attnL_raise(L, "stack: expected a non-empty list of tensors");
   for (int i = 1; i < n; i++)
     if (!attn_same_shape(ts[i], ts[0]))
-      return luaL_error(L, "stack: tensors[%d] has shape %s but tensors[1] has shape %s; all must be equal", i + 1,
+      return attnL_raise(L, "stack: tensors[%d] has shape %s but tensors[1] has shape %s; all must be equal", i + 1,
                         attn_shape_str(ts[i]->ndim, ts[i]->shape, sa, sizeof sa),
                         attn_shape_str(ts[0]->ndim, ts[0]->shape, sb, sizeof sb));
   int dim = lua_isnoneornil(L, 2) ? 0 : attnL_checkdim(L, 2, ts[0]->ndim, 1, "stack");
@@ -115,7 +115,7 @@ static int l_vstack(lua_State *L) {
   const attn_tensor **ts;
   lua_settop(L, 1);
   int n = attnL_checktensorlist(L, 1, &ts, "vstack");
-  if (n == 0) return luaL_error(L, "vstack: expected a non-empty list of tensors");
+  if (n == 0) return attnL_raise(L, "vstack: expected a non-empty list of tensors");
   promote(L, n, ts, 2);
   return cat_checked(L, "vstack", n, ts, cat_reference(L, "vstack", n, ts), 0);
 }
@@ -126,7 +126,7 @@ static int l_hstack(lua_State *L) {
   const attn_tensor **ts;
   lua_settop(L, 1);
   int n = attnL_checktensorlist(L, 1, &ts, "hstack");
-  if (n == 0) return luaL_error(L, "hstack: expected a non-empty list of tensors");
+  if (n == 0) return attnL_raise(L, "hstack: expected a non-empty list of tensors");
   promote(L, n, ts, 1);
   /* every input has >= 1 dim, and a first input with >= 2 makes every
      other non-skipped one need as many: dim is always valid */
@@ -141,7 +141,7 @@ static int l_hstack(lua_State *L) {
    positions along dim. */
 static int l_index_select(lua_State *L) {
   attn_tensor *t = attnL_totensor(L, 1, "index_select", "input");
-  if (t->ndim == 0) return luaL_error(L, "index_select: cannot index a 0-d tensor");
+  if (t->ndim == 0) return attnL_raise(L, "index_select: cannot index a 0-d tensor");
   int dim = attnL_checkdim(L, 2, t->ndim, 0, "index_select");
   attn_tensor *idx = attnL_checkindex(L, 3, t->shape[dim], "index_select", "index");
   attn_tensor **box = attnL_newbox(L);
@@ -153,13 +153,13 @@ static int l_index_select(lua_State *L) {
 static int l_gather(lua_State *L) {
   char sa[128], sb[128];
   attn_tensor *t = attnL_totensor(L, 1, "gather", "input");
-  if (t->ndim == 0) return luaL_error(L, "gather: cannot gather from a 0-d tensor");
+  if (t->ndim == 0) return attnL_raise(L, "gather: cannot gather from a 0-d tensor");
   int dim = attnL_checkdim(L, 2, t->ndim, 0, "gather");
   const attn_tensor *raw = attnL_totensor(L, 3, "gather", "index");
   if (attn_tensor_numel(raw) > 0 && raw->ndim == t->ndim)
     for (int d = 0; d < t->ndim; d++)
       if (d != dim && raw->shape[d] > t->shape[d])
-        return luaL_error(L, "gather: index %s does not fit the input %s: size %d > %d at dim %d (only dim %d may be "
+        return attnL_raise(L, "gather: index %s does not fit the input %s: size %d > %d at dim %d (only dim %d may be "
                           "larger)", attn_shape_str(raw->ndim, raw->shape, sa, sizeof sa),
                           attn_shape_str(t->ndim, t->shape, sb, sizeof sb), (int)raw->shape[d], (int)t->shape[d],
                           d + 1, dim + 1);
@@ -216,7 +216,7 @@ static int push_pieces(lua_State *L, pieces *p, attn_status st) {
    t:split({s1, s2, ...}, dim?) -> pieces of those sizes.  Views of t. */
 static int l_split(lua_State *L) {
   attn_tensor *t = attnL_totensor(L, 1, "split", "input");
-  if (t->ndim == 0) return luaL_error(L, "split: cannot split a 0-d tensor");
+  if (t->ndim == 0) return attnL_raise(L, "split: cannot split a 0-d tensor");
   int dim = attnL_optdim(L, 3, t->ndim, 0, "split");
   int64_t m = t->shape[dim];
   if (lua_type(L, 2) == LUA_TTABLE) {
@@ -227,22 +227,22 @@ static int l_split(lua_State *L) {
       lua_rawgeti(L, 2, i + 1);
       sizes[i] = attnL_checkint(L, -1, "split", "sizes");
       lua_pop(L, 1);
-      if (sizes[i] < 0) return luaL_error(L, "split: size %d at position %d is negative", (int)sizes[i], i + 1);
+      if (sizes[i] < 0) return attnL_raise(L, "split: size %d at position %d is negative", (int)sizes[i], i + 1);
       if (sum <= m) sum += sizes[i] <= m ? sizes[i] : m + 1;
     }
     if (sum != m) {
       char sb[128];
       attn_shape_str(ns, sizes, sb, sizeof sb);
       for (char *c = sb; *c; c++) *c = *c == '[' ? '{' : *c == ']' ? '}' : *c; /* a Lua table */
-      return luaL_error(L, "split: sizes %s must add up to %d, the size of dim %d", sb, (int)m, dim + 1);
+      return attnL_raise(L, "split: sizes %s must add up to %d, the size of dim %d", sb, (int)m, dim + 1);
     }
     pieces *p = new_pieces(L);
     return push_pieces(L, p, attn_split_sizes(t, ns, sizes, dim, &p->n, &p->outs));
   }
   int64_t size = attnL_checkint(L, 2, "split", "size");
-  if (size < 0) return luaL_error(L, "split: split size must be non-negative (got %d)", (int)size);
+  if (size < 0) return attnL_raise(L, "split: split size must be non-negative (got %d)", (int)size);
   if (size == 0 && m > 0)
-    return luaL_error(L, "split: split size can only be 0 if dim %d is empty (it has size %d)", dim + 1, (int)m);
+    return attnL_raise(L, "split: split size can only be 0 if dim %d is empty (it has size %d)", dim + 1, (int)m);
   pieces *p = new_pieces(L);
   return push_pieces(L, p, attn_split(t, size, dim, &p->n, &p->outs));
 }
@@ -250,7 +250,7 @@ static int l_split(lua_State *L) {
 /* t:chunk(n, dim?) -> at most n views of ceil(size / n) (torch.chunk). */
 static int l_chunk(lua_State *L) {
   attn_tensor *t = attnL_totensor(L, 1, "chunk", "input");
-  if (t->ndim == 0) return luaL_error(L, "chunk: cannot chunk a 0-d tensor");
+  if (t->ndim == 0) return attnL_raise(L, "chunk: cannot chunk a 0-d tensor");
   int64_t chunks = attnL_checkint(L, 2, "chunk", "chunks");
   int dim = attnL_optdim(L, 3, t->ndim, 0, "chunk");
   pieces *p = new_pieces(L);
@@ -265,7 +265,7 @@ static int check_int_list(lua_State *L, int arg, int64_t *v, const char *fn, con
   int n = 0;
   if (lua_type(L, arg) == LUA_TTABLE) {
     int len = (int)lua_rawlen(L, arg);
-    if (len > ATTN_MAX_DIMS) luaL_error(L, "%s: %d %s given, at most %d supported", fn, len, what, ATTN_MAX_DIMS);
+    if (len > ATTN_MAX_DIMS) attnL_raise(L, "%s: %d %s given, at most %d supported", fn, len, what, ATTN_MAX_DIMS);
     for (int i = 1; i <= len; i++) {
       lua_rawgeti(L, arg, i);
       v[n++] = attnL_checkint(L, -1, fn, what);
@@ -274,7 +274,7 @@ static int check_int_list(lua_State *L, int arg, int64_t *v, const char *fn, con
   } else {
     int top = lua_gettop(L);
     if (top - arg + 1 > ATTN_MAX_DIMS)
-      luaL_error(L, "%s: %d %s given, at most %d supported", fn, top - arg + 1, what, ATTN_MAX_DIMS);
+      attnL_raise(L, "%s: %d %s given, at most %d supported", fn, top - arg + 1, what, ATTN_MAX_DIMS);
     for (int i = arg; i <= top; i++) v[n++] = attnL_checkint(L, i, fn, what);
   }
   return n;
@@ -290,7 +290,7 @@ static int l_repeat(lua_State *L) {
   int64_t reps[ATTN_MAX_DIMS];
   int n = check_int_list(L, 2, reps, "repeat", "repeat counts");
   for (int i = 0; i < n; i++)
-    if (reps[i] < 0) return luaL_error(L, "repeat: repeat count %d at position %d is negative", (int)reps[i], i + 1);
+    if (reps[i] < 0) return attnL_raise(L, "repeat: repeat count %d at position %d is negative", (int)reps[i], i + 1);
   attn_tensor **box = attnL_newbox(L);
   return attnL_result(L, attn_repeat(t, n, reps, box));
 }
@@ -303,7 +303,7 @@ static int l_flip(lua_State *L) {
   bool seen[ATTN_MAX_DIMS + 1] = {false};
   int table = lua_type(L, 2) == LUA_TTABLE;
   int count = table ? (int)lua_rawlen(L, 2) : lua_gettop(L) - 1;
-  if (count > ATTN_MAX_DIMS) return luaL_error(L, "flip: %d dims given, at most %d supported", count, ATTN_MAX_DIMS);
+  if (count > ATTN_MAX_DIMS) return attnL_raise(L, "flip: %d dims given, at most %d supported", count, ATTN_MAX_DIMS);
   for (int i = 0; i < count; i++) {
     int arg = i + 2;
     if (table) {
@@ -312,7 +312,7 @@ static int l_flip(lua_State *L) {
     }
     int d = attnL_checkdim(L, arg, t->ndim, 0, "flip");
     if (table) lua_pop(L, 1);
-    if (seen[d]) return luaL_error(L, "flip: dim %d appears more than once", d + 1);
+    if (seen[d]) return attnL_raise(L, "flip: dim %d appears more than once", d + 1);
     seen[d] = true;
     dims[n++] = d;
   }

@@ -53,13 +53,18 @@ attn_dtype attnL_checkdtype(lua_State *L, int arg, const char *fn) {
   attn_dtype dt;
   if (lua_type(L, arg) == LUA_TSTRING) {
     if (attn_dtype_parse(lua_tostring(L, arg), &dt)) return dt;
-    luaL_error(L, "%s: unknown dtype '%s' (expected \"float32\", \"int64\" or \"bool\")", fn, lua_tostring(L, arg));
+    const char *name = lua_tostring(L, arg);
+    bool wide = strcmp(name, "float64") == 0 || strcmp(name, "double") == 0 || strcmp(name, "float16") == 0 ||
+                strcmp(name, "half") == 0 || strcmp(name, "bfloat16") == 0;
+    attnL_raise(L, "%s: unknown dtype '%s' (expected \"float32\", \"int64\" or \"bool\")%s", fn, name,
+                wide ? "; attn computes in float32 only: use \"float32\" (files of other float types load as float32)"
+                     : "");
   }
   attn_tensor *t = attnL_test(L, arg);
   if (t) return t->dtype;
   int id = dtype_of_object(L, arg);
   if (id >= 0 && id < ATTN_DTYPE_COUNT) return (attn_dtype)id;
-  luaL_error(L, "%s: expected a dtype (attn.float32, attn.int64, attn.bool or its name), got %s", fn,
+  attnL_raise(L, "%s: expected a dtype (attn.float32, attn.int64, attn.bool or its name), got %s", fn,
              luaL_typename(L, arg));
   return ATTN_FLOAT32;
 }
@@ -198,7 +203,7 @@ static int make_filled(lua_State *L, const char *fn, fill_fn f) {
     used++;
   }
   if (lua_gettop(L) > used && !lua_isnil(L, used + 1))
-    return luaL_error(L, "%s: unexpected argument #%d (%s) after the shape", fn, used + 1, luaL_typename(L, used + 1));
+    return attnL_raise(L, "%s: unexpected argument #%d (%s) after the shape", fn, used + 1, luaL_typename(L, used + 1));
   attn_tensor **box = attnL_newbox(L);
   attnL_result(L, f(nd, shape, box));
   convert_top(L, dt);
@@ -224,13 +229,13 @@ static int l_full(lua_State *L) {
     value_arg = 2;
   } else {
     value_arg = lua_gettop(L);
-    if (value_arg < 1) return luaL_error(L, "full: expected a shape and a fill value");
+    if (value_arg < 1) return attnL_raise(L, "full: expected a shape and a fill value");
     nd = value_arg - 1;
-    if (nd > ATTN_MAX_DIMS) return luaL_error(L, "full: at most %d dims supported", ATTN_MAX_DIMS);
+    if (nd > ATTN_MAX_DIMS) return attnL_raise(L, "full: at most %d dims supported", ATTN_MAX_DIMS);
     for (int i = 0; i < nd; i++) {
       shape[i] = attnL_checkint(L, i + 1, "full", "size");
       if (shape[i] < 0)
-        return luaL_error(L, "full: invalid size %I at position %d of the shape", (lua_Integer)shape[i], i + 1);
+        return attnL_raise(L, "full: invalid size %I at position %d of the shape", (lua_Integer)shape[i], i + 1);
     }
   }
   attn_dtype dt = lua_type(L, value_arg) == LUA_TBOOLEAN ? ATTN_BOOL : ATTN_FLOAT32;
@@ -317,7 +322,7 @@ static int l_eye(lua_State *L) {
   int64_t n = attnL_checkint(L, 1, "eye", "n");
   int64_t m = lua_isnoneornil(L, 2) ? n : attnL_checkint(L, 2, "eye", "m");
   if (n < 0 || m < 0)
-    return luaL_error(L, "eye: sizes must be non-negative (got %I, %I)", (lua_Integer)n, (lua_Integer)m);
+    return attnL_raise(L, "eye: sizes must be non-negative (got %I, %I)", (lua_Integer)n, (lua_Integer)m);
   attn_tensor **box = attnL_newbox(L);
   return attnL_result(L, attn_eye(n, m, box));
 }
@@ -326,7 +331,7 @@ static int l_eye(lua_State *L) {
 static int l_one_hot(lua_State *L) {
   int64_t nc = lua_isnoneornil(L, 2) ? -1 : attnL_checkint(L, 2, "one_hot", "num_classes");
   if (lua_gettop(L) < 2) lua_settop(L, 2);
-  if (nc == 0 || nc < -1) return luaL_error(L, "one_hot: num_classes must be positive (got %I)", (lua_Integer)nc);
+  if (nc == 0 || nc < -1) return attnL_raise(L, "one_hot: num_classes must be positive (got %I)", (lua_Integer)nc);
   attn_tensor *idx = attnL_checkindex(L, 1, nc, "one_hot", "indices");
   attn_tensor **box = attnL_newbox(L);
   return attnL_result(L, attn_one_hot(idx, nc, box));
@@ -391,7 +396,7 @@ static int m_item(lua_State *L) {
   char sb[64];
   attn_tensor *t = attnL_check(L, 1);
   if (attn_tensor_numel(t) != 1)
-    return luaL_error(L, "item: only a tensor with one element can be converted to a number, got %s",
+    return attnL_raise(L, "item: only a tensor with one element can be converted to a number, got %s",
                       attn_shape_str(t->ndim, t->shape, sb, sizeof sb));
   attnL_pushelem(L, t, t->offset); /* the one element: every index is 0 */
   return 1;
@@ -432,7 +437,7 @@ static int m_tostring(lua_State *L) {
   char suffix[96];
   const char *fn = attn_grad_fn_name(*box);
   if (!lua_isnoneornil(L, 2) && lua_type(L, 2) != LUA_TSTRING)
-    return luaL_error(L, "tostring: the suffix must be a string (got %s)", luaL_typename(L, 2));
+    return attnL_raise(L, "tostring: the suffix must be a string (got %s)", luaL_typename(L, 2));
   if (lua_type(L, 2) == LUA_TSTRING) {
     opts.suffix = lua_tostring(L, 2);
   } else if (fn) {
@@ -521,7 +526,7 @@ static int read_dims(lua_State *L, int arg, int ndim, int *dims, const char *fn)
   int n = 0;
   if (lua_type(L, arg) == LUA_TTABLE) {
     int len = (int)lua_rawlen(L, arg);
-    if (len > ATTN_MAX_DIMS) luaL_error(L, "%s: too many dims", fn);
+    if (len > ATTN_MAX_DIMS) attnL_raise(L, "%s: too many dims", fn);
     for (int i = 1; i <= len; i++) {
       lua_rawgeti(L, arg, i);
       dims[n++] = attnL_checkdim(L, -1, ndim, 0, fn);
@@ -530,7 +535,7 @@ static int read_dims(lua_State *L, int arg, int ndim, int *dims, const char *fn)
   } else {
     int top = lua_gettop(L);
     for (int i = arg; i <= top; i++) {
-      if (n == ATTN_MAX_DIMS) luaL_error(L, "%s: too many dims", fn);
+      if (n == ATTN_MAX_DIMS) attnL_raise(L, "%s: too many dims", fn);
       dims[n++] = attnL_checkdim(L, i, ndim, 0, fn);
     }
   }
@@ -542,10 +547,10 @@ static int m_permute(lua_State *L) {
   int dims[ATTN_MAX_DIMS];
   int n = read_dims(L, 2, t->ndim, dims, "permute");
   if (n != t->ndim)
-    return luaL_error(L, "permute: expected %d dims for a %d-d tensor, got %d", t->ndim, t->ndim, n);
+    return attnL_raise(L, "permute: expected %d dims for a %d-d tensor, got %d", t->ndim, t->ndim, n);
   for (int i = 0; i < n; i++)
     for (int j = i + 1; j < n; j++)
-      if (dims[i] == dims[j]) return luaL_error(L, "permute: dim %d appears twice", dims[i] + 1);
+      if (dims[i] == dims[j]) return attnL_raise(L, "permute: dim %d appears twice", dims[i] + 1);
   attn_tensor **box = attnL_newbox(L);
   return attnL_result(L, attn_permute(t, dims, box));
 }
@@ -576,17 +581,17 @@ static int m_expand_as(lua_State *L) { return as_other(L, attn_expand); }
 /* t:narrow(dim, start, length) with a 1-based start (negative from the end) */
 static int m_narrow(lua_State *L) {
   attn_tensor *t = attnL_check(L, 1);
-  if (t->ndim == 0) return luaL_error(L, "narrow: cannot narrow a 0-d tensor");
+  if (t->ndim == 0) return attnL_raise(L, "narrow: cannot narrow a 0-d tensor");
   int d = attnL_checkdim(L, 2, t->ndim, 0, "narrow");
   int64_t start = attnL_checkint(L, 3, "narrow", "start");
   int64_t len = attnL_checkint(L, 4, "narrow", "length");
   int64_t size = t->shape[d];
   int64_t s0 = start < 0 ? start + size : start - 1;
   if (start == 0 || s0 < 0 || s0 > size)
-    return luaL_error(L, "narrow: start %I out of range for dim %d of size %I (expected 1..%I or negative)",
-                      (lua_Integer)start, d + 1, (lua_Integer)size, (lua_Integer)size);
+    return attnL_raise(L, "narrow: start %I out of range for dim %d of size %I (expected 1..%I or negative)%s",
+                      (lua_Integer)start, d + 1, (lua_Integer)size, (lua_Integer)size, ATTNL_INDEX_HINT(start));
   if (len < 0 || len > size - s0)
-    return luaL_error(L, "narrow: start %I + length %I exceeds dim %d of size %I", (lua_Integer)start,
+    return attnL_raise(L, "narrow: start %I + length %I exceeds dim %d of size %I", (lua_Integer)start,
                       (lua_Integer)len, d + 1, (lua_Integer)size);
   attn_tensor **box = attnL_newbox(L);
   return attnL_result(L, attn_narrow(t, d, s0, len, box));
@@ -596,13 +601,13 @@ static int m_narrow(lua_State *L) {
    count from the end, clamped like Python slices. */
 static int m_slice(lua_State *L) {
   attn_tensor *t = attnL_check(L, 1);
-  if (t->ndim == 0) return luaL_error(L, "slice: cannot slice a 0-d tensor");
+  if (t->ndim == 0) return attnL_raise(L, "slice: cannot slice a 0-d tensor");
   int d = attnL_checkdim(L, 2, t->ndim, 0, "slice");
   int64_t size = t->shape[d];
   int64_t first = lua_isnoneornil(L, 3) ? 1 : attnL_checkint(L, 3, "slice", "first");
   int64_t last = lua_isnoneornil(L, 4) ? size : attnL_checkint(L, 4, "slice", "last");
   int64_t step = lua_isnoneornil(L, 5) ? 1 : attnL_checkint(L, 5, "slice", "step");
-  if (step <= 0) return luaL_error(L, "slice: step must be positive (got %I)", (lua_Integer)step);
+  if (step <= 0) return attnL_raise(L, "slice: step must be positive (got %I)", (lua_Integer)step);
   /* clamp before shifting, so that mininteger bounds cannot overflow */
   if (first < -size) first = -size;
   if (last < -size - 1) last = -size - 1;
@@ -619,14 +624,14 @@ static int64_t check_index(lua_State *L, int arg, int64_t size, int dim, const c
   int64_t i = attnL_checkint(L, arg, fn, "index");
   int64_t i0 = i < 0 ? i + size : i - 1;
   if (i == 0 || i0 < 0 || i0 >= size)
-    luaL_error(L, "%s: index %I out of range for dim %d of size %I (expected 1..%I or -%I..-1)", fn, (lua_Integer)i,
-               dim + 1, (lua_Integer)size, (lua_Integer)size, (lua_Integer)size);
+    attnL_raise(L, "%s: index %I out of range for dim %d of size %I (expected 1..%I or -%I..-1)%s", fn,
+               (lua_Integer)i, dim + 1, (lua_Integer)size, (lua_Integer)size, (lua_Integer)size, ATTNL_INDEX_HINT(i));
   return i0;
 }
 
 static int m_select(lua_State *L) {
   attn_tensor *t = attnL_check(L, 1);
-  if (t->ndim == 0) return luaL_error(L, "select: cannot select from a 0-d tensor");
+  if (t->ndim == 0) return attnL_raise(L, "select: cannot select from a 0-d tensor");
   int d = attnL_checkdim(L, 2, t->ndim, 0, "select");
   int64_t i = check_index(L, 3, t->shape[d], d, "select");
   attn_tensor **box = attnL_newbox(L);
@@ -692,7 +697,7 @@ static int64_t ix_int(lua_State *L, int idx, const char *fn, const char *what) {
   int isnum = 0;
   lua_Integer v = lua_tointegerx(L, idx, &isnum);
   if (!isnum)
-    luaL_error(L, "%s: %s must be an integer (got %s)", fn, what,
+    attnL_raise(L, "%s: %s must be an integer (got %s)", fn, what,
                lua_type(L, idx) == LUA_TNUMBER ? lua_tostring(L, idx) : luaL_typename(L, idx));
   return (int64_t)v;
 }
@@ -724,10 +729,10 @@ static void ix_parse(lua_State *L, const attn_tensor *t, int kidx, ix_key *k, co
     return;
   }
   if (ty != LUA_TTABLE)
-    luaL_error(L, "%s: tensors are indexed by integers, tables of indices and ranges, index tensors, bool masks "
+    attnL_raise(L, "%s: tensors are indexed by integers, tables of indices and ranges, index tensors, bool masks "
                   "or method names (got %s)", fn, luaL_typename(L, kidx));
   int n = (int)lua_rawlen(L, kidx);
-  if (n > t->ndim) luaL_error(L, "%s: %d indices for a %d-d tensor", fn, n, t->ndim);
+  if (n > t->ndim) attnL_raise(L, "%s: %d indices for a %d-d tensor", fn, n, t->ndim);
   for (int i = 0; i < n; i++) {
     ix_entry *e = &k->e[i];
     int ety = lua_rawgeti(L, kidx, i + 1);
@@ -739,7 +744,7 @@ static void ix_parse(lua_State *L, const attn_tensor *t, int kidx, ix_key *k, co
     } else if (ety == LUA_TTABLE && !attnL_test(L, top)) {
       int len = (int)lua_rawlen(L, top);
       if (len > 3)
-        luaL_error(L, "%s: range %d has %d entries; a range is {}, {i}, {first, last} or {first, last, step} "
+        attnL_raise(L, "%s: range %d has %d entries; a range is {}, {i}, {first, last} or {first, last, step} "
                       "(index a list of ids with a tensor: attn.tensor(ids, {dtype = \"int64\"}))", fn, i + 1, len);
       e->kind = IX_SLICE;
       e->first = 1;
@@ -760,18 +765,18 @@ static void ix_parse(lua_State *L, const attn_tensor *t, int kidx, ix_key *k, co
         lua_rawgeti(L, top, 3);
         e->step = ix_int(L, -1, fn, "a range step");
         lua_pop(L, 1);
-        if (e->step <= 0) luaL_error(L, "%s: range step must be positive (got %I)", fn, (lua_Integer)e->step);
+        if (e->step <= 0) attnL_raise(L, "%s: range step must be positive (got %I)", fn, (lua_Integer)e->step);
       }
     } else if (attnL_test(L, top)) {
       if (attnL_test(L, top)->dtype == ATTN_BOOL)
-        luaL_error(L, "%s: a bool mask indexes the whole tensor (t[mask]), not one dim of a table key", fn);
-      if (k->adv >= 0) luaL_error(L, "%s: at most one index tensor per key", fn);
+        attnL_raise(L, "%s: a bool mask indexes the whole tensor (t[mask]), not one dim of a table key", fn);
+      if (k->adv >= 0) attnL_raise(L, "%s: at most one index tensor per key", fn);
       e->kind = IX_TENSOR;
       e->slot = top;
       k->adv = i;
       continue; /* the index stays in its stack slot for the whole call */
     } else {
-      luaL_error(L, "%s: entry %d of the key is a %s (expected an integer, a range table or an index tensor)", fn,
+      attnL_raise(L, "%s: entry %d of the key is a %s (expected an integer, a range table or an index tensor)", fn,
                  i + 1, luaL_typename(L, top));
     }
     lua_pop(L, 1);
@@ -783,8 +788,8 @@ static void ix_parse(lua_State *L, const attn_tensor *t, int kidx, ix_key *k, co
 static int64_t ix_check(lua_State *L, int64_t i, int64_t size, int dim, const char *fn) {
   int64_t i0 = i < 0 ? i + size : i - 1;
   if (i == 0 || i0 < 0 || i0 >= size)
-    luaL_error(L, "%s: index %I out of range for dim %d of size %I (expected 1..%I or -%I..-1)", fn, (lua_Integer)i,
-               dim + 1, (lua_Integer)size, (lua_Integer)size, (lua_Integer)size);
+    attnL_raise(L, "%s: index %I out of range for dim %d of size %I (expected 1..%I or -%I..-1)%s", fn,
+               (lua_Integer)i, dim + 1, (lua_Integer)size, (lua_Integer)size, (lua_Integer)size, ATTNL_INDEX_HINT(i));
   return i0;
 }
 
@@ -801,7 +806,7 @@ static attn_tensor *ix_view(lua_State *L, int tidx, const ix_key *k, int *adv_di
       *adv_dim = d++;
       continue;
     }
-    if (d >= cur->ndim) luaL_error(L, "%s: too many indices for a %d-d tensor", fn, cur->ndim);
+    if (d >= cur->ndim) attnL_raise(L, "%s: too many indices for a %d-d tensor", fn, cur->ndim);
     int64_t size = cur->shape[d];
     attn_tensor **box = attnL_newbox(L);
     if (e->kind == IX_SELECT) {
@@ -852,7 +857,7 @@ static void ix_check_mask(lua_State *L, const attn_tensor *t, const attn_tensor 
   bool ok = mask->ndim <= t->ndim;
   for (int d = 0; ok && d < mask->ndim; d++) ok = mask->shape[d] == t->shape[d];
   if (!ok)
-    luaL_error(L, "%s: mask of shape %s does not match the leading dims of the tensor's shape %s", fn,
+    attnL_raise(L, "%s: mask of shape %s does not match the leading dims of the tensor's shape %s", fn,
                attn_shape_str(mask->ndim, mask->shape, sa, sizeof sa), attn_shape_str(t->ndim, t->shape, sb, sizeof sb));
 }
 
@@ -883,7 +888,7 @@ static void ix_read_mask(lua_State *L, int tidx, int kidx, const char *fn) {
    integer indices only. */
 static void ix_read(lua_State *L, int tidx, int kidx, const char *fn) {
   attn_tensor *t = attnL_check(L, tidx);
-  if (lua_type(L, kidx) == LUA_TNUMBER && t->ndim == 0) luaL_error(L, "%s: cannot index a 0-d tensor (use t:item())", fn);
+  if (lua_type(L, kidx) == LUA_TNUMBER && t->ndim == 0) attnL_raise(L, "%s: cannot index a 0-d tensor (use t:item())", fn);
   ix_key k;
   ix_parse(L, t, kidx, &k, fn);
   if (k.mask) {
@@ -902,7 +907,7 @@ static void ix_read(lua_State *L, int tidx, int kidx, const char *fn) {
     /* the index's shape replaces the dim */
     int64_t shape[ATTN_MAX_DIMS];
     int nd = 0;
-    if (cur->ndim - 1 + idx->ndim > ATTN_MAX_DIMS) luaL_error(L, "%s: the result would have too many dims", fn);
+    if (cur->ndim - 1 + idx->ndim > ATTN_MAX_DIMS) attnL_raise(L, "%s: the result would have too many dims", fn);
     for (int d = 0; d < adv; d++) shape[nd++] = cur->shape[d];
     for (int d = 0; d < idx->ndim; d++) shape[nd++] = idx->shape[d];
     for (int d = adv + 1; d < cur->ndim; d++) shape[nd++] = cur->shape[d];
@@ -948,7 +953,7 @@ static void ix_write_graph(lua_State *L, int tidx, int kidx, int vidx, const cha
   attn_tensor **ve = attnL_newbox(L);
   if (attn_expand(v, P->ndim, P->shape, ve)) {
     char sa[64], sb[64];
-    luaL_error(L, "%s: value of shape %s cannot be broadcast to the indexed shape %s", fn,
+    attnL_raise(L, "%s: value of shape %s cannot be broadcast to the indexed shape %s", fn,
                attn_shape_str(v->ndim, v->shape, sa, sizeof sa), attn_shape_str(P->ndim, P->shape, sb, sizeof sb));
   }
   attnL_account(L, ve);
@@ -979,7 +984,7 @@ static void ix_write_graph(lua_State *L, int tidx, int kidx, int vidx, const cha
 /* An error from a core write named as t[k] = v */
 static int ix_write_error(lua_State *L) {
   const char *msg = attn_last_error(), *rest = strstr(msg, ": ");
-  return luaL_error(L, "newindex: %s", rest ? rest + 2 : msg);
+  return attnL_raise(L, "newindex: %s", rest ? rest + 2 : msg);
 }
 
 /* t[mask] = value: a number fills; a tensor broadcasts to t's shape, or is
@@ -1038,7 +1043,7 @@ static void ix_write_mask(lua_State *L, int tidx, int kidx, int vidx, const char
 /* t[key] = value */
 static void ix_write(lua_State *L, int tidx, int kidx, int vidx, const char *fn) {
   attn_tensor *t = attnL_check(L, tidx);
-  if (lua_type(L, kidx) == LUA_TNUMBER && t->ndim == 0) luaL_error(L, "%s: cannot index a 0-d tensor", fn);
+  if (lua_type(L, kidx) == LUA_TNUMBER && t->ndim == 0) attnL_raise(L, "%s: cannot index a 0-d tensor", fn);
   ix_key k;
   ix_parse(L, t, kidx, &k, fn);
   attn_tensor *vt = attnL_test(L, vidx);
@@ -1081,7 +1086,7 @@ static void ix_write(lua_State *L, int tidx, int kidx, int vidx, const char *fn)
   attn_tensor **ve = attnL_newbox(L);
   if (attn_expand(v, cur->ndim, sshape, ve)) {
     char sa[64], sb[64];
-    luaL_error(L, "%s: value of shape %s cannot be broadcast to the indexed shape %s", fn,
+    attnL_raise(L, "%s: value of shape %s cannot be broadcast to the indexed shape %s", fn,
                attn_shape_str(v->ndim, v->shape, sa, sizeof sa), attn_shape_str(cur->ndim, sshape, sb, sizeof sb));
   }
   attnL_account(L, ve);
@@ -1132,7 +1137,7 @@ static int tensor_property(lua_State *L, attn_tensor *t, const char *key) {
     return 1;
   }
   if (strcmp(key, "mT") == 0) {
-    if (t->ndim < 2) luaL_error(L, "mT: expected a tensor with at least 2 dims, got %d", t->ndim);
+    if (t->ndim < 2) attnL_raise(L, "mT: expected a tensor with at least 2 dims, got %d", t->ndim);
     attn_tensor **box = attnL_newbox(L);
     attnL_result(L, attn_transpose(t, t->ndim - 2, t->ndim - 1, box));
     return 1;
@@ -1152,7 +1157,7 @@ static int index_slow(lua_State *L, int ty) {
     ix_read(L, 1, 2, "index");
     return 1;
   }
-  return luaL_error(L, "index: tensors are indexed by integers, tables of indices and ranges, index tensors, bool "
+  return attnL_raise(L, "index: tensors are indexed by integers, tables of indices and ranges, index tensors, bool "
                        "masks or method names (got %s)", luaL_typename(L, 2));
 }
 
@@ -1178,7 +1183,7 @@ static int t_newindex(lua_State *L) {
   int ty = lua_type(L, 2);
   if (ty == LUA_TSTRING && attnL_set_property(L, attnL_check(L, 1), lua_tostring(L, 2), 3)) return 0;
   if (ty != LUA_TNUMBER && ty != LUA_TTABLE && !(ty == LUA_TUSERDATA && attnL_test(L, 2)))
-    return luaL_error(L, "newindex: cannot set field '%s' on a tensor (assign t[i] = value, t.grad or "
+    return attnL_raise(L, "newindex: cannot set field '%s' on a tensor (assign t[i] = value, t.grad or "
                          "t.requires_grad)",
                       ty == LUA_TSTRING ? lua_tostring(L, 2) : luaL_typename(L, 2));
   ix_write(L, 1, 2, 3, "newindex");
@@ -1240,23 +1245,23 @@ static int m_element_size(lua_State *L) {
 /* Lua's < and <= cannot give tensors (their results become booleans), so
    they raise and say what to write instead. */
 static int t_lt(lua_State *L) {
-  return luaL_error(L, "'<' and '>' on tensors cannot give a tensor in Lua: write x:lt(y) for x < y and x:gt(y) "
+  return attnL_raise(L, "'<' and '>' on tensors cannot give a tensor in Lua: write x:lt(y) for x < y and x:gt(y) "
                        "for x > y (e.g. x:gt(0))");
 }
 static int t_le(lua_State *L) {
-  return luaL_error(L, "'<=' and '>=' on tensors cannot give a tensor in Lua: write x:le(y) for x <= y and "
+  return attnL_raise(L, "'<=' and '>=' on tensors cannot give a tensor in Lua: write x:le(y) for x <= y and "
                        "x:ge(y) for x >= y (e.g. x:ge(0))");
 }
 
 static int t_len(lua_State *L) {
   attn_tensor *t = attnL_check(L, 1);
-  if (t->ndim == 0) return luaL_error(L, "len: a 0-d tensor has no length");
+  if (t->ndim == 0) return attnL_raise(L, "len: a 0-d tensor has no length");
   lua_pushinteger(L, (lua_Integer)t->shape[0]);
   return 1;
 }
 
 static int t_concat(lua_State *L) {
-  return luaL_error(L, "'..' is not defined for tensors: use t:matmul(u) (or attn.matmul) for matrix "
+  return attnL_raise(L, "'..' is not defined for tensors: use t:matmul(u) (or attn.matmul) for matrix "
                        "products and attn.cat for concatenation");
 }
 
@@ -1318,7 +1323,7 @@ static int l_set_isa(lua_State *L) {
 static int l_set_num_threads(lua_State *L) {
   int64_t n = attnL_checkint(L, 1, "set_num_threads", "n");
   if (n < 1 || n > ATTN_MAX_THREADS)
-    return luaL_error(L, "set_num_threads: n must be in [1, %d] (got %I)", ATTN_MAX_THREADS, (lua_Integer)n);
+    return attnL_raise(L, "set_num_threads: n must be in [1, %d] (got %I)", ATTN_MAX_THREADS, (lua_Integer)n);
   if (attn_set_num_threads((int)n)) return attnL_error(L);
   return 0;
 }
