@@ -297,9 +297,9 @@ function NameModel:init(vocab_size, d_model, n_layers, dropout)
   self.head = nn.Linear(d_model, vocab_size)
 end
 
--- ids [B, L] (L <= context) -> logits [B, L, vocab_size]
-function NameModel:forward(ids)
-  local x = self.positions(self.tokens(ids))
+-- idx [B, L] (L <= context) -> logits [B, L, vocab_size]
+function NameModel:forward(idx)
+  local x = self.positions(self.tokens(idx))
   for _, block in ipairs(self.blocks) do x = block(x) end
   return self.head(self.ln_f(x))
 end

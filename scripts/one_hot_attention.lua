@@ -126,13 +126,13 @@ section("Multi-head Attention")
 
 local MultiHeadAttention = nn.Module:extend("MultiHeadAttention")
 
---- nh SelfAttention heads of size dk; their outputs [L, dk] are
--- concatenated to [L, dk * nh] and mapped back to [L, dk] by out.
-function MultiHeadAttention:init(d_in, dk, nh)
+--- nh SelfAttention heads of size d_head; their outputs [L, d_head] are
+-- concatenated to [L, d_head * nh] and mapped back to [L, d_head] by out.
+function MultiHeadAttention:init(d_in, d_head, nh)
   local heads = {}
-  for i = 1, nh do heads[i] = SelfAttention(d_in, dk) end
+  for i = 1, nh do heads[i] = SelfAttention(d_in, d_head) end
   self.layers = nn.ModuleList(heads)
-  self.out = nn.Parameter(attn.rand(dk * nh, dk))
+  self.out = nn.Parameter(attn.rand(d_head * nh, d_head))
 end
 
 function MultiHeadAttention:forward(x)

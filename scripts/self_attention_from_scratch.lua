@@ -104,12 +104,12 @@ end
 
 --- x [L, d_in] -> context vectors [L, d_out_v] (and the weights [L, L])
 function SelfAttention:forward(x)
-  local queries = x:matmul(self.w_query)
-  local keys = x:matmul(self.w_key)
-  local values = x:matmul(self.w_value)
-  local attn_scores = queries:matmul(keys:t())
+  local q = x:matmul(self.w_query) -- queries
+  local k = x:matmul(self.w_key)   -- keys
+  local v = x:matmul(self.w_value) -- values
+  local attn_scores = q:matmul(k:t())
   local attn_weights = (attn_scores / self.d_out_kq ^ 0.5):softmax(-1)
-  return attn_weights:matmul(values), attn_weights
+  return attn_weights:matmul(v), attn_weights
 end
 
 local self_attn = SelfAttention(3, 2, 4)
@@ -131,9 +131,9 @@ function MultiHeadAttentionWrapper:init(d_in, d_out_kq, d_out_v, num_heads)
   self.heads = nn.ModuleList(heads)
 end
 
-function MultiHeadAttentionWrapper:forward(x)
+function MultiHeadAttentionWrapper:forward(inputs)
   local outs = {}
-  for i, head in ipairs(self.heads) do outs[i] = head(x) end
+  for i, head in ipairs(self.heads) do outs[i] = head(inputs) end
   return attn.cat(outs, -1) -- [L, num_heads * d_out_v]
 end
 
@@ -152,10 +152,10 @@ section("Cross-attention: queries from one input, keys and values from another")
 
 local CrossAttention = SelfAttention:extend("CrossAttention")
 
-function CrossAttention:forward(x_1, x_2)
-  local queries_1 = x_1:matmul(self.w_query) -- [L1, d_out_kq]
-  local keys_2 = x_2:matmul(self.w_key)      -- [L2, d_out_kq]
-  local values_2 = x_2:matmul(self.w_value)  -- [L2, d_out_v]
+function CrossAttention:forward(x_q, x_kv)
+  local queries_1 = x_q:matmul(self.w_query) -- [L1, d_out_kq]
+  local keys_2 = x_kv:matmul(self.w_key)      -- [L2, d_out_kq]
+  local values_2 = x_kv:matmul(self.w_value)  -- [L2, d_out_v]
   local attn_scores = queries_1:matmul(keys_2:t())
   local attn_weights = (attn_scores / self.d_out_kq ^ 0.5):softmax(-1) -- [L1, L2]
   return attn_weights:matmul(values_2)

@@ -31,8 +31,10 @@ local steps = {
    "notebook 001: self-attention from scratch with the notebook's numbers, multi-head, cross and causal attention"},
   {"multi_head_split.lua", "notebook 004: multi-head attention with split_heads/combine_heads = nn.MultiheadAttention"},
   {"bert_attention.lua",
-   "notebook 004's BERT cells: WordPiece, a BERT encoder from HF-format files (the small test model), per-head heatmaps"},
-  {"luong_bahdanau.lua", "notebook 002: Luong and Bahdanau attention, then seq2seq models that learn to reverse digit words",
+   "notebook 004's BERT cells: WordPiece, a BERT encoder from HF-format files (the small test model), " ..
+   "per-head heatmaps"},
+  {"luong_bahdanau.lua",
+   "notebook 002: Luong and Bahdanau attention, then seq2seq models that learn to reverse digit words",
    quick = true},
   {"char_attention_names.lua",
    "notebook 003: character attention on names, then a causal self-attention model that invents names",
