@@ -15,21 +15,10 @@
 -- do, with the notebook's randn weights (the article draws them with rand).
 -- With --out DIR the self-attention and causal weights are drawn to DIR.
 local attn = require "attn"
+local S = require "attn.script"
 local nn = require "attn.nn"
 
-local out_dir
-do
-  local args = {...}
-  local i = 1
-  while i <= #args do
-    if args[i] == "--out" and args[i + 1] then
-      out_dir, i = args[i + 1], i + 2
-    else
-      io.stderr:write("usage: attn scripts/self_attention_from_scratch.lua [--out DIR]\n")
-      os.exit(2)
-    end
-  end
-end
+local opts = S.args(arg, {out = S.str()}, "usage: attn scripts/self_attention_from_scratch.lua [--out DIR]")
 
 local function shape(t) return "[" .. table.concat(t:shape(), ", ") .. "]" end
 local function section(title) print(("\n== %s =="):format(title)) end
@@ -217,12 +206,12 @@ attn.manual_seed(123)
 print(("attn.nn.CausalSelfAttention, same seed: max |difference| = %.3g"):format(
   max_diff(nn.CausalSelfAttention(3, 2, 4, block_size)(x), causal_context)))
 
-if out_dir then
+if opts.out then
   local plot = require "attn.plot"
-  assert(os.execute(("mkdir -p '%s'"):format(out_dir:gsub("'", [['\'']]))), "cannot create " .. out_dir)
+  S.outdir(opts.out)
   for _, p in ipairs({{"self_attention_weights.png", sa_weights, "SelfAttention weights (seed 123)"},
                       {"causal_attention_weights.png", causal_weights, "causal attention weights"}}) do
-    print("wrote " .. plot.heatmap(p[2]:detach(), {path = out_dir .. "/" .. p[1], row_labels = words,
+    print("wrote " .. plot.heatmap(p[2]:detach(), {path = opts.out .. "/" .. p[1], row_labels = words,
       col_labels = words, title = p[3], xlabel = "key", ylabel = "query", annotate = true}))
   end
 end

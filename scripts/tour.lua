@@ -4,21 +4,10 @@
 -- --quick runs the two training scripts in their short modes (seconds
 -- instead of about a minute each).
 local attn = require "attn"
+local S = require "attn.script"
 
-local out, quick = "out/tour", false
-local i = 1
-while i <= #arg do
-  if arg[i] == "--out" and arg[i + 1] then
-    out, i = arg[i + 1], i + 2
-  elseif arg[i] == "--quick" then
-    quick, i = true, i + 1
-  else
-    io.stderr:write("usage: attn scripts/tour.lua [--out DIR] [--quick]\n")
-    os.exit(2)
-  end
-end
-
--- The interpreter running this tour runs the scripts too.
+local opts = S.args(arg, {out = "out/tour", quick = false}, "usage: attn scripts/tour.lua [--out DIR] [--quick]")
+local out, quick = S.outdir(opts.out), opts.quick
 local interp = arg[-1] or "attn"
 local here = (arg[0]:match("^(.*)/[^/]*$") or ".")
 
@@ -41,7 +30,6 @@ local steps = {
    quick = true},
 }
 
-os.execute("mkdir -p " .. sh_quote(out))
 local info = attn.info()
 print(("attn %s (%s, OpenBLAS %s, %d threads): the tour; pictures go to %s/"):format(info.version, info.lua,
   info.blas_core, info.num_threads, out))

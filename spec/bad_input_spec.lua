@@ -2658,6 +2658,32 @@ local PATH_BADS = {
 E("attn.data.read_lines", {K.custom(function() return WORDS end, PATH_BADS, {skip = {["a string"] = true}})})
 E("attn.data.read_words", {K.custom(function() return WORDS end, PATH_BADS, {skip = {["a string"] = true}})})
 E("attn.data.default_words_path", {}, {base_expect = "any"})
+
+-- attn.script (the scripts' command lines and output folders).  S.args and
+-- S.fail end the process by design (EXCLUDED below); S.parse is what they
+-- run, without the exit.
+local SCRIPT = require "attn.script"
+local function script_entry(name, sig, o)
+  o = o or {}
+  o.fn, o.call = SCRIPT[name], function(...) return SCRIPT[name](...) end
+  return E("attn.script." .. name, sig, o)
+end
+script_entry("int", {K.int(42, {opt = true}), K.int(0, {opt = true})}, {nocompare = true})
+script_entry("str", {})
+script_entry("parse", {K.custom(function() return {"--steps", "3", "--quick", "pos"} end, {
+  {"an empty list", function() return {} end, "any"},
+  {"a list holding a table", function() return {{}} end, "error"},
+  {"a list holding a number", function() return {7} end, "error"},
+}), K.custom(function() return {"name", steps = 2, quick = false, out = "out/x", seed = SCRIPT.int(1, 0)} end, {
+  {"an empty spec", function() return {} end, "any"},
+  {"a default that is a table", function() return {x = {}} end, "error"},
+  {"a default that is 0", function() return {x = 0} end, "error"},
+  {"a positional entry that is not a name", function() return {3} end, "error"},
+})})
+script_entry("outdir", {K.custom(function() return tmp("_script_out/a/b") end, {
+  {"an empty string", function() return "" end, "error"},
+  {"a path under a file", function() return WORDS .. "/x" end, "error"},
+}, {skip = {["a string"] = true}})})
 local WORD_LIST = K.custom(function() return {"b", "a", "c", "a"} end, {
   {"a list holding a number", function() return {"a", 5} end, "error"},
   {"a list holding a table", function() return {"a", {}} end, "error"},
@@ -3456,6 +3482,10 @@ local EXCLUDED = {
   -- through __close and closed tensors/generators passed everywhere)
   ["attn.Tensor.__gc"] = true,
   ["attn.Generator.__gc"] = true,
+  -- the scripts' command line: they print and end the process (os.exit);
+  -- attn.script.parse, which they call, is catalogued
+  ["attn.script.args"] = true,
+  ["attn.script.fail"] = true,
 }
 
 describe("bad-input catalogue", function()
