@@ -64,7 +64,7 @@ check_cppcheck() {
   inc=$(pkg-config --cflags-only-I lua5.4 cairo 2>/dev/null)
   # shellcheck disable=SC2086
   cppcheck --enable=warning,portability --std=c11 --inline-suppr --error-exitcode=1 -q -j"$(nproc)" \
-    --suppress=missingIncludeSystem -D__GNUC__ -Isrc -Isrc/core $inc src
+    --suppress=missingIncludeSystem -D__GNUC__ -Isrc -Isrc/core -I"$build/generated" $inc src
 }
 
 run layers lua5.4 scripts/check_layers.lua "$build"
