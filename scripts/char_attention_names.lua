@@ -29,49 +29,16 @@ local nn = attn.nn
 local F = attn.F
 local data = require "attn.data"
 local plot = require "attn.plot"
+local S = require "attn.script"
 
 ---------------------------------------------------------------------------
 -- Command line
 
 local USAGE = "usage: attn scripts/char_attention_names.lua [--data PATH] [--out DIR] [--steps N] [--quick] [--seed N]"
 
-local function parse_args(argv)
-  local o = {out = "char_attention_names_out", seed = 42, quick = false}
-  local i = 1
-  while i <= #argv do
-    local a = argv[i]
-    if a == "--quick" then
-      o.quick = true
-    elseif a == "-h" or a == "--help" then
-      print(USAGE)
-      os.exit(0)
-    elseif a == "--data" or a == "--out" or a == "--steps" or a == "--seed" then
-      local v = argv[i + 1]
-      if v == nil then
-        io.stderr:write(a, " needs a value\n", USAGE, "\n")
-        os.exit(2)
-      end
-      if a == "--steps" or a == "--seed" then
-        local n = math.tointeger(tonumber(v))
-        if n == nil or n < (a == "--steps" and 1 or 0) then
-          io.stderr:write(a, " needs a ", a == "--steps" and "positive" or "non-negative", " integer (got ", v, ")\n")
-          os.exit(2)
-        end
-        v = n
-      end
-      o[a:sub(3)] = v
-      i = i + 1
-    else
-      io.stderr:write("unknown argument ", a, "\n", USAGE, "\n")
-      os.exit(2)
-    end
-    i = i + 1
-  end
-  return o
-end
-
-local opts = parse_args({...})
-os.execute("mkdir -p '" .. opts.out:gsub("'", [['\'']]) .. "'")
+local opts = S.args(arg, {out = "char_attention_names_out", steps = S.int(nil), quick = false,
+                          seed = S.int(42, 0), data = S.str()}, USAGE)
+S.outdir(opts.out)
 local function out_path(name) return opts.out .. "/" .. name end
 
 local function section(title) print(("\n== %s =="):format(title)) end
@@ -297,9 +264,9 @@ function NameModel:init(vocab_size, d_model, n_layers, dropout)
   self.head = nn.Linear(d_model, vocab_size)
 end
 
--- ids [B, L] (L <= context) -> logits [B, L, vocab_size]
-function NameModel:forward(ids)
-  local x = self.positions(self.tokens(ids))
+-- idx [B, L] (L <= context) -> logits [B, L, vocab_size]
+function NameModel:forward(idx)
+  local x = self.positions(self.tokens(idx))
   for _, block in ipairs(self.blocks) do x = block(x) end
   return self.head(self.ln_f(x))
 end

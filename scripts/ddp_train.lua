@@ -16,27 +16,14 @@
 -- number of ranks), --seq T (32), --dim D (64), --save PATH (rank 0 writes
 -- the final weights), --quiet, --bench (print steps/s only).
 local attn = require "attn"
+local S = require "attn.script"
 local nn, F, optim, data = attn.nn, attn.F, attn.optim, attn.data
 local dist = attn.dist
 
-local opts = {steps = 20, batch = 32, seq = 32, dim = 64, threads = 1}
-do
-  local args, i = {...}, 1
-  while i <= #args do
-    local a = args[i]
-    local key = a:match("^%-%-(%w+)$")
-    if key == "quiet" or key == "bench" then
-      opts[key], i = true, i + 1
-    elseif key and args[i + 1] then
-      opts[key] = tonumber(args[i + 1]) or args[i + 1]
-      i = i + 2
-    else
-      io.stderr:write("usage: [mpirun -np N] attn scripts/ddp_train.lua [--steps N] [--batch B] [--seq T] "
-        .. "[--dim D] [--threads N] [--save PATH] [--quiet] [--bench]\n")
-      os.exit(2)
-    end
-  end
-end
+local opts = S.args(arg, {steps = 20, batch = 32, seq = 32, dim = 64, threads = 1, save = S.str(), quiet = false,
+                          bench = false},
+  "usage: [mpirun -np N] attn scripts/ddp_train.lua [--steps N] [--batch B] [--seq T] [--dim D] [--threads N] "
+  .. "[--save PATH] [--quiet] [--bench]")
 
 attn.set_num_threads(opts.threads) -- never nest threading: ranks use the cores
 dist.init()

@@ -21,6 +21,7 @@
 -- draws one alignment heatmap per model into DIR (default
 -- out/luong_bahdanau).  --quick trains on less for a few seconds.
 local attn = require "attn"
+local script = require "attn.script"
 local nn = require "attn.nn"
 local F = require "attn.functional"
 local optim = require "attn.optim"
@@ -32,21 +33,9 @@ local plot = require "attn.plot"
 -- handing them to a pool (measured: half the wall time, on 2 cores).
 attn.set_num_threads(1)
 
-local out_dir, quick = "out/luong_bahdanau", false
-do
-  local i = 1
-  while i <= #arg do
-    if arg[i] == "--out" and arg[i + 1] then
-      out_dir, i = arg[i + 1], i + 2
-    elseif arg[i] == "--quick" then
-      quick, i = true, i + 1
-    else
-      io.stderr:write("usage: attn scripts/luong_bahdanau.lua [--out DIR] [--quick]\n")
-      os.exit(2)
-    end
-  end
-end
-assert(os.execute(("mkdir -p '%s'"):format(out_dir:gsub("'", [['\'']]))), "cannot create " .. out_dir)
+local opts = script.args(arg, {out = "out/luong_bahdanau", quick = false},
+  "usage: attn scripts/luong_bahdanau.lua [--out DIR] [--quick]")
+local out_dir, quick = script.outdir(opts.out), opts.quick
 
 local function shape(t) return "[" .. table.concat(t:shape(), ", ") .. "]" end
 local function section(title) print(("\n== %s =="):format(title)) end

@@ -13,21 +13,10 @@
 -- prints the same numbers.  With --out DIR the first sequence's attention
 -- weights (averaged over heads) are drawn to DIR/multi_head_weights.png.
 local attn = require "attn"
+local S = require "attn.script"
 local nn = require "attn.nn"
 
-local out_dir
-do
-  local args = {...}
-  local i = 1
-  while i <= #args do
-    if args[i] == "--out" and args[i + 1] then
-      out_dir, i = args[i + 1], i + 2
-    else
-      io.stderr:write("usage: attn scripts/multi_head_split.lua [--out DIR]\n")
-      os.exit(2)
-    end
-  end
-end
+local opts = S.args(arg, {out = S.str()}, "usage: attn scripts/multi_head_split.lua [--out DIR]")
 
 local function shape(t) return "[" .. table.concat(t:shape(), ", ") .. "]" end
 local function section(title) print(("\n== %s =="):format(title)) end
@@ -127,13 +116,13 @@ assert(diff < 1e-5, "multi_head_attention and MultiheadAttention disagree")
 print("attention weights of the first sequence, averaged over the heads:")
 print(mha_weights[1])
 
-if out_dir then
+if opts.out then
   local plot = require "attn.plot"
-  assert(os.execute(("mkdir -p '%s'"):format(out_dir:gsub("'", [['\'']]))), "cannot create " .. out_dir)
+  S.outdir(opts.out)
   local rows, cols = {}, {}
   for i = 1, 5 do rows[i] = "q" .. i end
   for j = 1, 7 do cols[j] = "k" .. j end
-  print("wrote " .. plot.heatmap(mha_weights[1]:detach(), {path = out_dir .. "/multi_head_weights.png",
+  print("wrote " .. plot.heatmap(mha_weights[1]:detach(), {path = opts.out .. "/multi_head_weights.png",
     row_labels = rows, col_labels = cols, xlabel = "key", ylabel = "query",
     title = "sequence 1, mean of the 8 heads"}))
 end

@@ -11,21 +11,10 @@
 -- numbers.  With --out DIR the dot attention weights are drawn to
 -- DIR/one_hot_weights.png.
 local attn = require "attn"
+local S = require "attn.script"
 local nn = require "attn.nn"
 
-local out_dir
-do
-  local args = {...}
-  local i = 1
-  while i <= #args do
-    if args[i] == "--out" and args[i + 1] then
-      out_dir, i = args[i + 1], i + 2
-    else
-      io.stderr:write("usage: attn scripts/one_hot_attention.lua [--out DIR]\n")
-      os.exit(2)
-    end
-  end
-end
+local opts = S.args(arg, {out = S.str()}, "usage: attn scripts/one_hot_attention.lua [--out DIR]")
 
 local function shape(t) return "[" .. table.concat(t:shape(), ", ") .. "]" end
 local function section(title) print(("\n== %s =="):format(title)) end
@@ -126,13 +115,13 @@ section("Multi-head Attention")
 
 local MultiHeadAttention = nn.Module:extend("MultiHeadAttention")
 
---- nh SelfAttention heads of size dk; their outputs [L, dk] are
--- concatenated to [L, dk * nh] and mapped back to [L, dk] by out.
-function MultiHeadAttention:init(d_in, dk, nh)
+--- nh SelfAttention heads of size d_head; their outputs [L, d_head] are
+-- concatenated to [L, d_head * nh] and mapped back to [L, d_head] by out.
+function MultiHeadAttention:init(d_in, d_head, nh)
   local heads = {}
-  for i = 1, nh do heads[i] = SelfAttention(d_in, dk) end
+  for i = 1, nh do heads[i] = SelfAttention(d_in, d_head) end
   self.layers = nn.ModuleList(heads)
-  self.out = nn.Parameter(attn.rand(dk * nh, dk))
+  self.out = nn.Parameter(attn.rand(d_head * nh, d_head))
 end
 
 function MultiHeadAttention:forward(x)
@@ -149,11 +138,11 @@ print("heads concatenated", shape(ccat), "output matrix", shape(mul_head.out))
 print("mul_head(inp):")
 print(res)
 
-if out_dir then
+if opts.out then
   local plot = require "attn.plot"
-  assert(os.execute(("mkdir -p '%s'"):format(out_dir:gsub("'", [['\'']]))), "cannot create " .. out_dir)
+  S.outdir(opts.out)
   local words = {"one", "is", "one"}
-  local path = plot.heatmap(weights:detach(), {path = out_dir .. "/one_hot_weights.png", row_labels = words,
+  local path = plot.heatmap(weights:detach(), {path = opts.out .. "/one_hot_weights.png", row_labels = words,
     col_labels = words, title = "dot attention weights", annotate = true, width = 420, height = 360})
   print("wrote " .. path)
 end

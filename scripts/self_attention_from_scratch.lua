@@ -15,21 +15,10 @@
 -- do, with the notebook's randn weights (the article draws them with rand).
 -- With --out DIR the self-attention and causal weights are drawn to DIR.
 local attn = require "attn"
+local S = require "attn.script"
 local nn = require "attn.nn"
 
-local out_dir
-do
-  local args = {...}
-  local i = 1
-  while i <= #args do
-    if args[i] == "--out" and args[i + 1] then
-      out_dir, i = args[i + 1], i + 2
-    else
-      io.stderr:write("usage: attn scripts/self_attention_from_scratch.lua [--out DIR]\n")
-      os.exit(2)
-    end
-  end
-end
+local opts = S.args(arg, {out = S.str()}, "usage: attn scripts/self_attention_from_scratch.lua [--out DIR]")
 
 local function shape(t) return "[" .. table.concat(t:shape(), ", ") .. "]" end
 local function section(title) print(("\n== %s =="):format(title)) end
@@ -104,12 +93,12 @@ end
 
 --- x [L, d_in] -> context vectors [L, d_out_v] (and the weights [L, L])
 function SelfAttention:forward(x)
-  local queries = x:matmul(self.w_query)
-  local keys = x:matmul(self.w_key)
-  local values = x:matmul(self.w_value)
-  local attn_scores = queries:matmul(keys:t())
+  local q = x:matmul(self.w_query) -- queries
+  local k = x:matmul(self.w_key)   -- keys
+  local v = x:matmul(self.w_value) -- values
+  local attn_scores = q:matmul(k:t())
   local attn_weights = (attn_scores / self.d_out_kq ^ 0.5):softmax(-1)
-  return attn_weights:matmul(values), attn_weights
+  return attn_weights:matmul(v), attn_weights
 end
 
 local self_attn = SelfAttention(3, 2, 4)
@@ -131,9 +120,9 @@ function MultiHeadAttentionWrapper:init(d_in, d_out_kq, d_out_v, num_heads)
   self.heads = nn.ModuleList(heads)
 end
 
-function MultiHeadAttentionWrapper:forward(x)
+function MultiHeadAttentionWrapper:forward(inputs)
   local outs = {}
-  for i, head in ipairs(self.heads) do outs[i] = head(x) end
+  for i, head in ipairs(self.heads) do outs[i] = head(inputs) end
   return attn.cat(outs, -1) -- [L, num_heads * d_out_v]
 end
 
@@ -152,10 +141,10 @@ section("Cross-attention: queries from one input, keys and values from another")
 
 local CrossAttention = SelfAttention:extend("CrossAttention")
 
-function CrossAttention:forward(x_1, x_2)
-  local queries_1 = x_1:matmul(self.w_query) -- [L1, d_out_kq]
-  local keys_2 = x_2:matmul(self.w_key)      -- [L2, d_out_kq]
-  local values_2 = x_2:matmul(self.w_value)  -- [L2, d_out_v]
+function CrossAttention:forward(x_q, x_kv)
+  local queries_1 = x_q:matmul(self.w_query) -- [L1, d_out_kq]
+  local keys_2 = x_kv:matmul(self.w_key)      -- [L2, d_out_kq]
+  local values_2 = x_kv:matmul(self.w_value)  -- [L2, d_out_v]
   local attn_scores = queries_1:matmul(keys_2:t())
   local attn_weights = (attn_scores / self.d_out_kq ^ 0.5):softmax(-1) -- [L1, L2]
   return attn_weights:matmul(values_2)
@@ -217,12 +206,12 @@ attn.manual_seed(123)
 print(("attn.nn.CausalSelfAttention, same seed: max |difference| = %.3g"):format(
   max_diff(nn.CausalSelfAttention(3, 2, 4, block_size)(x), causal_context)))
 
-if out_dir then
+if opts.out then
   local plot = require "attn.plot"
-  assert(os.execute(("mkdir -p '%s'"):format(out_dir:gsub("'", [['\'']]))), "cannot create " .. out_dir)
+  S.outdir(opts.out)
   for _, p in ipairs({{"self_attention_weights.png", sa_weights, "SelfAttention weights (seed 123)"},
                       {"causal_attention_weights.png", causal_weights, "causal attention weights"}}) do
-    print("wrote " .. plot.heatmap(p[2]:detach(), {path = out_dir .. "/" .. p[1], row_labels = words,
+    print("wrote " .. plot.heatmap(p[2]:detach(), {path = opts.out .. "/" .. p[1], row_labels = words,
       col_labels = words, title = p[3], xlabel = "key", ylabel = "query", annotate = true}))
   end
 end

@@ -2,7 +2,7 @@
 # Installs what attn needs on Debian 12 (as root; uses sudo when not root)
 # and configures + builds it in ./build.
 #   scripts/setup.sh          build dependencies only
-#   scripts/setup.sh --test   also the test tools (busted, valgrind, clang) and PyTorch, the oracle
+#   scripts/setup.sh --test   also the test tools (busted, luacheck, luarocks, valgrind, clang) and PyTorch, the oracle
 #   scripts/setup.sh --docs   also LDoc (lua-ldoc), for `cmake --build build --target docs`
 # Set ATTN_NO_TORCH=1 to skip installing python3-torch (the live-oracle specs
 # then report themselves as skipped; fixture specs still run).
@@ -17,6 +17,9 @@ want+=(libcairo2-dev fonts-dejavu-core)
 want+=(libopenmpi-dev openmpi-bin)
 if [[ "${1:-}" == "--test" ]]; then
   want+=(lua-busted)
+  # The lint suite's luacheck (scripts/lint.sh) and the rock check
+  # (scripts/check_rock.sh, ctest pkg/luarocks_make).
+  want+=(lua-check luarocks)
   # scripts/test.sh's further suites: valgrind (scripts/valgrind.sh), clang
   # with libFuzzer and its sanitizer runtimes (scripts/fuzz.sh); GCC's ASan,
   # UBSan and TSan runtimes (scripts/sanitize.sh, tsan.sh) come with gcc.

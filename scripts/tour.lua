@@ -4,21 +4,10 @@
 -- --quick runs the two training scripts in their short modes (seconds
 -- instead of about a minute each).
 local attn = require "attn"
+local S = require "attn.script"
 
-local out, quick = "out/tour", false
-local i = 1
-while i <= #arg do
-  if arg[i] == "--out" and arg[i + 1] then
-    out, i = arg[i + 1], i + 2
-  elseif arg[i] == "--quick" then
-    quick, i = true, i + 1
-  else
-    io.stderr:write("usage: attn scripts/tour.lua [--out DIR] [--quick]\n")
-    os.exit(2)
-  end
-end
-
--- The interpreter running this tour runs the scripts too.
+local opts = S.args(arg, {out = "out/tour", quick = false}, "usage: attn scripts/tour.lua [--out DIR] [--quick]")
+local out, quick = S.outdir(opts.out), opts.quick
 local interp = arg[-1] or "attn"
 local here = (arg[0]:match("^(.*)/[^/]*$") or ".")
 
@@ -31,15 +20,16 @@ local steps = {
    "notebook 001: self-attention from scratch with the notebook's numbers, multi-head, cross and causal attention"},
   {"multi_head_split.lua", "notebook 004: multi-head attention with split_heads/combine_heads = nn.MultiheadAttention"},
   {"bert_attention.lua",
-   "notebook 004's BERT cells: WordPiece, a BERT encoder from HF-format files (the small test model), per-head heatmaps"},
-  {"luong_bahdanau.lua", "notebook 002: Luong and Bahdanau attention, then seq2seq models that learn to reverse digit words",
+   "notebook 004's BERT cells: WordPiece, a BERT encoder from HF-format files (the small test model), " ..
+   "per-head heatmaps"},
+  {"luong_bahdanau.lua",
+   "notebook 002: Luong and Bahdanau attention, then seq2seq models that learn to reverse digit words",
    quick = true},
   {"char_attention_names.lua",
    "notebook 003: character attention on names, then a causal self-attention model that invents names",
    quick = true},
 }
 
-os.execute("mkdir -p " .. sh_quote(out))
 local info = attn.info()
 print(("attn %s (%s, OpenBLAS %s, %d threads): the tour; pictures go to %s/"):format(info.version, info.lua,
   info.blas_core, info.num_threads, out))

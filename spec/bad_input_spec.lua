@@ -29,14 +29,14 @@
 -- and torch 1.13 when the catalogue was written).
 local attn = require "attn"
 local nn = require "attn.nn"
-local F = require "attn.functional"
+require "attn.functional"
 local optim = require "attn.optim"
-local init = require "attn.nn_init"
+require "attn.nn_init"
 local attention = require "attn.attention"
 local seq2seq = require "attn.seq2seq"
 local data = require "attn.data"
-local plot = require "attn.plot"
-local gradcheck = require "attn.gradcheck"
+require "attn.plot"
+require "attn.gradcheck"
 
 ---------------------------------------------------------------------------
 -- 1. Tensors, snapshots, comparison
@@ -730,7 +730,7 @@ local function invoke(entry, args, n)
 end
 
 -- Runs one case; returns nil or a failure description.
-local function run_case(entry, label, args, n, expect, ref, check)
+local function run_case(entry, _label, args, n, expect, ref, check)
   stats.cases = stats.cases + 1
   local mode, threads = attn.is_grad_enabled(), attn.get_num_threads()
   local snap = snapshot(args, n)
@@ -2392,12 +2392,6 @@ E(A("KVCacheClass.update"), {K.fixed(kv_filled), K.tensor({1, 2, 2, 4}, {salt = 
 E(A("KVCacheClass.length"), {K.fixed(kv_filled)}, {method = "length"})
 E(A("KVCacheClass.reset"), {K.fixed(kv_filled)}, {method = "reset", writes_all = true})
 
-local MASK_OPTS = function(extra)
-  local f = {attn_mask = K.tensor({4, 4}, {range = "bin", opt = true}), attn_mask_kind = K.choice("bool", {opt = true}),
-             need_weights = BOOL(false)}
-  for k, v in pairs(extra or {}) do f[k] = v end
-  return K.opts(f)
-end
 local INIT_OPTS = K.opts({init = K.choice("rand", {opt = true})})
 E(A("SelfAttention"), {K.size(3, {min = 1, huge = "error"}), K.size(2, {min = 1, huge = "error"}),
   K.size(4, {min = 1, huge = "error"}), INIT_OPTS}, {override = {[1] = {["0"] = "error"}, [2] = {["0"] = "error"},
@@ -2675,6 +2669,32 @@ local PATH_BADS = {
 E("attn.data.read_lines", {K.custom(function() return WORDS end, PATH_BADS, {skip = {["a string"] = true}})})
 E("attn.data.read_words", {K.custom(function() return WORDS end, PATH_BADS, {skip = {["a string"] = true}})})
 E("attn.data.default_words_path", {}, {base_expect = "any"})
+
+-- attn.script (the scripts' command lines and output folders).  S.args and
+-- S.fail end the process by design (EXCLUDED below); S.parse is what they
+-- run, without the exit.
+local SCRIPT = require "attn.script"
+local function script_entry(name, sig, o)
+  o = o or {}
+  o.fn, o.call = SCRIPT[name], function(...) return SCRIPT[name](...) end
+  return E("attn.script." .. name, sig, o)
+end
+script_entry("int", {K.int(42, {opt = true}), K.int(0, {opt = true})}, {nocompare = true})
+script_entry("str", {})
+script_entry("parse", {K.custom(function() return {"--steps", "3", "--quick", "pos"} end, {
+  {"an empty list", function() return {} end, "any"},
+  {"a list holding a table", function() return {{}} end, "error"},
+  {"a list holding a number", function() return {7} end, "error"},
+}), K.custom(function() return {"name", steps = 2, quick = false, out = "out/x", seed = SCRIPT.int(1, 0)} end, {
+  {"an empty spec", function() return {} end, "any"},
+  {"a default that is a table", function() return {x = {}} end, "error"},
+  {"a default that is 0", function() return {x = 0} end, "error"},
+  {"a positional entry that is not a name", function() return {3} end, "error"},
+})})
+script_entry("outdir", {K.custom(function() return tmp("_script_out/a/b") end, {
+  {"an empty string", function() return "" end, "error"},
+  {"a path under a file", function() return WORDS .. "/x" end, "error"},
+}, {skip = {["a string"] = true}})})
 local WORD_LIST = K.custom(function() return {"b", "a", "c", "a"} end, {
   {"a list holding a number", function() return {"a", 5} end, "error"},
   {"a list holding a table", function() return {"a", {}} end, "error"},
@@ -2763,7 +2783,6 @@ E("attn.data.batches", {ITEMS, K.size(2, {min = 1}), K.opts({shuffle = BOOL(true
   generator = K.custom(function() return attn.Generator(3) end, {{"a number", function() return 3 end, "error"}},
     {opt = true, skip = {["a generator"] = true}})})}, {override = {[1] = {["an empty list"] = "error"},
   [2] = {["0"] = "error"}}, check = function(it) assert(type(it) == "function") end})
-local QUIET = function() return {out = io.stderr, interactive = false} end
 E("attn.data.progress", {K.size(10, {min = 1}), K.opts({label = K.str("train", {opt = true}),
   width = K.size(20, {opt = true, min = 1}), interactive = BOOL(false), min_interval = K.num(0.1, {opt = true, min = 0}),
   out = K.custom(function() return io.stderr end, {
@@ -2788,7 +2807,7 @@ for _, m in ipairs({"finish", "close"}) do
   E("attn.data.Progress." .. m, {K.fixed(bar)}, {method = m, fn = PMT[m], writes_all = true})
 end
 E("attn.data.Progress.__close", {K.fixed(bar)}, {fn = PMT.__close, call = function(b)
-  do local c <close> = b end
+  do local guard <close> = b end
 end, writes_all = true})
 
 -- attn.plot
@@ -3118,7 +3137,7 @@ end
 
 -- attn.dist (spec/dist_spec.lua and spec/mpi/ cover the behaviour; here the
 -- 1-rank world a spec process is, with bad arguments)
-local dist = attn.dist
+local _ = attn.dist -- loads the submodule
 for _, name in ipairs({"rank", "size", "world_size", "local_rank", "is_main", "is_available", "uses_mpi", "backend",
                        "timeout"}) do
   E("attn.dist." .. name, {})
@@ -3350,11 +3369,11 @@ E("attn.scatter", SCATTER, {cases = index_cases({"a number", function()
 E("attn.scatter_", SCATTER_, {writes = {1}, override = {[4] = {["a number"] = "any"}}})
 E("attn.scatter_add", SCATTER, {cases = index_cases()})
 E("attn.scatter_add_", SCATTER_, {writes = {1}})
-local RED = {K.choice("mean"), K.opts({include_self = K.bool(true)})}
+local SCATTER_RED = {K.choice("mean"), K.opts({include_self = K.bool(true)})}
 local red_sig, red_sig_ = {}, {}
 for i, k in ipairs(SCATTER) do red_sig[i] = k end
 for i, k in ipairs(SCATTER_) do red_sig_[i] = k end
-for _, k in ipairs(RED) do red_sig[#red_sig + 1] = k; red_sig_[#red_sig_ + 1] = k end
+for _, k in ipairs(SCATTER_RED) do red_sig[#red_sig + 1] = k; red_sig_[#red_sig_ + 1] = k end
 E("attn.scatter_reduce", red_sig, {override = {[6] = OPT_BOOL}, cases = {
   {"reduce prod", function() return {attn.ones(3, 4), 2, attn.ones(3, 2), attn.ones(3, 3), "prod"} end, "ok"},
   {"reduce prod with a gradient", function()
@@ -3474,6 +3493,10 @@ local EXCLUDED = {
   -- through __close and closed tensors/generators passed everywhere)
   ["attn.Tensor.__gc"] = true,
   ["attn.Generator.__gc"] = true,
+  -- the scripts' command line: they print and end the process (os.exit);
+  -- attn.script.parse, which they call, is catalogued
+  ["attn.script.args"] = true,
+  ["attn.script.fail"] = true,
 }
 
 describe("bad-input catalogue", function()

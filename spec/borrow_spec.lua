@@ -25,7 +25,7 @@ local function setup(kind)
   local xs = { attn.randn(4, 4), attn.randn(4, 4), attn.randn(4, 4) }
   local function close_all()
     for _, x in ipairs(xs) do
-      pcall(function() local c <close> = x end)
+      pcall(function() local guard <close> = x end)
     end
     churn()
   end
@@ -74,9 +74,9 @@ describe("borrowed tensors closed mid-call", function()
     local opts = setmetatable({}, { __index = function(_, key)
       if key == "is_causal" then
         before = before or attn.debug_counts().storages
-        do local a <close> = q end
-        do local b <close> = k end
-        do local c <close> = v end
+        do local guard <close> = q end
+        do local guard <close> = k end
+        do local guard <close> = v end
         -- closed for Lua, alive for the call: no storage was freed
         assert.are.equal(before, attn.debug_counts().storages)
         churn()

@@ -94,13 +94,14 @@ describe("attn.data", function()
     end)
 
     it("raises a clear error when the list is absent", function()
+      -- io.open stubbed for this case only, restored below
       local real_open = io.open
-      io.open = function(path, ...)
+      io.open = function(path, ...) -- luacheck: ignore 122
         if path == "/usr/share/dict/american-english" then return nil, path .. ": No such file or directory" end
         return real_open(path, ...)
       end
       local ok, err = pcall(data.default_words_path)
-      io.open = real_open
+      io.open = real_open -- luacheck: ignore 122
       assert.is_false(ok)
       assert.is_truthy(err:find("/usr/share/dict/american-english not found", 1, true))
       assert.is_truthy(err:find("wamerican", 1, true))

@@ -25,7 +25,6 @@ local function distinct(...)
 end
 -- k + f with f in [0.1, 0.4]: away from integers and halves
 local function fractional(...) return leaf((attn.rand(...) * 6 - 3):floor() + attn.rand(...) * 0.3 + 0.1) end
-local function const(t) return t:detach() end
 
 -- Runs fn once and says whether its outputs record a backward: true,
 -- false (none does: the op is not wired yet) or raises when only some do.

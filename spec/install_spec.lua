@@ -300,6 +300,7 @@ print(attn.ones(2, 3):sum():item(), attn.nn.Linear ~= nil)]]
       return
     end
     local src = os.getenv("ATTN_SOURCE_DIR") or "."
-    ok(sh("cd " .. q(src) .. " && luarocks --lua-version 5.4 lint attn-0.1.0-1.rockspec"), "luarocks lint")
+    local version = readfile(src .. "/VERSION"):match("^(%S+)")
+    ok(sh("cd " .. q(src) .. " && luarocks --lua-version 5.4 lint attn-" .. version .. "-1.rockspec"), "luarocks lint")
   end)
 end)

@@ -340,7 +340,7 @@ describe("bad input", function()
       load_fails(path, fn, "cannot open", "No such file")
     end
     assert.has_error(function() attn.safetensors_info(tmp("nope.safetensors")) end)
-    local ok, err = pcall(attn.load, tmpdir .. "/dir.npy")
+    local ok = pcall(attn.load, tmpdir .. "/dir.npy")
     assert.is_false(ok)
     os.execute("mkdir " .. q(tmp("adir.npy")))
     load_fails(tmp("adir.npy"), "npy_load", "not a regular file")

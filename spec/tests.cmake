@@ -109,3 +109,9 @@ foreach(fam IN ITEMS avx512 avx2 portable)
     endforeach()
   endif()
 endforeach()
+
+# The rockspec end to end: luarocks make into a scratch tree, then stock
+# lua5.4 with that tree's paths (scripts/check_rock.sh; skipped without luarocks).
+add_test(NAME pkg/luarocks_make COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/check_rock.sh
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(pkg/luarocks_make PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1800 LABELS pkg)

@@ -37,11 +37,12 @@
 #include <stdint.h>
 #include <stdbool.h>
 
+#include "attn_version.h" /* ATTN_VERSION, generated from the VERSION file */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define ATTN_VERSION "0.1.0"
 #define ATTN_MAX_DIMS 8
 
 typedef enum attn_status {

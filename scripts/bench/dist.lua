@@ -16,7 +16,6 @@
 --    bus bandwidth = 2 (P-1)/P * bytes / time; ratio attn / raw (target >= 90%).
 -- Every ratio compares numbers measured in this run.  One BLAS thread per
 -- rank everywhere (OPENBLAS_NUM_THREADS=1 and attn.set_num_threads(1)).
-local attn = require "attn"
 
 local quick = false
 local parts = {true, true, true}
@@ -88,7 +87,8 @@ end
 if parts[2] then
   local H, E = 4, 64
   local Ls = quick and {2048} or {4096, 8192}
-  print(("2. Causal attention forward+backward, H = %d, E = %d: 4-rank ring vs 1-process SDPA at the same L"):format(H, E))
+  print(("2. Causal attention forward+backward, H = %d, E = %d: 4-rank ring vs 1-process SDPA at the same L")
+  :format(H, E))
   print(("   %-7s %-16s %10s %18s %8s"):format("L", "how", "time (s)", "peak RSS/rank MB", "time x"))
   for _, L in ipairs(Ls) do
     local one = result(run(("%s %s/scripts/bench/dist_worker.lua ring %d %d %d causal 3"):format(bin, src, L, H, E)))

@@ -37,7 +37,8 @@ local F = require "attn.functional"
 local optim = require "attn.optim"
 
 local quick, out_csv = false, nil
-local cases = {[1] = true, [2] = true, [3] = true, [4] = true, [5] = true, [6] = true, [7] = true, [8] = true, [9] = true, [10] = true}
+local cases = {[1] = true, [2] = true, [3] = true, [4] = true, [5] = true, [6] = true, [7] = true, [8] = true,
+  [9] = true, [10] = true}
 local thread_list = {1, 2}
 local isa_list
 do
@@ -156,7 +157,7 @@ end
 
 -- seconds per call of a Lua loop, best of 3 loops of >= 0.1 s
 local function per_call(fn)
-  local n, dt = 1, 0
+  local n, dt = 1
   while true do
     local t0 = attn.now()
     for _ = 1, n do fn() end
@@ -187,7 +188,8 @@ local function torch_results(threads)
   local list = {}
   for _, c in ipairs({1, 2, 3, 4, 6, 8, 9, 10}) do if cases[c] then list[#list + 1] = c end end
   if #list == 0 then return {} end
-  local cmd = ("OPENBLAS_CORETYPE=%s OPENBLAS_NUM_THREADS=%d OMP_NUM_THREADS=%d %s %storch_bench.py --threads %d%s --cases %s")
+  local cmd = ("OPENBLAS_CORETYPE=%s OPENBLAS_NUM_THREADS=%d OMP_NUM_THREADS=%d %s %storch_bench.py " ..
+    "--threads %d%s --cases %s")
     :format(core, threads, threads, PY, here, threads, quick and " --quick" or "", table.concat(list, ","))
   io.stderr:write("torch: " .. cmd .. "\n")
   local p = assert(io.popen(cmd))
@@ -481,7 +483,8 @@ for _, th in ipairs(thread_list) do
     end
     local hwm_code = "local f = io.open('/proc/self/status') local s = f:read('a') f:close() " ..
       "return s:match('VmHWM:%s*(%d+)')"
-    local a_s, a_m, a_loss = run_proc(("%s -e %q"):format(attn_bin, ("attn = require 'attn' attn.set_num_threads(%d) " ..
+    local a_s, a_m, a_loss = run_proc(("%s -e %q"):format(attn_bin,
+      ("attn = require 'attn' attn.set_num_threads(%d) " ..
       "package.path = '%smodels/?.lua;' .. package.path local t0 = attn.now() " ..
       "local loss = require('annotated_transformer').train(3, 0) local function hwm() %s end " ..
       "print(('time %%.6f hwm_kb %%s loss %%.6f'):format(attn.now() - t0, hwm(), loss))"):format(th, here, hwm_code)))
@@ -609,8 +612,8 @@ end
 
 print(("CPU: %s; kernel family: %s (available: %s%s); BLAS core: %s\n"):format(cpu_model, isa_default,
   info.isa_available or "portable", info.isa_note and ("; " .. info.isa_note) or "", core))
-local header = {"case", "name", "threads", "isa", "attn", "attn CPU", "torch", "torch/attn", "attn GFLOP/s", "% of peak",
-  "torch GFLOP/s", "attn peak RSS", "torch peak RSS", "note"}
+local header = {"case", "name", "threads", "isa", "attn", "attn CPU", "torch", "torch/attn", "attn GFLOP/s",
+  "% of peak", "torch GFLOP/s", "attn peak RSS", "torch peak RSS", "note"}
 print(("| %s |"):format(table.concat(header, " | ")))
 print(("|%s"):format(("---|"):rep(#header)))
 for _, r in ipairs(rows) do
@@ -674,7 +677,8 @@ end
 out_csv = out_csv or (here .. "results/" .. os.date("!%Y%m%dT%H%M%SZ") .. (quick and "-quick" or "") .. ".csv")
 local f = io.open(out_csv, "w")
 if f then
-  f:write("case,name,threads,isa,attn_s,attn_cpu_s,torch_s,ratio,attn_gflops,pct_of_peak,torch_gflops,attn_peak_bytes," ..
+  f:write("case,name,threads,isa,attn_s,attn_cpu_s,torch_s,ratio,attn_gflops,pct_of_peak,torch_gflops," ..
+    "attn_peak_bytes," ..
     "torch_peak_bytes,note\n")
   local function n(x) return x and ("%.9g"):format(x) or "" end
   for _, r in ipairs(rows) do

@@ -80,7 +80,8 @@ end
 print(("ok: under %d MB"):format(LIMIT_MB))
 
 if speed then
-  q, k, v, out, dout = nil, nil, nil, nil, nil
+  -- dropped for the collector
+  q, k, v, out, dout = nil, nil, nil, nil, nil -- luacheck: ignore 311
   collectgarbage()
   local n, H, reps = 2048, 8, 5
   local qs, ks, vs = attn.randn(1, H, n, E), attn.randn(1, H, n, E), attn.randn(1, H, n, E)

@@ -95,7 +95,7 @@ function S.meta(op, x, y, slot)
 end
 function S.gc() b(11) end
 
-local I, P, O, B, N, R, L, T = A.int, A.pool, A.opts, A.bool, A.nested, A.randn, A.list, A.shape
+local I, P, O, B, N, L, T = A.int, A.pool, A.opts, A.bool, A.nested, A.list, A.shape
 
 local seeds = {
   mha = function()

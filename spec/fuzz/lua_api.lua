@@ -306,7 +306,7 @@ local metas = {
   function(x) return #x end, function(x) return tostring(x) end, function(x, y) return x .. y end,
   function(x, y) return x[y] end, function(x, y, z) x[y] = z end, function(x, y) return x % y end,
   function(x, y) return x // y end, function(x, y) return x(y) end,
-  function(x) local c <close> = x end,
+  function(x) local guard <close> = x end,
   function(x, y) return y + x end,
 }
 

@@ -114,7 +114,7 @@ describe("nn.DistributedDataParallel", function()
     end)
     -- after no_sync the gradients are local (differ between ranks in general)
     do
-      local g <close> = ddp:no_sync()
+      local guard <close> = ddp:no_sync()
       assert.is_false(ddp._reducer:overlapped() > 0)
     end
     loss_of(ddp, shard(X, mine(Bi)), shard(Y, mine(Bi))):backward()

@@ -40,6 +40,9 @@ int luaopen_attn_core(lua_State *L) {
   for (size_t i = 0; i < sizeof openers / sizeof openers[0]; i++) openers[i](L, module, methods);
   attnL_pushfn(L, l_error);
   lua_setfield(L, module, "_error");
+  /* attn.version: the VERSION file's number (attn_version.h via attn.h). */
+  lua_pushliteral(L, ATTN_VERSION);
+  lua_setfield(L, module, "version");
   /* The Lua side adds methods of its own through attn.core._methods. */
   lua_pushvalue(L, methods);
   lua_setfield(L, module, "_methods");

@@ -10,7 +10,7 @@ local attn = require "attn"
 local nn = attn.nn
 
 local M = {}
-local V, N, D_MODEL, D_FF, H, BATCH, SEQ, NBATCHES = 11, 2, 128, 512, 4, 80, 10, 20
+local V, N_LAYERS, D_MODEL, D_FF, H, BATCH, SEQ, NBATCHES = 11, 2, 128, 512, 4, 80, 10, 20
 M.V, M.BATCH, M.NBATCHES = V, BATCH, NBATCHES
 local PAD = 1
 
@@ -237,7 +237,7 @@ end
 
 function M.setup(seed)
   attn.manual_seed(seed or 0)
-  local model = make_model(V, V, N, D_MODEL, D_FF, H, M.dropout or 0.1, 64)
+  local model = make_model(V, V, N_LAYERS, D_MODEL, D_FF, H, M.dropout or 0.1, 64)
   model:train()
   local criterion = LabelSmoothing(V, PAD, 0.0)
   local optimizer = attn.optim.Adam(model:parameters(), {lr = 0.5, betas = {0.9, 0.98}, eps = 1e-9})
