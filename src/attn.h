@@ -74,9 +74,9 @@ const char *attn_shape_str(int ndim, const int64_t *shape, char *buf, size_t siz
 
 /* Element types, as torch's float32, int64 and bool. */
 typedef enum attn_dtype {
-  ATTN_FLOAT32 = 0,   /* float */
-  ATTN_INT64,         /* int64_t */
-  ATTN_BOOL,          /* bool (one byte, 0 or 1) */
+  ATTN_FLOAT32 = 0, /* float */
+  ATTN_INT64,       /* int64_t */
+  ATTN_BOOL,        /* bool (one byte, 0 or 1) */
   ATTN_DTYPE_COUNT
 } attn_dtype;
 
@@ -95,11 +95,11 @@ static inline bool attn_dtype_is_float(attn_dtype dt) { return dt == ATTN_FLOAT3
 typedef void (*attn_release_fn)(void *ctx, float *data);
 
 typedef struct attn_storage {
-  void *data;                 /* elements of dtype */
-  int64_t numel;              /* capacity in elements */
-  attn_dtype dtype;           /* of the elements; views share it */
-  long refcount;              /* atomic; use the functions below */
-  attn_release_fn release;    /* NULL: data was allocated by attn */
+  void *data;              /* elements of dtype */
+  int64_t numel;           /* capacity in elements */
+  attn_dtype dtype;        /* of the elements; views share it */
+  long refcount;           /* atomic; use the functions below */
+  attn_release_fn release; /* NULL: data was allocated by attn */
   void *release_ctx;
   int gc_reported;            /* set by a binding once it told its GC */
   long version;               /* bumped by every in-place write (autograd checks) */
@@ -107,18 +107,18 @@ typedef struct attn_storage {
   struct attn_budget *budget; /* charged for data (see attn_budget), or NULL */
 } attn_storage;
 
-struct attn_autograd;         /* defined by the autograd layer */
+struct attn_autograd; /* defined by the autograd layer */
 
 typedef struct attn_tensor {
   attn_storage *storage;
-  int64_t offset;                   /* in elements */
-  int ndim;                         /* 0 .. ATTN_MAX_DIMS; 0 is a scalar */
+  int64_t offset; /* in elements */
+  int ndim;       /* 0 .. ATTN_MAX_DIMS; 0 is a scalar */
   int64_t shape[ATTN_MAX_DIMS];
-  int64_t stride[ATTN_MAX_DIMS];    /* in elements; 0 for broadcast dims */
-  long refcount;                    /* atomic */
-  struct attn_autograd *autograd;   /* NULL unless gradients are tracked */
-  struct attn_budget *budget;       /* charged for this header, or NULL */
-  attn_dtype dtype;                 /* the storage's dtype */
+  int64_t stride[ATTN_MAX_DIMS];  /* in elements; 0 for broadcast dims */
+  long refcount;                  /* atomic */
+  struct attn_autograd *autograd; /* NULL unless gradients are tracked */
+  struct attn_budget *budget;     /* charged for this header, or NULL */
+  attn_dtype dtype;               /* the storage's dtype */
 } attn_tensor;
 
 /* The first element, untyped. */
@@ -134,14 +134,14 @@ bool attn_tensor_is_contiguous(const attn_tensor *t);
 bool attn_same_shape(const attn_tensor *a, const attn_tensor *b);
 
 attn_tensor *attn_tensor_retain(attn_tensor *t);
-void attn_tensor_release(attn_tensor *t);   /* NULL is fine */
+void attn_tensor_release(attn_tensor *t); /* NULL is fine */
 
 /* Live object counts of the whole process (for leak tests and tools). */
 typedef struct attn_debug_counts {
-  int64_t tensors;        /* attn_tensor structs alive */
-  int64_t storages;       /* storages alive */
-  int64_t storage_bytes;  /* bytes held by storages attn allocated */
-  int64_t nodes;          /* autograd graph nodes alive */
+  int64_t tensors;       /* attn_tensor structs alive */
+  int64_t storages;      /* storages alive */
+  int64_t storage_bytes; /* bytes held by storages attn allocated */
+  int64_t nodes;         /* autograd graph nodes alive */
 } attn_debug_counts;
 void attn_debug_counts_get(attn_debug_counts *out);
 
@@ -158,7 +158,7 @@ typedef struct attn_budget attn_budget;
 /* limit in bytes (> 0); the caller gets one reference. */
 attn_status attn_budget_new(int64_t limit, attn_budget **out);
 attn_budget *attn_budget_retain(attn_budget *b);
-void attn_budget_release(attn_budget *b);   /* NULL is fine */
+void attn_budget_release(attn_budget *b); /* NULL is fine */
 /* Adds bytes if the total stays within the limit; false (nothing added)
    otherwise.  Thread-safe. */
 bool attn_budget_charge(attn_budget *b, int64_t bytes);
@@ -206,7 +206,7 @@ attn_status attn_empty(int ndim, const int64_t *shape, attn_tensor **out);
 attn_status attn_zeros(int ndim, const int64_t *shape, attn_tensor **out);
 attn_status attn_ones(int ndim, const int64_t *shape, attn_tensor **out);
 attn_status attn_full(int ndim, const int64_t *shape, float value, attn_tensor **out);
-attn_status attn_scalar(float value, attn_tensor **out);   /* 0-d */
+attn_status attn_scalar(float value, attn_tensor **out); /* 0-d */
 /* The same with a dtype (value converted: int64 truncates, bool is != 0;
    empty_dtype is zero-filled). */
 attn_status attn_empty_dtype(attn_dtype dt, int ndim, const int64_t *shape, attn_tensor **out);
@@ -228,8 +228,8 @@ attn_status attn_from_data(int ndim, const int64_t *shape, const float *data, at
 /* Wraps a caller's buffer without copying.  release (may be NULL: the
    caller keeps ownership and must outlive every view) is called once the
    last view is gone.  strides may be NULL for row-major. */
-attn_status attn_wrap(float *data, int ndim, const int64_t *shape, const int64_t *strides,
-                      attn_release_fn release, void *ctx, attn_tensor **out);
+attn_status attn_wrap(float *data, int ndim, const int64_t *shape, const int64_t *strides, attn_release_fn release,
+                      void *ctx, attn_tensor **out);
 /* [start, end) in steps of step, like torch.arange (float32). */
 attn_status attn_arange(double start, double end, double step, attn_tensor **out);
 /* The int64 arange (torch.arange with integer arguments). */
@@ -247,7 +247,7 @@ attn_status attn_clone(const attn_tensor *t, attn_tensor **out);
    may alias dst. */
 attn_status attn_copy_(attn_tensor *dst, const attn_tensor *src);
 attn_status attn_fill_(attn_tensor *t, float value);
-attn_status attn_fill_f64_(attn_tensor *t, double value); /* any dtype, exact for int64 up to 2^53 */
+attn_status attn_fill_f64_(attn_tensor *t, double value);  /* any dtype, exact for int64 up to 2^53 */
 attn_status attn_fill_i64_(attn_tensor *t, int64_t value); /* any dtype, exact for int64 */
 
 /* Views: share storage with the input. */
@@ -260,8 +260,7 @@ attn_status attn_view(const attn_tensor *t, int ndim, const int64_t *shape, attn
 attn_status attn_reshape(const attn_tensor *t, int ndim, const int64_t *shape, attn_tensor **out);
 attn_status attn_narrow(const attn_tensor *t, int dim, int64_t start, int64_t length, attn_tensor **out);
 /* Python-style slice: start/end already clamped, step > 0. */
-attn_status attn_slice(const attn_tensor *t, int dim, int64_t start, int64_t end, int64_t step,
-                       attn_tensor **out);
+attn_status attn_slice(const attn_tensor *t, int dim, int64_t start, int64_t end, int64_t step, attn_tensor **out);
 attn_status attn_select(const attn_tensor *t, int dim, int64_t index, attn_tensor **out);
 attn_status attn_unsqueeze(const attn_tensor *t, int dim, attn_tensor **out);
 /* dim < 0: drop every size-1 dim. */
@@ -271,27 +270,57 @@ attn_status attn_expand(const attn_tensor *t, int ndim, const int64_t *shape, at
 attn_status attn_flatten(const attn_tensor *t, int start_dim, int end_dim, attn_tensor **out);
 /* A view with explicit geometry (offset and strides in floats) on t's
    storage; every reachable element must lie inside the storage. */
-attn_status attn_as_strided(const attn_tensor *t, int ndim, const int64_t *shape, const int64_t *stride,
-                            int64_t offset, attn_tensor **out);
+attn_status attn_as_strided(const attn_tensor *t, int ndim, const int64_t *shape, const int64_t *stride, int64_t offset,
+                            attn_tensor **out);
 /* Shape both tensors broadcast to, or ATTN_ERR_SHAPE (message names op). */
-attn_status attn_broadcast_shape(const char *op, const attn_tensor *a, const attn_tensor *b,
-                                 int *ndim, int64_t *shape);
+attn_status attn_broadcast_shape(const char *op, const attn_tensor *a, const attn_tensor *b, int *ndim, int64_t *shape);
 
 /* ------------------------------------------------------------------------ */
 /* Elementwise math (NumPy broadcasting)                                     */
 
 typedef enum attn_binary_op {
-  ATTN_ADD, ATTN_SUB, ATTN_MUL, ATTN_DIV, ATTN_POW,
-  ATTN_EQ, ATTN_NE, ATTN_LT, ATTN_LE, ATTN_GT, ATTN_GE,
-  ATTN_MAXIMUM, ATTN_MINIMUM, ATTN_ATAN2, ATTN_FMOD,
+  ATTN_ADD,
+  ATTN_SUB,
+  ATTN_MUL,
+  ATTN_DIV,
+  ATTN_POW,
+  ATTN_EQ,
+  ATTN_NE,
+  ATTN_LT,
+  ATTN_LE,
+  ATTN_GT,
+  ATTN_GE,
+  ATTN_MAXIMUM,
+  ATTN_MINIMUM,
+  ATTN_ATAN2,
+  ATTN_FMOD,
   ATTN_BINARY_OP_COUNT
 } attn_binary_op;
 
 typedef enum attn_unary_op {
-  ATTN_NEG, ATTN_EXP, ATTN_LOG, ATTN_SQRT, ATTN_RSQRT, ATTN_TANH, ATTN_SIGMOID,
-  ATTN_RELU, ATTN_GELU, ATTN_GELU_TANH, ATTN_ABS, ATTN_SIN, ATTN_COS,
-  ATTN_SIGN, ATTN_RECIPROCAL, ATTN_SQUARE, ATTN_LOG1P, ATTN_EXPM1, ATTN_FLOOR,
-  ATTN_CEIL, ATTN_ROUND, ATTN_SILU, ATTN_ERF,
+  ATTN_NEG,
+  ATTN_EXP,
+  ATTN_LOG,
+  ATTN_SQRT,
+  ATTN_RSQRT,
+  ATTN_TANH,
+  ATTN_SIGMOID,
+  ATTN_RELU,
+  ATTN_GELU,
+  ATTN_GELU_TANH,
+  ATTN_ABS,
+  ATTN_SIN,
+  ATTN_COS,
+  ATTN_SIGN,
+  ATTN_RECIPROCAL,
+  ATTN_SQUARE,
+  ATTN_LOG1P,
+  ATTN_EXPM1,
+  ATTN_FLOOR,
+  ATTN_CEIL,
+  ATTN_ROUND,
+  ATTN_SILU,
+  ATTN_ERF,
   ATTN_UNARY_OP_COUNT
 } attn_unary_op;
 
@@ -302,8 +331,7 @@ attn_status attn_binary(attn_binary_op op, const attn_tensor *a, const attn_tens
 /* a op= b; b must broadcast to a's shape.  b may alias a. */
 attn_status attn_binary_(attn_binary_op op, attn_tensor *a, const attn_tensor *b);
 /* a op s, or s op a when reversed. */
-attn_status attn_binary_scalar(attn_binary_op op, const attn_tensor *a, float s, bool reversed,
-                               attn_tensor **out);
+attn_status attn_binary_scalar(attn_binary_op op, const attn_tensor *a, float s, bool reversed, attn_tensor **out);
 attn_status attn_binary_scalar_(attn_binary_op op, attn_tensor *a, float s, bool reversed);
 attn_status attn_unary(attn_unary_op op, const attn_tensor *a, attn_tensor **out);
 attn_status attn_unary_(attn_unary_op op, attn_tensor *a);
@@ -328,8 +356,7 @@ attn_status attn_remainder(const attn_tensor *a, const attn_tensor *b, attn_tens
 attn_status attn_clamp(const attn_tensor *a, float lo, float hi, attn_tensor **out);
 attn_status attn_clamp_(attn_tensor *a, float lo, float hi);
 /* cond != 0 ? a : b, all three broadcast together. */
-attn_status attn_where(const attn_tensor *cond, const attn_tensor *a, const attn_tensor *b,
-                       attn_tensor **out);
+attn_status attn_where(const attn_tensor *cond, const attn_tensor *a, const attn_tensor *b, attn_tensor **out);
 /* t where mask == 0, value where mask != 0; mask broadcasts to t. */
 attn_status attn_masked_fill(const attn_tensor *t, const attn_tensor *mask, float value, attn_tensor **out);
 attn_status attn_masked_fill_(attn_tensor *t, const attn_tensor *mask, float value);
@@ -340,14 +367,25 @@ attn_status attn_add_scaled(const attn_tensor *a, const attn_tensor *b, float al
 /* Reductions                                                                */
 
 typedef enum attn_reduce_op {
-  ATTN_SUM, ATTN_MEAN, ATTN_PROD, ATTN_MAX, ATTN_MIN, ATTN_ARGMAX, ATTN_ARGMIN,
-  ATTN_VAR, ATTN_STD, ATTN_NORM, ATTN_LOGSUMEXP, ATTN_ALL, ATTN_ANY,
+  ATTN_SUM,
+  ATTN_MEAN,
+  ATTN_PROD,
+  ATTN_MAX,
+  ATTN_MIN,
+  ATTN_ARGMAX,
+  ATTN_ARGMIN,
+  ATTN_VAR,
+  ATTN_STD,
+  ATTN_NORM,
+  ATTN_LOGSUMEXP,
+  ATTN_ALL,
+  ATTN_ANY,
   ATTN_REDUCE_OP_COUNT
 } attn_reduce_op;
 
 typedef struct attn_reduce_opts {
-  double correction;   /* var/std: 1 = unbiased (torch default) */
-  double p;            /* norm order: 2 default; INFINITY allowed */
+  double correction; /* var/std: 1 = unbiased (torch default) */
+  double p;          /* norm order: 2 default; INFINITY allowed */
 } attn_reduce_opts;
 
 /* Reduces along dim (0-based); keepdim keeps a size-1 dim.  ARGMAX/ARGMIN
@@ -355,11 +393,10 @@ typedef struct attn_reduce_opts {
 attn_status attn_reduce_dim(attn_reduce_op op, const attn_tensor *t, int dim, bool keepdim,
                             const attn_reduce_opts *opts, attn_tensor **out);
 /* Over all elements: a 0-d tensor (ARGMAX: flat index). */
-attn_status attn_reduce_all(attn_reduce_op op, const attn_tensor *t, const attn_reduce_opts *opts,
-                            attn_tensor **out);
+attn_status attn_reduce_all(attn_reduce_op op, const attn_tensor *t, const attn_reduce_opts *opts, attn_tensor **out);
 /* max/min along dim giving both values and 0-based indices. */
-attn_status attn_max_dim(const attn_tensor *t, int dim, bool keepdim, bool is_min,
-                         attn_tensor **values, attn_tensor **indices);
+attn_status attn_max_dim(const attn_tensor *t, int dim, bool keepdim, bool is_min, attn_tensor **values,
+                         attn_tensor **indices);
 /* cumulative sum along dim */
 attn_status attn_cumsum(const attn_tensor *t, int dim, attn_tensor **out);
 
@@ -404,8 +441,8 @@ attn_status attn_gather(const attn_tensor *t, int dim, const attn_tensor *index,
    releasing each tensor. */
 attn_status attn_split(const attn_tensor *t, int64_t size, int dim, int *n, attn_tensor ***outs);
 /* Pieces of the given sizes, which must add up to size(dim). */
-attn_status attn_split_sizes(const attn_tensor *t, int nsizes, const int64_t *sizes, int dim,
-                             int *n, attn_tensor ***outs);
+attn_status attn_split_sizes(const attn_tensor *t, int nsizes, const int64_t *sizes, int dim, int *n,
+                             attn_tensor ***outs);
 attn_status attn_chunk(const attn_tensor *t, int64_t chunks, int dim, int *n, attn_tensor ***outs);
 /* torch.Tensor.repeat: nreps >= ndim */
 attn_status attn_repeat(const attn_tensor *t, int nreps, const int64_t *reps, attn_tensor **out);
@@ -414,8 +451,7 @@ attn_status attn_flip(const attn_tensor *t, int ndims, const int *dims, attn_ten
    NaN counts as larger than every number; equal values keep input order.
    Any dtype is ordered as float32, values keep the input's dtype.  The
    values record a backward (the gradient goes to the indexed places). */
-attn_status attn_sort(const attn_tensor *t, int dim, bool descending, attn_tensor **values,
-                      attn_tensor **indices);
+attn_status attn_sort(const attn_tensor *t, int dim, bool descending, attn_tensor **values, attn_tensor **indices);
 /* the k (0..size) largest (or smallest) along dim, sorted */
 attn_status attn_topk(const attn_tensor *t, int64_t k, int dim, bool largest, attn_tensor **values,
                       attn_tensor **indices);
@@ -442,8 +478,7 @@ attn_status attn_index_add(const attn_tensor *self, int dim, const attn_tensor *
                            float alpha, attn_tensor **out);
 attn_status attn_index_copy(const attn_tensor *self, int dim, const attn_tensor *index, const attn_tensor *source,
                             attn_tensor **out);
-attn_status attn_index_fill(const attn_tensor *self, int dim, const attn_tensor *index, float value,
-                            attn_tensor **out);
+attn_status attn_index_fill(const attn_tensor *self, int dim, const attn_tensor *index, float value, attn_tensor **out);
 /* [n, ndim] int64: 0-based positions of the non-zero elements (any dtype),
    row-major order */
 attn_status attn_nonzero(const attn_tensor *t, attn_tensor **out);
@@ -491,8 +526,8 @@ attn_status attn_exponential_(attn_tensor *t, double lambda, attn_generator *g);
 /* 0-based permutation of [0, n) as a float tensor */
 attn_status attn_randperm(int64_t n, attn_generator *g, attn_tensor **out);
 /* probs: 1-d or 2-d rows of non-negative weights; out: 0-based indices */
-attn_status attn_multinomial(const attn_tensor *probs, int64_t num_samples, bool replacement,
-                             attn_generator *g, attn_tensor **out);
+attn_status attn_multinomial(const attn_tensor *probs, int64_t num_samples, bool replacement, attn_generator *g,
+                             attn_tensor **out);
 
 /* ------------------------------------------------------------------------ */
 /* Autograd                                                                  */
@@ -551,18 +586,17 @@ attn_status attn_detach(const attn_tensor *t, attn_tensor **out);
 attn_status attn_backward(attn_tensor *t, const attn_tensor *grad, bool retain_graph);
 /* Embedding lookup: weight [V, D], ids (any shape, 0-based) -> ids.shape + [D].
    Rows at padding_idx (>= 0) get no gradient. */
-attn_status attn_embedding(const attn_tensor *weight, const attn_tensor *ids, int64_t padding_idx,
-                           attn_tensor **out);
+attn_status attn_embedding(const attn_tensor *weight, const attn_tensor *ids, int64_t padding_idx, attn_tensor **out);
 
 /* ------------------------------------------------------------------------ */
 /* Printing                                                                  */
 
 typedef struct attn_print_opts {
-  int precision;     /* digits after the point (torch default 4) */
-  int linewidth;     /* 80 */
-  int64_t threshold; /* summarise above this many elements (1000) */
-  int edgeitems;     /* 3 */
-  const char *suffix;/* appended inside the parens, e.g. "requires_grad=True"; may be NULL */
+  int precision;      /* digits after the point (torch default 4) */
+  int linewidth;      /* 80 */
+  int64_t threshold;  /* summarise above this many elements (1000) */
+  int edgeitems;      /* 3 */
+  const char *suffix; /* appended inside the parens, e.g. "requires_grad=True"; may be NULL */
 } attn_print_opts;
 
 void attn_print_opts_default(attn_print_opts *opts);
@@ -579,9 +613,9 @@ attn_status attn_tensor_format(const attn_tensor *t, const attn_print_opts *opts
    ATTN_BLAS_CORETYPE=off disables that. */
 attn_status attn_blas_init(void);
 typedef struct attn_blas_info {
-  const char *library;     /* path or soname that was loaded */
-  const char *core;        /* openblas_get_corename() */
-  const char *config;      /* openblas_get_config() */
+  const char *library;         /* path or soname that was loaded */
+  const char *core;            /* openblas_get_corename() */
+  const char *config;          /* openblas_get_config() */
   const char *coretype_source; /* "user", "attn", or "openblas" */
   int num_threads;
 } attn_blas_info;
@@ -615,9 +649,8 @@ attn_status attn_set_isa(const char *family);
 attn_status attn_set_num_threads(int n);
 int attn_get_num_threads(void);
 /* Row-major C[m,n] = alpha * op(A)[m,k] op(B)[k,n] + beta * C. */
-attn_status attn_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-                       const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
-                       float *c, int64_t ldc);
+attn_status attn_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                       int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
 
 /* ------------------------------------------------------------------------ */
 /* Weight files                                                              */
@@ -655,21 +688,21 @@ attn_status attn_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
 
 /* What a file says about one tensor. */
 typedef struct attn_weight_info {
-  char dtype[8];                /* as in the file: "F16", "BF16", "<f4", "|b1", ... */
+  char dtype[8]; /* as in the file: "F16", "BF16", "<f4", "|b1", ... */
   int ndim;
   int64_t shape[ATTN_MAX_DIMS];
-  uint64_t offset;              /* start of the raw data (file, or zip member) */
-  uint64_t nbytes;              /* length of the raw data */
+  uint64_t offset; /* start of the raw data (file, or zip member) */
+  uint64_t nbytes; /* length of the raw data */
 } attn_weight_info;
 
 /* A list of named tensors plus optional string metadata.  Names are unique. */
 typedef struct attn_named_tensors {
   int n;
-  char **names;                 /* malloc'd strings */
-  attn_tensor **tensors;        /* one reference each; NULL after attn_safetensors_info */
-  attn_weight_info *info;       /* filled by the loaders, NULL in lists built by the caller */
+  char **names;           /* malloc'd strings */
+  attn_tensor **tensors;  /* one reference each; NULL after attn_safetensors_info */
+  attn_weight_info *info; /* filled by the loaders, NULL in lists built by the caller */
   int nmeta;
-  char **meta_keys;             /* safetensors __metadata__ */
+  char **meta_keys; /* safetensors __metadata__ */
   char **meta_values;
 } attn_named_tensors;
 
@@ -750,21 +783,21 @@ void attn_file_writer_abort(attn_file_writer *w); /* NULL is fine */
  * q, k and v.
  */
 typedef struct attn_sdpa_opts {
-  const attn_tensor *attn_mask;   /* NULL: none */
-  bool mask_is_bool;              /* non-zero = take part (else additive) */
+  const attn_tensor *attn_mask; /* NULL: none */
+  bool mask_is_bool;            /* non-zero = take part (else additive) */
   bool is_causal;
-  bool causal_bottom_right;       /* needs is_causal */
-  double scale;                   /* NaN or 0: 1/sqrt(E) */
-  double dropout_p;               /* [0, 1] */
-  attn_generator *generator;      /* dropout's; NULL: default generator */
+  bool causal_bottom_right;  /* needs is_causal */
+  double scale;              /* NaN or 0: 1/sqrt(E) */
+  double dropout_p;          /* [0, 1] */
+  attn_generator *generator; /* dropout's; NULL: default generator */
   bool enable_gqa;
 } attn_sdpa_opts;
 
 /* Zero options: no mask, not causal, default scale, no dropout. */
 void attn_sdpa_opts_init(attn_sdpa_opts *opts);
 /* opts may be NULL (defaults); weights may be NULL. */
-attn_status attn_sdpa(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
-                      const attn_sdpa_opts *opts, attn_tensor **out, attn_tensor **weights);
+attn_status attn_sdpa(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v, const attn_sdpa_opts *opts,
+                      attn_tensor **out, attn_tensor **weights);
 /* Blocks of a longer attention (sequence parallelism: attn.dist's ring
    attention).  attn_sdpa_block_forward gives out [..., L, Ev] and lse
    [..., L], the log-sum-exp of each query's scaled scores over this

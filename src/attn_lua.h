@@ -179,8 +179,8 @@ attn_status attn_lua_push_tensor(lua_State *L, attn_tensor *t);
    release(ctx, data) once the last view is gone (at the latest when the
    state is closed, if Lua kept none elsewhere).  On failure nothing is
    pushed, release is not called and the host still owns the buffer. */
-attn_status attn_lua_push_buffer(lua_State *L, float *data, int ndim, const int64_t *shape,
-                                 const int64_t *strides, attn_release_fn release, void *ctx);
+attn_status attn_lua_push_buffer(lua_State *L, float *data, int ndim, const int64_t *shape, const int64_t *strides,
+                                 attn_release_fn release, void *ctx);
 
 /* Borrows the tensor in the Lua value at idx: NULL if the value is not a
    tensor (or was closed).  Nothing is retained: the pointer is valid while
@@ -210,8 +210,7 @@ attn_status attn_lua_call_global(lua_State *L, const char *name, int nargs, int 
 /* Loads code (text only) as chunk chunkname ("=name" or "@file" as in
    lua_load; NULL: the code itself) and calls it with the nargs values on
    top of the stack as `...`. */
-attn_status attn_lua_dostring(lua_State *L, const char *code, const char *chunkname, int nargs,
-                              int nresults);
+attn_status attn_lua_dostring(lua_State *L, const char *code, const char *chunkname, int nargs, int nresults);
 
 /* The same for a file chosen by the host (text only; not subject to the
    sandbox, which restricts what scripts can load). */

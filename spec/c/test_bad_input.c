@@ -97,30 +97,30 @@ static bool report(bool ok, const char *what, const char *name) {
 
 /* A call that must fail: status not OK, message names fn, *out (a
    sentinel) untouched.  Use as BAD("zeros", attn_zeros(1, s, &out)). */
-#define BAD(name, call)                                                   \
-  do {                                                                    \
-    bad_calls++;                                                          \
-    attn_set_error(ATTN_OK, "%s", "");                                    \
-    out = SENTINEL;                                                       \
-    attn_status st_ = (call);                                             \
-    CHECK(st_ != ATTN_OK);                                                \
-    CHECK(report(names(name), #call, name));                              \
-    CHECK(out == SENTINEL);                                               \
+#define BAD(name, call)                                                                                                \
+  do {                                                                                                                 \
+    bad_calls++;                                                                                                       \
+    attn_set_error(ATTN_OK, "%s", "");                                                                                 \
+    out = SENTINEL;                                                                                                    \
+    attn_status st_ = (call);                                                                                          \
+    CHECK(st_ != ATTN_OK);                                                                                             \
+    CHECK(report(names(name), #call, name));                                                                           \
+    CHECK(out == SENTINEL);                                                                                            \
   } while (0)
 
 /* The same for calls whose single input a must stay as it was. */
-#define BAD_IN(name, a, call)                                             \
-  do {                                                                    \
-    snap sa_ = take(a);                                                   \
-    BAD(name, call);                                                      \
-    CHECK(unchanged(sa_));                                                \
+#define BAD_IN(name, a, call)                                                                                          \
+  do {                                                                                                                 \
+    snap sa_ = take(a);                                                                                                \
+    BAD(name, call);                                                                                                   \
+    CHECK(unchanged(sa_));                                                                                             \
   } while (0)
 
 /* A call that must succeed; the result is released after fn(out). */
-#define GOOD(call)                                                        \
-  do {                                                                    \
-    out = NULL;                                                           \
-    CHECK_OK(call);                                                       \
+#define GOOD(call)                                                                                                     \
+  do {                                                                                                                 \
+    out = NULL;                                                                                                        \
+    CHECK_OK(call);                                                                                                    \
   } while (0)
 
 static bool shape_is(const attn_tensor *t, int ndim, const int64_t *shape) {
@@ -145,7 +145,10 @@ static void test_creation(void) {
   const int64_t over56[] = {(int64_t)1 << 30, (int64_t)1 << 30}, huge[] = {HUGE40};
   const int64_t ok2[] = {2, 3}, zero[] = {0, 3};
   typedef attn_status (*mkfn)(int, const int64_t *, attn_tensor **);
-  struct { const char *name; mkfn f; } fns[] = {{"empty", attn_empty}, {"zeros", attn_zeros}, {"ones", attn_ones}};
+  struct {
+    const char *name;
+    mkfn f;
+  } fns[] = {{"empty", attn_empty}, {"zeros", attn_zeros}, {"ones", attn_ones}};
   for (int i = 0; i < 3; i++) {
     BAD(fns[i].name, fns[i].f(-1, ok2, &out));
     BAD(fns[i].name, fns[i].f(ATTN_MAX_DIMS + 1, ok2, &out));
@@ -213,7 +216,7 @@ static void test_creation(void) {
   p[0] = 0, p[1] = 2, p[2] = 1;
   float *q = attn_tensor_data(bad_idx);
   q[0] = 1, q[1] = -1;
-  BAD_IN("one_hot", idx, attn_one_hot(idx, 2, &out));    /* index 2 of 2 classes */
+  BAD_IN("one_hot", idx, attn_one_hot(idx, 2, &out)); /* index 2 of 2 classes */
   BAD_IN("one_hot", idx, attn_one_hot(idx, 0, &out));
   BAD_IN("one_hot", idx, attn_one_hot(idx, BIG, &out));
   BAD_IN("one_hot", bad_idx, attn_one_hot(bad_idx, 3, &out));
@@ -435,7 +438,7 @@ static void test_math(void) {
   BAD_IN("sum", a, attn_reduce_dim(ATTN_SUM, a, -1, false, NULL, &out));
   BAD_IN("reduce", a, attn_reduce_dim((attn_reduce_op)ATTN_REDUCE_OP_COUNT, a, 0, false, &o, &out));
   BAD_IN("reduce", a, attn_reduce_all((attn_reduce_op)-2, a, &o, &out));
-  BAD_IN("max", e, attn_reduce_dim(ATTN_MAX, e, 0, false, NULL, &out));   /* torch: no identity */
+  BAD_IN("max", e, attn_reduce_dim(ATTN_MAX, e, 0, false, NULL, &out)); /* torch: no identity */
   BAD_IN("argmax", e, attn_reduce_all(ATTN_ARGMAX, e, NULL, &out));
   BAD_IN("min", e, attn_reduce_all(ATTN_MIN, e, NULL, &out));
   GOOD(attn_reduce_dim(ATTN_MAX, e, 1, false, NULL, &out)); /* torch: [0] */
@@ -595,14 +598,14 @@ static void test_random(void) {
   CHECK_OK(attn_generator_new(5, &g));
   unsigned char *state = malloc(attn_generator_state_size());
   attn_generator_get_state(g, state);
-#define BAD_FILL(name, call)                                                 \
-  do {                                                                       \
-    snap s_ = take(a);                                                       \
-    bad_calls++;                                                             \
-    attn_set_error(ATTN_OK, "%s", "");                                       \
-    CHECK((call) != ATTN_OK);                                                \
-    CHECK(report(names(name), #call, name));                                 \
-    CHECK(unchanged(s_));                                                    \
+#define BAD_FILL(name, call)                                                                                           \
+  do {                                                                                                                 \
+    snap s_ = take(a);                                                                                                 \
+    bad_calls++;                                                                                                       \
+    attn_set_error(ATTN_OK, "%s", "");                                                                                 \
+    CHECK((call) != ATTN_OK);                                                                                          \
+    CHECK(report(names(name), #call, name));                                                                           \
+    CHECK(unchanged(s_));                                                                                              \
   } while (0)
   BAD_FILL("uniform_", attn_uniform_(a, 1, 0, g));
   BAD_FILL("uniform_", attn_uniform_(a, -INFINITY, 0, g));
@@ -774,7 +777,7 @@ static void test_print_blas_budget(void) {
   attn_budget_set_current(prev);
   attn_budget_release(b);
   attn_budget_release(NULL); /* allowed */
-  attn_tensor_release(NULL);  /* allowed */
+  attn_tensor_release(NULL); /* allowed */
   attn_tensor_release(a);
   attn_tensor_release(e);
 }
@@ -912,7 +915,8 @@ static void test_attention(void) {
   CHECK_OK(attn_sdpa(x, x, x, NULL, &o1, NULL));
   CHECK_OK(attn_sdpa(x, xk, xv, NULL, &o2, NULL));
   bool same = true;
-  for (int64_t i = 0; i < attn_tensor_numel(o1); i++) same = same && attn_tensor_get_flat(o1, i) == attn_tensor_get_flat(o2, i);
+  for (int64_t i = 0; i < attn_tensor_numel(o1); i++)
+    same = same && attn_tensor_get_flat(o1, i) == attn_tensor_get_flat(o2, i);
   CHECK(same);
 
   BAD("causal_mask", attn_causal_mask(-1, 3, false, &out));

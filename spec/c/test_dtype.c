@@ -261,7 +261,8 @@ static void test_print_and_io(void) {
   CHECK_OK(attn_named_tensors_add(nt, "mask", b));
   CHECK_OK(attn_safetensors_save(path, nt));
   CHECK_OK(attn_safetensors_load(path, &got));
-  attn_tensor *gi = got ? attn_named_tensors_get(got, "ids") : NULL, *gm = got ? attn_named_tensors_get(got, "mask") : NULL;
+  attn_tensor *gi = got ? attn_named_tensors_get(got, "ids") : NULL,
+              *gm = got ? attn_named_tensors_get(got, "mask") : NULL;
   CHECK(gi && gi->dtype == ATTN_INT64 && attn_tensor_i64(gi)[2] == 300);
   CHECK(gm && gm->dtype == ATTN_BOOL && attn_tensor_bool(gm)[0] && !attn_tensor_bool(gm)[1]);
   attn_named_tensors_free(got);

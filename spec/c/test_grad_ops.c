@@ -151,8 +151,23 @@ static int random_dim(int ndim) {
 /* The ops under test, behind one signature                                  */
 
 typedef enum {
-  OP_REDUCE_DIM, OP_REDUCE_ALL, OP_MAX_DIM, OP_CUMSUM, OP_SOFTMAX, OP_LOG_SOFTMAX, OP_TRIL, OP_TRIU, OP_CAT,
-  OP_STACK, OP_INDEX_SELECT, OP_GATHER, OP_SPLIT, OP_SPLIT_SIZES, OP_CHUNK, OP_REPEAT, OP_FLIP
+  OP_REDUCE_DIM,
+  OP_REDUCE_ALL,
+  OP_MAX_DIM,
+  OP_CUMSUM,
+  OP_SOFTMAX,
+  OP_LOG_SOFTMAX,
+  OP_TRIL,
+  OP_TRIU,
+  OP_CAT,
+  OP_STACK,
+  OP_INDEX_SELECT,
+  OP_GATHER,
+  OP_SPLIT,
+  OP_SPLIT_SIZES,
+  OP_CHUNK,
+  OP_REPEAT,
+  OP_FLIP
 } op_kind;
 
 typedef struct {
@@ -161,11 +176,11 @@ typedef struct {
   int dim;
   bool keepdim, is_min;
   attn_reduce_opts opts;
-  int64_t k;                    /* tril/triu diagonal, split size, chunks */
-  attn_tensor *index;           /* index_select / gather */
-  int nlist;                    /* split_sizes count, flip dims, repeat count */
-  int64_t list[ATTN_MAX_DIMS];  /* split sizes, reps */
-  int dims[ATTN_MAX_DIMS];      /* flip */
+  int64_t k;                   /* tril/triu diagonal, split size, chunks */
+  attn_tensor *index;          /* index_select / gather */
+  int nlist;                   /* split_sizes count, flip dims, repeat count */
+  int64_t list[ATTN_MAX_DIMS]; /* split sizes, reps */
+  int dims[ATTN_MAX_DIMS];     /* flip */
 } op_ctx;
 
 /* pieces p_i -> cat(p_i * (i + 1)) so that each piece gets its own gradient */
@@ -208,9 +223,12 @@ static attn_status run_op(const op_ctx *c, int nin, attn_tensor *const *in, attn
   case OP_SPLIT:
   case OP_SPLIT_SIZES:
   case OP_CHUNK:
-    if (c->kind == OP_SPLIT) st = attn_split(x, c->k, c->dim, &n, &pieces);
-    else if (c->kind == OP_CHUNK) st = attn_chunk(x, c->k, c->dim, &n, &pieces);
-    else st = attn_split_sizes(x, c->nlist, c->list, c->dim, &n, &pieces);
+    if (c->kind == OP_SPLIT)
+      st = attn_split(x, c->k, c->dim, &n, &pieces);
+    else if (c->kind == OP_CHUNK)
+      st = attn_chunk(x, c->k, c->dim, &n, &pieces);
+    else
+      st = attn_split_sizes(x, c->nlist, c->list, c->dim, &n, &pieces);
     if (st) return st;
     return join_pieces(n, pieces, c->dim, out);
   case OP_REPEAT: return attn_repeat(x, c->nlist, c->list, out);
@@ -296,8 +314,7 @@ static void gradcheck(const char *label, const op_ctx *c, int nin, attn_tensor *
       double num = (lp - lm) / ((double)xp - (double)xm), ana = attn_tensor_get_flat(gr, i);
       double err = fabs(ana - num) / (1 + fabs(num));
       if (!(err <= tol)) {
-        fprintf(stderr, "%s: input %d element %lld: analytic %.7g, numeric %.7g\n", label, k, (long long)i, ana,
-                num);
+        fprintf(stderr, "%s: input %d element %lld: analytic %.7g, numeric %.7g\n", label, k, (long long)i, ana, num);
         ok = false;
         break;
       }
@@ -323,8 +340,8 @@ static void release_all(int n, attn_tensor **in) {
 /* ------------------------------------------------------------------------ */
 /* Random gradchecks per op                                                  */
 
-static const char *reduce_label[ATTN_REDUCE_OP_COUNT] = {"sum", "mean", "prod", "max",   "min",       "argmax", "argmin",
-                                                        "var", "std",  "norm", "logsumexp", "all", "any"};
+static const char *reduce_label[ATTN_REDUCE_OP_COUNT] = {"sum", "mean", "prod", "max",       "min", "argmax", "argmin",
+                                                         "var", "std",  "norm", "logsumexp", "all", "any"};
 
 static const char *reduce_node_name(attn_reduce_op op, bool all) {
   switch (op) {
@@ -342,7 +359,7 @@ static const char *reduce_node_name(attn_reduce_op op, bool all) {
 }
 
 static void test_reductions(void) {
-  const attn_reduce_op ops[] = {ATTN_SUM, ATTN_MEAN, ATTN_PROD, ATTN_MAX, ATTN_MIN,
+  const attn_reduce_op ops[] = {ATTN_SUM, ATTN_MEAN, ATTN_PROD, ATTN_MAX,      ATTN_MIN,
                                 ATTN_VAR, ATTN_STD,  ATTN_NORM, ATTN_LOGSUMEXP};
   const double ps[] = {2, 1, INFINITY, -INFINITY, 3, 1.5, 0.5, -1.5, 0};
   char label[160];
@@ -353,8 +370,11 @@ static void test_reductions(void) {
       int64_t shape[ATTN_MAX_DIMS] = {0}; /* the label prints 4 sizes whatever ndim */
       random_shape(0, 4, 3, &ndim, shape);
       bool all = trial % 3 == 0;
-      op_ctx c = {.kind = all ? OP_REDUCE_ALL : OP_REDUCE_DIM, .rop = op, .dim = random_dim(ndim),
-                  .keepdim = rnd_int(2), .opts = {1.0, 2.0}};
+      op_ctx c = {.kind = all ? OP_REDUCE_ALL : OP_REDUCE_DIM,
+                  .rop = op,
+                  .dim = random_dim(ndim),
+                  .keepdim = rnd_int(2),
+                  .opts = {1.0, 2.0}};
       int64_t n = all ? attn__shape_numel(ndim, shape) : (ndim ? shape[c.dim] : 1);
       int mode = V_NORMAL;
       if (op == ATTN_MAX || op == ATTN_MIN || op == ATTN_NORM) mode = V_DISTINCT;
@@ -490,7 +510,9 @@ static void test_shape_ops(void) {
     int ndim;
     int64_t shape[ATTN_MAX_DIMS];
     random_shape(1, 4, 5, &ndim, shape);
-    op_ctx c = {.kind = trial % 3 == 0 ? OP_SPLIT : trial % 3 == 1 ? OP_CHUNK : OP_SPLIT_SIZES,
+    op_ctx c = {.kind = trial % 3 == 0   ? OP_SPLIT
+                        : trial % 3 == 1 ? OP_CHUNK
+                                         : OP_SPLIT_SIZES,
                 .dim = random_dim(ndim)};
     int64_t m = shape[c.dim];
     if (c.kind == OP_SPLIT_SIZES) {
@@ -539,8 +561,8 @@ static void test_shape_ops(void) {
 /* Exact values from torch 1.13                                              */
 
 /* x [r, c] row-major, op(x).backward(gy) (gy NULL: ones) vs expected */
-static void exact(const char *label, const op_ctx *c, int ndim, const int64_t *shape, const float *xv,
-                  const float *gy, const float *want) {
+static void exact(const char *label, const op_ctx *c, int ndim, const int64_t *shape, const float *xv, const float *gy,
+                  const float *want) {
   attn_tensor *x = make_leaf(ndim, shape, xv, 0, true), *y = NULL, *g = NULL;
   CHECK_OK(run_op(c, 1, &x, &y));
   if (!y) {
@@ -767,7 +789,7 @@ static void test_names_and_modes(void) {
   {
     attn_tensor *outs[24] = {0};
     int k = 0;
-    const attn_reduce_op ops[9] = {ATTN_SUM, ATTN_MEAN, ATTN_PROD,  ATTN_MAX,      ATTN_MIN,
+    const attn_reduce_op ops[9] = {ATTN_SUM, ATTN_MEAN, ATTN_PROD, ATTN_MAX,      ATTN_MIN,
                                    ATTN_VAR, ATTN_STD,  ATTN_NORM, ATTN_LOGSUMEXP};
     for (int i = 0; i < 9; i++) {
       CHECK_OK(attn_reduce_dim(ops[i], x, 1, false, NULL, &outs[k++]));

@@ -44,28 +44,28 @@ static lua_State *new_state(bool sandbox, int64_t mem, uint64_t instr, double se
 static attn_status run(lua_State *L, const char *code) { return attn_lua_dostring(L, code, "=test", 0, 1); }
 
 /* Runs code that must succeed and return true. */
-#define CHECK_TRUE(L, code)                                                              \
-  do {                                                                                   \
-    attn_status st_ = run(L, code);                                                      \
-    if (st_ != ATTN_OK || !lua_toboolean(L, -1))                                         \
-      fprintf(stderr, "  in: %s\n  got: %s\n", code,                                     \
-              st_ ? attn_last_error() : luaL_tolstring(L, -1, NULL)), lua_settop(L, lua_gettop(L) - (st_ ? 0 : 1)); \
-    CHECK(st_ == ATTN_OK && lua_toboolean(L, -1));                                       \
-    lua_pop(L, 1);                                                                       \
+#define CHECK_TRUE(L, code)                                                                                            \
+  do {                                                                                                                 \
+    attn_status st_ = run(L, code);                                                                                    \
+    if (st_ != ATTN_OK || !lua_toboolean(L, -1))                                                                       \
+      fprintf(stderr, "  in: %s\n  got: %s\n", code, st_ ? attn_last_error() : luaL_tolstring(L, -1, NULL)),           \
+          lua_settop(L, lua_gettop(L) - (st_ ? 0 : 1));                                                                \
+    CHECK(st_ == ATTN_OK && lua_toboolean(L, -1));                                                                     \
+    lua_pop(L, 1);                                                                                                     \
   } while (0)
 
 /* Runs code that must fail with status st and a message containing msg. */
-#define CHECK_FAILS(L, code, st, msg)                                                    \
-  do {                                                                                   \
-    int top_ = lua_gettop(L);                                                            \
-    attn_status st_ = run(L, code);                                                      \
-    const char *m_ = lua_tostring(L, -1);                                                \
-    if (st_ != (st) || !m_ || !strstr(m_, msg))                                          \
-      fprintf(stderr, "  in: %s\n  status %d, message: %s\n", code, (int)st_, m_ ? m_ : "(none)"); \
-    CHECK(st_ == (st) && m_ && strstr(m_, msg));                                         \
-    CHECK(lua_gettop(L) == top_ + 1);                                                    \
-    CHECK(strstr(attn_last_error(), msg) != NULL || strlen(attn_last_error()) >= 500);   \
-    lua_settop(L, top_);                                                                 \
+#define CHECK_FAILS(L, code, st, msg)                                                                                  \
+  do {                                                                                                                 \
+    int top_ = lua_gettop(L);                                                                                          \
+    attn_status st_ = run(L, code);                                                                                    \
+    const char *m_ = lua_tostring(L, -1);                                                                              \
+    if (st_ != (st) || !m_ || !strstr(m_, msg))                                                                        \
+      fprintf(stderr, "  in: %s\n  status %d, message: %s\n", code, (int)st_, m_ ? m_ : "(none)");                     \
+    CHECK(st_ == (st) && m_ && strstr(m_, msg));                                                                       \
+    CHECK(lua_gettop(L) == top_ + 1);                                                                                  \
+    CHECK(strstr(attn_last_error(), msg) != NULL || strlen(attn_last_error()) >= 500);                                 \
+    lua_settop(L, top_);                                                                                               \
   } while (0)
 
 /* ------------------------------------------------------------------------ */
@@ -230,8 +230,8 @@ static void test_errors(void) {
   CHECK_FAILS(L, "return +", ATTN_ERR_SCRIPT, "unexpected symbol");
   CHECK_FAILS(L, "error({})", ATTN_ERR_SCRIPT, "(error object is a table value)");
   CHECK_FAILS(L, "error(setmetatable({}, {__tostring = function() return 'custom' end}))", ATTN_ERR_SCRIPT, "custom");
-  CHECK_FAILS(L, "local attn = require 'attn' return attn.matmul(attn.zeros(6, 3), attn.zeros(2, 4))",
-              ATTN_ERR_SCRIPT, "matmul: cannot multiply [6,3] by [2,4]");
+  CHECK_FAILS(L, "local attn = require 'attn' return attn.matmul(attn.zeros(6, 3), attn.zeros(2, 4))", ATTN_ERR_SCRIPT,
+              "matmul: cannot multiply [6,3] by [2,4]");
   CHECK_FAILS(L, "return require 'attn.nope'", ATTN_ERR_SCRIPT, "module 'attn.nope' not found");
 
   int top = lua_gettop(L);
@@ -240,7 +240,9 @@ static void test_errors(void) {
   lua_settop(L, top);
 
   /* call_global */
-  CHECK_OK(run(L, "function add(a, b) return a + b end; callable = setmetatable({}, {__call = function(_, a) return a * 2 end})"));
+  CHECK_OK(run(
+      L,
+      "function add(a, b) return a + b end; callable = setmetatable({}, {__call = function(_, a) return a * 2 end})"));
   lua_settop(L, top);
   lua_pushinteger(L, 2);
   lua_pushinteger(L, 3);
@@ -251,7 +253,8 @@ static void test_errors(void) {
   CHECK_OK(attn_lua_call_global(L, "callable", 1, 1));
   CHECK(lua_tointeger(L, -1) == 42);
   lua_settop(L, top);
-  CHECK(attn_lua_call_global(L, "missing", 0, 1) == ATTN_ERR_SCRIPT && strstr(lua_tostring(L, -1), "'missing' is not a function"));
+  CHECK(attn_lua_call_global(L, "missing", 0, 1) == ATTN_ERR_SCRIPT &&
+        strstr(lua_tostring(L, -1), "'missing' is not a function"));
   lua_settop(L, top);
 
   /* Results and MULTRET */
@@ -276,7 +279,8 @@ static void test_errors(void) {
   lua_pushcfunction(L, nested);
   lua_setglobal(L, "nested");
   CHECK_TRUE(L, "local ok, v = nested(function() return 'inner' end) return ok and v == 'inner'");
-  CHECK_TRUE(L, "local ok, msg = nested(function() error('inner failure') end) return not ok and msg:find('inner failure') ~= nil");
+  CHECK_TRUE(L, "local ok, msg = nested(function() error('inner failure') end) return not ok and msg:find('inner "
+                "failure') ~= nil");
   attn_lua_close(L);
 }
 
@@ -295,7 +299,8 @@ static const escape escapes[] = {
     {"return io == nil and package.loaded.io == nil", true},
     {"return debug == nil and package.loaded.debug == nil", true},
     {"return not pcall(require, 'io') and not pcall(require, 'debug')", true},
-    {"return os.execute == nil and os.getenv == nil and os.remove == nil and os.exit == nil and os.tmpname == nil", true},
+    {"return os.execute == nil and os.getenv == nil and os.remove == nil and os.exit == nil and os.tmpname == nil",
+     true},
     {"return require('os') == os and os.rename == nil and os.setlocale == nil", true},
     {"return type(os.clock()) == 'number' and type(os.time()) == 'number' and os.difftime(2, 1) == 1", false},
     {"return dofile == nil and loadfile == nil", true},
@@ -303,11 +308,14 @@ static const escape escapes[] = {
     {"return package.cpath == '' and package.path == '' and #package.searchers == 1", true},
     /* lfs is a C module Debian installs for lua5.4 (lua-filesystem) */
     {"package.cpath = '/usr/lib/x86_64-linux-gnu/lua/5.4/?.so;/usr/local/lib/lua/5.4/?.so' "
-     "return not pcall(require, 'lfs')", false},
+     "return not pcall(require, 'lfs')",
+     false},
     /* binary chunks: string.dump works, loading one does not */
     {"local f = string.dump(function() return 1 end) local g, err = load(f) "
-     "return g == nil and err:find('binary') ~= nil", true},
-    {"local g, err = load(string.dump(function() return 1 end), 'x', 'b') return g == nil and err:find('binary') ~= nil",
+     "return g == nil and err:find('binary') ~= nil",
+     true},
+    {"local g, err = load(string.dump(function() return 1 end), 'x', 'b') return g == nil and err:find('binary') ~= "
+     "nil",
      true},
     {"local g, err = load(string.dump(function() return 1 end), 'x', 'bt', {}) return g == nil", true},
     {"return load('return 1 + 1')() == 2 and load('return y', 'c', 't', {y = 5})() == 5", false},
@@ -317,10 +325,13 @@ static const escape escapes[] = {
      "return not ok and e:find('not available in a sandbox') ~= nil",
      true},
     {"local ok, e = pcall(require('attn').load, '/etc/passwd') return not ok and e:find('not available') ~= nil", true},
-    {"local ok, e = pcall(require('attn').safetensors_info, '/etc/passwd') return not ok and e:find('not available') ~= nil",
+    {"local ok, e = pcall(require('attn').safetensors_info, '/etc/passwd') return not ok and e:find('not available') "
+     "~= nil",
      true},
-    {"local ok, e = pcall(require('attn').set_num_threads, 4096) return not ok and e:find('not available') ~= nil", true},
-    {"local core = require 'attn.core' for k in pairs(core) do if k:sub(1, 1) == '_' and k ~= '_methods' and k ~= '_isatty' and k ~= '_error' "
+    {"local ok, e = pcall(require('attn').set_num_threads, 4096) return not ok and e:find('not available') ~= nil",
+     true},
+    {"local core = require 'attn.core' for k in pairs(core) do if k:sub(1, 1) == '_' and k ~= '_methods' and k ~= "
+     "'_isatty' and k ~= '_error' "
      "then return false end end return core._isatty() == false",
      true},
     {"local m = require('attn').nn.Linear(2, 2) local ok, e = pcall(m.save, m, '/tmp/attn_host_escape.st') "
@@ -376,8 +387,8 @@ static void test_sandbox(void) {
     fputs("return 'loaded from disk'\n", f);
     fclose(f);
   }
-  snprintf(code, sizeof code, "package.path = '%s/?.lua' local ok, v = pcall(require, 'evil') return ok and v == 'loaded from disk'",
-           dir);
+  snprintf(code, sizeof code,
+           "package.path = '%s/?.lua' local ok, v = pcall(require, 'evil') return ok and v == 'loaded from disk'", dir);
   CHECK_TRUE(U, code);
   snprintf(code, sizeof code,
            "package.path = '%s/?.lua' table.insert(package.searchers, function(n) return nil end) "
@@ -419,13 +430,15 @@ static void test_memory_limit(void) {
   int64_t limit = 0;
   CHECK(attn_lua_memory_used(S, &limit) > 0 && limit == cap);
   /* 100 GB in one tensor, and other ways of asking for too much */
-  CHECK_FAILS(S, "return require('attn').zeros(25000000000)", ATTN_ERR_SCRIPT, "not enough memory: zeros needs 95367 MB for [25000000000], cap 32 MB");
+  CHECK_FAILS(S, "return require('attn').zeros(25000000000)", ATTN_ERR_SCRIPT,
+              "not enough memory: zeros needs 95367 MB for [25000000000], cap 32 MB");
   CHECK_FAILS(S, "return require('attn').full({5000, 5000, 1000}, 1)", ATTN_ERR_SCRIPT, "not enough memory: ");
   CHECK_FAILS(S, "return require('attn').ones(4096, 4096):expand(64, 4096, 4096):contiguous()", ATTN_ERR_SCRIPT,
               "not enough memory: ");
   CHECK_FAILS(S, "return require('attn').eye(100000)", ATTN_ERR_SCRIPT, "not enough memory: ");
   CHECK_FAILS(S, "return require('attn').arange(1e10)", ATTN_ERR_SCRIPT, "not enough memory: ");
-  CHECK_FAILS(S, "local a = require('attn').ones(3000, 1) return a:matmul(a:t())", ATTN_ERR_SCRIPT, "not enough memory: ");
+  CHECK_FAILS(S, "local a = require('attn').ones(3000, 1) return a:matmul(a:t())", ATTN_ERR_SCRIPT,
+              "not enough memory: ");
   /* keeping tensors forever */
   CHECK_FAILS(S, "local attn, keep = require 'attn', {} while true do keep[#keep + 1] = attn.zeros(256, 1024) end",
               ATTN_ERR_SCRIPT, "not enough memory: ");
@@ -440,8 +453,9 @@ static void test_memory_limit(void) {
   CHECK(attn_lua_memory_used(S, NULL) < cap / 4);
   /* a legitimate loop of big temporaries stays under the cap: the
      collector keeps pace with tensor storage */
-  CHECK_TRUE(S, "local attn = require 'attn' local s = 0 for i = 1, 300 do "
-                "local x = attn.full({1024, 1024}, 1) s = s + (x * 2):sum():item() end return s == 300 * 2 * 1024 * 1024");
+  CHECK_TRUE(S,
+             "local attn = require 'attn' local s = 0 for i = 1, 300 do "
+             "local x = attn.full({1024, 1024}, 1) s = s + (x * 2):sum():item() end return s == 300 * 2 * 1024 * 1024");
   /* a global that keeps storage counts until it is dropped */
   CHECK_TRUE(S, "big = require('attn').zeros(4, 1024, 1024) return true");
   CHECK(attn_lua_memory_used(S, NULL) > 16 << 20);
@@ -472,8 +486,8 @@ static void test_instruction_limit(void) {
   /* catching the error does not help: it is raised again at once */
   CHECK_FAILS(S, "while true do pcall(function() while true do end end) end", ATTN_ERR_LIMIT, "instruction limit");
   CHECK_FAILS(S, "local function f() while true do pcall(f) end end f()", ATTN_ERR_LIMIT, "instruction limit");
-  CHECK_FAILS(S, "while true do xpcall(function() error('x') end, function() while true do end end) end", ATTN_ERR_LIMIT,
-              "instruction limit");
+  CHECK_FAILS(S, "while true do xpcall(function() error('x') end, function() while true do end end) end",
+              ATTN_ERR_LIMIT, "instruction limit");
   CHECK_FAILS(S, "while true do coroutine.resume(coroutine.create(function() while true do end end)) end",
               ATTN_ERR_LIMIT, "instruction limit");
   CHECK_FAILS(S, "local co = coroutine.wrap(function() while true do coroutine.yield() end end) while true do co() end",
@@ -516,8 +530,9 @@ static void test_instruction_limit(void) {
   /* xpcall still works with a handler, in and out of coroutines */
   CHECK_TRUE(S, "local ok, m = xpcall(function(a) error(a .. '!') end, function(m) return 'handled ' .. m end, 'x') "
                 "return not ok and m:find('handled') ~= nil and m:find('x!') ~= nil");
-  CHECK_TRUE(S, "local co = coroutine.wrap(function() return xpcall(function() coroutine.yield(1) return 2 end, print) end) "
-                "local a = co() local ok, b = co() return a == 1 and ok and b == 2");
+  CHECK_TRUE(
+      S, "local co = coroutine.wrap(function() return xpcall(function() coroutine.yield(1) return 2 end, print) end) "
+         "local a = co() local ok, b = co() return a == 1 and ok and b == 2");
   t0 = now();
   attn_lua_close(S);
   CHECK(now() - t0 < 5);
@@ -541,17 +556,17 @@ typedef struct job {
   char error[256];
 } job;
 
-static const char *thread_script =
-    "local attn = require 'attn'\n"
-    "return function(q, out, id)\n"
-    "  local k = (q * 0.5):flip({1})\n"
-    "  local o = attn.scaled_dot_product_attention(q:unsqueeze(1), k:unsqueeze(1), q:unsqueeze(1), {is_causal = true})\n"
-    "  out:copy_(o:squeeze(1))\n"
-    "  local mm = q:matmul(k:t()):softmax(-1):matmul(q)\n"
-    "  local ok, e = pcall(attn.matmul, attn.zeros(id, 3), attn.zeros(2, 4))\n"
-    "  assert(not ok and e:find('[' .. id .. ',3]', 1, true), e)\n"
-    "  return o:sum():item(), mm:sum():item()\n"
-    "end\n";
+static const char *thread_script = "local attn = require 'attn'\n"
+                                   "return function(q, out, id)\n"
+                                   "  local k = (q * 0.5):flip({1})\n"
+                                   "  local o = attn.scaled_dot_product_attention(q:unsqueeze(1), k:unsqueeze(1), "
+                                   "q:unsqueeze(1), {is_causal = true})\n"
+                                   "  out:copy_(o:squeeze(1))\n"
+                                   "  local mm = q:matmul(k:t()):softmax(-1):matmul(q)\n"
+                                   "  local ok, e = pcall(attn.matmul, attn.zeros(id, 3), attn.zeros(2, 4))\n"
+                                   "  assert(not ok and e:find('[' .. id .. ',3]', 1, true), e)\n"
+                                   "  return o:sum():item(), mm:sum():item()\n"
+                                   "end\n";
 
 static void fill_job(job *j) {
   for (int i = 0; i < SEQ * DIM; i++) j->q[i] = (float)((i * (j->id + 3)) % 17) / 17.0f - 0.5f;

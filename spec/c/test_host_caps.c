@@ -77,7 +77,8 @@ static void test_borrowing(bool sandbox) {
      closes all three (and churns memory so freed blocks get reused) */
   TRUE(L, "local attn = require 'attn'\n"
           "local g = attn.Generator(7)\n"
-          "local function qkv() return attn.randn(1, 2, 40, 16, g), attn.randn(1, 2, 40, 16, g), attn.randn(1, 2, 40, 16, g) end\n"
+          "local function qkv() return attn.randn(1, 2, 40, 16, g), attn.randn(1, 2, 40, 16, g), attn.randn(1, 2, 40, "
+          "16, g) end\n"
           "local q, k, v = qkv()\n"
           "local want = attn.scaled_dot_product_attention(q, k, v, {is_causal = true})\n"
           "local opts = setmetatable({}, {__index = function(_, key)\n"
@@ -144,18 +145,21 @@ static void test_borrowing(bool sandbox) {
 static void test_caps(void) {
   lua_State *L = new_state(true, CAP, MEM_SECS);
   /* matmul packs an expanded operand: 32768 x 32768 floats = 4 GB */
-  FAILS(L, "local attn = require 'attn'\n"
-           "local a = attn.ones(32768, 1):expand(32768, 32768)\n"
-           "return a:matmul(attn.ones(32768, 1))",
+  FAILS(L,
+        "local attn = require 'attn'\n"
+        "local a = attn.ones(32768, 1):expand(32768, 32768)\n"
+        "return a:matmul(attn.ones(32768, 1))",
         "not enough memory: matmul needs 4096 MB", "cap 64 MB");
   /* multinomial's sampling table for an expanded [4096, 32768] */
-  FAILS(L, "local attn = require 'attn'\n"
-           "return attn.multinomial(attn.ones(1, 32768):expand(4096, 32768), 2)",
+  FAILS(L,
+        "local attn = require 'attn'\n"
+        "return attn.multinomial(attn.ones(1, 32768):expand(4096, 32768), 2)",
         "not enough memory: multinomial needs", "cap 64 MB");
   /* a chain of views under autograd: headers and graph nodes, no storage */
-  FAILS(L, "local attn = require 'attn'\n"
-           "local x = attn.ones(4):requires_grad_() local keep = x\n"
-           "for i = 1, 2e6 do keep = keep:view(2, 2):view(4) end return keep",
+  FAILS(L,
+        "local attn = require 'attn'\n"
+        "local x = attn.ones(4):requires_grad_() local keep = x\n"
+        "for i = 1, 2e6 do keep = keep:view(2, 2):view(4) end return keep",
         "not enough memory: ", "cap 64 MB");
   /* the state is usable and has its memory back afterwards */
   TRUE(L, "return require('attn').ones(100, 100):sum():item() == 1e4");

@@ -61,23 +61,23 @@ static lua_State *new_state(bool sandbox, int64_t mem, uint64_t instr, double se
 
 static attn_status run(lua_State *L, const char *code) { return attn_lua_dostring(L, code, "=test", 0, 1); }
 
-#define CHECK_TRUE(L, code)                                                                  \
-  do {                                                                                       \
-    attn_status st_ = run(L, code);                                                          \
-    bool ok_ = st_ == ATTN_OK && lua_toboolean(L, -1);                                       \
-    if (!ok_) fprintf(stderr, "  in: %s\n  got: %s\n", code, luaL_tolstring(L, -1, NULL)), lua_pop(L, 1); \
-    CHECK(ok_);                                                                              \
-    lua_pop(L, 1);                                                                           \
+#define CHECK_TRUE(L, code)                                                                                            \
+  do {                                                                                                                 \
+    attn_status st_ = run(L, code);                                                                                    \
+    bool ok_ = st_ == ATTN_OK && lua_toboolean(L, -1);                                                                 \
+    if (!ok_) fprintf(stderr, "  in: %s\n  got: %s\n", code, luaL_tolstring(L, -1, NULL)), lua_pop(L, 1);              \
+    CHECK(ok_);                                                                                                        \
+    lua_pop(L, 1);                                                                                                     \
   } while (0)
 
-#define CHECK_FAILS(L, code, st, msg)                                                        \
-  do {                                                                                       \
-    attn_status st_ = run(L, code);                                                          \
-    const char *m_ = lua_tostring(L, -1);                                                    \
-    bool ok_ = st_ == (st) && m_ && strstr(m_, msg);                                         \
-    if (!ok_) fprintf(stderr, "  in: %s\n  status %d, message: %s\n", code, (int)st_, m_ ? m_ : "(none)"); \
-    CHECK(ok_);                                                                              \
-    lua_pop(L, 1);                                                                           \
+#define CHECK_FAILS(L, code, st, msg)                                                                                  \
+  do {                                                                                                                 \
+    attn_status st_ = run(L, code);                                                                                    \
+    const char *m_ = lua_tostring(L, -1);                                                                              \
+    bool ok_ = st_ == (st) && m_ && strstr(m_, msg);                                                                   \
+    if (!ok_) fprintf(stderr, "  in: %s\n  status %d, message: %s\n", code, (int)st_, m_ ? m_ : "(none)");             \
+    CHECK(ok_);                                                                                                        \
+    lua_pop(L, 1);                                                                                                     \
   } while (0)
 
 static bool counts_equal(const attn_debug_counts *a, const attn_debug_counts *b) {
@@ -303,8 +303,9 @@ static void test_hostile(double budget) {
   S = new_state(true, 64 << 20, 10000000, 0);
   CHECK_FAILS(S, "return table.move({}, 1, 1 << 50, 2)", ATTN_ERR_LIMIT, "instruction limit");
   CHECK_FAILS(S, "return string.rep('a', 1e5):find('.-b')", ATTN_ERR_LIMIT, "instruction limit");
-  CHECK_FAILS(S, "return table.sort(setmetatable({}, {__len = function() return (1 << 31) - 2 end, "
-                 "__index = rawlen, __newindex = rawequal}))",
+  CHECK_FAILS(S,
+              "return table.sort(setmetatable({}, {__len = function() return (1 << 31) - 2 end, "
+              "__index = rawlen, __newindex = rawequal}))",
               ATTN_ERR_LIMIT, "instruction limit");
   CHECK_TRUE(S, "return string.rep('', 1 << 50) == '' and ('x'):rep(3, ',') == 'x,x,x'");
   attn_lua_close(S);

@@ -89,9 +89,12 @@ static void test_conversions(void) {
     int sign = h >> 15, exp = (h >> 10) & 31, man = h & 1023;
     float got = attn__io_half_to_float((uint16_t)h);
     double ref;
-    if (exp == 31) ref = man ? NAN : INFINITY;
-    else if (exp == 0) ref = ldexp(man, -24);
-    else ref = ldexp(1024 + man, exp - 25);
+    if (exp == 31)
+      ref = man ? NAN : INFINITY;
+    else if (exp == 0)
+      ref = ldexp(man, -24);
+    else
+      ref = ldexp(1024 + man, exp - 25);
     if (sign) ref = -ref;
     if (isnan(ref) ? !isnan(got) : ((double)got != ref || !signbit(got) != !signbit(ref))) bad++;
   }
@@ -320,7 +323,8 @@ static void test_failed_write_is_atomic(void) {
   attn_named_tensors_add(nt, "w", b);
   const char *paths[3] = {tpath("keep.npy"), tpath("keep.npz"), tpath("keep.safetensors")};
   for (int k = 0; k < 3; k++) {
-    if (k == 0) CHECK_OK(attn_npy_save(paths[k], a));
+    if (k == 0)
+      CHECK_OK(attn_npy_save(paths[k], a));
     else {
       attn_named_tensors *one = NULL;
       attn_named_tensors_new(&one);
@@ -336,8 +340,9 @@ static void test_failed_write_is_atomic(void) {
     lim.rlim_cur = 64 * 1024;
     void (*prev)(int) = signal(SIGXFSZ, SIG_IGN); /* get EFBIG instead of the signal */
     setrlimit(RLIMIT_FSIZE, &lim);
-    attn_status st = k == 0 ? attn_npy_save(paths[k], b) : k == 1 ? attn_npz_save(paths[k], nt)
-                                                                    : attn_safetensors_save(paths[k], nt);
+    attn_status st = k == 0   ? attn_npy_save(paths[k], b)
+                     : k == 1 ? attn_npz_save(paths[k], nt)
+                              : attn_safetensors_save(paths[k], nt);
     setrlimit(RLIMIT_FSIZE, &old);
     signal(SIGXFSZ, prev);
     CHECK(st == ATTN_ERR_IO);
@@ -412,27 +417,33 @@ static int parse(parser p, const unsigned char *buf, size_t len, int *bad_result
 }
 
 static void mutate(unsigned char *b, size_t *len, size_t cap) {
-  static const uint64_t interesting[] = {0, 1, 0x7f, 0x80, 0xff, 0xffff, 0x7fffffff, 0xffffffff, 0x100000000ull,
-                                         0x7fffffffffffffffull, 0xffffffffffffffffull, 8, 64, 128};
+  static const uint64_t interesting[] = {0,
+                                         1,
+                                         0x7f,
+                                         0x80,
+                                         0xff,
+                                         0xffff,
+                                         0x7fffffff,
+                                         0xffffffff,
+                                         0x100000000ull,
+                                         0x7fffffffffffffffull,
+                                         0xffffffffffffffffull,
+                                         8,
+                                         64,
+                                         128};
   int steps = 1 + (int)rnd_below(4);
-  for (int s = 0; s < steps && *len > 0; s++) {
+  for (int s = 0; s<steps && * len> 0; s++) {
     size_t at = rnd_below(*len);
     switch (rnd_below(7)) {
-    case 0: /* flip bits */
-      b[at] ^= (unsigned char)(1u << rnd_below(8));
-      break;
-    case 1: /* random byte */
-      b[at] = (unsigned char)rnd();
-      break;
+    case 0: /* flip bits */ b[at] ^= (unsigned char)(1u << rnd_below(8)); break;
+    case 1: /* random byte */ b[at] = (unsigned char)rnd(); break;
     case 2: { /* interesting little-endian value of 1, 2, 4 or 8 bytes */
       uint64_t v = interesting[rnd_below(sizeof interesting / sizeof *interesting)];
       size_t w = (size_t)1 << rnd_below(4);
       for (size_t i = 0; i < w && at + i < *len; i++) b[at + i] = (unsigned char)(v >> 8 * i);
       break;
     }
-    case 3: /* truncate */
-      *len = at;
-      break;
+    case 3: /* truncate */ *len = at; break;
     case 4: { /* duplicate a chunk (grows) */
       size_t n = 1 + rnd_below(16);
       if (*len + n <= cap && at + n <= *len) {
@@ -467,8 +478,10 @@ static void fuzz_file(parser p, const unsigned char *orig, size_t len, long iter
     size_t n = len;
     mutate(b, &n, cap);
     parser q = rnd_below(16) == 0 ? (parser)rnd_below(3) : p; /* sometimes the wrong parser */
-    if (parse(q, b, n, bad_results)) (*loaded)++;
-    else (*failed)++;
+    if (parse(q, b, n, bad_results))
+      (*loaded)++;
+    else
+      (*failed)++;
   }
   free(b);
 }
@@ -495,11 +508,18 @@ static void test_fuzz(void) {
     const char *path;
     parser p;
   } files[] = {
-      {NULL, P_SAFETENSORS}, {NULL, P_NPZ}, {NULL, P_NPZ}, {NULL, P_NPY},
-      {"spec/fixtures/io/mixed.safetensors", P_SAFETENSORS}, {"spec/fixtures/io/bf16.safetensors", P_SAFETENSORS},
-      {"spec/fixtures/io/compressed.npz", P_NPZ}, {"spec/fixtures/io/descriptor.npz", P_NPZ},
-      {"spec/fixtures/io/stored.npz", P_NPZ}, {"spec/fixtures/io/f8_fortran.npy", P_NPY},
-      {"spec/fixtures/io/f2.npy", P_NPY}, {"spec/fixtures/io/v3.npy", P_NPY},
+      {NULL, P_SAFETENSORS},
+      {NULL, P_NPZ},
+      {NULL, P_NPZ},
+      {NULL, P_NPY},
+      {"spec/fixtures/io/mixed.safetensors", P_SAFETENSORS},
+      {"spec/fixtures/io/bf16.safetensors", P_SAFETENSORS},
+      {"spec/fixtures/io/compressed.npz", P_NPZ},
+      {"spec/fixtures/io/descriptor.npz", P_NPZ},
+      {"spec/fixtures/io/stored.npz", P_NPZ},
+      {"spec/fixtures/io/f8_fortran.npy", P_NPY},
+      {"spec/fixtures/io/f2.npy", P_NPY},
+      {"spec/fixtures/io/v3.npy", P_NPY},
   };
   files[0].path = tpath("f.safetensors");
   files[1].path = tpath("f.npz");

@@ -72,9 +72,10 @@ static float xs[N];
 static int nx;
 
 static void inputs(void) {
-  const float special[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-40f, -1e-40f, FLT_MIN, 1e-20f, -1e-20f,
-                           1e-7f, -1e-7f, 0.5f, -0.5f, 1.0f, -1.0f, 3.0f, -3.0f, 9.0f, -9.0f, 20.0f, -20.0f,
-                           87.0f, -87.0f, 88.7f, -88.7f, 89.0f, -104.0f, 1e30f, -1e30f, FLT_MAX, -FLT_MAX};
+  const float special[] = {0.0f,   -0.0f,   INFINITY, -INFINITY, NAN,   1e-40f, -1e-40f, FLT_MIN,
+                           1e-20f, -1e-20f, 1e-7f,    -1e-7f,    0.5f,  -0.5f,  1.0f,    -1.0f,
+                           3.0f,   -3.0f,   9.0f,     -9.0f,     20.0f, -20.0f, 87.0f,   -87.0f,
+                           88.7f,  -88.7f,  89.0f,    -104.0f,   1e30f, -1e30f, FLT_MAX, -FLT_MAX};
   nx = 0;
   for (size_t i = 0; i < sizeof special / sizeof *special; i++) xs[nx++] = special[i];
   /* an odd count, so the vector tails are exercised too */
@@ -125,8 +126,7 @@ static void check_family(const attn__kernels *k) {
       if (op == ATTN_TANH) want_d = 1.0 - (double)y[i] * y[i];
       if (op == ATTN_SIGMOID) want_d = (double)y[i] * (1.0 - y[i]);
       if (!close_to(dx[i], want_d, 16 * FLT_EPSILON, abs_df)) {
-        if (bad_df++ < 3)
-          fprintf(stderr, "  %s d%s(%.9g) = %.9g, want %.9g\n", k->name, op_names[o], x, dx[i], want_d);
+        if (bad_df++ < 3) fprintf(stderr, "  %s d%s(%.9g) = %.9g, want %.9g\n", k->name, op_names[o], x, dx[i], want_d);
       }
       /* strided rows may take the scalar path: same tolerance, same NaNs */
       if (!close_to(ys[2 * i], ref_f(op, x), 8 * FLT_EPSILON, abs_f) ||
@@ -134,8 +134,8 @@ static void check_family(const attn__kernels *k) {
         bad_strided++;
     }
     if (bad_f || bad_df || bad_strided)
-      fprintf(stderr, "%s %s: %d forward, %d derivative, %d strided mismatches\n", k->name, op_names[o], bad_f,
-              bad_df, bad_strided);
+      fprintf(stderr, "%s %s: %d forward, %d derivative, %d strided mismatches\n", k->name, op_names[o], bad_f, bad_df,
+              bad_strided);
     CHECK(bad_f == 0);
     CHECK(bad_df == 0);
     CHECK(bad_strided == 0);
@@ -151,8 +151,7 @@ static void check_family(const attn__kernels *k) {
    spread, forward (y, mean, rstd) and backward (dx, dw, db). */
 static void check_layer_norm(const attn__kernels *k) {
   enum { R = 3, NMAX = 531 };
-  static float x[R * NMAX], y[R * NMAX], g[R * NMAX], dx[R * NMAX], w[NMAX], b[NMAX], dw[NMAX], db[NMAX],
-      scratch[NMAX];
+  static float x[R * NMAX], y[R * NMAX], g[R * NMAX], dx[R * NMAX], w[NMAX], b[NMAX], dw[NMAX], db[NMAX], scratch[NMAX];
   float mean[R], rstd[R];
   const int64_t widths[] = {1, 7, 8, 33, 256, 257, 531};
   int bad = 0;
@@ -191,7 +190,8 @@ static void check_layer_norm(const attn__kernels *k) {
       for (int64_t i = 0; i < n; i++) {
         const double xh = (xr[i] - m) * rs, gy = (double)gr[i] * w[i];
         if (!close_to(dx[r * n + i], rs * (gy - mg - xh * mgx), 1e-4, tol * rs) && bad++ < 5)
-          fprintf(stderr, "  dx n=%d r=%d i=%d %g vs %g\n", (int)n, r, (int)i, dx[r * n + i], rs * (gy - mg - xh * mgx));
+          fprintf(stderr, "  dx n=%d r=%d i=%d %g vs %g\n", (int)n, r, (int)i, dx[r * n + i],
+                  rs * (gy - mg - xh * mgx));
       }
       if (!close_to(mean[r], m, 1e-6, 0) || !close_to(rstd[r], rs, 1e-3, 0)) bad++;
     }

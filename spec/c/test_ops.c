@@ -100,8 +100,7 @@ static const char *const modes[] = {"sum", "mean", "amax", "amin", "prod"};
 
 /* The reference: per-element loops over index in row-major order. */
 static void scatter_reference(const char *mode, const float *self, int64_t S0, int64_t S1, const float *idx,
-                              const float *src, int64_t I0, int64_t I1, int64_t src_s0, bool include_self,
-                              float *out) {
+                              const float *src, int64_t I0, int64_t I1, int64_t src_s0, bool include_self, float *out) {
   int64_t n = S0 * S1;
   float *cnt = calloc((size_t)n, sizeof(float));
   memcpy(out, self, (size_t)n * sizeof(float));
@@ -110,11 +109,16 @@ static void scatter_reference(const char *mode, const float *self, int64_t S0, i
     for (int64_t b = 0; b < I1; b++) {
       int64_t q = a * S1 + (int64_t)idx[a * I1 + b]; /* dim 1 */
       float v = src[a * src_s0 + b];
-      if (cnt[q] == 0.0f) out[q] = v;
-      else if (!strcmp(mode, "sum") || !strcmp(mode, "mean")) out[q] += v;
-      else if (!strcmp(mode, "prod")) out[q] *= v;
-      else if (!strcmp(mode, "amax")) out[q] = (v > out[q] || isnan(v)) ? v : out[q];
-      else out[q] = (v < out[q] || isnan(v)) ? v : out[q];
+      if (cnt[q] == 0.0f)
+        out[q] = v;
+      else if (!strcmp(mode, "sum") || !strcmp(mode, "mean"))
+        out[q] += v;
+      else if (!strcmp(mode, "prod"))
+        out[q] *= v;
+      else if (!strcmp(mode, "amax"))
+        out[q] = (v > out[q] || isnan(v)) ? v : out[q];
+      else
+        out[q] = (v < out[q] || isnan(v)) ? v : out[q];
       cnt[q] += 1.0f;
     }
   if (!strcmp(mode, "mean"))
@@ -143,8 +147,9 @@ static void test_scatter(void) {
     bool ok = out != NULL;
     for (int64_t i = 0; ok && i < S0 * S1; i++) ok = same_bits(attn_tensor_data(out)[i], want[i]);
     CHECK(ok);
-    if (!ok) fprintf(stderr, "  scatter_reduce %s include_self=%d [%lld,%lld]\n", mode, include_self,
-                     (long long)S0, (long long)S1);
+    if (!ok)
+      fprintf(stderr, "  scatter_reduce %s include_self=%d [%lld,%lld]\n", mode, include_self, (long long)S0,
+              (long long)S1);
     free(want);
     attn_tensor *list[] = {self, idx, srcbase, src, out};
     for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) attn_tensor_release(list[i]);

@@ -11,8 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *fixture_files[] = {"spec/fixtures/print_cases.txt",
-                                      "spec/fixtures/print_random.txt"};
+static const char *fixture_files[] = {"spec/fixtures/print_cases.txt", "spec/fixtures/print_random.txt"};
 
 /* ------------------------------------------------------------------------ */
 /* Fixture reading                                                           */
@@ -145,12 +144,11 @@ static attn_status reversed_layout(const attn_tensor *t, attn_tensor **out) {
 static void show_diff(const char *name, const char *what, const char *want, const char *got) {
   size_t i = 0;
   while (want[i] && want[i] == got[i]) i++;
-  fprintf(stderr, "case %s (%s): differs at byte %zu\n--- expected\n%s\n--- got\n%s\n---\n", name,
-          what, i, want, got);
+  fprintf(stderr, "case %s (%s): differs at byte %zu\n--- expected\n%s\n--- got\n%s\n---\n", name, what, i, want, got);
 }
 
-static void check_format(const char *name, const char *what, const attn_tensor *t,
-                         const attn_print_opts *o, const char *want) {
+static void check_format(const char *name, const char *what, const attn_tensor *t, const attn_print_opts *o,
+                         const char *want) {
   char *got = NULL;
   attn_status st = attn_tensor_format(t, o, &got);
   CHECK(st == ATTN_OK);
@@ -269,8 +267,7 @@ static void check_simple(void) {
   attn_print_opts o;
   memset(&o, 0x5a, sizeof o);
   attn_print_opts_default(&o);
-  CHECK(o.precision == 4 && o.linewidth == 80 && o.threshold == 1000 && o.edgeitems == 3 &&
-        o.suffix == NULL);
+  CHECK(o.precision == 4 && o.linewidth == 80 && o.threshold == 1000 && o.edgeitems == 3 && o.suffix == NULL);
 
   const float v[6] = {0.3374f, -0.1778f, -0.3035f, 0.1794f, 1.8951f, 0.4954f};
   int64_t shape[2] = {2, 3};
@@ -353,8 +350,7 @@ int main(void) {
     CHECK(ok);
     if (!ok) continue;
     int ncases = 0, r;
-    while ((r = run_case(&ls, &ncases)) == 1) {
-    }
+    while ((r = run_case(&ls, &ncases)) == 1) {}
     CHECK(r == 0);
     if (r < 0) fprintf(stderr, "%s: malformed record near line %zu\n", fixture_files[f], ls.pos);
     CHECK(ncases > 50);

@@ -72,9 +72,8 @@ static void test_acceptance(void) {
 
   /* torch.manual_seed(123); torch.nn.Embedding(50000, 3).weight[:6]
      (/work/shared/seeds/001: rows of the embedded sentence) */
-  static const double emb[6][3] = {{0.3374, -0.1778, -0.3035}, {-0.5880, 0.3486, 0.6603},
-                                   {-0.2196, -0.3792, 0.7671}, {-1.1925, 0.6984, -1.4097},
-                                   {0.1794, 1.8951, 0.4954},   {0.2692, -0.0770, -1.0205}};
+  static const double emb[6][3] = {{0.3374, -0.1778, -0.3035}, {-0.5880, 0.3486, 0.6603}, {-0.2196, -0.3792, 0.7671},
+                                   {-1.1925, 0.6984, -1.4097}, {0.1794, 1.8951, 0.4954},  {0.2692, -0.0770, -1.0205}};
   int64_t shape[2] = {50000, 3};
   attn_generator_seed(NULL, 123);
   CHECK_OK(attn_empty(2, shape, &t));
@@ -379,10 +378,10 @@ static void test_errors(void) {
   attn_tensor *t = vec(4);
   CHECK_OK(attn_fill_(t, 7));
 
-#define EXPECT_FAIL(call, needle)                                  \
-  do {                                                             \
-    CHECK((call) == ATTN_ERR_ARG);                                 \
-    CHECK(strstr(attn_last_error(), needle) != NULL);              \
+#define EXPECT_FAIL(call, needle)                                                                                      \
+  do {                                                                                                                 \
+    CHECK((call) == ATTN_ERR_ARG);                                                                                     \
+    CHECK(strstr(attn_last_error(), needle) != NULL);                                                                  \
   } while (0)
 
   EXPECT_FAIL(attn_uniform_(t, 2, 1, g), "uniform_");

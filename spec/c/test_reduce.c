@@ -98,8 +98,8 @@ static attn_tensor *random_view(int mode, int maxsize, int64_t maxnumel) {
 /* Reference                                                                 */
 
 static const char *op_name(attn_reduce_op op) {
-  static const char *names[] = {"sum", "mean", "prod", "max", "min", "argmax", "argmin",
-                                "var", "std", "norm", "logsumexp", "all", "any"};
+  static const char *names[] = {"sum", "mean", "prod", "max",       "min", "argmax", "argmin",
+                                "var", "std",  "norm", "logsumexp", "all", "any"};
   return names[op];
 }
 
@@ -189,8 +189,10 @@ static double ref_vec(attn_reduce_op op, const double *v, int64_t n, double corr
 static int reduced_shape(const attn_tensor *t, int dim, bool keepdim, int64_t *shape) {
   int n = 0;
   for (int d = 0; d < t->ndim; d++)
-    if (d != dim) shape[n++] = t->shape[d];
-    else if (keepdim) shape[n++] = 1;
+    if (d != dim)
+      shape[n++] = t->shape[d];
+    else if (keepdim)
+      shape[n++] = 1;
   return n;
 }
 
@@ -322,11 +324,11 @@ typedef struct {
 } variant;
 
 static const variant variants[] = {
-    {ATTN_SUM, 1, 2},  {ATTN_MEAN, 1, 2},   {ATTN_PROD, 1, 2},     {ATTN_MAX, 1, 2},      {ATTN_MIN, 1, 2},
-    {ATTN_ARGMAX, 1, 2}, {ATTN_ARGMIN, 1, 2}, {ATTN_VAR, 1, 2},    {ATTN_VAR, 0, 2},      {ATTN_VAR, 2, 2},
-    {ATTN_STD, 1, 2},  {ATTN_STD, 0.5, 2},  {ATTN_NORM, 1, 2},     {ATTN_NORM, 1, 1},     {ATTN_NORM, 1, INFINITY},
-    {ATTN_NORM, 1, -INFINITY}, {ATTN_NORM, 1, 0}, {ATTN_NORM, 1, 3}, {ATTN_NORM, 1, 0.5}, {ATTN_NORM, 1, -1},
-    {ATTN_LOGSUMEXP, 1, 2}, {ATTN_ALL, 1, 2}, {ATTN_ANY, 1, 2},
+    {ATTN_SUM, 1, 2},          {ATTN_MEAN, 1, 2},   {ATTN_PROD, 1, 2}, {ATTN_MAX, 1, 2},    {ATTN_MIN, 1, 2},
+    {ATTN_ARGMAX, 1, 2},       {ATTN_ARGMIN, 1, 2}, {ATTN_VAR, 1, 2},  {ATTN_VAR, 0, 2},    {ATTN_VAR, 2, 2},
+    {ATTN_STD, 1, 2},          {ATTN_STD, 0.5, 2},  {ATTN_NORM, 1, 2}, {ATTN_NORM, 1, 1},   {ATTN_NORM, 1, INFINITY},
+    {ATTN_NORM, 1, -INFINITY}, {ATTN_NORM, 1, 0},   {ATTN_NORM, 1, 3}, {ATTN_NORM, 1, 0.5}, {ATTN_NORM, 1, -1},
+    {ATTN_LOGSUMEXP, 1, 2},    {ATTN_ALL, 1, 2},    {ATTN_ANY, 1, 2},
 };
 #define NVARIANTS (int)(sizeof variants / sizeof variants[0])
 
@@ -362,8 +364,8 @@ static void test_random_reduce(int trials, int maxsize, int64_t maxnumel) {
           attn_status st = attn_reduce_dim(v.op, t, dim, keep, &opts, &out);
           int64_t n = t->ndim ? t->shape[dim] : 1;
           char what[400];
-          snprintf(what, sizeof what, "%s(dim %d, keepdim %d, corr %g, p %g) of %s", op_name(v.op), dim, keep,
-                   v.corr, v.p, desc);
+          snprintf(what, sizeof what, "%s(dim %d, keepdim %d, corr %g, p %g) of %s", op_name(v.op), dim, keep, v.corr,
+                   v.p, desc);
           runs++;
           if (n == 0 && needs_elements(v.op)) {
             if (st != ATTN_ERR_SHAPE || out != NULL || !strstr(attn_last_error(), op_name(v.op))) {
@@ -440,7 +442,10 @@ static void test_random_reduce(int trials, int maxsize, int64_t maxnumel) {
                          : which == 1 ? attn_log_softmax(t, dim, &out)
                                       : attn_cumsum(t, dim, &out);
         char what[400];
-        snprintf(what, sizeof what, "%s(dim %d) of %s", which == 0 ? "softmax" : which == 1 ? "log_softmax" : "cumsum",
+        snprintf(what, sizeof what, "%s(dim %d) of %s",
+                 which == 0   ? "softmax"
+                 : which == 1 ? "log_softmax"
+                              : "cumsum",
                  dim, desc);
         runs++;
         if (st) {
@@ -622,8 +627,7 @@ static void test_softmax_range(void) {
     /* columns of ot are the rows of o */
     bool same = true;
     for (int i = 0; i < 3; i++)
-      for (int j = 0; j < n; j++)
-        same = same && close_to(attn_tensor_data(ot)[j * 3 + i], want[i * n + j], 0, 1e-6);
+      for (int j = 0; j < n; j++) same = same && close_to(attn_tensor_data(ot)[j * 3 + i], want[i * n + j], 0, 1e-6);
     CHECK(same);
     free(want);
     attn_tensor_release(t);
@@ -640,8 +644,15 @@ static void test_empty(void) {
   struct {
     attn_reduce_op op;
     float want;
-  } cases[] = {{ATTN_SUM, 0},   {ATTN_PROD, 1},       {ATTN_MEAN, NAN}, {ATTN_VAR, NAN}, {ATTN_NORM, 0},
-               {ATTN_STD, NAN}, {ATTN_LOGSUMEXP, -INFINITY}, {ATTN_ALL, 1},   {ATTN_ANY, 0}};
+  } cases[] = {{ATTN_SUM, 0},
+               {ATTN_PROD, 1},
+               {ATTN_MEAN, NAN},
+               {ATTN_VAR, NAN},
+               {ATTN_NORM, 0},
+               {ATTN_STD, NAN},
+               {ATTN_LOGSUMEXP, -INFINITY},
+               {ATTN_ALL, 1},
+               {ATTN_ANY, 0}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     CHECK_OK(attn_reduce_dim(cases[i].op, e, 0, false, NULL, &o));
     CHECK(o->ndim == 1 && o->shape[0] == 3);

@@ -70,8 +70,7 @@ static attn_tensor *random_layout(int nd, const int64_t *shape, int layout) {
 /* Comparison                                                                */
 
 /* |a - b| <= atol + rtol |b| everywhere (NaN only against NaN). */
-static bool close_to(const attn_tensor *a, const attn_tensor *b, double atol, double rtol, const char *what,
-                     int cfg) {
+static bool close_to(const attn_tensor *a, const attn_tensor *b, double atol, double rtol, const char *what, int cfg) {
   if (!a || !b || !attn_same_shape(a, b)) {
     fprintf(stderr, "config %d: %s: missing or shape mismatch\n", cfg, what);
     return false;
@@ -138,16 +137,17 @@ static attn_tensor *random_mask(config *c, bool is_bool) {
   float *p = attn_tensor_data(m);
   int64_t n = attn_tensor_numel(m), rowlen = shape[mnd - 1];
   for (int64_t i = 0; i < n; i++) {
-    if (is_bool) p[i] = rnd_int(10) < 7 ? 1.0f : 0.0f;
-    else p[i] = rnd_int(10) == 0 ? -INFINITY : rnd_normal();
+    if (is_bool)
+      p[i] = rnd_int(10) < 7 ? 1.0f : 0.0f;
+    else
+      p[i] = rnd_int(10) == 0 ? -INFINITY : rnd_normal();
   }
   /* fully masked rows, now and then */
   if (rnd_int(2))
     for (int64_t r = 0; r < n / rowlen; r++)
       if (rnd_int(4) == 0)
         for (int64_t j = 0; j < rowlen; j++) p[r * rowlen + j] = is_bool ? 0.0f : -INFINITY;
-  snprintf(c->desc + strlen(c->desc), sizeof c->desc - strlen(c->desc), " mask=%s%s", is_bool ? "bool" : "add",
-           kname);
+  snprintf(c->desc + strlen(c->desc), sizeof c->desc - strlen(c->desc), " mask=%s%s", is_bool ? "bool" : "add", kname);
   return m;
 }
 
@@ -479,8 +479,10 @@ static void test_weights_dropout(void) {
     int zeros = 0;
     for (int64_t i = 0; i < attn_tensor_numel(w); i++) {
       float x = attn_tensor_data(w)[i], y = attn_tensor_data(pw)[i];
-      if (x == 0.0f) zeros++;
-      else CHECK(fabsf(x - y / 0.6f) <= 1e-6f * (1 + fabsf(x)));
+      if (x == 0.0f)
+        zeros++;
+      else
+        CHECK(fabsf(x - y / 0.6f) <= 1e-6f * (1 + fabsf(x)));
     }
     CHECK(zeros > 20 && zeros < 80); /* of 108, p = 0.4 */
   }

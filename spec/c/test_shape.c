@@ -256,8 +256,10 @@ static void test_cat_random(void) {
     float *want = ref_cat(n, ts, dim, oshape, &ondim);
     attn_tensor *out = NULL;
     attn_status st = attn_cat(n, (const attn_tensor *const *)ts, dim, &out);
-    if (st == ATTN_OK && equals_data(out, ondim, oshape, want) && fresh_contiguous(out)) ok++;
-    else fprintf(stderr, "cat trial %d: %s\n", trial, st ? attn_last_error() : "mismatch");
+    if (st == ATTN_OK && equals_data(out, ondim, oshape, want) && fresh_contiguous(out))
+      ok++;
+    else
+      fprintf(stderr, "cat trial %d: %s\n", trial, st ? attn_last_error() : "mismatch");
     attn_tensor_release(out);
     free(want);
     for (int i = 0; i < n; i++) attn_tensor_release(ts[i]);
@@ -277,8 +279,10 @@ static void test_stack_random(void) {
     float *want = ref_stack(n, ts, dim, oshape);
     attn_tensor *out = NULL;
     attn_status st = attn_stack(n, (const attn_tensor *const *)ts, dim, &out);
-    if (st == ATTN_OK && equals_data(out, ndim + 1, oshape, want) && fresh_contiguous(out)) ok++;
-    else fprintf(stderr, "stack trial %d: %s\n", trial, st ? attn_last_error() : "mismatch");
+    if (st == ATTN_OK && equals_data(out, ndim + 1, oshape, want) && fresh_contiguous(out))
+      ok++;
+    else
+      fprintf(stderr, "stack trial %d: %s\n", trial, st ? attn_last_error() : "mismatch");
     attn_tensor_release(out);
     free(want);
     for (int i = 0; i < n; i++) attn_tensor_release(ts[i]);
@@ -300,8 +304,10 @@ static void test_index_select_random(void) {
     float *want = ref_index_select(t, dim, index, oshape);
     attn_tensor *out = NULL;
     attn_status st = attn_index_select(t, dim, index, &out);
-    if (st == ATTN_OK && equals_data(out, ndim, oshape, want) && fresh_contiguous(out)) ok++;
-    else fprintf(stderr, "index_select trial %d: %s\n", trial, st ? attn_last_error() : "mismatch");
+    if (st == ATTN_OK && equals_data(out, ndim, oshape, want) && fresh_contiguous(out))
+      ok++;
+    else
+      fprintf(stderr, "index_select trial %d: %s\n", trial, st ? attn_last_error() : "mismatch");
     attn_tensor_release(out);
     attn_tensor_release(index);
     attn_tensor_release(t);
@@ -323,8 +329,10 @@ static void test_gather_random(void) {
     float *want = ref_gather(t, dim, index);
     attn_tensor *out = NULL;
     attn_status st = attn_gather(t, dim, index, &out);
-    if (st == ATTN_OK && equals_data(out, ndim, ishape, want) && fresh_contiguous(out)) ok++;
-    else fprintf(stderr, "gather trial %d: %s\n", trial, st ? attn_last_error() : "mismatch");
+    if (st == ATTN_OK && equals_data(out, ndim, ishape, want) && fresh_contiguous(out))
+      ok++;
+    else
+      fprintf(stderr, "gather trial %d: %s\n", trial, st ? attn_last_error() : "mismatch");
     attn_tensor_release(out);
     attn_tensor_release(index);
     attn_tensor_release(t);
@@ -347,8 +355,10 @@ static void test_repeat_random(void) {
     float *want = ref_repeat(t, nreps, reps, oshape);
     attn_tensor *out = NULL;
     attn_status st = attn_repeat(t, nreps, reps, &out);
-    if (st == ATTN_OK && equals_data(out, nreps, oshape, want) && fresh_contiguous(out)) ok++;
-    else fprintf(stderr, "repeat trial %d: %s\n", trial, st ? attn_last_error() : "mismatch");
+    if (st == ATTN_OK && equals_data(out, nreps, oshape, want) && fresh_contiguous(out))
+      ok++;
+    else
+      fprintf(stderr, "repeat trial %d: %s\n", trial, st ? attn_last_error() : "mismatch");
     attn_tensor_release(out);
     attn_tensor_release(t);
     free(want);
@@ -374,8 +384,10 @@ static void test_flip_random(void) {
     float *want = ref_flip(t, ndims, dims);
     attn_tensor *out = NULL;
     attn_status st = attn_flip(t, ndims, dims, &out);
-    if (st == ATTN_OK && equals_data(out, ndim, shape, want) && fresh_contiguous(out)) ok++;
-    else fprintf(stderr, "flip trial %d: %s\n", trial, st ? attn_last_error() : "mismatch");
+    if (st == ATTN_OK && equals_data(out, ndim, shape, want) && fresh_contiguous(out))
+      ok++;
+    else
+      fprintf(stderr, "flip trial %d: %s\n", trial, st ? attn_last_error() : "mismatch");
     attn_tensor_release(out);
     attn_tensor_release(t);
     free(want);
@@ -396,8 +408,10 @@ static void test_tri_random(void) {
     float *want = ref_tri(t, k, lower);
     attn_tensor *out = NULL;
     attn_status st = lower ? attn_tril(t, k, &out) : attn_triu(t, k, &out);
-    if (st == ATTN_OK && equals_data(out, ndim, shape, want) && fresh_contiguous(out)) ok++;
-    else fprintf(stderr, "tri trial %d: %s\n", trial, st ? attn_last_error() : "mismatch");
+    if (st == ATTN_OK && equals_data(out, ndim, shape, want) && fresh_contiguous(out))
+      ok++;
+    else
+      fprintf(stderr, "tri trial %d: %s\n", trial, st ? attn_last_error() : "mismatch");
     attn_tensor_release(out);
     attn_tensor_release(t);
     free(want);

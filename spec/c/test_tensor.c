@@ -29,7 +29,7 @@ static void test_lifetime(void) {
   CHECK_OK(attn_zeros(2, shape, &t));
   CHECK_OK(attn_transpose(t, 0, 1, &v));
   CHECK(v->storage == t->storage);
-  attn_tensor_release(t);             /* the view keeps the storage alive */
+  attn_tensor_release(t); /* the view keeps the storage alive */
   CHECK(attn_tensor_data(v)[0] == 0.0f);
   attn_tensor_release(v);
   attn_tensor_release(NULL);

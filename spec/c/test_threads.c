@@ -110,7 +110,8 @@ static void *run_job(void *arg) {
   attn_tensor *t = NULL;
   if (st == ATTN_OK) st = attn_lua_get_tensor(L, -1, &t);
   if (st != ATTN_OK) {
-    snprintf(j->error, sizeof j->error, "job %d: %s", j->id, lua_tostring(L, -1) ? lua_tostring(L, -1) : attn_last_error());
+    snprintf(j->error, sizeof j->error, "job %d: %s", j->id,
+             lua_tostring(L, -1) ? lua_tostring(L, -1) : attn_last_error());
   } else {
     j->n = attn_tensor_numel(t);
     j->out = malloc((size_t)j->n * sizeof(float));
@@ -169,8 +170,7 @@ static void compare(const char *what, const job *ref, const job *got, int n) {
       if (memcmp(&got[i].out[k], &ref[i].out[k], sizeof(float)) != 0 && differ++ == 0) first = k;
     if (differ)
       fprintf(stderr, "%s: job %d differs from its serial run in %lld of %lld values (first at %lld: %.9g vs %.9g)\n",
-              what, i, (long long)differ, (long long)ref[i].n, (long long)first, got[i].out[first],
-              ref[i].out[first]);
+              what, i, (long long)differ, (long long)ref[i].n, (long long)first, got[i].out[first], ref[i].out[first]);
     CHECK(differ == 0);
   }
 }

@@ -136,8 +136,7 @@ static attn_tensor *gen_operand(state *s, int nd, const int64_t *shape) {
       int64_t big[ATTN_MAX_DIMS];
       memcpy(big, shape, sizeof(int64_t) * (size_t)nd);
       big[nd - 1] = 2 * shape[nd - 1];
-      if (attn_empty(nd, big, &tmp) == ATTN_OK && attn_slice(tmp, nd - 1, 1, big[nd - 1], 2, &t) == ATTN_OK)
-        fill(b, t);
+      if (attn_empty(nd, big, &tmp) == ATTN_OK && attn_slice(tmp, nd - 1, 1, big[nd - 1], 2, &t) == ATTN_OK) fill(b, t);
       attn_tensor_release(tmp);
       if (t) return t;
     }
@@ -149,8 +148,7 @@ static attn_tensor *gen_operand(state *s, int nd, const int64_t *shape) {
     if (attn_as_strided(s->arena, nd, shape, stride, offset, &t) == ATTN_OK) return t; /* values stay */
     break;
   }
-  default:
-    break;
+  default: break;
   }
   if (attn_empty(nd, shape, &t) != ATTN_OK) return NULL;
   fill(b, t);
@@ -294,8 +292,12 @@ static void step_binary(state *s, int nd, const int64_t *shape, int kind) {
   int na = gen_shape(b, nd, shape, sa), nb = gen_shape(b, nd, shape, sb), nc = gen_shape(b, nd, shape, sc), no = 0;
   attn_tensor *x = gen_operand(s, na, sa), *y = gen_operand(s, nb, sb), *z = NULL, *o = NULL;
   if (!x || !y) goto done;
-  opctx c = {.op = (attn_binary_op)fz_below(b, ATTN_BINARY_OP_COUNT), .s = gen_value(b), .alpha = gen_value(b),
-             .lo = gen_value(b), .hi = gen_value(b), .reversed = fz_bool(b)};
+  opctx c = {.op = (attn_binary_op)fz_below(b, ATTN_BINARY_OP_COUNT),
+             .s = gen_value(b),
+             .alpha = gen_value(b),
+             .lo = gen_value(b),
+             .hi = gen_value(b),
+             .reversed = fz_bool(b)};
   if (fz_u8(b) >= 0xf0) c.lo = NAN;
   if (fz_u8(b) >= 0xf0) c.hi = NAN;
   bool fits = broadcast(na, sa, nb, sb, &no, so);
@@ -305,7 +307,8 @@ static void step_binary(state *s, int nd, const int64_t *shape, int kind) {
     attn_tensor *in[2] = {snapshot(x), snapshot(y)};
     st = attn_binary(c.op, x, y, &o);
     if (trace) fprintf(stderr, "binary %s: %s\n", attn_binary_op_name(c.op), st ? attn_last_error() : "ok");
-    FZ_CHECK((st == ATTN_OK) == fits, "binary %s: status %d, shapes broadcast: %d", attn_binary_op_name(c.op), st, fits);
+    FZ_CHECK((st == ATTN_OK) == fits, "binary %s: status %d, shapes broadcast: %d", attn_binary_op_name(c.op), st,
+             fits);
     if (st == ATTN_OK) {
       check_shape(o, no, so, "binary");
       check_elems(o, no, so, 2, in, e_binary, &c, attn_binary_op_name(c.op));
@@ -325,8 +328,10 @@ static void step_binary(state *s, int nd, const int64_t *shape, int kind) {
     if (trace) fprintf(stderr, "binary_ %s: %s\n", attn_binary_op_name(c.op), st ? attn_last_error() : "ok");
     FZ_CHECK((st == ATTN_OK) == (fits_in_place && !overlap), "binary_ %s: status %d, fits %d, overlap %d",
              attn_binary_op_name(c.op), st, fits_in_place, overlap);
-    if (st == ATTN_OK && !self_overlaps(x)) check_elems(x, na, sa, 2, in, e_binary, &c, "binary_");
-    else FZ_CHECK(attn_last_error()[0], "no message");
+    if (st == ATTN_OK && !self_overlaps(x))
+      check_elems(x, na, sa, 2, in, e_binary, &c, "binary_");
+    else
+      FZ_CHECK(attn_last_error()[0], "no message");
     attn_tensor_release(in[0]);
     attn_tensor_release(in[1]);
     break;
@@ -549,10 +554,14 @@ static void step_matmul(state *s) {
     int64_t row = x->ndim >= 2 ? idx[nbatch] : 0, col = y->ndim >= 2 ? idx[no - 1] : 0;
     double acc = 0;
     for (int64_t kk = 0; kk < ka; kk++) {
-      if (x->ndim >= 2) xi[x->ndim - 2] = row, xi[x->ndim - 1] = kk;
-      else xi[0] = kk;
-      if (y->ndim >= 2) yi[y->ndim - 2] = kk, yi[y->ndim - 1] = col;
-      else yi[0] = kk;
+      if (x->ndim >= 2)
+        xi[x->ndim - 2] = row, xi[x->ndim - 1] = kk;
+      else
+        xi[0] = kk;
+      if (y->ndim >= 2)
+        yi[y->ndim - 2] = kk, yi[y->ndim - 1] = col;
+      else
+        yi[0] = kk;
       acc += (double)attn_tensor_get(x, xi) * (double)attn_tensor_get(y, yi);
     }
     float got = attn_tensor_get(o, idx);
@@ -579,8 +588,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (int d = 0; d < nd; d++) shape[d] = fz_u8(&s.b) < 0xf0 ? 1 + fz_below(&s.b, 4) : 0;
   for (int i = 0; i < 16 && s.b.n > 0; i++) {
     int kind = fz_below(&s.b, 10);
-    if (kind == 9) step_matmul(&s);
-    else step_binary(&s, nd, shape, kind);
+    if (kind == 9)
+      step_matmul(&s);
+    else
+      step_binary(&s, nd, shape, kind);
   }
   attn_tensor_release(s.arena);
   attn_budget_set_current(prev);

@@ -65,10 +65,34 @@ static inline int fz_bool(fz_bytes *b) { return fz_u8(b) & 1; }
 
 /* Edge values for integer arguments: sizes, dims, offsets, strides. */
 static inline int64_t fz_edge_i64(fz_bytes *b) {
-  static const int64_t edges[] = {0, 1, 2, 3, -1, -2, 4, 5, 7, 8, 9, 16, 255, 256, 65535, 65536,
-                                  INT32_MAX, (int64_t)INT32_MAX + 1, INT32_MIN, (int64_t)1 << 56,
-                                  ((int64_t)1 << 56) + 1, ((int64_t)1 << 62), INT64_MAX, INT64_MIN,
-                                  INT64_MAX - 1, INT64_MIN + 1, ((int64_t)1 << 32) + 1, -3};
+  static const int64_t edges[] = {0,
+                                  1,
+                                  2,
+                                  3,
+                                  -1,
+                                  -2,
+                                  4,
+                                  5,
+                                  7,
+                                  8,
+                                  9,
+                                  16,
+                                  255,
+                                  256,
+                                  65535,
+                                  65536,
+                                  INT32_MAX,
+                                  (int64_t)INT32_MAX + 1,
+                                  INT32_MIN,
+                                  (int64_t)1 << 56,
+                                  ((int64_t)1 << 56) + 1,
+                                  ((int64_t)1 << 62),
+                                  INT64_MAX,
+                                  INT64_MIN,
+                                  INT64_MAX - 1,
+                                  INT64_MIN + 1,
+                                  ((int64_t)1 << 32) + 1,
+                                  -3};
   uint8_t c = fz_u8(b);
   if (c < 0xe0) return (int64_t)(c % 8) - (c >= 0xc0 ? 8 : 0); /* mostly small */
   if (c < 0xfc) return edges[(c - 0xe0) % (sizeof edges / sizeof *edges)];
@@ -77,9 +101,10 @@ static inline int64_t fz_edge_i64(fz_bytes *b) {
 
 /* Edge values for float arguments. */
 static inline double fz_edge_f64(fz_bytes *b) {
-  static const double edges[] = {0.0, -0.0, 1.0, -1.0, 0.5, 2.0, 1e-45, 1e-30, 3.4e38, 3.5e38, 1e300,
-                                 -1e300, 1.0 / 0.0, -1.0 / 0.0, 0.0 / 0.0, 9007199254740993.0, 4294967296.0,
-                                 2147483648.0, -2147483649.0, 1e20, 0.1, 0.999999, 1e-8};
+  static const double edges[] = {
+      0.0,          -0.0,         1.0,           -1.0,   0.5,       2.0,        1e-45,     1e-30,
+      3.4e38,       3.5e38,       1e300,         -1e300, 1.0 / 0.0, -1.0 / 0.0, 0.0 / 0.0, 9007199254740993.0,
+      4294967296.0, 2147483648.0, -2147483649.0, 1e20,   0.1,       0.999999,   1e-8};
   uint8_t c = fz_u8(b);
   if (c < 0x80) return (double)((int)(c % 16) - 4) * (c >= 0x40 ? 0.25 : 1.0);
   if (c < 0xf8) return edges[(c - 0x80) % (sizeof edges / sizeof *edges)];
@@ -92,21 +117,21 @@ static inline double fz_edge_f64(fz_bytes *b) {
 /* ------------------------------------------------------------------------ */
 /* Checks                                                                    */
 
-#define FZ_CHECK(cond, ...)                                                       \
-  do {                                                                           \
-    if (!(cond)) {                                                               \
-      fprintf(stderr, "\n%s:%d: fuzz check failed: %s\n  ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                              \
-      fprintf(stderr, "\n  last error: %s\n", attn_last_error());                \
-      abort();                                                                   \
-    }                                                                            \
+#define FZ_CHECK(cond, ...)                                                                                            \
+  do {                                                                                                                 \
+    if (!(cond)) {                                                                                                     \
+      fprintf(stderr, "\n%s:%d: fuzz check failed: %s\n  ", __FILE__, __LINE__, #cond);                                \
+      fprintf(stderr, __VA_ARGS__);                                                                                    \
+      fprintf(stderr, "\n  last error: %s\n", attn_last_error());                                                      \
+      abort();                                                                                                         \
+    }                                                                                                                  \
   } while (0)
 
 /* A failed call must say why, naming something. */
-#define FZ_CHECK_FAILED_WELL(st, out)                                            \
-  do {                                                                           \
-    FZ_CHECK((out) == NULL, "status %d but the output was set", (int)(st));      \
-    FZ_CHECK(attn_last_error()[0] != '\0', "status %d without a message", (int)(st)); \
+#define FZ_CHECK_FAILED_WELL(st, out)                                                                                  \
+  do {                                                                                                                 \
+    FZ_CHECK((out) == NULL, "status %d but the output was set", (int)(st));                                            \
+    FZ_CHECK(attn_last_error()[0] != '\0', "status %d without a message", (int)(st));                                  \
   } while (0)
 
 /* Live objects before an input; fz_check_counts compares after it. */
@@ -118,9 +143,9 @@ static inline void fz_check_counts(const attn_debug_counts *before) {
   FZ_CHECK(now.tensors == before->tensors && now.storages == before->storages &&
                now.storage_bytes == before->storage_bytes && now.nodes == before->nodes,
            "leak: tensors %lld -> %lld, storages %lld -> %lld, bytes %lld -> %lld, nodes %lld -> %lld",
-           (long long)before->tensors, (long long)now.tensors, (long long)before->storages,
-           (long long)now.storages, (long long)before->storage_bytes, (long long)now.storage_bytes,
-           (long long)before->nodes, (long long)now.nodes);
+           (long long)before->tensors, (long long)now.tensors, (long long)before->storages, (long long)now.storages,
+           (long long)before->storage_bytes, (long long)now.storage_bytes, (long long)before->nodes,
+           (long long)now.nodes);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -21,8 +21,7 @@ static inline FILE *fz_memfile(const uint8_t *data, size_t size) {
 /* A failure from a parser called with fn "fuzz" must carry its message. */
 static inline void fz_check_io_error(attn_status st) {
   FZ_CHECK(st != ATTN_OK, "not a failure");
-  FZ_CHECK(strncmp(attn_last_error(), "fuzz: ", 6) == 0, "message does not name the function: '%s'",
-           attn_last_error());
+  FZ_CHECK(strncmp(attn_last_error(), "fuzz: ", 6) == 0, "message does not name the function: '%s'", attn_last_error());
 }
 
 static inline int fz_dtype_size(const char *dtype) {
@@ -78,7 +77,8 @@ static inline void fz_check_same_tensor(const attn_tensor *a, const attn_tensor 
   if (a->dtype != ATTN_FLOAT32) {
     for (int64_t i = 0; i < n; i++)
       FZ_CHECK(attn_tensor_get_flat_i64(a, i) == attn_tensor_get_flat_i64(b, i), "%s: element %lld: %lld became %lld",
-               what, (long long)i, (long long)attn_tensor_get_flat_i64(a, i), (long long)attn_tensor_get_flat_i64(b, i));
+               what, (long long)i, (long long)attn_tensor_get_flat_i64(a, i),
+               (long long)attn_tensor_get_flat_i64(b, i));
     return;
   }
   for (int64_t i = 0; i < n; i++) {

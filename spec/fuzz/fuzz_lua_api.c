@@ -56,8 +56,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* the driver catches everything but the limits (and memory errors
        raised outside its pcalls) */
     FZ_CHECK(st == ATTN_ERR_LIMIT || st == ATTN_ERR_NOMEM || st == ATTN_ERR_SCRIPT, "status %d: %s", st, msg);
-    if (trace)
-      fprintf(stderr, "driver error: %s\n", msg);
+    if (trace) fprintf(stderr, "driver error: %s\n", msg);
   }
   attn_lua_close(L);
   attn_set_grad_enabled(true); /* a script may leave the thread's mode off */

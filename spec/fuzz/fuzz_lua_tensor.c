@@ -50,9 +50,12 @@ static void gen_table(lua_State *L, builder *g, int depth) {
   fz_bytes *b = &g->b;
   uint8_t mode = fz_u8(b);
   int n;
-  if (mode < 0xa0) n = mode % 5;
-  else if (mode < 0xe0) n = 1 + (mode % 64);
-  else n = fz_u16(b) % 2048;
+  if (mode < 0xa0)
+    n = mode % 5;
+  else if (mode < 0xe0)
+    n = 1 + (mode % 64);
+  else
+    n = fz_u16(b) % 2048;
   lua_createtable(L, n, 0);
   int t = lua_gettop(L);
   g->anc[depth] = t;
@@ -219,16 +222,15 @@ static bool reference(lua_State *L, int idx, expect *e) {
 
 /* ------------------------------------------------------------------------ */
 
-static const char *const calls =
-    "local sel, v, w = ...\n"
-    "local attn = require 'attn'\n"
-    "if sel == 0 then return attn.tensor(v)\n"
-    "elseif sel == 1 then return attn.add(v, w)\n"
-    "elseif sel == 2 then return attn.stack({v, w})\n"
-    "elseif sel == 3 then return attn.cat({v, w}, 1)\n"
-    "elseif sel == 4 then return attn.zeros(v)\n"
-    "elseif sel == 5 then return attn.arange(24):view(v)\n"
-    "else return attn.index_select(attn.arange(6), 1, v) end\n";
+static const char *const calls = "local sel, v, w = ...\n"
+                                 "local attn = require 'attn'\n"
+                                 "if sel == 0 then return attn.tensor(v)\n"
+                                 "elseif sel == 1 then return attn.add(v, w)\n"
+                                 "elseif sel == 2 then return attn.stack({v, w})\n"
+                                 "elseif sel == 3 then return attn.cat({v, w}, 1)\n"
+                                 "elseif sel == 4 then return attn.zeros(v)\n"
+                                 "elseif sel == 5 then return attn.arange(24):view(v)\n"
+                                 "else return attn.index_select(attn.arange(6), 1, v) end\n";
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   attn_debug_counts before;
@@ -270,14 +272,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FZ_CHECK(convertible, "attn.tensor accepted a value that is not a rectangular list of numbers");
     FZ_CHECK(t->ndim == e.ndim, "attn.tensor: %d dims, expected %d", t->ndim, e.ndim);
     for (int d = 0; d < e.ndim; d++)
-      FZ_CHECK(t->shape[d] == e.shape[d], "attn.tensor: size %lld at dim %d, expected %lld", (long long)t->shape[d],
-               d, (long long)e.shape[d]);
+      FZ_CHECK(t->shape[d] == e.shape[d], "attn.tensor: size %lld at dim %d, expected %lld", (long long)t->shape[d], d,
+               (long long)e.shape[d]);
     int64_t n = attn_tensor_numel(t);
     FZ_CHECK(n == e.n, "attn.tensor: %lld elements, the table has %lld", (long long)n, (long long)e.n);
     for (int64_t i = 0; i < n && i < e.cap; i++) {
       float got = attn_tensor_get_flat(t, i);
-      FZ_CHECK(memcmp(&got, &e.data[i], sizeof got) == 0, "attn.tensor: element %lld is %a, expected %a",
-               (long long)i, got, e.data[i]);
+      FZ_CHECK(memcmp(&got, &e.data[i], sizeof got) == 0, "attn.tensor: element %lld is %a, expected %a", (long long)i,
+               got, e.data[i]);
     }
   } else if (st != ATTN_OK) {
     FZ_CHECK(st == ATTN_ERR_SCRIPT || st == ATTN_ERR_NOMEM || st == ATTN_ERR_LIMIT, "status %d", st);

@@ -29,8 +29,7 @@ static void round_trip(const attn_named_tensors *nt, bool zip64) {
   FZ_CHECK(st == ATTN_OK, "reloading a saved archive failed: %s", attn_last_error());
   FZ_CHECK(back->n == nt->n, "%d tensors became %d", nt->n, back->n);
   for (int i = 0; i < nt->n; i++) {
-    FZ_CHECK(strcmp(back->names[i], nt->names[i]) == 0, "name %d: '%s' became '%s'", i, nt->names[i],
-             back->names[i]);
+    FZ_CHECK(strcmp(back->names[i], nt->names[i]) == 0, "name %d: '%s' became '%s'", i, nt->names[i], back->names[i]);
     fz_check_same_tensor(nt->tensors[i], back->tensors[i], nt->names[i]);
   }
   attn_named_tensors_free(back);

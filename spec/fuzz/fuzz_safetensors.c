@@ -25,8 +25,8 @@ static void round_trip(const attn_named_tensors *nt) {
   attn_named_tensors *back = NULL;
   st = attn_safetensors_load(path, &back);
   FZ_CHECK(st == ATTN_OK, "reloading a saved file failed: %s", attn_last_error());
-  FZ_CHECK(back->n == nt->n && back->nmeta == nt->nmeta, "%d tensors / %d metadata became %d / %d", nt->n,
-           nt->nmeta, back->n, back->nmeta);
+  FZ_CHECK(back->n == nt->n && back->nmeta == nt->nmeta, "%d tensors / %d metadata became %d / %d", nt->n, nt->nmeta,
+           back->n, back->nmeta);
   for (int i = 0; i < nt->n; i++) {
     attn_tensor *t = attn_named_tensors_get(back, nt->names[i]);
     FZ_CHECK(t != NULL, "tensor '%s' lost", nt->names[i]);

@@ -62,8 +62,10 @@ static void check_reach(const attn_tensor *t, const char *what) {
   int64_t lo = t->offset, hi = t->offset;
   for (int d = 0; d < t->ndim; d++) {
     int64_t span = (t->shape[d] - 1) * t->stride[d];
-    if (span < 0) lo += span;
-    else hi += span;
+    if (span < 0)
+      lo += span;
+    else
+      hi += span;
   }
   FZ_CHECK(lo >= 0 && hi < t->storage->numel, "%s: reaches [%lld, %lld] of a storage of %lld", what, (long long)lo,
            (long long)hi, (long long)t->storage->numel);
@@ -129,14 +131,14 @@ static void check_flat(const attn_tensor *in, const attn_tensor *out, const char
 /* Index mappings                                                            */
 
 typedef struct {
-  int ndim;           /* input dims */
-  int dim, d1;        /* the op's dims */
+  int ndim;    /* input dims */
+  int dim, d1; /* the op's dims */
   int perm[ATTN_MAX_DIMS];
   int64_t start, step;
-  int64_t k;          /* tril/triu diagonal */
+  int64_t k; /* tril/triu diagonal */
   bool lower;
   const attn_tensor *index; /* index_select / gather: 0-based values */
-  int lead;           /* expand / repeat: dims added in front */
+  int lead;                 /* expand / repeat: dims added in front */
   int64_t in_shape[ATTN_MAX_DIMS];
   int64_t stride[ATTN_MAX_DIMS], offset; /* as_strided geometry */
   const attn_tensor *base;
@@ -439,9 +441,12 @@ static bool step(state *s) {
     for (int d = 0; d < nd; d++) {
       int td = d - lead;
       uint8_t k = fz_u8(b);
-      if (td >= 0 && k < 0x60) shape[d] = t->shape[td];
-      else if (td >= 0 && k < 0xa0) shape[d] = -1;
-      else shape[d] = arg_size(b, 5);
+      if (td >= 0 && k < 0x60)
+        shape[d] = t->shape[td];
+      else if (td >= 0 && k < 0xa0)
+        shape[d] = -1;
+      else
+        shape[d] = arg_size(b, 5);
     }
     if ((st = attn_expand(t, nd, shape, &o), ok(st, o, "expand"))) {
       expect_view(t, o, "expand");
@@ -545,8 +550,10 @@ static bool step(state *s) {
     }
     FZ_CHECK(c.start == size, "split: pieces cover %lld of %lld", (long long)c.start, (long long)size);
     for (int i = 0; i < n; i++)
-      if (i == 0) put(s, dst, pieces[i]);
-      else attn_tensor_release(pieces[i]);
+      if (i == 0)
+        put(s, dst, pieces[i]);
+      else
+        attn_tensor_release(pieces[i]);
     free(pieces);
     if (n == 0) put(s, dst, NULL);
     return true;
@@ -584,8 +591,10 @@ static bool step(state *s) {
         check_flat(ts[i], part, op == 19 ? "cat" : "stack");
         attn_tensor_release(part);
       }
-      if (op == 19) FZ_CHECK(at == o->shape[d], "cat: parts cover %lld of %lld", (long long)at, (long long)o->shape[d]);
-      else FZ_CHECK(o->shape[d] == n, "stack: %lld slices", (long long)o->shape[d]);
+      if (op == 19)
+        FZ_CHECK(at == o->shape[d], "cat: parts cover %lld of %lld", (long long)at, (long long)o->shape[d]);
+      else
+        FZ_CHECK(o->shape[d] == n, "stack: %lld slices", (long long)o->shape[d]);
     }
     break;
   }
@@ -634,7 +643,10 @@ static bool step(state *s) {
     int64_t size = c.dim >= 0 && c.dim < t->ndim ? t->shape[c.dim] : 3;
     int ind = op == 25 ? 1 : t->ndim;
     int64_t ishape[ATTN_MAX_DIMS];
-    for (int d = 0; d < ind; d++) ishape[d] = op == 25 ? fz_below(b, 6) : (fz_u8(b) < 0xf0 ? fz_below(b, (int)(t->shape[d] < 5 ? t->shape[d] + 1 : 6)) : fz_below(b, 7));
+    for (int d = 0; d < ind; d++)
+      ishape[d] = op == 25
+                      ? fz_below(b, 6)
+                      : (fz_u8(b) < 0xf0 ? fz_below(b, (int)(t->shape[d] < 5 ? t->shape[d] + 1 : 6)) : fz_below(b, 7));
     attn_tensor *index = NULL;
     if (attn_empty(ind, ishape, &index) != ATTN_OK) break;
     int64_t ni = attn_tensor_numel(index);
@@ -746,8 +758,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (grad) FZ_CHECK(attn_requires_grad_(base, true) == ATTN_OK, "requires_grad_");
   s.base = base;
   s.pool[0] = attn_tensor_retain(base);
-  for (int i = 0; i < MAX_STEPS && step(&s); i++) {
-  }
+  for (int i = 0; i < MAX_STEPS && step(&s); i++) {}
   /* back-propagate from a pool tensor that requires grad */
   for (int i = 0; i < POOL; i++) {
     attn_tensor *t = s.pool[i];

@@ -46,8 +46,8 @@ static void test_empty_shape_limits(void) {
   CHECK(attn_tensor_numel(t) == 0);
   CHECK(attn_expand(t, 3, (const int64_t[]){(int64_t)1 << 20, (int64_t)1 << 40, 0}, &o) != ATTN_OK && o == NULL);
   CHECK(attn_view(t, 3, (const int64_t[]){(int64_t)1 << 40, (int64_t)1 << 40, 0}, &o) != ATTN_OK && o == NULL);
-  CHECK(attn_as_strided(t, 3, (const int64_t[]){(int64_t)1 << 40, (int64_t)1 << 40, 0}, (const int64_t[]){0, 0, 0},
-                        0, &o) != ATTN_OK &&
+  CHECK(attn_as_strided(t, 3, (const int64_t[]){(int64_t)1 << 40, (int64_t)1 << 40, 0}, (const int64_t[]){0, 0, 0}, 0,
+                        &o) != ATTN_OK &&
         o == NULL);
   attn_tensor_release(t);
 }

@@ -250,8 +250,7 @@ static int collectargs(char **argv, int *first) {
       if (argv[i][2] != '\0') return HAS_ERROR;
       *first = i + 1;
       return args;
-    case '\0': /* "-": stdin is the script */
-      return args;
+    case '\0': /* "-": stdin is the script */ return args;
     case 'E':
       if (argv[i][2] != '\0') return HAS_ERROR;
       args |= HAS_NOENV;
@@ -278,8 +277,7 @@ static int collectargs(char **argv, int *first) {
         }
       }
       break;
-    default:
-      return HAS_ERROR;
+    default: return HAS_ERROR;
     }
   }
   *first = i;

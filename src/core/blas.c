@@ -34,8 +34,8 @@ enum { ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112 };
    inside one big call. */
 #define GEMM_BLOCK_MACS ((int64_t)1 << 32)
 
-typedef void (*sgemm_fn)(int order, int ta, int tb, int m, int n, int k, float alpha, const float *a,
-                         int lda, const float *b, int ldb, float beta, float *c, int ldc);
+typedef void (*sgemm_fn)(int order, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
+                         const float *b, int ldb, float beta, float *c, int ldc);
 
 static struct {
   pthread_once_t once;
@@ -72,8 +72,8 @@ static const char *pick_coretype(void) {
   __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
   bool ymm = (xcr0_lo & 0x6) == 0x6, zmm = (xcr0_lo & 0xe6) == 0xe6;
   __cpuid_count(7, 0, a, b, c, d);
-  bool avx2 = b & (1u << 5), avx512f = b & (1u << 16), avx512dq = b & (1u << 17),
-       avx512bw = b & (1u << 30), avx512vl = b & (1u << 31), avx512cd = b & (1u << 28);
+  bool avx2 = b & (1u << 5), avx512f = b & (1u << 16), avx512dq = b & (1u << 17), avx512bw = b & (1u << 30),
+       avx512vl = b & (1u << 31), avx512cd = b & (1u << 28);
   if (zmm && avx512f && avx512dq && avx512bw && avx512vl && avx512cd) return "SkylakeX";
   if (ymm && avx2 && fma) return "Haswell";
 #endif
@@ -101,8 +101,8 @@ static void blas_load(void) {
       blas.coretype_source = "attn";
     }
   }
-  const char *candidates[] = {getenv("ATTN_OPENBLAS"), ATTN_OPENBLAS_PATH, "libopenblas.so.0",
-                              "libopenblas.so", "libopenblasp.so.0"};
+  const char *candidates[] = {getenv("ATTN_OPENBLAS"), ATTN_OPENBLAS_PATH, "libopenblas.so.0", "libopenblas.so",
+                              "libopenblasp.so.0"};
   for (size_t i = 0; i < sizeof candidates / sizeof *candidates && !blas.handle; i++) {
     if (!candidates[i] || !*candidates[i]) continue;
     blas.handle = dlopen(candidates[i], RTLD_NOW | RTLD_LOCAL);
@@ -112,8 +112,7 @@ static void blas_load(void) {
      environment (and child processes) as it was. */
   if (set_by_us) unsetenv("OPENBLAS_CORETYPE");
   if (!blas.handle) {
-    snprintf(blas.error, sizeof blas.error, "blas: cannot load OpenBLAS (%s): %s", ATTN_OPENBLAS_PATH,
-             dlerror());
+    snprintf(blas.error, sizeof blas.error, "blas: cannot load OpenBLAS (%s): %s", ATTN_OPENBLAS_PATH, dlerror());
     blas.status = ATTN_ERR_IO;
     return;
   }
@@ -171,13 +170,11 @@ int attn_get_num_threads(void) {
   return blas.get_num_threads();
 }
 
-attn_status attn_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-                       const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
-                       int64_t ldc) {
+attn_status attn_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                       int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
   attn_status st = attn_blas_init();
   if (st) return st;
-  if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX || lda > INT32_MAX || ldb > INT32_MAX ||
-      ldc > INT32_MAX)
+  if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX || lda > INT32_MAX || ldb > INT32_MAX || ldc > INT32_MAX)
     return attn_set_error(ATTN_ERR_ARG, "sgemm: sizes exceed the 32-bit BLAS interface (%lld x %lld x %lld)",
                           (long long)m, (long long)n, (long long)k);
   /* what BLAS's xerbla would only print: row-major op(A) is [m, k], stored
@@ -187,9 +184,11 @@ attn_status attn_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
                           (long long)k);
   int64_t acols = trans_a ? m : k, bcols = trans_b ? k : n;
   if (lda < (acols > 1 ? acols : 1) || ldb < (bcols > 1 ? bcols : 1) || ldc < (n > 1 ? n : 1))
-    return attn_set_error(ATTN_ERR_ARG, "sgemm: leading dimensions lda %lld, ldb %lld, ldc %lld too small for "
-                          "%lld x %lld x %lld%s%s", (long long)lda, (long long)ldb, (long long)ldc, (long long)m,
-                          (long long)n, (long long)k, trans_a ? " (A transposed)" : "", trans_b ? " (B transposed)" : "");
+    return attn_set_error(ATTN_ERR_ARG,
+                          "sgemm: leading dimensions lda %lld, ldb %lld, ldc %lld too small for "
+                          "%lld x %lld x %lld%s%s",
+                          (long long)lda, (long long)ldb, (long long)ldc, (long long)m, (long long)n, (long long)k,
+                          trans_a ? " (A transposed)" : "", trans_b ? " (B transposed)" : "");
   if (m == 0 || n == 0) return ATTN_OK;
   int ta = trans_a ? TRANS : NO_TRANS, tb = trans_b ? TRANS : NO_TRANS;
   int64_t kk = k > 0 ? k : 1;
@@ -216,8 +215,8 @@ attn_status attn_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
       if (attn__cancelled()) return attn__limit_error("sgemm");
       int64_t nj = n - j < cb ? n - j : cb;
       const float *bj = trans_b ? b + j * ldb : b + j;
-      blas.sgemm(ROW_MAJOR, ta, tb, (int)mi, (int)nj, (int)k, alpha, ai, (int)lda, bj, (int)ldb, beta,
-                 c + i * ldc + j, (int)ldc);
+      blas.sgemm(ROW_MAJOR, ta, tb, (int)mi, (int)nj, (int)k, alpha, ai, (int)lda, bj, (int)ldb, beta, c + i * ldc + j,
+                 (int)ldc);
     }
   }
   return ATTN_OK;

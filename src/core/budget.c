@@ -3,9 +3,9 @@
 #include "internal.h"
 
 struct attn_budget {
-  int64_t used;   /* atomic */
+  int64_t used; /* atomic */
   int64_t limit;
-  long refcount;  /* atomic */
+  long refcount; /* atomic */
 };
 
 static _Thread_local attn_budget *current;
@@ -35,8 +35,7 @@ bool attn_budget_charge(attn_budget *b, int64_t bytes) {
   do {
     /* written as a subtraction so that a huge request cannot overflow */
     if (bytes > b->limit - used) return false;
-  } while (!__atomic_compare_exchange_n(&b->used, &used, used + bytes, true, __ATOMIC_RELAXED,
-                                        __ATOMIC_RELAXED));
+  } while (!__atomic_compare_exchange_n(&b->used, &used, used + bytes, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
   return true;
 }
 

@@ -52,6 +52,4 @@ bool attn_deadline_passed(void) {
   return expired;
 }
 
-attn_status attn__limit_error(const char *fn) {
-  return attn_set_error(ATTN_ERR_LIMIT, "%s: time limit reached", fn);
-}
+attn_status attn__limit_error(const char *fn) { return attn_set_error(ATTN_ERR_LIMIT, "%s: time limit reached", fn); }

@@ -15,15 +15,13 @@
 static const char *binary_names[ATTN_BINARY_OP_COUNT] = {
     "add", "sub", "mul", "div", "pow", "eq", "ne", "lt", "le", "gt", "ge", "maximum", "minimum", "atan2", "fmod"};
 static const char *unary_names[ATTN_UNARY_OP_COUNT] = {
-    "neg",  "exp",        "log",    "sqrt", "rsqrt", "tanh",  "sigmoid", "relu",  "gelu", "gelu",  "abs", "sin",
-    "cos",  "sign",       "reciprocal", "square", "log1p", "expm1", "floor", "ceil", "round", "silu", "erf"};
+    "neg", "exp",  "log",        "sqrt",   "rsqrt", "tanh",  "sigmoid", "relu", "gelu",  "gelu", "abs", "sin",
+    "cos", "sign", "reciprocal", "square", "log1p", "expm1", "floor",   "ceil", "round", "silu", "erf"};
 
 const char *attn_binary_op_name(attn_binary_op op) {
   return (unsigned)op < ATTN_BINARY_OP_COUNT ? binary_names[op] : "?";
 }
-const char *attn_unary_op_name(attn_unary_op op) {
-  return (unsigned)op < ATTN_UNARY_OP_COUNT ? unary_names[op] : "?";
-}
+const char *attn_unary_op_name(attn_unary_op op) { return (unsigned)op < ATTN_UNARY_OP_COUNT ? unary_names[op] : "?"; }
 
 static void binary_inner(int64_t n, float **p, const int64_t *s, void *ctx) {
   attn__binary_row_fn fn = *(attn__binary_row_fn *)ctx;
@@ -54,8 +52,7 @@ static attn_status unalias(const attn_tensor *dst, const attn_tensor *src, attn_
   *tmp = NULL;
   if (!attn__may_overlap(dst, src)) return ATTN_OK;
   bool same = dst->offset == src->offset && dst->ndim == src->ndim;
-  for (int i = 0; same && i < dst->ndim; i++)
-    same = dst->shape[i] == src->shape[i] && dst->stride[i] == src->stride[i];
+  for (int i = 0; same && i < dst->ndim; i++) same = dst->shape[i] == src->shape[i] && dst->stride[i] == src->stride[i];
   if (same) return ATTN_OK;
   return attn__clone_raw(src, tmp); /* a private data copy: no graph */
 }
@@ -104,8 +101,7 @@ static attn_status binary_inplace_f32(attn_binary_op op, attn_tensor *a, const a
   for (int d = 0; fits && d < ndim; d++) fits = shape[d] == a->shape[d];
   if (!fits)
     return attn_set_error(ATTN_ERR_SHAPE, "%s: the result of shape %s does not fit in place into %s (other is %s)",
-                          name, attn_shape_str(ndim, shape, sa, sizeof sa), ATTN_SHAPE(a, sb),
-                          ATTN_SHAPE(b, sa));
+                          name, attn_shape_str(ndim, shape, sa, sizeof sa), ATTN_SHAPE(a, sb), ATTN_SHAPE(b, sa));
   if ((st = check_writable(name, a))) return st;
   if (attn__ag_inplace_needed(a, 1, &b)) {
     attn_tensor *r;
@@ -244,8 +240,8 @@ static attn_status clamp_into(attn_tensor *o, const attn_tensor *a, float lo, fl
   }
   float *base[2] = {attn_tensor_data(o), attn_tensor_data(a)};
   clamp_ctx c = {lo, hi};
-  if (!attn__foreach(a->ndim, a->shape, 2, base, (const int64_t(*)[ATTN_MAX_DIMS])strides,
-                      attn__kern()->clamp_inner, &c))
+  if (!attn__foreach(a->ndim, a->shape, 2, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, attn__kern()->clamp_inner,
+                     &c))
     return attn__limit_error("clamp");
   return ATTN_OK;
 }
@@ -332,8 +328,7 @@ static attn_status masked_fill_into(const char *fn, attn_tensor *o, const attn_t
   }
   attn__broadcast_strides(mask, ndim, shape, strides[2]);
   float *base[3] = {attn_tensor_data(o), attn_tensor_data(t), attn_tensor_data(mask)};
-  bool done =
-      attn__foreach(ndim, shape, 3, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, masked_fill_inner, &value);
+  bool done = attn__foreach(ndim, shape, 3, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, masked_fill_inner, &value);
   attn_tensor_release(tmp);
   return done ? ATTN_OK : attn__limit_error(fn);
 }
@@ -459,7 +454,7 @@ static inline int64_t int_op(attn_binary_op op, int64_t x, int64_t y) {
   case ATTN_MAXIMUM: return x > y ? x : y;
   case ATTN_MINIMUM: return x < y ? x : y;
   case ATTN_FMOD: return (y == -1) ? 0 : x % y; /* y != 0 checked before */
-  case ATTN_POW: return ipow(x, y);                /* y >= 0 checked before */
+  case ATTN_POW: return ipow(x, y);             /* y >= 0 checked before */
   case ATTN_EQ: return x == y;
   case ATTN_NE: return x != y;
   case ATTN_LT: return x < y;
@@ -514,8 +509,10 @@ static attn_status binary_int(attn_binary_op op, const attn_tensor *a, const att
         return attn_set_error(ATTN_ERR_ARG, "pow: integers to negative integer powers are not allowed (use :float())");
       }
       int64_t r = int_op(op, x, y);
-      if (rt == ATTN_BOOL) attn_tensor_bool(o)[i] = r != 0;
-      else attn_tensor_i64(o)[i] = r;
+      if (rt == ATTN_BOOL)
+        attn_tensor_bool(o)[i] = r != 0;
+      else
+        attn_tensor_i64(o)[i] = r;
       i++;
     } while (bc_next(&it));
   }
@@ -579,8 +576,8 @@ attn_status attn_binary_(attn_binary_op op, attn_tensor *a, const attn_tensor *b
 
 /* a op s for integer/bool a and an integral s: int64 (bool for
    comparisons); comparisons against any s are exact in double. */
-static attn_status binary_scalar_int_any(attn_binary_op op, const attn_tensor *a, double s, int64_t si,
-                                         bool reversed, attn_tensor **out) {
+static attn_status binary_scalar_int_any(attn_binary_op op, const attn_tensor *a, double s, int64_t si, bool reversed,
+                                         attn_tensor **out) {
   const char *fn = binary_names[op];
   bool cmp = is_compare(op);
   attn_dtype rt = cmp ? ATTN_BOOL : ATTN_INT64;
@@ -618,7 +615,8 @@ static attn_status binary_scalar_int_any(attn_binary_op op, const attn_tensor *a
         }
         if (op == ATTN_POW && reversed && x < 0) {
           attn_tensor_release(o);
-          return attn_set_error(ATTN_ERR_ARG, "pow: integers to negative integer powers are not allowed (use :float())");
+          return attn_set_error(ATTN_ERR_ARG,
+                                "pow: integers to negative integer powers are not allowed (use :float())");
         }
         attn_tensor_i64(o)[i] = reversed ? int_op(op, si, x) : int_op(op, x, si);
       }
@@ -640,8 +638,7 @@ static attn_status binary_scalar_int_exact(attn_binary_op op, const attn_tensor 
   return binary_scalar_int_any(op, a, (double)s, s, reversed, out);
 }
 
-attn_status attn_binary_scalar(attn_binary_op op, const attn_tensor *a, float s, bool reversed,
-                               attn_tensor **out) {
+attn_status attn_binary_scalar(attn_binary_op op, const attn_tensor *a, float s, bool reversed, attn_tensor **out) {
   attn_status st = check_binary(op);
   if (st) return st;
   if (a->dtype != ATTN_FLOAT32) {
@@ -706,8 +703,10 @@ static attn_status unary_int(attn_unary_op op, const attn_tensor *a, attn_tensor
       case ATTN_SQUARE: r = (int64_t)((uint64_t)x * (uint64_t)x); break;
       default: r = x; break;
       }
-      if (rt == ATTN_BOOL) attn_tensor_bool(o)[i] = r != 0;
-      else attn_tensor_i64(o)[i] = r;
+      if (rt == ATTN_BOOL)
+        attn_tensor_bool(o)[i] = r != 0;
+      else
+        attn_tensor_i64(o)[i] = r;
       i++;
     } while (attn__iter_next(&it));
   }
@@ -777,8 +776,10 @@ static attn_status where_int(const attn_tensor *cond, const attn_tensor *a, cons
       }
       bool c = attn__load_f64(cond->storage, it.pos[0]) != 0;
       int64_t v = c ? attn__load_i64(a->storage, it.pos[1]) : attn__load_i64(b->storage, it.pos[2]);
-      if (rt == ATTN_BOOL) attn_tensor_bool(o)[i] = v != 0;
-      else attn_tensor_i64(o)[i] = v;
+      if (rt == ATTN_BOOL)
+        attn_tensor_bool(o)[i] = v != 0;
+      else
+        attn_tensor_i64(o)[i] = v;
       i++;
     } while (bc_next(&it));
   }
@@ -827,8 +828,10 @@ static attn_status masked_fill_int(const char *fn, attn_tensor *o, const attn_te
   do {
     bool m = attn__load_f64(mask->storage, it.pos[2]) != 0;
     int64_t v = m ? vi : attn__load_i64(t->storage, it.pos[1]);
-    if (o->dtype == ATTN_BOOL) ((bool *)o->storage->data)[it.pos[0]] = v != 0;
-    else ((int64_t *)o->storage->data)[it.pos[0]] = v;
+    if (o->dtype == ATTN_BOOL)
+      ((bool *)o->storage->data)[it.pos[0]] = v != 0;
+    else
+      ((int64_t *)o->storage->data)[it.pos[0]] = v;
   } while (bc_next(&it));
   return ATTN_OK;
 }

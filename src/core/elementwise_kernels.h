@@ -42,20 +42,19 @@ static inline float f_min(float x, float y) { return (x != x || y != y) ? NAN : 
 #define OP_FMOD(x, y) fmodf((x), (y))
 
 /* One row: o[i*os] = OP(a[i*as], b[i*bs]) for i < n. */
-#define BINARY_ROW(NAME, OP)                                                               \
-  static void NAME(int64_t n, float *restrict o, int64_t os, const float *a, int64_t as, \
-                            const float *b, int64_t bs) {                                  \
-    if (os == 1 && as == 1 && bs == 1) {                                                   \
-      for (int64_t i = 0; i < n; i++) o[i] = OP(a[i], b[i]);                               \
-    } else if (os == 1 && as == 1 && bs == 0) {                                            \
-      const float y = b[0];                                                                \
-      for (int64_t i = 0; i < n; i++) o[i] = OP(a[i], y);                                  \
-    } else if (os == 1 && as == 0 && bs == 1) {                                            \
-      const float x = a[0];                                                                \
-      for (int64_t i = 0; i < n; i++) o[i] = OP(x, b[i]);                                  \
-    } else {                                                                               \
-      for (int64_t i = 0; i < n; i++) o[i * os] = OP(a[i * as], b[i * bs]);                \
-    }                                                                                      \
+#define BINARY_ROW(NAME, OP)                                                                                           \
+  static void NAME(int64_t n, float *restrict o, int64_t os, const float *a, int64_t as, const float *b, int64_t bs) { \
+    if (os == 1 && as == 1 && bs == 1) {                                                                               \
+      for (int64_t i = 0; i < n; i++) o[i] = OP(a[i], b[i]);                                                           \
+    } else if (os == 1 && as == 1 && bs == 0) {                                                                        \
+      const float y = b[0];                                                                                            \
+      for (int64_t i = 0; i < n; i++) o[i] = OP(a[i], y);                                                              \
+    } else if (os == 1 && as == 0 && bs == 1) {                                                                        \
+      const float x = a[0];                                                                                            \
+      for (int64_t i = 0; i < n; i++) o[i] = OP(x, b[i]);                                                              \
+    } else {                                                                                                           \
+      for (int64_t i = 0; i < n; i++) o[i * os] = OP(a[i * as], b[i * bs]);                                            \
+    }                                                                                                                  \
   }
 
 BINARY_ROW(row_add, OP_ADD)
@@ -75,8 +74,8 @@ BINARY_ROW(row_atan2, OP_ATAN2)
 BINARY_ROW(row_fmod, OP_FMOD)
 
 static const attn__binary_row_fn binary_rows[ATTN_BINARY_OP_COUNT] = {
-    row_add, row_sub, row_mul,     row_div,     row_pow,   row_eq,  row_ne, row_lt,
-    row_le,  row_gt,  row_ge,      row_maximum, row_minimum, row_atan2, row_fmod};
+    row_add, row_sub, row_mul, row_div,     row_pow,     row_eq,    row_ne,  row_lt,
+    row_le,  row_gt,  row_ge,  row_maximum, row_minimum, row_atan2, row_fmod};
 
 /* ------------------------------------------------------------------------ */
 /* Unary                                                                     */
@@ -90,48 +89,48 @@ static inline float f_gelu_tanh(float x) {
 }
 static inline float f_sign(float x) { return x != x ? x : (float)((x > 0.0f) - (x < 0.0f)); }
 
-#define UNARY_ROW(NAME, EXPR)                                                               \
-  static void NAME(int64_t n, float *restrict o, int64_t os, const float *a, int64_t as) { \
-    if (os == 1 && as == 1) {                                                               \
-      for (int64_t i = 0; i < n; i++) {                                                     \
-        const float x = a[i];                                                               \
-        o[i] = (EXPR);                                                                      \
-      }                                                                                     \
-    } else {                                                                                \
-      for (int64_t i = 0; i < n; i++) {                                                     \
-        const float x = a[i * as];                                                          \
-        o[i * os] = (EXPR);                                                                 \
-      }                                                                                     \
-    }                                                                                       \
+#define UNARY_ROW(NAME, EXPR)                                                                                          \
+  static void NAME(int64_t n, float *restrict o, int64_t os, const float *a, int64_t as) {                             \
+    if (os == 1 && as == 1) {                                                                                          \
+      for (int64_t i = 0; i < n; i++) {                                                                                \
+        const float x = a[i];                                                                                          \
+        o[i] = (EXPR);                                                                                                 \
+      }                                                                                                                \
+    } else {                                                                                                           \
+      for (int64_t i = 0; i < n; i++) {                                                                                \
+        const float x = a[i * as];                                                                                     \
+        o[i * os] = (EXPR);                                                                                            \
+      }                                                                                                                \
+    }                                                                                                                  \
   }
 
 /* A unary row around one transcendental function F of vmath.h: in blocks,
    t = PRE(x), t = F(t), o = POST(x, t), each a loop the compiler
    vectorises; strided rows take the scalar EXPR (libm). */
-#define VM_UNARY_ROW(NAME, PRE, F, POST, EXPR)                                              \
-  static void NAME(int64_t n, float *restrict o, int64_t os, const float *a, int64_t as) { \
-    if (os == 1 && as == 1) {                                                               \
-      float t[VM_BLOCK];                                                                    \
-      for (int64_t j = 0; j < n; j += VM_BLOCK) {                                           \
-        const int64_t m = n - j < VM_BLOCK ? n - j : VM_BLOCK;                              \
-        const float *aj = a + j;                                                            \
-        for (int64_t i = 0; i < m; i++) {                                                   \
-          const float x = aj[i];                                                            \
-          t[i] = (PRE);                                                                     \
-        }                                                                                   \
-        F(m, t, t);                                                                         \
-        for (int64_t i = 0; i < m; i++) {                                                   \
-          const float x = aj[i], v = t[i];                                                  \
-          (void)x;                                                                          \
-          o[j + i] = (POST);                                                                \
-        }                                                                                   \
-      }                                                                                     \
-    } else {                                                                                \
-      for (int64_t i = 0; i < n; i++) {                                                     \
-        const float x = a[i * as];                                                          \
-        o[i * os] = (EXPR);                                                                 \
-      }                                                                                     \
-    }                                                                                       \
+#define VM_UNARY_ROW(NAME, PRE, F, POST, EXPR)                                                                         \
+  static void NAME(int64_t n, float *restrict o, int64_t os, const float *a, int64_t as) {                             \
+    if (os == 1 && as == 1) {                                                                                          \
+      float t[VM_BLOCK];                                                                                               \
+      for (int64_t j = 0; j < n; j += VM_BLOCK) {                                                                      \
+        const int64_t m = n - j < VM_BLOCK ? n - j : VM_BLOCK;                                                         \
+        const float *aj = a + j;                                                                                       \
+        for (int64_t i = 0; i < m; i++) {                                                                              \
+          const float x = aj[i];                                                                                       \
+          t[i] = (PRE);                                                                                                \
+        }                                                                                                              \
+        F(m, t, t);                                                                                                    \
+        for (int64_t i = 0; i < m; i++) {                                                                              \
+          const float x = aj[i], v = t[i];                                                                             \
+          (void)x;                                                                                                     \
+          o[j + i] = (POST);                                                                                           \
+        }                                                                                                              \
+      }                                                                                                                \
+    } else {                                                                                                           \
+      for (int64_t i = 0; i < n; i++) {                                                                                \
+        const float x = a[i * as];                                                                                     \
+        o[i * os] = (EXPR);                                                                                            \
+      }                                                                                                                \
+    }                                                                                                                  \
   }
 
 #define SQRT1_2 0.70710678118654752440f
@@ -146,82 +145,96 @@ UNARY_ROW(row_rsqrt, 1.0f / sqrtf(x))
 VM_UNARY_ROW(row_tanh, x, vm_tanh, v, tanhf(x))
 UNARY_ROW(row_sigmoid, 1.0f / (1.0f + vm_expf(-x)))
 UNARY_ROW(row_relu, f_relu(x))
-VM_UNARY_ROW(row_gelu, x * SQRT1_2, vm_erf, x * 0.5f * (1.0f + v), f_gelu(x))
-VM_UNARY_ROW(row_gelu_tanh, GELU_K * (x + GELU_C * x * x * x), vm_tanh, 0.5f * x * (1.0f + v), f_gelu_tanh(x))
+VM_UNARY_ROW(row_gelu, x *SQRT1_2, vm_erf, x * 0.5f * (1.0f + v), f_gelu(x))
+VM_UNARY_ROW(row_gelu_tanh, GELU_K *(x + GELU_C * x * x * x), vm_tanh, 0.5f * x * (1.0f + v), f_gelu_tanh(x))
 UNARY_ROW(row_abs, fabsf(x))
 UNARY_ROW(row_sin, sinf(x))
 UNARY_ROW(row_cos, cosf(x))
 UNARY_ROW(row_sign, f_sign(x))
 UNARY_ROW(row_reciprocal, 1.0f / x)
-UNARY_ROW(row_square, x * x)
+UNARY_ROW(row_square, x *x)
 UNARY_ROW(row_log1p, log1pf(x))
 UNARY_ROW(row_expm1, expm1f(x))
 UNARY_ROW(row_floor, floorf(x))
 UNARY_ROW(row_ceil, ceilf(x))
 UNARY_ROW(row_round, nearbyintf(x))
-UNARY_ROW(row_silu, x * (1.0f / (1.0f + vm_expf(-x))))
+UNARY_ROW(row_silu, x *(1.0f / (1.0f + vm_expf(-x))))
 VM_UNARY_ROW(row_erf, x, vm_erf, v, erff(x))
 
-static const attn__unary_row_fn unary_rows[ATTN_UNARY_OP_COUNT] = {
-    [ATTN_NEG] = row_neg,           [ATTN_EXP] = row_exp,       [ATTN_LOG] = row_log,
-    [ATTN_SQRT] = row_sqrt,         [ATTN_RSQRT] = row_rsqrt,   [ATTN_TANH] = row_tanh,
-    [ATTN_SIGMOID] = row_sigmoid,   [ATTN_RELU] = row_relu,     [ATTN_GELU] = row_gelu,
-    [ATTN_GELU_TANH] = row_gelu_tanh, [ATTN_ABS] = row_abs,     [ATTN_SIN] = row_sin,
-    [ATTN_COS] = row_cos,           [ATTN_SIGN] = row_sign,     [ATTN_RECIPROCAL] = row_reciprocal,
-    [ATTN_SQUARE] = row_square,     [ATTN_LOG1P] = row_log1p,   [ATTN_EXPM1] = row_expm1,
-    [ATTN_FLOOR] = row_floor,       [ATTN_CEIL] = row_ceil,     [ATTN_ROUND] = row_round,
-    [ATTN_SILU] = row_silu,         [ATTN_ERF] = row_erf};
+static const attn__unary_row_fn unary_rows[ATTN_UNARY_OP_COUNT] = {[ATTN_NEG] = row_neg,
+                                                                   [ATTN_EXP] = row_exp,
+                                                                   [ATTN_LOG] = row_log,
+                                                                   [ATTN_SQRT] = row_sqrt,
+                                                                   [ATTN_RSQRT] = row_rsqrt,
+                                                                   [ATTN_TANH] = row_tanh,
+                                                                   [ATTN_SIGMOID] = row_sigmoid,
+                                                                   [ATTN_RELU] = row_relu,
+                                                                   [ATTN_GELU] = row_gelu,
+                                                                   [ATTN_GELU_TANH] = row_gelu_tanh,
+                                                                   [ATTN_ABS] = row_abs,
+                                                                   [ATTN_SIN] = row_sin,
+                                                                   [ATTN_COS] = row_cos,
+                                                                   [ATTN_SIGN] = row_sign,
+                                                                   [ATTN_RECIPROCAL] = row_reciprocal,
+                                                                   [ATTN_SQUARE] = row_square,
+                                                                   [ATTN_LOG1P] = row_log1p,
+                                                                   [ATTN_EXPM1] = row_expm1,
+                                                                   [ATTN_FLOOR] = row_floor,
+                                                                   [ATTN_CEIL] = row_ceil,
+                                                                   [ATTN_ROUND] = row_round,
+                                                                   [ATTN_SILU] = row_silu,
+                                                                   [ATTN_ERF] = row_erf};
 
 /* ------------------------------------------------------------------------ */
 /* Unary derivatives: o = g * f'(x) (y = f(x) where the derivative reads
    it more cheaply), one pass; grad_elementwise.c says which of x and y
    each op saves (an unsaved one points at g and is not read). */
 
-#define GRAD_ROW(NAME, DERIV)                                                                        \
-  static void NAME(int64_t n, float *restrict o, int64_t os, const float *g, int64_t gs, const float *xp, \
-                   int64_t xs, const float *yp, int64_t ys) {                                        \
-    if (os == 1 && gs == 1 && xs == 1 && ys == 1) {                                                  \
-      for (int64_t i = 0; i < n; i++) {                                                              \
-        const float x = xp[i], y = yp[i];                                                            \
-        (void)x, (void)y;                                                                            \
-        o[i] = g[i] * (DERIV);                                                                       \
-      }                                                                                              \
-    } else {                                                                                         \
-      for (int64_t i = 0; i < n; i++) {                                                              \
-        const float x = xp[i * xs], y = yp[i * ys];                                                  \
-        (void)x, (void)y;                                                                            \
-        o[i * os] = g[i * gs] * (DERIV);                                                             \
-      }                                                                                              \
-    }                                                                                                \
+#define GRAD_ROW(NAME, DERIV)                                                                                          \
+  static void NAME(int64_t n, float *restrict o, int64_t os, const float *g, int64_t gs, const float *xp, int64_t xs,  \
+                   const float *yp, int64_t ys) {                                                                      \
+    if (os == 1 && gs == 1 && xs == 1 && ys == 1) {                                                                    \
+      for (int64_t i = 0; i < n; i++) {                                                                                \
+        const float x = xp[i], y = yp[i];                                                                              \
+        (void)x, (void)y;                                                                                              \
+        o[i] = g[i] * (DERIV);                                                                                         \
+      }                                                                                                                \
+    } else {                                                                                                           \
+      for (int64_t i = 0; i < n; i++) {                                                                                \
+        const float x = xp[i * xs], y = yp[i * ys];                                                                    \
+        (void)x, (void)y;                                                                                              \
+        o[i * os] = g[i * gs] * (DERIV);                                                                               \
+      }                                                                                                                \
+    }                                                                                                                  \
   }
 
 /* The same around transcendental functions: t1 = F1(PRE1), t2 = F2(PRE2),
    then the derivative from x, t1 and t2; strided rows take SCALAR(x). */
-#define VM_GRAD_ROW(NAME, PRE1, F1, PRE2, F2, DERIV, SCALAR)                                           \
-  static void NAME(int64_t n, float *restrict o, int64_t os, const float *g, int64_t gs, const float *xp, \
-                   int64_t xs, const float *yp, int64_t ys) {                                        \
-    (void)yp, (void)ys;                                                                              \
-    if (os == 1 && gs == 1 && xs == 1) {                                                             \
-      float t1[VM_BLOCK], t2[VM_BLOCK];                                                              \
-      for (int64_t j = 0; j < n; j += VM_BLOCK) {                                                    \
-        const int64_t m = n - j < VM_BLOCK ? n - j : VM_BLOCK;                                       \
-        const float *xj = xp + j;                                                                    \
-        for (int64_t i = 0; i < m; i++) {                                                            \
-          const float x = xj[i];                                                                     \
-          t1[i] = (PRE1);                                                                            \
-          t2[i] = (PRE2);                                                                            \
-        }                                                                                            \
-        F1(m, t1, t1);                                                                               \
-        F2(m, t2, t2);                                                                               \
-        for (int64_t i = 0; i < m; i++) {                                                            \
-          const float x = xj[i], v1 = t1[i], v2 = t2[i];                                             \
-          (void)x, (void)v2;                                                                         \
-          o[j + i] = g[j + i] * (DERIV);                                                             \
-        }                                                                                            \
-      }                                                                                              \
-    } else {                                                                                         \
-      for (int64_t i = 0; i < n; i++) o[i * os] = g[i * gs] * SCALAR(xp[i * xs]);                    \
-    }                                                                                                \
+#define VM_GRAD_ROW(NAME, PRE1, F1, PRE2, F2, DERIV, SCALAR)                                                           \
+  static void NAME(int64_t n, float *restrict o, int64_t os, const float *g, int64_t gs, const float *xp, int64_t xs,  \
+                   const float *yp, int64_t ys) {                                                                      \
+    (void)yp, (void)ys;                                                                                                \
+    if (os == 1 && gs == 1 && xs == 1) {                                                                               \
+      float t1[VM_BLOCK], t2[VM_BLOCK];                                                                                \
+      for (int64_t j = 0; j < n; j += VM_BLOCK) {                                                                      \
+        const int64_t m = n - j < VM_BLOCK ? n - j : VM_BLOCK;                                                         \
+        const float *xj = xp + j;                                                                                      \
+        for (int64_t i = 0; i < m; i++) {                                                                              \
+          const float x = xj[i];                                                                                       \
+          t1[i] = (PRE1);                                                                                              \
+          t2[i] = (PRE2);                                                                                              \
+        }                                                                                                              \
+        F1(m, t1, t1);                                                                                                 \
+        F2(m, t2, t2);                                                                                                 \
+        for (int64_t i = 0; i < m; i++) {                                                                              \
+          const float x = xj[i], v1 = t1[i], v2 = t2[i];                                                               \
+          (void)x, (void)v2;                                                                                           \
+          o[j + i] = g[j + i] * (DERIV);                                                                               \
+        }                                                                                                              \
+      }                                                                                                                \
+    } else {                                                                                                           \
+      for (int64_t i = 0; i < n; i++) o[i * os] = g[i * gs] * SCALAR(xp[i * xs]);                                      \
+    }                                                                                                                  \
   }
 
 static inline void vm_none(int64_t n, const float *x, float *y) { (void)n, (void)x, (void)y; }
@@ -246,11 +259,11 @@ GRAD_ROW(drow_log, 1.0f / x)
 GRAD_ROW(drow_sqrt, 0.5f / y)
 GRAD_ROW(drow_rsqrt, -0.5f * y * y * y)
 GRAD_ROW(drow_tanh, 1.0f - y * y)
-GRAD_ROW(drow_sigmoid, y * (1.0f - y))
+GRAD_ROW(drow_sigmoid, y *(1.0f - y))
 /* torch's threshold_backward: g where y > 0 (a select, so an infinite g
    gives 0, not NaN, where y <= 0), and a NaN output passes g */
-static void drow_relu(int64_t n, float *restrict o, int64_t os, const float *g, int64_t gs, const float *xp,
-                      int64_t xs, const float *yp, int64_t ys) {
+static void drow_relu(int64_t n, float *restrict o, int64_t os, const float *g, int64_t gs, const float *xp, int64_t xs,
+                      const float *yp, int64_t ys) {
   (void)xp, (void)xs;
   if (os == 1 && gs == 1 && ys == 1)
     for (int64_t i = 0; i < n; i++) { /* g loaded unconditionally: a blend, not a masked load */
@@ -260,30 +273,44 @@ static void drow_relu(int64_t n, float *restrict o, int64_t os, const float *g, 
   else
     for (int64_t i = 0; i < n; i++) o[i * os] = yp[i * ys] <= 0.0f ? 0.0f : g[i * gs];
 }
-VM_GRAD_ROW(drow_gelu, x * SQRT1_2, vm_erf, -0.5f * x * x, vm_exp,
-            0.5f * (1.0f + v1) + x * v2 * 0.39894228040143267794f, d_gelu)
-VM_GRAD_ROW(drow_gelu_tanh, GELU_K * (x + GELU_C * x * x * x), vm_tanh, 0.0f, vm_none, d_gelu_tanh_th(x, v1),
+VM_GRAD_ROW(drow_gelu, x *SQRT1_2, vm_erf, -0.5f * x * x, vm_exp, 0.5f * (1.0f + v1) + x * v2 * 0.39894228040143267794f,
+            d_gelu)
+VM_GRAD_ROW(drow_gelu_tanh, GELU_K *(x + GELU_C * x * x * x), vm_tanh, 0.0f, vm_none, d_gelu_tanh_th(x, v1),
             d_gelu_tanh)
 GRAD_ROW(drow_abs, x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f))
 GRAD_ROW(drow_sin, cosf(x))
 GRAD_ROW(drow_cos, -sinf(x))
 GRAD_ROW(drow_zero, 0.0f) /* sign, floor, ceil, round: zero almost everywhere */
-GRAD_ROW(drow_reciprocal, -y * y)
+GRAD_ROW(drow_reciprocal, -y *y)
 GRAD_ROW(drow_square, 2.0f * x)
 GRAD_ROW(drow_log1p, 1.0f / (1.0f + x))
 GRAD_ROW(drow_expm1, y + 1.0f)
 GRAD_ROW(drow_silu, d_silu(x))
 GRAD_ROW(drow_erf, d_erf(x))
 
-static const attn__unary_grad_row_fn unary_grad_rows[ATTN_UNARY_OP_COUNT] = {
-    [ATTN_NEG] = drow_neg,           [ATTN_EXP] = drow_exp,       [ATTN_LOG] = drow_log,
-    [ATTN_SQRT] = drow_sqrt,         [ATTN_RSQRT] = drow_rsqrt,   [ATTN_TANH] = drow_tanh,
-    [ATTN_SIGMOID] = drow_sigmoid,   [ATTN_RELU] = drow_relu,     [ATTN_GELU] = drow_gelu,
-    [ATTN_GELU_TANH] = drow_gelu_tanh, [ATTN_ABS] = drow_abs,     [ATTN_SIN] = drow_sin,
-    [ATTN_COS] = drow_cos,           [ATTN_SIGN] = drow_zero,     [ATTN_RECIPROCAL] = drow_reciprocal,
-    [ATTN_SQUARE] = drow_square,     [ATTN_LOG1P] = drow_log1p,   [ATTN_EXPM1] = drow_expm1,
-    [ATTN_FLOOR] = drow_zero,        [ATTN_CEIL] = drow_zero,     [ATTN_ROUND] = drow_zero,
-    [ATTN_SILU] = drow_silu,         [ATTN_ERF] = drow_erf};
+static const attn__unary_grad_row_fn unary_grad_rows[ATTN_UNARY_OP_COUNT] = {[ATTN_NEG] = drow_neg,
+                                                                             [ATTN_EXP] = drow_exp,
+                                                                             [ATTN_LOG] = drow_log,
+                                                                             [ATTN_SQRT] = drow_sqrt,
+                                                                             [ATTN_RSQRT] = drow_rsqrt,
+                                                                             [ATTN_TANH] = drow_tanh,
+                                                                             [ATTN_SIGMOID] = drow_sigmoid,
+                                                                             [ATTN_RELU] = drow_relu,
+                                                                             [ATTN_GELU] = drow_gelu,
+                                                                             [ATTN_GELU_TANH] = drow_gelu_tanh,
+                                                                             [ATTN_ABS] = drow_abs,
+                                                                             [ATTN_SIN] = drow_sin,
+                                                                             [ATTN_COS] = drow_cos,
+                                                                             [ATTN_SIGN] = drow_zero,
+                                                                             [ATTN_RECIPROCAL] = drow_reciprocal,
+                                                                             [ATTN_SQUARE] = drow_square,
+                                                                             [ATTN_LOG1P] = drow_log1p,
+                                                                             [ATTN_EXPM1] = drow_expm1,
+                                                                             [ATTN_FLOOR] = drow_zero,
+                                                                             [ATTN_CEIL] = drow_zero,
+                                                                             [ATTN_ROUND] = drow_zero,
+                                                                             [ATTN_SILU] = drow_silu,
+                                                                             [ATTN_ERF] = drow_erf};
 
 static void clamp_inner(int64_t n, float **p, const int64_t *s, void *vctx) {
   const attn__clamp_ctx *c = vctx;
@@ -299,4 +326,3 @@ static void clamp_inner(int64_t n, float **p, const int64_t *s, void *vctx) {
     o[i * s[0]] = x;
   }
 }
-

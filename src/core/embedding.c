@@ -43,8 +43,7 @@ static attn_status embedding_backward(attn_node *node, const attn_tensor *g_in, 
   return ATTN_OK;
 }
 
-attn_status attn_embedding(const attn_tensor *weight, const attn_tensor *ids, int64_t padding_idx,
-                           attn_tensor **out) {
+attn_status attn_embedding(const attn_tensor *weight, const attn_tensor *ids, int64_t padding_idx, attn_tensor **out) {
   char sb[ATTN_SHAPE_BUF];
   if (weight->ndim != 2)
     return attn_set_error(ATTN_ERR_SHAPE, "embedding: weight must be 2-d [num_embeddings, dim], got %s",

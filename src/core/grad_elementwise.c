@@ -21,9 +21,9 @@ static attn_status give(attn_node *node, int i, attn_tensor *g, attn_tensor **gr
   return st;
 }
 
-#define TRY(expr)                \
-  do {                           \
-    if ((st = (expr))) goto out; \
+#define TRY(expr)                                                                                                      \
+  do {                                                                                                                 \
+    if ((st = (expr))) goto out;                                                                                       \
   } while (0)
 
 /* ------------------------------------------------------------------------ */
@@ -182,8 +182,7 @@ static attn_status binary_backward(attn_node *node, const attn_tensor *g, attn_t
       r = NULL;
     }
     break;
-  default:
-    st = attn_set_error(ATTN_ERR_STATE, "backward: %s is not differentiable", attn_binary_op_name(op));
+  default: st = attn_set_error(ATTN_ERR_STATE, "backward: %s is not differentiable", attn_binary_op_name(op));
   }
 out:
   attn_tensor_release(t1);
@@ -202,16 +201,14 @@ static attn_status binary_scalar_backward(attn_node *node, const attn_tensor *g,
   attn_tensor *r = NULL, *t1 = NULL, *t2 = NULL;
   attn_status st = ATTN_OK;
   switch (op) {
-  case ATTN_ADD:
-    r = attn_tensor_retain((attn_tensor *)g);
-    break;
+  case ATTN_ADD: r = attn_tensor_retain((attn_tensor *)g); break;
   case ATTN_SUB:
-    if (rev) TRY(attn_unary(ATTN_NEG, g, &r));
-    else r = attn_tensor_retain((attn_tensor *)g);
+    if (rev)
+      TRY(attn_unary(ATTN_NEG, g, &r));
+    else
+      r = attn_tensor_retain((attn_tensor *)g);
     break;
-  case ATTN_MUL:
-    TRY(mul_s(g, s, &r));
-    break;
+  case ATTN_MUL: TRY(mul_s(g, s, &r)); break;
   case ATTN_DIV:
     if (!rev) {
       TRY(attn_binary_scalar(ATTN_DIV, g, s, false, &r));
@@ -263,9 +260,7 @@ static attn_status binary_scalar_backward(attn_node *node, const attn_tensor *g,
       TRY(attn_unary_(ATTN_NEG, r));
     }
     break;
-  default:
-    st = attn_set_error(ATTN_ERR_STATE, "backward: %s is not differentiable", attn_binary_op_name(op));
-    goto out;
+  default: st = attn_set_error(ATTN_ERR_STATE, "backward: %s is not differentiable", attn_binary_op_name(op)); goto out;
   }
   st = give(node, 0, r, grads);
   r = NULL;
@@ -346,8 +341,7 @@ static attn_status clamp_backward(attn_node *node, const attn_tensor *g, attn_te
   }
   float bounds[2] = {(float)node->fargs[0], (float)node->fargs[1]};
   float *base[3] = {attn_tensor_data(r), attn_tensor_data(g), attn_tensor_data(x)};
-  if (!attn__foreach(g->ndim, g->shape, 3, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, clamp_grad_inner,
-                     bounds)) {
+  if (!attn__foreach(g->ndim, g->shape, 3, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, clamp_grad_inner, bounds)) {
     attn_tensor_release(r);
     return attn__limit_error("backward");
   }

@@ -13,9 +13,9 @@
 
 #include <math.h>
 
-#define TRY(expr)                \
-  do {                           \
-    if ((st = (expr))) goto out; \
+#define TRY(expr)                                                                                                      \
+  do {                                                                                                                 \
+    if ((st = (expr))) goto out;                                                                                       \
   } while (0)
 
 #define REL(t) attn_tensor_release(t)

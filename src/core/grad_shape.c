@@ -4,9 +4,9 @@
  * iargs hold the op parameters; the inputs' shapes are on the edges. */
 #include "internal.h"
 
-#define TRY(expr)                \
-  do {                           \
-    if ((st = (expr))) goto out; \
+#define TRY(expr)                                                                                                      \
+  do {                                                                                                                 \
+    if ((st = (expr))) goto out;                                                                                       \
   } while (0)
 
 /* ------------------------------------------------------------------------ */
@@ -207,11 +207,8 @@ static attn_status flip_backward(attn_node *node, const attn_tensor *g, attn_ten
 /* This file's formulas by id: forward ops record the id (record.c) and
    the engine (autograd.c) looks the function up here. */
 const attn__backward_fn attn__formulas_shape[ATTN__F_COUNT] = {
-    [ATTN__F_TRIANGLE] = triangle_backward,
-    [ATTN__F_CAT] = cat_backward,
-    [ATTN__F_STACK] = stack_backward,
-    [ATTN__F_INDEX_SELECT] = index_select_backward,
-    [ATTN__F_GATHER] = gather_backward,
-    [ATTN__F_REPEAT] = repeat_backward,
+    [ATTN__F_TRIANGLE] = triangle_backward, [ATTN__F_CAT] = cat_backward,
+    [ATTN__F_STACK] = stack_backward,       [ATTN__F_INDEX_SELECT] = index_select_backward,
+    [ATTN__F_GATHER] = gather_backward,     [ATTN__F_REPEAT] = repeat_backward,
     [ATTN__F_FLIP] = flip_backward,
 };

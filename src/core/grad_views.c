@@ -8,20 +8,15 @@ static attn_status view_backward(attn_node *node, const attn_tensor *g, attn_ten
   attn_tensor *z = NULL, *v = NULL;
   attn_status st = ATTN_OK;
   switch ((attn__view_kind)node->iargs[0]) {
-  case ATTN__VIEW_RESHAPE:
-    return attn_reshape(g, in->ndim, in->shape, &grads[0]);
-  case ATTN__VIEW_TRANSPOSE:
-    return attn_transpose(g, (int)node->iargs[1], (int)node->iargs[2], &grads[0]);
+  case ATTN__VIEW_RESHAPE: return attn_reshape(g, in->ndim, in->shape, &grads[0]);
+  case ATTN__VIEW_TRANSPOSE: return attn_transpose(g, (int)node->iargs[1], (int)node->iargs[2], &grads[0]);
   case ATTN__VIEW_PERMUTE: {
     int inv[ATTN_MAX_DIMS];
     for (int i = 0; i < in->ndim; i++) inv[node->iargs[1 + i]] = i;
     return attn_permute(g, inv, &grads[0]);
   }
-  case ATTN__VIEW_EXPAND:
-    return attn__sum_to_shape(g, in->ndim, in->shape, &grads[0]);
-  case ATTN__VIEW_IDENTITY:
-    grads[0] = attn_tensor_retain((attn_tensor *)g);
-    return ATTN_OK;
+  case ATTN__VIEW_EXPAND: return attn__sum_to_shape(g, in->ndim, in->shape, &grads[0]);
+  case ATTN__VIEW_IDENTITY: grads[0] = attn_tensor_retain((attn_tensor *)g); return ATTN_OK;
   case ATTN__VIEW_SLICE: /* iargs: dim, start, end, step */
     if ((st = attn_zeros(in->ndim, in->shape, &z))) return st;
     st = attn_slice(z, (int)node->iargs[1], node->iargs[2], node->iargs[3], node->iargs[4], &v);
@@ -30,8 +25,7 @@ static attn_status view_backward(attn_node *node, const attn_tensor *g, attn_ten
     if ((st = attn_zeros(in->ndim, in->shape, &z))) return st;
     st = attn_select(z, (int)node->iargs[1], node->iargs[2], &v);
     break;
-  default:
-    return attn_set_error(ATTN_ERR_STATE, "backward: unknown view kind in %s", node->name);
+  default: return attn_set_error(ATTN_ERR_STATE, "backward: unknown view kind in %s", node->name);
   }
   if (st == ATTN_OK) st = attn_copy_(v, g);
   attn_tensor_release(v);

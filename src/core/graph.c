@@ -46,8 +46,10 @@ void attn__node_free_saved(attn_node *n) {
     attn_tensor_release(n->saved[i]);
     n->saved[i] = NULL;
   }
-  if (n->extra_free) n->extra_free(n->extra);
-  else free(n->extra);
+  if (n->extra_free)
+    n->extra_free(n->extra);
+  else
+    free(n->extra);
   n->extra = NULL;
 }
 
@@ -235,8 +237,8 @@ attn_tensor *attn_grad(const attn_tensor *t) { return t->autograd ? t->autograd-
 attn_status attn_set_grad(attn_tensor *t, attn_tensor *g) {
   char sa[ATTN_SHAPE_BUF], sb[ATTN_SHAPE_BUF];
   if (g && !attn_same_shape(t, g))
-    return attn_set_error(ATTN_ERR_SHAPE, "set_grad: gradient of shape %s for a tensor of shape %s",
-                          ATTN_SHAPE(g, sa), ATTN_SHAPE(t, sb));
+    return attn_set_error(ATTN_ERR_SHAPE, "set_grad: gradient of shape %s for a tensor of shape %s", ATTN_SHAPE(g, sa),
+                          ATTN_SHAPE(t, sb));
   if (!g && !t->autograd) return ATTN_OK;
   /* The gradient is kept as a detached alias of g (same storage, no
      autograd record): t.grad = t, or a g whose grad or graph leads back to
@@ -268,7 +270,9 @@ attn_status attn_set_grad_hook(attn_tensor *t, attn_grad_hook_fn fn, void *ctx) 
   return ATTN_OK;
 }
 
-void *attn_grad_hook_ctx(const attn_tensor *t) { return t->autograd && t->autograd->hook ? t->autograd->hook_ctx : NULL; }
+void *attn_grad_hook_ctx(const attn_tensor *t) {
+  return t->autograd && t->autograd->hook ? t->autograd->hook_ctx : NULL;
+}
 
 /* A node whose backward is the caller's C function (see attn.h). */
 typedef struct {
@@ -324,8 +328,7 @@ const char *attn_grad_fn_name(const attn_tensor *t) {
 }
 
 attn_status attn_retain_grad(attn_tensor *t) {
-  if (!attn_requires_grad(t))
-    return attn_set_error(ATTN_ERR_STATE, "retain_grad: the tensor does not require grad");
+  if (!attn_requires_grad(t)) return attn_set_error(ATTN_ERR_STATE, "retain_grad: the tensor does not require grad");
   if (attn_is_leaf(t)) return ATTN_OK; /* leaves keep their grad anyway */
   t->autograd->retains_grad = true;
   t->autograd->grad_fn->retained = t;

@@ -18,11 +18,10 @@
 int64_t attn__shape_numel(int ndim, const int64_t *shape);
 void attn__contiguous_strides(int ndim, const int64_t *shape, int64_t *stride);
 /* A fresh tensor struct pointing at storage s (retained), refcount 1. */
-attn_tensor *attn__tensor_new(attn_storage *s, int64_t offset, int ndim, const int64_t *shape,
-                              const int64_t *stride);
+attn_tensor *attn__tensor_new(attn_storage *s, int64_t offset, int ndim, const int64_t *shape, const int64_t *stride);
 /* A view of t with new geometry (shares t's storage). */
-attn_status attn__make_view(const attn_tensor *t, int64_t offset, int ndim, const int64_t *shape,
-                            const int64_t *stride, attn_tensor **out);
+attn_status attn__make_view(const attn_tensor *t, int64_t offset, int ndim, const int64_t *shape, const int64_t *stride,
+                            attn_tensor **out);
 /* Uninitialised contiguous tensor; fn names the caller for messages. */
 attn_status attn__alloc(const char *fn, int ndim, const int64_t *shape, attn_tensor **out);
 /* The same with a dtype. */
@@ -73,8 +72,8 @@ attn_status attn__check_index(const char *fn, const attn_tensor *index, int64_t 
    pieces).  Polls the deadline every ATTN__POLL_WORK elements: false when
    it stopped there (the caller fails with attn__limit_error). */
 typedef void (*attn__inner_fn)(int64_t n, float **p, const int64_t *s, void *ctx);
-bool attn__foreach(int ndim, const int64_t *shape, int nt, float *const *base,
-                   const int64_t (*strides)[ATTN_MAX_DIMS], attn__inner_fn fn, void *ctx);
+bool attn__foreach(int ndim, const int64_t *shape, int nt, float *const *base, const int64_t (*strides)[ATTN_MAX_DIMS],
+                   attn__inner_fn fn, void *ctx);
 
 /* Whether the memory two tensors can reach overlaps (conservative). */
 bool attn__may_overlap(const attn_tensor *a, const attn_tensor *b);
@@ -93,8 +92,7 @@ attn_status attn__copy_check(const attn_tensor *dst, const attn_tensor *src);
 /* The float32 elementwise kernels as such: comparisons give float 0/1
    (backward formulas multiply by them).  Inputs must be float32. */
 attn_status attn__binary_raw(attn_binary_op op, const attn_tensor *a, const attn_tensor *b, attn_tensor **out);
-attn_status attn__binary_scalar_raw(attn_binary_op op, const attn_tensor *a, float s, bool reversed,
-                                    attn_tensor **out);
+attn_status attn__binary_scalar_raw(attn_binary_op op, const attn_tensor *a, float s, bool reversed, attn_tensor **out);
 
 /* Naive reference kernels kept beside the optimised ones for the tests. */
 attn_status attn__matmul_reference(const attn_tensor *a, const attn_tensor *b, attn_tensor **out);
@@ -193,42 +191,42 @@ typedef attn_status (*attn__backward_fn)(attn_node *node, const attn_tensor *gra
 #define ATTN_NODE_IARGS (2 * ATTN_MAX_DIMS + 4)
 
 typedef struct attn__edge {
-  attn_node *node;                 /* NULL: this input needs no gradient */
-  int ndim;                        /* the input's shape, for broadcasting */
+  attn_node *node; /* NULL: this input needs no gradient */
+  int ndim;        /* the input's shape, for broadcasting */
   int64_t shape[ATTN_MAX_DIMS];
 } attn__edge;
 
 struct attn_node {
   long refcount;
-  const char *name;                /* "MmBackward0", ... */
-  attn__backward_fn backward;      /* NULL: look formula up (grad_*.c) */
-  int formula;                     /* attn__formula, when backward is NULL */
-  bool is_view;                    /* output shares its input's storage */
-  bool released;                   /* saved state freed after backward */
+  const char *name;           /* "MmBackward0", ... */
+  attn__backward_fn backward; /* NULL: look formula up (grad_*.c) */
+  int formula;                /* attn__formula, when backward is NULL */
+  bool is_view;               /* output shares its input's storage */
+  bool released;              /* saved state freed after backward */
   int n_next;
   attn__edge *next;
-  attn_tensor *saved[ATTN_NODE_SAVED];   /* detached aliases */
+  attn_tensor *saved[ATTN_NODE_SAVED]; /* detached aliases */
   long saved_version[ATTN_NODE_SAVED];
-  int64_t iargs[ATTN_NODE_IARGS];        /* op parameters */
+  int64_t iargs[ATTN_NODE_IARGS]; /* op parameters */
   double fargs[4];
-  void *extra;                     /* op data owned by the node, freed with free() */
-  void (*extra_free)(void *);      /* frees extra instead of free() when set */
-  attn_tensor *leaf;               /* AccumulateGrad: the leaf (strong) */
-  attn_tensor *retained;           /* non-leaf output that retains grad (weak) */
+  void *extra;                /* op data owned by the node, freed with free() */
+  void (*extra_free)(void *); /* frees extra instead of free() when set */
+  attn_tensor *leaf;          /* AccumulateGrad: the leaf (strong) */
+  attn_tensor *retained;      /* non-leaf output that retains grad (weak) */
   /* engine scratch */
   unsigned long epoch;
   int deps;
   attn_tensor *grad_acc;
-  attn_budget *budget;             /* charged for the node and its edges */
+  attn_budget *budget; /* charged for the node and its edges */
 };
 
 struct attn_autograd {
   bool requires_grad;
   bool retains_grad;
   attn_tensor *grad;
-  attn_node *grad_fn;              /* strong; NULL for leaves */
-  attn_node *accumulator;          /* leaf's AccumulateGrad (weak) */
-  attn_grad_hook_fn hook;          /* attn_set_grad_hook (ctx not owned) */
+  attn_node *grad_fn;     /* strong; NULL for leaves */
+  attn_node *accumulator; /* leaf's AccumulateGrad (weak) */
+  attn_grad_hook_fn hook; /* attn_set_grad_hook (ctx not owned) */
   void *hook_ctx;
   /* frees this record (graph.c's attn__autograd_release): tensor.c calls it
      when the tensor's last reference goes, without calling up into graph.c */
@@ -253,15 +251,33 @@ attn_status attn__ag_record(attn_tensor *out, const char *name, attn__backward_f
 typedef enum attn__formula {
   ATTN__F_NONE,
   /* grad_elementwise.c */
-  ATTN__F_BINARY, ATTN__F_BINARY_SCALAR, ATTN__F_ADD_SCALED, ATTN__F_UNARY, ATTN__F_CLAMP, ATTN__F_WHERE,
+  ATTN__F_BINARY,
+  ATTN__F_BINARY_SCALAR,
+  ATTN__F_ADD_SCALED,
+  ATTN__F_UNARY,
+  ATTN__F_CLAMP,
+  ATTN__F_WHERE,
   ATTN__F_MASKED_FILL,
   /* grad_views.c */
   ATTN__F_VIEW,
   /* grad_reduce.c */
-  ATTN__F_SUM, ATTN__F_PROD, ATTN__F_EXTREME, ATTN__F_VAR, ATTN__F_STD, ATTN__F_NORM, ATTN__F_LOGSUMEXP,
-  ATTN__F_MAX_DIM, ATTN__F_CUMSUM, ATTN__F_SOFTMAX,
+  ATTN__F_SUM,
+  ATTN__F_PROD,
+  ATTN__F_EXTREME,
+  ATTN__F_VAR,
+  ATTN__F_STD,
+  ATTN__F_NORM,
+  ATTN__F_LOGSUMEXP,
+  ATTN__F_MAX_DIM,
+  ATTN__F_CUMSUM,
+  ATTN__F_SOFTMAX,
   /* grad_shape.c */
-  ATTN__F_TRIANGLE, ATTN__F_CAT, ATTN__F_STACK, ATTN__F_INDEX_SELECT, ATTN__F_GATHER, ATTN__F_REPEAT,
+  ATTN__F_TRIANGLE,
+  ATTN__F_CAT,
+  ATTN__F_STACK,
+  ATTN__F_INDEX_SELECT,
+  ATTN__F_GATHER,
+  ATTN__F_REPEAT,
   ATTN__F_FLIP,
   ATTN__F_COUNT
 } attn__formula;
@@ -289,8 +305,7 @@ attn_status attn__ag_inplace_commit(attn_tensor *target, attn_tensor *result);
 /* Recorders called by the ops after computing o (no-ops unless needed;
    record.c). */
 attn_status attn__record_binary(attn_binary_op op, const attn_tensor *a, const attn_tensor *b, attn_tensor *o);
-attn_status attn__record_binary_scalar(attn_binary_op op, const attn_tensor *a, float s, bool reversed,
-                                       attn_tensor *o);
+attn_status attn__record_binary_scalar(attn_binary_op op, const attn_tensor *a, float s, bool reversed, attn_tensor *o);
 attn_status attn__record_add_scaled(const attn_tensor *a, const attn_tensor *b, float alpha, attn_tensor *o);
 attn_status attn__record_unary(attn_unary_op op, const attn_tensor *a, attn_tensor *o);
 attn_status attn__record_clamp(const attn_tensor *a, float lo, float hi, attn_tensor *o);
@@ -298,19 +313,24 @@ attn_status attn__record_where(const attn_tensor *cond, const attn_tensor *a, co
 attn_status attn__record_masked_fill(const attn_tensor *t, const attn_tensor *mask, attn_tensor *o);
 
 typedef enum attn__view_kind {
-  ATTN__VIEW_RESHAPE, ATTN__VIEW_TRANSPOSE, ATTN__VIEW_PERMUTE, ATTN__VIEW_EXPAND, ATTN__VIEW_IDENTITY,
-  ATTN__VIEW_SLICE, ATTN__VIEW_SELECT
+  ATTN__VIEW_RESHAPE,
+  ATTN__VIEW_TRANSPOSE,
+  ATTN__VIEW_PERMUTE,
+  ATTN__VIEW_EXPAND,
+  ATTN__VIEW_IDENTITY,
+  ATTN__VIEW_SLICE,
+  ATTN__VIEW_SELECT
 } attn__view_kind;
 /* Records a view (or clone, kind IDENTITY) o of t with its parameters. */
-attn_status attn__record_view(const attn_tensor *t, attn_tensor *o, const char *name, attn__view_kind kind,
-                              int niargs, const int64_t *iargs);
+attn_status attn__record_view(const attn_tensor *t, attn_tensor *o, const char *name, attn__view_kind kind, int niargs,
+                              const int64_t *iargs);
 
 /* Reductions, cumsum, softmax (grad_reduce.c).  dim < 0: over every
    element.  max_dim saves a private copy of indices. */
 attn_status attn__record_reduce(attn_reduce_op op, const attn_tensor *t, int dim, bool keepdim,
                                 const attn_reduce_opts *opts, attn_tensor *o);
-attn_status attn__record_max_dim(const attn_tensor *t, int dim, bool keepdim, bool is_min,
-                                 const attn_tensor *indices, attn_tensor *values);
+attn_status attn__record_max_dim(const attn_tensor *t, int dim, bool keepdim, bool is_min, const attn_tensor *indices,
+                                 attn_tensor *values);
 attn_status attn__record_cumsum(const attn_tensor *t, int dim, attn_tensor *o);
 attn_status attn__record_softmax(const attn_tensor *t, int dim, bool log_space, attn_tensor *o);
 /* Shape ops (grad_shape.c). */
@@ -334,9 +354,7 @@ struct attn_autograd *attn__ag_get(attn_tensor *t);
 void attn__node_release(attn_node *n);
 void attn__node_free_saved(attn_node *n);
 attn_node *attn__edge_target(attn_tensor *t);
-static inline void attn__bump_version(attn_tensor *t) {
-  __atomic_add_fetch(&t->storage->version, 1, __ATOMIC_RELAXED);
-}
+static inline void attn__bump_version(attn_tensor *t) { __atomic_add_fetch(&t->storage->version, 1, __ATOMIC_RELAXED); }
 
 /* ------------------------------------------------------------------------ */
 /* Threads and attention internals (parallel.c, sdpa.c, sdpa_math.c)        */

@@ -186,8 +186,7 @@ static attn_status inflate_some(attn__src *s, unsigned char *dst, size_t n, cons
     if (ret == Z_STREAM_END && s->z.avail_out > 0)
       return attn_set_error(ATTN_ERR_IO, "%s: '%s': compressed data ends inside %s", s->fn, s->label, what);
     if (ret == Z_BUF_ERROR && s->z.avail_in == 0 && s->zleft == 0)
-      return attn_set_error(ATTN_ERR_IO, "%s: '%s': compressed data is truncated (inside %s)", s->fn, s->label,
-                            what);
+      return attn_set_error(ATTN_ERR_IO, "%s: '%s': compressed data is truncated (inside %s)", s->fn, s->label, what);
     if (ret != Z_OK && ret != Z_STREAM_END && ret != Z_BUF_ERROR)
       return attn_set_error(ATTN_ERR_IO, "%s: '%s': corrupt compressed data (%s)", s->fn, s->label,
                             s->z.msg ? s->z.msg : "zlib error");
@@ -197,8 +196,8 @@ static attn_status inflate_some(attn__src *s, unsigned char *dst, size_t n, cons
 
 attn_status attn__src_read(attn__src *s, void *dst, size_t n, const char *what) {
   if (n > s->avail)
-    return attn_set_error(ATTN_ERR_IO, "%s: '%s': file ends inside %s (%llu bytes left, %llu needed)", s->fn,
-                          s->label, what, (unsigned long long)s->avail, (unsigned long long)n);
+    return attn_set_error(ATTN_ERR_IO, "%s: '%s': file ends inside %s (%llu bytes left, %llu needed)", s->fn, s->label,
+                          what, (unsigned long long)s->avail, (unsigned long long)n);
   unsigned char *p = dst;
   size_t left = n;
   while (left > 0) {
@@ -239,7 +238,10 @@ attn_status attn__src_read_floats(attn__src *s, attn__io_dtype dt, float *dst, i
 
 attn_dtype attn__io_load_dtype(attn__io_dtype dt) {
   switch (dt.kind) {
-  case ATTN__IO_F32: case ATTN__IO_F64: case ATTN__IO_F16: case ATTN__IO_BF16: return ATTN_FLOAT32;
+  case ATTN__IO_F32:
+  case ATTN__IO_F64:
+  case ATTN__IO_F16:
+  case ATTN__IO_BF16: return ATTN_FLOAT32;
   case ATTN__IO_BOOL: return ATTN_BOOL;
   case ATTN__IO_U64: return ATTN_FLOAT32; /* no uint64 dtype: rounds, as before */
   default: return ATTN_INT64;
@@ -263,8 +265,10 @@ static void convert_ints(attn__io_dtype dt, const unsigned char *src, void *dst_
     case ATTN__IO_U32: v = (uint32_t)load_uint(p, 4, big); break;
     default: v = (int64_t)load_uint(p, 8, big); break; /* I64, U64 */
     }
-    if (out == ATTN_BOOL) ((bool *)dst_)[i] = v != 0;
-    else ((int64_t *)dst_)[i] = v;
+    if (out == ATTN_BOOL)
+      ((bool *)dst_)[i] = v != 0;
+    else
+      ((int64_t *)dst_)[i] = v;
   }
 }
 
@@ -310,8 +314,7 @@ attn_status attn__src_finish(attn__src *s, uLong expected_crc) {
       s->z.avail_out = 1;
       int ret = inflate(&s->z, Z_NO_FLUSH);
       if (s->z.avail_out == 0)
-        return attn_set_error(ATTN_ERR_IO, "%s: '%s': compressed data holds more bytes than declared", s->fn,
-                              s->label);
+        return attn_set_error(ATTN_ERR_IO, "%s: '%s': compressed data holds more bytes than declared", s->fn, s->label);
       if (ret == Z_STREAM_END) break;
       if (ret == Z_BUF_ERROR && s->z.avail_in == 0 && s->zleft == 0)
         return attn_set_error(ATTN_ERR_IO, "%s: '%s': compressed data is truncated", s->fn, s->label);
@@ -519,8 +522,8 @@ attn_status attn__sink_commit(attn__sink *k) {
   }
   if (rename(k->tmp, k->path) != 0) {
     int e = errno;
-    attn_status st = attn_set_error(ATTN_ERR_IO, "%s: cannot replace '%s': %s", k->fn, k->path,
-                                    errstr(e, eb, sizeof eb));
+    attn_status st =
+        attn_set_error(ATTN_ERR_IO, "%s: cannot replace '%s': %s", k->fn, k->path, errstr(e, eb, sizeof eb));
     attn__sink_abort(k);
     return st;
   }
@@ -679,9 +682,7 @@ attn_status attn_named_tensors_set_meta(attn_named_tensors *nt, const char *key,
   return ATTN_OK;
 }
 
-static int cmp_str_ptr(const void *a, const void *b) {
-  return strcmp(*(char *const *)a, *(char *const *)b);
-}
+static int cmp_str_ptr(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 attn_status attn__nt_check_names(const char *fn, const char *label, int n, char *const *names) {
   if (n <= 0) return ATTN_OK;

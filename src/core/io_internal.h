@@ -13,9 +13,19 @@
 /* File dtypes                                                               */
 
 typedef enum attn__io_kind {
-  ATTN__IO_F32, ATTN__IO_F64, ATTN__IO_F16, ATTN__IO_BF16,
-  ATTN__IO_BOOL, ATTN__IO_I8, ATTN__IO_U8, ATTN__IO_I16, ATTN__IO_U16,
-  ATTN__IO_I32, ATTN__IO_U32, ATTN__IO_I64, ATTN__IO_U64
+  ATTN__IO_F32,
+  ATTN__IO_F64,
+  ATTN__IO_F16,
+  ATTN__IO_BF16,
+  ATTN__IO_BOOL,
+  ATTN__IO_I8,
+  ATTN__IO_U8,
+  ATTN__IO_I16,
+  ATTN__IO_U16,
+  ATTN__IO_I32,
+  ATTN__IO_U32,
+  ATTN__IO_I64,
+  ATTN__IO_U64
 } attn__io_kind;
 
 typedef struct attn__io_dtype {
@@ -39,7 +49,10 @@ static inline uint32_t attn__rd32(const unsigned char *p) {
 static inline uint64_t attn__rd64(const unsigned char *p) {
   return (uint64_t)attn__rd32(p) | (uint64_t)attn__rd32(p + 4) << 32;
 }
-static inline void attn__wr16(unsigned char *p, uint16_t v) { p[0] = (unsigned char)v; p[1] = (unsigned char)(v >> 8); }
+static inline void attn__wr16(unsigned char *p, uint16_t v) {
+  p[0] = (unsigned char)v;
+  p[1] = (unsigned char)(v >> 8);
+}
 static inline void attn__wr32(unsigned char *p, uint32_t v) {
   for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> 8 * i);
 }
@@ -60,7 +73,7 @@ typedef struct attn__src {
   bool zinit;
   z_stream z;
   unsigned char *zin;
-  uint64_t zleft;    /* compressed bytes not yet read from f */
+  uint64_t zleft; /* compressed bytes not yet read from f */
   /* CRC-32 of everything handed out (zip members) */
   bool crc_on;
   uLong crc;
@@ -94,7 +107,7 @@ attn_status attn__io_open_read(const char *fn, const char *path, FILE **f, uint6
 
 typedef struct attn__sink {
   FILE *f;
-  char *tmp;         /* "<path>.tmp.XXXXXX" */
+  char *tmp; /* "<path>.tmp.XXXXXX" */
   const char *path;
   const char *fn;
   uint64_t written;

@@ -106,27 +106,35 @@ static bool npy_dtype(const char *s, size_t n, attn__io_dtype *dt) {
   dt->big_endian = order == '>';
   switch (kind) {
   case 'f':
-    if (size == 2) dt->kind = ATTN__IO_F16;
-    else if (size == 4) dt->kind = ATTN__IO_F32;
-    else if (size == 8) dt->kind = ATTN__IO_F64;
-    else return false;
+    if (size == 2)
+      dt->kind = ATTN__IO_F16;
+    else if (size == 4)
+      dt->kind = ATTN__IO_F32;
+    else if (size == 8)
+      dt->kind = ATTN__IO_F64;
+    else
+      return false;
     return true;
   case 'i':
   case 'u': {
     bool u = kind == 'u';
-    if (size == 1) dt->kind = u ? ATTN__IO_U8 : ATTN__IO_I8;
-    else if (size == 2) dt->kind = u ? ATTN__IO_U16 : ATTN__IO_I16;
-    else if (size == 4) dt->kind = u ? ATTN__IO_U32 : ATTN__IO_I32;
-    else if (size == 8) dt->kind = u ? ATTN__IO_U64 : ATTN__IO_I64;
-    else return false;
+    if (size == 1)
+      dt->kind = u ? ATTN__IO_U8 : ATTN__IO_I8;
+    else if (size == 2)
+      dt->kind = u ? ATTN__IO_U16 : ATTN__IO_I16;
+    else if (size == 4)
+      dt->kind = u ? ATTN__IO_U32 : ATTN__IO_I32;
+    else if (size == 8)
+      dt->kind = u ? ATTN__IO_U64 : ATTN__IO_I64;
+    else
+      return false;
     return true;
   }
   case 'b':
     if (size != 1) return false;
     dt->kind = ATTN__IO_BOOL;
     return true;
-  default:
-    return false;
+  default: return false;
   }
 }
 
@@ -146,20 +154,21 @@ static attn_status npy_parse_header(const char *fn, const char *label, const cha
       size_t n;
       if (have_descr) goto dup;
       if (!py_string(&ps, &s, &n)) {
-        return attn_set_error(ATTN_ERR_IO, "%s: '%s': unsupported dtype (structured or not a string descr)", fn,
-                              label);
+        return attn_set_error(ATTN_ERR_IO, "%s: '%s': unsupported dtype (structured or not a string descr)", fn, label);
       }
       if (!npy_dtype(s, n, &h->dt))
-        return attn_set_error(ATTN_ERR_IO, "%s: '%s': unsupported dtype '%.*s'", fn, label, (int)(n < 32 ? n : 32),
-                              s);
+        return attn_set_error(ATTN_ERR_IO, "%s: '%s': unsupported dtype '%.*s'", fn, label, (int)(n < 32 ? n : 32), s);
       memcpy(h->descr, s, n);
       h->descr[n] = '\0';
       have_descr = true;
     } else if (klen == 13 && memcmp(key, "fortran_order", 13) == 0) {
       if (have_fortran) goto dup;
-      if (py_word(&ps, "True")) h->fortran = true;
-      else if (py_word(&ps, "False")) h->fortran = false;
-      else goto syntax;
+      if (py_word(&ps, "True"))
+        h->fortran = true;
+      else if (py_word(&ps, "False"))
+        h->fortran = false;
+      else
+        goto syntax;
       have_fortran = true;
     } else if (klen == 5 && memcmp(key, "shape", 5) == 0) {
       if (have_shape) goto dup;
@@ -178,8 +187,7 @@ static attn_status npy_parse_header(const char *fn, const char *label, const cha
           goto syntax;
         }
         if (h->ndim == ATTN_MAX_DIMS)
-          return attn_set_error(ATTN_ERR_IO, "%s: '%s': more than %d dims are not supported", fn, label,
-                                ATTN_MAX_DIMS);
+          return attn_set_error(ATTN_ERR_IO, "%s: '%s': more than %d dims are not supported", fn, label, ATTN_MAX_DIMS);
         h->shape[h->ndim++] = v;
         comma = py_char(&ps, ',');
       }
@@ -198,14 +206,15 @@ static attn_status npy_parse_header(const char *fn, const char *label, const cha
   if (ps.p != ps.end) goto syntax;
   if (!have_descr || !have_fortran || !have_shape)
     return attn_set_error(ATTN_ERR_IO, "%s: '%s': header lacks %s", fn, label,
-                          !have_descr ? "'descr'" : !have_fortran ? "'fortran_order'" : "'shape'");
+                          !have_descr     ? "'descr'"
+                          : !have_fortran ? "'fortran_order'"
+                                          : "'shape'");
   if (attn__shape_numel(h->ndim, h->shape) < 0)
     return attn_set_error(ATTN_ERR_IO, "%s: '%s': shape %s has too many elements", fn, label,
                           attn_shape_str(h->ndim, h->shape, sb, sizeof sb));
   return ATTN_OK;
 syntax:
-  return attn_set_error(ATTN_ERR_IO, "%s: '%s': malformed header dict near byte %zu", fn, label,
-                        (size_t)(ps.p - txt));
+  return attn_set_error(ATTN_ERR_IO, "%s: '%s': malformed header dict near byte %zu", fn, label, (size_t)(ps.p - txt));
 dup:
   return attn_set_error(ATTN_ERR_IO, "%s: '%s': repeated key in the header", fn, label);
 }
@@ -232,8 +241,8 @@ attn_status attn__npy_read(attn__src *s, attn_tensor **out, attn_weight_info *in
     return attn_set_error(ATTN_ERR_IO, "%s: '%s': header length %llu exceeds the limit of %u bytes", fn, label,
                           (unsigned long long)hlen, NPY_MAX_HEADER);
   if (hlen > s->avail)
-    return attn_set_error(ATTN_ERR_IO, "%s: '%s': header length %llu runs past the end (%llu bytes left)", fn,
-                          label, (unsigned long long)hlen, (unsigned long long)s->avail);
+    return attn_set_error(ATTN_ERR_IO, "%s: '%s': header length %llu runs past the end (%llu bytes left)", fn, label,
+                          (unsigned long long)hlen, (unsigned long long)s->avail);
   char *txt = malloc(hlen ? (size_t)hlen : 1);
   if (!txt) return attn_set_error(ATTN_ERR_NOMEM, "%s: '%s': out of memory", fn, label);
   npy_header h;
@@ -246,9 +255,9 @@ attn_status attn__npy_read(attn__src *s, attn_tensor **out, attn_weight_info *in
   int64_t numel = attn__shape_numel(h.ndim, h.shape);
   uint64_t nbytes = (uint64_t)numel * (uint64_t)h.dt.size; /* numel <= 2^56, size <= 8 */
   if (nbytes != s->avail)
-    return attn_set_error(ATTN_ERR_IO, "%s: '%s': shape %s of '%s' needs %llu data bytes, the file has %llu", fn,
-                          label, attn_shape_str(h.ndim, h.shape, sb, sizeof sb), h.descr,
-                          (unsigned long long)nbytes, (unsigned long long)s->avail);
+    return attn_set_error(ATTN_ERR_IO, "%s: '%s': shape %s of '%s' needs %llu data bytes, the file has %llu", fn, label,
+                          attn_shape_str(h.ndim, h.shape, sb, sizeof sb), h.descr, (unsigned long long)nbytes,
+                          (unsigned long long)s->avail);
   uint64_t data_offset = 8 + (major == 1 ? 2 : 4) + hlen;
   attn_tensor *t = NULL;
   if (h.fortran && h.ndim > 1) {
@@ -361,7 +370,7 @@ attn_status attn_npy_save(const char *path, const attn_tensor *t) {
 #define ZIP_LOCAL_LEN 30
 
 typedef struct {
-  char *name;      /* member name, NUL-terminated */
+  char *name; /* member name, NUL-terminated */
   size_t name_len;
   uint16_t flags, method;
   uint32_t crc;
@@ -399,8 +408,7 @@ static attn_status zip_find_cd(FILE *f, uint64_t size, const char *fn, const cha
     }
   if (pos < 0) {
     free(buf);
-    return attn_set_error(ATTN_ERR_IO, "%s: '%s': not a zip archive (no end of central directory record)", fn,
-                          label);
+    return attn_set_error(ATTN_ERR_IO, "%s: '%s': not a zip archive (no end of central directory record)", fn, label);
   }
   const unsigned char *e = buf + pos;
   uint64_t eocd = tail_off + (uint64_t)pos;
@@ -434,9 +442,8 @@ static attn_status zip_find_cd(FILE *f, uint64_t size, const char *fn, const cha
   if (disk != 0 || cd_disk != 0 || n_disk != n_total)
     return attn_set_error(ATTN_ERR_IO, "%s: '%s': multi-disk zip archives are not supported", fn, label);
   if (coff > limit || csz > limit - coff)
-    return attn_set_error(ATTN_ERR_IO,
-                          "%s: '%s': central directory (offset %llu, %llu bytes) lies outside the archive", fn,
-                          label, (unsigned long long)coff, (unsigned long long)csz);
+    return attn_set_error(ATTN_ERR_IO, "%s: '%s': central directory (offset %llu, %llu bytes) lies outside the archive",
+                          fn, label, (unsigned long long)coff, (unsigned long long)csz);
   if (n_total > csz / ZIP_CENTRAL_LEN || n_total > INT32_MAX)
     return attn_set_error(ATTN_ERR_IO, "%s: '%s': %llu entries cannot fit a %llu-byte central directory", fn, label,
                           (unsigned long long)n_total, (unsigned long long)csz);
@@ -478,8 +485,7 @@ static attn_status zip_parse_cd(const unsigned char *cd, uint64_t len, int n, ui
         for (int k = 0; k < 3; k++)
           if (*fields[k] == 0xffffffffu) {
             if (qe - q < 8)
-              return attn_set_error(ATTN_ERR_IO, "%s: '%s': zip64 extra field of entry %d is too short", fn, label,
-                                    i);
+              return attn_set_error(ATTN_ERR_IO, "%s: '%s': zip64 extra field of entry %d is too short", fn, label, i);
             *fields[k] = attn__rd64(q);
             q += 8;
           }
@@ -495,14 +501,15 @@ static attn_status zip_parse_cd(const unsigned char *cd, uint64_t len, int n, ui
     z->name[nlen] = '\0';
     z->name_len = nlen;
     if (disk != 0) return attn_set_error(ATTN_ERR_IO, "%s: '%s': multi-disk zip archives are not supported", fn, label);
-    if (z->flags & 1)
-      return attn_set_error(ATTN_ERR_IO, "%s: '%s': member '%s' is encrypted", fn, label, z->name);
+    if (z->flags & 1) return attn_set_error(ATTN_ERR_IO, "%s: '%s': member '%s' is encrypted", fn, label, z->name);
     if (z->method != 0 && z->method != 8)
-      return attn_set_error(ATTN_ERR_IO, "%s: '%s': member '%s' uses compression method %d (only stored and "
-                            "deflated are supported)", fn, label, z->name, z->method);
+      return attn_set_error(ATTN_ERR_IO,
+                            "%s: '%s': member '%s' uses compression method %d (only stored and "
+                            "deflated are supported)",
+                            fn, label, z->name, z->method);
     if (z->local_off > cd_off || cd_off - z->local_off < ZIP_LOCAL_LEN)
-      return attn_set_error(ATTN_ERR_IO, "%s: '%s': member '%s' has its local header at %llu, outside the data",
-                            fn, label, z->name, (unsigned long long)z->local_off);
+      return attn_set_error(ATTN_ERR_IO, "%s: '%s': member '%s' has its local header at %llu, outside the data", fn,
+                            label, z->name, (unsigned long long)z->local_off);
     p += ZIP_CENTRAL_LEN + nlen + xlen + clen;
   }
   return ATTN_OK;
@@ -519,10 +526,9 @@ static attn_status zip_read_member(FILE *f, const zip_entry *z, uint64_t cd_off,
   uint64_t nlen = attn__rd16(lh + 26), xlen = attn__rd16(lh + 28);
   uint64_t start = z->local_off + ZIP_LOCAL_LEN + nlen + xlen;
   if (start > cd_off || z->csize > cd_off - start)
-    return attn_set_error(ATTN_ERR_IO, "%s: '%s': data (%llu bytes at %llu) overlaps the central directory", fn,
-                          label, (unsigned long long)z->csize, (unsigned long long)start);
-  if (nlen != z->name_len)
-    return attn_set_error(ATTN_ERR_IO, "%s: '%s': local and central names differ", fn, label);
+    return attn_set_error(ATTN_ERR_IO, "%s: '%s': data (%llu bytes at %llu) overlaps the central directory", fn, label,
+                          (unsigned long long)z->csize, (unsigned long long)start);
+  if (nlen != z->name_len) return attn_set_error(ATTN_ERR_IO, "%s: '%s': local and central names differ", fn, label);
   char *lname = malloc(nlen ? (size_t)nlen : 1);
   if (!lname) return attn_set_error(ATTN_ERR_NOMEM, "%s: out of memory", fn);
   st = read_at(f, z->local_off + ZIP_LOCAL_LEN, lname, (size_t)nlen, fn, label, "the local name");

@@ -27,10 +27,10 @@ typedef struct {
 } st_dtype;
 
 static const st_dtype st_dtypes[] = {
-    {"F32", {ATTN__IO_F32, 4, false}},  {"F16", {ATTN__IO_F16, 2, false}},  {"BF16", {ATTN__IO_BF16, 2, false}},
-    {"F64", {ATTN__IO_F64, 8, false}},  {"I64", {ATTN__IO_I64, 8, false}},  {"I32", {ATTN__IO_I32, 4, false}},
-    {"I16", {ATTN__IO_I16, 2, false}},  {"I8", {ATTN__IO_I8, 1, false}},    {"U64", {ATTN__IO_U64, 8, false}},
-    {"U32", {ATTN__IO_U32, 4, false}},  {"U16", {ATTN__IO_U16, 2, false}},  {"U8", {ATTN__IO_U8, 1, false}},
+    {"F32", {ATTN__IO_F32, 4, false}},   {"F16", {ATTN__IO_F16, 2, false}}, {"BF16", {ATTN__IO_BF16, 2, false}},
+    {"F64", {ATTN__IO_F64, 8, false}},   {"I64", {ATTN__IO_I64, 8, false}}, {"I32", {ATTN__IO_I32, 4, false}},
+    {"I16", {ATTN__IO_I16, 2, false}},   {"I8", {ATTN__IO_I8, 1, false}},   {"U64", {ATTN__IO_U64, 8, false}},
+    {"U32", {ATTN__IO_U32, 4, false}},   {"U16", {ATTN__IO_U16, 2, false}}, {"U8", {ATTN__IO_U8, 1, false}},
     {"BOOL", {ATTN__IO_BOOL, 1, false}},
 };
 
@@ -108,10 +108,8 @@ static attn_status st_parse(const char *fn, const char *label, const char *hdr, 
   char sb[ATTN_SHAPE_BUF];
   size_t bad;
   if (hlen == 0 || hdr[0] != '{')
-    return attn_set_error(ATTN_ERR_IO, "%s: '%s': header does not start with '{' (not a safetensors file?)", fn,
-                          label);
-  if (memchr(hdr, '\0', hlen))
-    return attn_set_error(ATTN_ERR_IO, "%s: '%s': header contains a NUL byte", fn, label);
+    return attn_set_error(ATTN_ERR_IO, "%s: '%s': header does not start with '{' (not a safetensors file?)", fn, label);
+  if (memchr(hdr, '\0', hlen)) return attn_set_error(ATTN_ERR_IO, "%s: '%s': header contains a NUL byte", fn, label);
   if (!valid_utf8((const unsigned char *)hdr, hlen, &bad))
     return attn_set_error(ATTN_ERR_IO, "%s: '%s': header is not valid UTF-8 (byte %zu)", fn, label, bad);
   const char *end = NULL;
@@ -124,8 +122,8 @@ static attn_status st_parse(const char *fn, const char *label, const char *hdr, 
   for (const char *p = end; p && p < hdr + hlen; p++)
     if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') {
       cJSON_Delete(root);
-      return attn_set_error(ATTN_ERR_IO, "%s: '%s': unexpected bytes after the header JSON (at byte %zu)", fn,
-                            label, (size_t)(p - hdr));
+      return attn_set_error(ATTN_ERR_IO, "%s: '%s': unexpected bytes after the header JSON (at byte %zu)", fn, label,
+                            (size_t)(p - hdr));
     }
   attn_status st = ATTN_OK;
   attn_named_tensors *nt = NULL;
@@ -190,8 +188,8 @@ static attn_status st_parse(const char *fn, const char *label, const char *hdr, 
     }
     int ndim = cJSON_GetArraySize(js);
     if (ndim > ATTN_MAX_DIMS) {
-      st = attn_set_error(ATTN_ERR_IO, "%s: '%s': tensor '%s' has %d dims, at most %d are supported", fn, label,
-                          name, ndim, ATTN_MAX_DIMS);
+      st = attn_set_error(ATTN_ERR_IO, "%s: '%s': tensor '%s' has %d dims, at most %d are supported", fn, label, name,
+                          ndim, ATTN_MAX_DIMS);
       goto done;
     }
     attn_weight_info *info = &nt->info[i];
@@ -220,18 +218,17 @@ static attn_status st_parse(const char *fn, const char *label, const char *hdr, 
     }
     uint64_t nbytes = (uint64_t)numel * (uint64_t)dt->dt.size; /* numel <= 2^56, size <= 8 */
     if (b > e || e - b != nbytes) {
-      st = attn_set_error(ATTN_ERR_IO,
-                          "%s: '%s': tensor '%s': data_offsets [%llu, %llu] do not hold %s %s (%llu bytes)", fn,
-                          label, name, (unsigned long long)b, (unsigned long long)e,
-                          attn_shape_str(ndim, info->shape, sb, sizeof sb), dt->name, (unsigned long long)nbytes);
+      st =
+          attn_set_error(ATTN_ERR_IO, "%s: '%s': tensor '%s': data_offsets [%llu, %llu] do not hold %s %s (%llu bytes)",
+                         fn, label, name, (unsigned long long)b, (unsigned long long)e,
+                         attn_shape_str(ndim, info->shape, sb, sizeof sb), dt->name, (unsigned long long)nbytes);
       goto done;
     }
     if (e > data_len) {
       st = attn_set_error(ATTN_ERR_IO,
                           "%s: '%s': tensor '%s': data_offsets [%llu, %llu] run past the end of the data (%llu "
                           "bytes)",
-                          fn, label, name, (unsigned long long)b, (unsigned long long)e,
-                          (unsigned long long)data_len);
+                          fn, label, name, (unsigned long long)b, (unsigned long long)e, (unsigned long long)data_len);
       goto done;
     }
     snprintf(info->dtype, sizeof info->dtype, "%s", dt->name);
@@ -318,14 +315,14 @@ attn_status attn__safetensors_read(FILE *f, uint64_t size, const char *fn, const
                                    attn_named_tensors **out) {
   unsigned char len8[8];
   if (size < 8)
-    return attn_set_error(ATTN_ERR_IO, "%s: '%s': file is too short for a safetensors header (%llu bytes)", fn,
-                          label, (unsigned long long)size);
+    return attn_set_error(ATTN_ERR_IO, "%s: '%s': file is too short for a safetensors header (%llu bytes)", fn, label,
+                          (unsigned long long)size);
   if (fseeko(f, 0, SEEK_SET) != 0 || fread(len8, 1, 8, f) != 8)
     return attn_set_error(ATTN_ERR_IO, "%s: '%s': cannot read the header length", fn, label);
   uint64_t hlen = attn__rd64(len8);
   if (hlen > size - 8)
-    return attn_set_error(ATTN_ERR_IO, "%s: '%s': header length %llu runs past the end of the file (%llu bytes)",
-                          fn, label, (unsigned long long)hlen, (unsigned long long)size);
+    return attn_set_error(ATTN_ERR_IO, "%s: '%s': header length %llu runs past the end of the file (%llu bytes)", fn,
+                          label, (unsigned long long)hlen, (unsigned long long)size);
   if (hlen > ST_MAX_HEADER)
     return attn_set_error(ATTN_ERR_IO, "%s: '%s': header length %llu exceeds the limit of %llu bytes", fn, label,
                           (unsigned long long)hlen, ST_MAX_HEADER);
@@ -440,7 +437,10 @@ static attn_status st_header(const char *fn, const attn_named_tensors *nt, const
       cJSON_Delete(e);
       break;
     }
-    ok = cJSON_AddStringToObject(e, "dtype", t->dtype == ATTN_INT64 ? "I64" : t->dtype == ATTN_BOOL ? "BOOL" : "F32") != NULL;
+    ok = cJSON_AddStringToObject(e, "dtype",
+                                 t->dtype == ATTN_INT64  ? "I64"
+                                 : t->dtype == ATTN_BOOL ? "BOOL"
+                                                         : "F32") != NULL;
     cJSON *shape = ok ? cJSON_AddArrayToObject(e, "shape") : NULL;
     ok = shape != NULL;
     for (int d = 0; ok && d < t->ndim; d++) {

@@ -44,8 +44,10 @@ static unsigned x86_features(void) {
   unsigned a, b, c, d;
   if (!__get_cpuid(0, &a, &b, &c, &d) || a < 7) return 0;
   __cpuid(1, a, b, c, d);
-  const unsigned v2_c = (1u << 0) | (1u << 9) | (1u << 13) | (1u << 19) | (1u << 20) | (1u << 23); /* SSE3 SSSE3 CX16 SSE4.1/2 POPCNT */
-  const unsigned v3_c = (1u << 12) | (1u << 22) | (1u << 26) | (1u << 27) | (1u << 28) | (1u << 29); /* FMA MOVBE XSAVE OSXSAVE AVX F16C */
+  const unsigned v2_c =
+      (1u << 0) | (1u << 9) | (1u << 13) | (1u << 19) | (1u << 20) | (1u << 23); /* SSE3 SSSE3 CX16 SSE4.1/2 POPCNT */
+  const unsigned v3_c = (1u << 12) | (1u << 22) | (1u << 26) | (1u << 27) | (1u << 28) |
+                        (1u << 29); /* FMA MOVBE XSAVE OSXSAVE AVX F16C */
   if ((c & (v2_c | v3_c)) != (v2_c | v3_c)) return 0;
   unsigned xlo, xhi;
   __asm__ volatile("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
@@ -69,7 +71,8 @@ static unsigned x86_features(void) {
 static void x86_brand(char *out, size_t n) {
   unsigned regs[12], a, b, c, d;
   if (!__get_cpuid(0x80000000, &a, &b, &c, &d) || a < 0x80000004) return;
-  for (unsigned i = 0; i < 3; i++) __cpuid(0x80000002 + i, regs[4 * i], regs[4 * i + 1], regs[4 * i + 2], regs[4 * i + 3]);
+  for (unsigned i = 0; i < 3; i++)
+    __cpuid(0x80000002 + i, regs[4 * i], regs[4 * i + 1], regs[4 * i + 2], regs[4 * i + 3]);
   char s[49];
   memcpy(s, regs, 48);
   s[48] = 0;
@@ -151,8 +154,8 @@ attn_status attn_set_isa(const char *name) {
   for (int i = 0; i < NFAM; i++) {
     if (strcmp(name, families[i].k->name) != 0) continue;
     if (!isa.supported[i])
-      return attn_set_error(ATTN_ERR_ARG, "set_isa: family '%s' needs %s, which this CPU lacks (supported: %s)",
-                            name, families[i].needs, isa.available);
+      return attn_set_error(ATTN_ERR_ARG, "set_isa: family '%s' needs %s, which this CPU lacks (supported: %s)", name,
+                            families[i].needs, isa.available);
     __atomic_store_n(&isa.active, families[i].k, __ATOMIC_RELEASE);
     return ATTN_OK;
   }

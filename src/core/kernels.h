@@ -39,8 +39,8 @@ typedef struct attn__kernels {
   /* softmax / log_softmax of a block x [n, m] -> y [n, m] (softmax.c):
      rows: m rows of n elements (row stride vs, element stride rs);
      cols: n rows of m unit-stride elements, scratch mx [m], sum [m]. */
-  void (*softmax_rows)(const float *x, int64_t n, int64_t rs, int64_t m, int64_t vs, float *y, int64_t ors,
-                       int64_t vos, bool log_space);
+  void (*softmax_rows)(const float *x, int64_t n, int64_t rs, int64_t m, int64_t vs, float *y, int64_t ors, int64_t vos,
+                       bool log_space);
   void (*softmax_cols)(const float *x, int64_t n, int64_t rs, int64_t m, float *y, int64_t ors, int64_t vos,
                        bool log_space, float *mx, double *sum);
   /* softmax / log_softmax backward of unit-stride rows g, y [rows, n] -> r */
@@ -59,8 +59,7 @@ typedef struct attn__kernels {
   void (*reduce_cols)(const struct attn__rspec *r, const float *x, int64_t n, int64_t rs, int64_t m, double *acc,
                       double *acc2);
   /* cumsum of a block x [n, m] -> y [n, m]; cols: scratch acc [m] */
-  void (*cumsum_rows)(const float *x, int64_t n, int64_t rs, int64_t m, int64_t vs, float *y, int64_t ors,
-                      int64_t vos);
+  void (*cumsum_rows)(const float *x, int64_t n, int64_t rs, int64_t m, int64_t vs, float *y, int64_t ors, int64_t vos);
   void (*cumsum_cols)(const float *x, int64_t n, int64_t rs, int64_t m, float *y, int64_t ors, int64_t vos,
                       double *acc);
   /* elementwise: rows per attn_binary_op / attn_unary_op; clamp over
@@ -72,15 +71,14 @@ typedef struct attn__kernels {
 } attn__kernels;
 
 /* A family unit's table of its static kernels (same names in every unit). */
-#define ATTN__KERNEL_TABLE(family)                                                                                   \
-  {                                                                                                                  \
-    .name = family, .sdpa_fwd = sdpa_fwd_range, .sdpa_bwd_kv = sdpa_kv_range, .sdpa_bwd_q = sdpa_q_range,          \
-    .sdpa_bwd_kvq = sdpa_kvq_range,                                                                                  \
-    .softmax_rows = softmax_rows, .softmax_cols = softmax_cols, .reduce_rows = block_rows, .reduce_cols = block_cols, \
-    .cumsum_rows = cumsum_rows, .cumsum_cols = cumsum_cols, .binary_rows = binary_rows, .unary_rows = unary_rows,    \
-    .unary_grad_rows = unary_grad_rows, .softmax_bwd_rows = softmax_bwd_rows,                                     \
-    .layer_norm_rows = layer_norm_rows, .layer_norm_bwd_rows = layer_norm_bwd_rows,                                  \
-    .clamp_inner = clamp_inner,                                                                                      \
+#define ATTN__KERNEL_TABLE(family)                                                                                     \
+  {                                                                                                                    \
+    .name = family, .sdpa_fwd = sdpa_fwd_range, .sdpa_bwd_kv = sdpa_kv_range, .sdpa_bwd_q = sdpa_q_range,              \
+    .sdpa_bwd_kvq = sdpa_kvq_range, .softmax_rows = softmax_rows, .softmax_cols = softmax_cols,                        \
+    .reduce_rows = block_rows, .reduce_cols = block_cols, .cumsum_rows = cumsum_rows, .cumsum_cols = cumsum_cols,      \
+    .binary_rows = binary_rows, .unary_rows = unary_rows, .unary_grad_rows = unary_grad_rows,                          \
+    .softmax_bwd_rows = softmax_bwd_rows, .layer_norm_rows = layer_norm_rows,                                          \
+    .layer_norm_bwd_rows = layer_norm_bwd_rows, .clamp_inner = clamp_inner,                                            \
   }
 
 extern const attn__kernels attn__kernels_portable;

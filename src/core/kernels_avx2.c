@@ -44,8 +44,8 @@
    stride ldb), R <= 6, a's element (r, p) at a[r * ars + p * acs] (only
    broadcast, so P^T and dS^T are read in place).  Called with a constant
    R: the loops over r unroll and the accumulators stay in registers. */
-INLINE void mk_r16(const int R, int64_t K, const float *restrict a, int64_t ars, int64_t acs,
-                   const float *restrict b, int64_t ldb, float *restrict c, int64_t ldc, bool acc) {
+INLINE void mk_r16(const int R, int64_t K, const float *restrict a, int64_t ars, int64_t acs, const float *restrict b,
+                   int64_t ldb, float *restrict c, int64_t ldc, bool acc) {
   __m256 c0[6], c1[6];
 #pragma GCC unroll 6
   for (int r = 0; r < R; r++) c0[r] = _mm256_setzero_ps(), c1[r] = _mm256_setzero_ps();

@@ -5,7 +5,8 @@
 #include "kernels.h"
 
 #if defined(__x86_64__)
-#if !defined(__AVX512F__) || !defined(__AVX512BW__) || !defined(__AVX512DQ__) || !defined(__AVX512VL__) || !defined(__FMA__)
+#if !defined(__AVX512F__) || !defined(__AVX512BW__) || !defined(__AVX512DQ__) || !defined(__AVX512VL__) ||             \
+    !defined(__FMA__)
 #error "kernels_avx512.c needs -march=x86-64-v4 (scripts/cmake/kernel_flags.cmake)"
 #endif
 #if defined(__GNUC__) && !defined(__clang__)
@@ -48,8 +49,8 @@ typedef float vf __attribute__((vector_size(VW * sizeof(float))));
    layout of a works (it is only broadcast), so P^T and dS^T need no
    transposed copy.  Eight vector accumulators; each b row is loaded once
    for four rows of a. */
-INLINE void mk4x32(int64_t K, const float *restrict a, int64_t ars, int64_t acs, const float *restrict b,
-                   int64_t ldb, float *restrict c, int64_t ldc, bool acc) {
+INLINE void mk4x32(int64_t K, const float *restrict a, int64_t ars, int64_t acs, const float *restrict b, int64_t ldb,
+                   float *restrict c, int64_t ldc, bool acc) {
   vf c00 = {0}, c01 = {0}, c10 = {0}, c11 = {0}, c20 = {0}, c21 = {0}, c30 = {0}, c31 = {0};
   const float *a0 = a, *a1 = a + ars, *a2 = a + 2 * ars, *a3 = a + 3 * ars;
   for (int64_t p = 0; p < K; p++) {
@@ -89,8 +90,8 @@ INLINE void mk4x32(int64_t K, const float *restrict a, int64_t ars, int64_t acs,
 
 /* c [8, 32] (+)= a [8, K] @ b [K, 32]: sixteen accumulators, for CPUs with
    32 vector registers (AVX-512); each b row feeds eight rows of a. */
-INLINE void mk8x32(int64_t K, const float *restrict a, int64_t ars, int64_t acs, const float *restrict b,
-                   int64_t ldb, float *restrict c, int64_t ldc, bool acc) {
+INLINE void mk8x32(int64_t K, const float *restrict a, int64_t ars, int64_t acs, const float *restrict b, int64_t ldb,
+                   float *restrict c, int64_t ldc, bool acc) {
   vf c00 = {0}, c01 = {0}, c10 = {0}, c11 = {0}, c20 = {0}, c21 = {0}, c30 = {0}, c31 = {0};
   vf c40 = {0}, c41 = {0}, c50 = {0}, c51 = {0}, c60 = {0}, c61 = {0}, c70 = {0}, c71 = {0};
   const float *a0 = a, *a1 = a + ars, *a2 = a + 2 * ars, *a3 = a + 3 * ars;
@@ -109,15 +110,15 @@ INLINE void mk8x32(int64_t K, const float *restrict a, int64_t ars, int64_t acs,
     x = a6[p * acs], c60 += x * b0, c61 += x * b1;
     x = a7[p * acs], c70 += x * b0, c71 += x * b1;
   }
-#define MK_OUT(r, h, x)                       \
-  do {                                        \
-    float *cp_ = c + (r) * ldc + (h) * VW;    \
-    if (acc) {                                \
-      vf t_;                                  \
-      VLD(t_, cp_);                           \
-      x += t_;                                \
-    }                                         \
-    VST(cp_, x);                              \
+#define MK_OUT(r, h, x)                                                                                                \
+  do {                                                                                                                 \
+    float *cp_ = c + (r)*ldc + (h)*VW;                                                                                 \
+    if (acc) {                                                                                                         \
+      vf t_;                                                                                                           \
+      VLD(t_, cp_);                                                                                                    \
+      x += t_;                                                                                                         \
+    }                                                                                                                  \
+    VST(cp_, x);                                                                                                       \
   } while (0)
   MK_OUT(0, 0, c00);
   MK_OUT(0, 1, c01);
@@ -139,8 +140,8 @@ INLINE void mk8x32(int64_t K, const float *restrict a, int64_t ars, int64_t acs,
 }
 
 /* c [4, 16] (+)= a [4, K] @ b [K, 16]: the column remainder. */
-INLINE void mk4x16(int64_t K, const float *restrict a, int64_t ars, int64_t acs, const float *restrict b,
-                   int64_t ldb, float *restrict c, int64_t ldc, bool acc) {
+INLINE void mk4x16(int64_t K, const float *restrict a, int64_t ars, int64_t acs, const float *restrict b, int64_t ldb,
+                   float *restrict c, int64_t ldc, bool acc) {
   vf c0 = {0}, c1 = {0}, c2 = {0}, c3 = {0};
   const float *a0 = a, *a1 = a + ars, *a2 = a + 2 * ars, *a3 = a + 3 * ars;
   for (int64_t p = 0; p < K; p++) {

@@ -41,8 +41,8 @@ typedef float vf __attribute__((vector_size(VW * sizeof(float))));
 
 /* c [4, 8] (row stride ldc) = (acc ? c : 0) + a [4, K] @ b [K, 8] (row
    stride ldb), a's element (r, p) at a[r * ars + p * acs]. */
-INLINE void mk4x8(int64_t K, const float *restrict a, int64_t ars, int64_t acs, const float *restrict b,
-                  int64_t ldb, float *restrict c, int64_t ldc, bool acc) {
+INLINE void mk4x8(int64_t K, const float *restrict a, int64_t ars, int64_t acs, const float *restrict b, int64_t ldb,
+                  float *restrict c, int64_t ldc, bool acc) {
   vf c00 = {0}, c01 = {0}, c10 = {0}, c11 = {0}, c20 = {0}, c21 = {0}, c30 = {0}, c31 = {0};
   const float *a0 = a, *a1 = a + ars, *a2 = a + 2 * ars, *a3 = a + 3 * ars;
   for (int64_t p = 0; p < K; p++) {

@@ -49,8 +49,8 @@ static void gemm_naive(int64_t m, int64_t n, int64_t k, const float *a, int64_t 
 /* c[m,n] (contiguous) = a[m,k] (row stride ars) x b[k,n] (row stride brs),
    both with unit column stride: gemm_naive with the strides known, for the
    tiny products of the notebooks. Same summation order, same results. */
-__attribute__((optimize("no-tree-vectorize"))) static void gemm_small_rows(int64_t m, int64_t n, int64_t k, const float *a, int64_t ars, const float *b,
-                            int64_t brs, float *c) {
+__attribute__((optimize("no-tree-vectorize"))) static void
+gemm_small_rows(int64_t m, int64_t n, int64_t k, const float *a, int64_t ars, const float *b, int64_t brs, float *c) {
   for (int64_t i = 0; i < m; i++, a += ars, c += n)
     for (int64_t j = 0; j < n; j++) {
       float acc = 0.0f;
@@ -181,8 +181,10 @@ static attn_status matmul_impl(const char *fn, const attn_tensor *a_in, const at
     if (foldable) {
       mat F = {A.data, A.rs, A.cs};
       st = gemm_one(F, B, nb * m, n, k, c, false);
-      if (st) attn_tensor_release(o);
-      else *out = o;
+      if (st)
+        attn_tensor_release(o);
+      else
+        *out = o;
       return st;
     }
   }
@@ -494,7 +496,7 @@ attn_status attn_linear(const attn_tensor *x, const attn_tensor *w, const attn_t
   if (attn__ag_needed(n, in)) {
     /* torch 1.13's names: addmm for 2-d input with bias, mm without;
        higher ranks go through a view of the 2-d product. */
-    const char *name = x->ndim == 2 ? (b ? "AddmmBackward0" : "MmBackward0")
+    const char *name = x->ndim == 2   ? (b ? "AddmmBackward0" : "MmBackward0")
                        : x->ndim == 1 ? (b ? "AddBackward0" : "SqueezeBackward4")
                                       : (b ? "ViewBackward0" : "UnsafeViewBackward0");
     if ((st = attn__ag_record(o, name, linear_backward, n, in, 2, in, NULL))) {

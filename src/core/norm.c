@@ -8,9 +8,9 @@
  * the row statistics mean, rstd [rows]. */
 #include "kernels.h"
 
-#define TRY(expr)                \
-  do {                           \
-    if ((st = (expr))) goto out; \
+#define TRY(expr)                                                                                                      \
+  do {                                                                                                                 \
+    if ((st = (expr))) goto out;                                                                                       \
   } while (0)
 #define REL(t) attn_tensor_release(t)
 
@@ -29,8 +29,8 @@ static attn_status check_param(const attn_tensor *x, int k, const attn_tensor *p
   if (ok) return ATTN_OK;
   char sp[ATTN_SHAPE_BUF], sn[ATTN_SHAPE_BUF];
   attn_shape_str(k, x->shape + x->ndim - k, sn, sizeof sn);
-  return attn_set_error(ATTN_ERR_SHAPE, "layer_norm: %s %s does not match normalized_shape %s", what,
-                        ATTN_SHAPE(p, sp), sn);
+  return attn_set_error(ATTN_ERR_SHAPE, "layer_norm: %s %s does not match normalized_shape %s", what, ATTN_SHAPE(p, sp),
+                        sn);
 }
 
 /* dx, dw, db from g (node: inputs x, w?, b? in that order; saved x, w,
@@ -48,7 +48,8 @@ static attn_status layer_norm_backward(attn_node *node, const attn_tensor *g_in,
   TRY(attn_contiguous(g_in, &g));
   if (want_x) TRY(attn__alloc("layer_norm backward", x->ndim, x->shape, &dx));
   if (want_w) TRY(attn_zeros(w->ndim, w->shape, &dw));
-  if (want_b) TRY(attn_zeros(w ? w->ndim : (int)node->iargs[0], w ? w->shape : x->shape + x->ndim - node->iargs[0], &db));
+  if (want_b)
+    TRY(attn_zeros(w ? w->ndim : (int)node->iargs[0], w ? w->shape : x->shape + x->ndim - node->iargs[0], &db));
   if (!(scratch = attn__scratch_alloc(scratch_bytes))) {
     st = attn__nomem("layer_norm backward", (int64_t)scratch_bytes);
     goto out;

@@ -24,20 +24,20 @@
 typedef void (*range_fn)(int64_t begin, int64_t end, void *ctx);
 
 static struct {
-  pthread_mutex_t busy;      /* held by the thread running a job on the pool */
-  pthread_mutex_t lock;      /* guards everything below */
+  pthread_mutex_t busy; /* held by the thread running a job on the pool */
+  pthread_mutex_t lock; /* guards everything below */
   pthread_cond_t wake, done;
   pthread_t *threads;
-  int nworkers;              /* started workers */
+  int nworkers; /* started workers */
   bool stop;
-  unsigned long generation;  /* bumped for each job */
-  int active;                /* workers still inside the current job */
+  unsigned long generation; /* bumped for each job */
+  int active;               /* workers still inside the current job */
   /* the current job */
   range_fn fn;
   void *ctx;
   int64_t n, chunk;
-  int64_t next;              /* atomic: first index not handed out */
-  double deadline;           /* the submitting thread's (deadline.c) */
+  int64_t next;    /* atomic: first index not handed out */
+  double deadline; /* the submitting thread's (deadline.c) */
 } pool = {.busy = PTHREAD_MUTEX_INITIALIZER,
           .lock = PTHREAD_MUTEX_INITIALIZER,
           .wake = PTHREAD_COND_INITIALIZER,

@@ -89,7 +89,7 @@ static void sb_rep(sbuf *b, char c, int64_t count) {
 typedef struct printer {
   const attn_tensor *t;
   const attn_storage *data; /* positions include t->offset */
-  bool ints;           /* int64 or bool: torch's non-floating formatter */
+  bool ints;                /* int64 or bool: torch's non-floating formatter */
   int precision, linewidth, edge;
   bool summarize;
   /* formatter (torch's _Formatter) */
@@ -100,15 +100,13 @@ typedef struct printer {
     double min, max;
     bool integral;
   } st;
-  char *num;           /* scratch for one number, precision + 64 bytes */
+  char *num; /* scratch for one number, precision + 64 bytes */
   size_t num_size;
   sbuf out;
 } printer;
 
 /* Whether a dim of size n shows only its first and last edgeitems. */
-static bool edged(const printer *pr, int64_t n) {
-  return pr->summarize && n > 2 * (int64_t)pr->edge;
-}
+static bool edged(const printer *pr, int64_t n) { return pr->summarize && n > 2 * (int64_t)pr->edge; }
 
 typedef void (*visit_fn)(printer *pr, double v);
 
@@ -175,7 +173,6 @@ static void put_elem(printer *pr, int64_t pos) {
   sb_put(&pr->out, pr->num, (size_t)len);
 }
 
-
 /* ------------------------------------------------------------------------ */
 /* Formatter construction                                                    */
 
@@ -238,17 +235,17 @@ static void emit_vector(printer *pr, int d, int64_t pos, int64_t indent) {
   if (per_line < 1) per_line = 1;
 
   int64_t item = 0;
-#define NEXT_ITEM()                                    \
-  do {                                                 \
-    if (item > 0) {                                    \
-      if (item % per_line == 0) {                      \
-        sb_str(&pr->out, ",\n");                       \
-        sb_rep(&pr->out, ' ', indent + 1);             \
-      } else {                                         \
-        sb_str(&pr->out, ", ");                        \
-      }                                                \
-    }                                                  \
-    item++;                                            \
+#define NEXT_ITEM()                                                                                                    \
+  do {                                                                                                                 \
+    if (item > 0) {                                                                                                    \
+      if (item % per_line == 0) {                                                                                      \
+        sb_str(&pr->out, ",\n");                                                                                       \
+        sb_rep(&pr->out, ' ', indent + 1);                                                                             \
+      } else {                                                                                                         \
+        sb_str(&pr->out, ", ");                                                                                        \
+      }                                                                                                                \
+    }                                                                                                                  \
+    item++;                                                                                                            \
   } while (0)
 
   sb_str(&pr->out, "[");
@@ -288,14 +285,14 @@ static void emit(printer *pr, int d, int64_t pos, int64_t indent) {
   }
   int64_t n = t->shape[d], s = t->stride[d];
   bool first = true;
-#define SEP()                                  \
-  do {                                         \
-    if (!first) {                              \
-      sb_str(&pr->out, ",");                   \
-      sb_rep(&pr->out, '\n', left - 1);        \
-      sb_rep(&pr->out, ' ', indent + 1);       \
-    }                                          \
-    first = false;                             \
+#define SEP()                                                                                                          \
+  do {                                                                                                                 \
+    if (!first) {                                                                                                      \
+      sb_str(&pr->out, ",");                                                                                           \
+      sb_rep(&pr->out, '\n', left - 1);                                                                                \
+      sb_rep(&pr->out, ' ', indent + 1);                                                                               \
+    }                                                                                                                  \
+    first = false;                                                                                                     \
   } while (0)
   sb_str(&pr->out, "[");
   if (edged(pr, n)) {
@@ -345,8 +342,8 @@ attn_status attn_tensor_format(const attn_tensor *t, const attn_print_opts *opts
     opts = &def;
   }
   if (opts->precision < 0 || opts->precision > PRINT_MAX_PRECISION)
-    return attn_set_error(ATTN_ERR_ARG, "format: precision %d out of range [0, %d]",
-                          opts->precision, PRINT_MAX_PRECISION);
+    return attn_set_error(ATTN_ERR_ARG, "format: precision %d out of range [0, %d]", opts->precision,
+                          PRINT_MAX_PRECISION);
   /* torch's get_summarized_data fails for edgeitems 0 on 2-d+ tensors. */
   if (opts->edgeitems < 1)
     return attn_set_error(ATTN_ERR_ARG, "format: edgeitems must be >= 1 (got %d)", opts->edgeitems);
@@ -391,8 +388,10 @@ attn_status attn_tensor_format(const attn_tensor *t, const attn_print_opts *opts
       sb_str(&size, num);
     }
     sb_str(&size, ")");
-    if (size.oom) pr->out.oom = true;
-    else add_suffix(pr, &last_line_len, size.p, indent);
+    if (size.oom)
+      pr->out.oom = true;
+    else
+      add_suffix(pr, &last_line_len, size.p, indent);
     free(size.p);
   }
   if (numel == 0 && t->dtype != ATTN_FLOAT32) {
@@ -408,8 +407,7 @@ attn_status attn_tensor_format(const attn_tensor *t, const attn_print_opts *opts
   if (pr->out.oom) {
     free(pr->out.p);
     char sb[ATTN_SHAPE_BUF];
-    return attn_set_error(ATTN_ERR_NOMEM, "format: out of memory printing a %s tensor",
-                          ATTN_SHAPE(t, sb));
+    return attn_set_error(ATTN_ERR_NOMEM, "format: out of memory printing a %s tensor", ATTN_SHAPE(t, sb));
   }
   *out = pr->out.p;
   return ATTN_OK;

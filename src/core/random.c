@@ -60,8 +60,7 @@ struct attn_generator {
 static void mt_seed(attn_generator *g, uint64_t seed) {
   g->seed = seed;
   g->state[0] = (uint32_t)(seed & 0xffffffffu);
-  for (uint32_t j = 1; j < MT_N; j++)
-    g->state[j] = 1812433253u * (g->state[j - 1] ^ (g->state[j - 1] >> 30)) + j;
+  for (uint32_t j = 1; j < MT_N; j++) g->state[j] = 1812433253u * (g->state[j - 1] ^ (g->state[j - 1] >> 30)) + j;
   g->left = 1;
   g->next = 0;
   g->has_next_double = g->has_next_float = false;
@@ -99,14 +98,10 @@ static inline uint64_t rnd64(attn_generator *g) {
 }
 
 /* at::uniform_real_distribution<float>(0, 1) */
-static inline float unif_float(attn_generator *g) {
-  return (float)(rnd32(g) & 0xffffffu) * 0x1p-24f;
-}
+static inline float unif_float(attn_generator *g) { return (float)(rnd32(g) & 0xffffffu) * 0x1p-24f; }
 
 /* at::uniform_real_distribution<double>(0, 1) */
-static inline double unif_double(attn_generator *g) {
-  return (double)(rnd64(g) & ((UINT64_C(1) << 53) - 1)) * 0x1p-53;
-}
+static inline double unif_double(attn_generator *g) { return (double)(rnd64(g) & ((UINT64_C(1) << 53) - 1)) * 0x1p-53; }
 
 /* ------------------------------------------------------------------------ */
 /* Generators                                                                */
@@ -325,14 +320,14 @@ static attn_generator *fill_begin(attn_tensor *t, attn_generator *g) {
 }
 
 /* Walks t in memory order: `pos` is the storage offset of each element. */
-#define FOR_EACH_MEM(t, it, body)                         \
-  do {                                                    \
-    if (attn_tensor_numel(t) > 0) {                       \
-      mem_order_iter(&(it), (t));                         \
-      do {                                                \
-        body;                                             \
-      } while (attn__iter_next(&(it)));                   \
-    }                                                     \
+#define FOR_EACH_MEM(t, it, body)                                                                                      \
+  do {                                                                                                                 \
+    if (attn_tensor_numel(t) > 0) {                                                                                    \
+      mem_order_iter(&(it), (t));                                                                                      \
+      do {                                                                                                             \
+        body;                                                                                                          \
+      } while (attn__iter_next(&(it)));                                                                                \
+    }                                                                                                                  \
   } while (0)
 
 /* ------------------------------------------------------------------------ */
@@ -344,8 +339,8 @@ attn_status attn_uniform_(attn_tensor *t, double from, double to, attn_generator
   if (!(from >= -FLT_MAX && from <= FLT_MAX) || !(to >= -FLT_MAX && to <= FLT_MAX))
     return attn_set_error(ATTN_ERR_ARG, "uniform_: bounds must be finite floats, got from=%g to=%g", from, to);
   if (!(from <= to))
-    return attn_set_error(ATTN_ERR_ARG, "uniform_: expects from <= to to sample [from, to), got from=%g to=%g",
-                          from, to);
+    return attn_set_error(ATTN_ERR_ARG, "uniform_: expects from <= to to sample [from, to), got from=%g to=%g", from,
+                          to);
   if (to - from > FLT_MAX)
     return attn_set_error(ATTN_ERR_ARG, "uniform_: to - from overflows float (from=%g to=%g)", from, to);
   /* uniform_real_distribution<float>: x * (to - from) + from, all in float;
@@ -591,8 +586,7 @@ attn_status attn_random_int_(attn_tensor *t, int64_t low, int64_t high, attn_gen
   bool ints = t->dtype == ATTN_INT64;
   int64_t from = ints ? low : update_from(low), to = ints ? high : update_to(high);
   if (!(from < to))
-    return attn_set_error(ATTN_ERR_ARG,
-                          "random_: [%lld, %lld) holds no value representable as a float", (long long)low,
+    return attn_set_error(ATTN_ERR_ARG, "random_: [%lld, %lld) holds no value representable as a float", (long long)low,
                           (long long)high);
   uint64_t range = (uint64_t)to - (uint64_t)from;
   float *base = t->storage->data;
@@ -623,8 +617,7 @@ attn_status attn_random_int_(attn_tensor *t, int64_t low, int64_t high, attn_gen
 attn_status attn_bernoulli_(attn_tensor *t, double p, attn_generator *g) {
   attn_status st = check_fill("bernoulli_", t);
   if (st) return st;
-  if (!(p >= 0.0 && p <= 1.0))
-    return attn_set_error(ATTN_ERR_ARG, "bernoulli_: expects p in [0, 1], got p=%g", p);
+  if (!(p >= 0.0 && p <= 1.0)) return attn_set_error(ATTN_ERR_ARG, "bernoulli_: expects p in [0, 1], got p=%g", p);
   float *base = t->storage->data;
   attn__iter it;
   g = fill_begin(t, g);
@@ -666,8 +659,7 @@ static inline double exponential_double(attn_generator *g, double lambda) {
 attn_status attn_exponential_(attn_tensor *t, double lambda, attn_generator *g) {
   attn_status st = check_fill("exponential_", t);
   if (st) return st;
-  if (!(lambda >= 0.0))
-    return attn_set_error(ATTN_ERR_ARG, "exponential_: expects lambda >= 0, got lambda=%g", lambda);
+  if (!(lambda >= 0.0)) return attn_set_error(ATTN_ERR_ARG, "exponential_: expects lambda >= 0, got lambda=%g", lambda);
   float *base = t->storage->data;
   attn__iter it;
   g = fill_begin(t, g);
@@ -737,8 +729,7 @@ attn_status attn_multinomial(const attn_tensor *probs, int64_t num_samples, bool
   char sb[ATTN_SHAPE_BUF];
   if (!probs) return attn_set_error(ATTN_ERR_ARG, "multinomial: probs is NULL");
   if (probs->ndim < 1 || probs->ndim > 2)
-    return attn_set_error(ATTN_ERR_SHAPE, "multinomial: probs must be 1-d or 2-d, got shape %s",
-                          ATTN_SHAPE(probs, sb));
+    return attn_set_error(ATTN_ERR_SHAPE, "multinomial: probs must be 1-d or 2-d, got shape %s", ATTN_SHAPE(probs, sb));
   if (probs->dtype != ATTN_FLOAT32) return attn_check_float("multinomial", "probs", probs);
   if (num_samples <= 0)
     return attn_set_error(ATTN_ERR_ARG, "multinomial: cannot sample %lld samples (need at least 1)",
@@ -750,8 +741,7 @@ attn_status attn_multinomial(const attn_tensor *probs, int64_t num_samples, bool
   if (ncat > (INT64_C(1) << 24))
     return attn_set_error(ATTN_ERR_ARG, "multinomial: %lld categories, at most 2^24 supported", (long long)ncat);
   if (!replacement && num_samples > ncat)
-    return attn_set_error(ATTN_ERR_ARG,
-                          "multinomial: cannot sample %lld > %lld categories without replacement",
+    return attn_set_error(ATTN_ERR_ARG, "multinomial: cannot sample %lld > %lld categories without replacement",
                           (long long)num_samples, (long long)ncat);
   /* Validate everything before drawing: entries finite and >= 0, every row
      with a positive sum, and enough non-zero entries without replacement
@@ -766,8 +756,7 @@ attn_status attn_multinomial(const attn_tensor *probs, int64_t num_samples, bool
     for (int64_t c = 0; c < ncat; c++) {
       float v = pd[r * s0 + c * s1];
       if (!(v >= 0.0f) || isinf(v))
-        return attn_set_error(ATTN_ERR_ARG, "multinomial: probabilities must be finite and >= 0, found %g",
-                              (double)v);
+        return attn_set_error(ATTN_ERR_ARG, "multinomial: probabilities must be finite and >= 0, found %g", (double)v);
       nonzero += v > 0.0f;
     }
     if (nonzero == 0)

@@ -11,13 +11,25 @@
 /* Recorders of the formulas in grad_elementwise.c */
 
 static bool binary_differentiable(attn_binary_op op) {
-  return op == ATTN_ADD || op == ATTN_SUB || op == ATTN_MUL || op == ATTN_DIV || op == ATTN_POW ||
-         op == ATTN_MAXIMUM || op == ATTN_MINIMUM || op == ATTN_ATAN2 || op == ATTN_FMOD;
+  return op == ATTN_ADD || op == ATTN_SUB || op == ATTN_MUL || op == ATTN_DIV || op == ATTN_POW || op == ATTN_MAXIMUM ||
+         op == ATTN_MINIMUM || op == ATTN_ATAN2 || op == ATTN_FMOD;
 }
 
-static const char *binary_node_names[ATTN_BINARY_OP_COUNT] = {
-    "AddBackward0", "SubBackward0", "MulBackward0", "DivBackward0", "PowBackward1", NULL, NULL, NULL, NULL, NULL,
-    NULL,           "MaximumBackward0", "MinimumBackward0", "Atan2Backward0", "FmodBackward1"};
+static const char *binary_node_names[ATTN_BINARY_OP_COUNT] = {"AddBackward0",
+                                                              "SubBackward0",
+                                                              "MulBackward0",
+                                                              "DivBackward0",
+                                                              "PowBackward1",
+                                                              NULL,
+                                                              NULL,
+                                                              NULL,
+                                                              NULL,
+                                                              NULL,
+                                                              NULL,
+                                                              "MaximumBackward0",
+                                                              "MinimumBackward0",
+                                                              "Atan2Backward0",
+                                                              "FmodBackward1"};
 
 attn_status attn__record_binary(attn_binary_op op, const attn_tensor *a, const attn_tensor *b, attn_tensor *o) {
   const attn_tensor *in[2] = {a, b};
@@ -78,11 +90,10 @@ static bool unary_needs_y(attn_unary_op op) {
 }
 
 static const char *unary_node_names[ATTN_UNARY_OP_COUNT] = {
-    "NegBackward0",   "ExpBackward0",   "LogBackward0",   "SqrtBackward0",  "RsqrtBackward0",
-    "TanhBackward0",  "SigmoidBackward0", "ReluBackward0", "GeluBackward0", "GeluBackward0",
-    "AbsBackward0",   "SinBackward0",   "CosBackward0",   "SignBackward0",  "ReciprocalBackward0",
-    "PowBackward0",   "Log1PBackward0", "Expm1Backward0", "FloorBackward0", "CeilBackward0",
-    "RoundBackward0", "SiluBackward0",  "ErfBackward0"};
+    "NegBackward0",     "ExpBackward0",  "LogBackward0",        "SqrtBackward0", "RsqrtBackward0", "TanhBackward0",
+    "SigmoidBackward0", "ReluBackward0", "GeluBackward0",       "GeluBackward0", "AbsBackward0",   "SinBackward0",
+    "CosBackward0",     "SignBackward0", "ReciprocalBackward0", "PowBackward0",  "Log1PBackward0", "Expm1Backward0",
+    "FloorBackward0",   "CeilBackward0", "RoundBackward0",      "SiluBackward0", "ErfBackward0"};
 
 attn_status attn__record_unary(attn_unary_op op, const attn_tensor *a, attn_tensor *o) {
   if (!attn__ag_needed(1, &a)) return ATTN_OK;
@@ -118,8 +129,8 @@ attn_status attn__record_masked_fill(const attn_tensor *t, const attn_tensor *ma
 /* ------------------------------------------------------------------------ */
 /* Recorders of the formulas in grad_views.c */
 
-attn_status attn__record_view(const attn_tensor *t, attn_tensor *o, const char *name, attn__view_kind kind,
-                              int niargs, const int64_t *iargs) {
+attn_status attn__record_view(const attn_tensor *t, attn_tensor *o, const char *name, attn__view_kind kind, int niargs,
+                              const int64_t *iargs) {
   if (!attn__ag_needed(1, &t)) return ATTN_OK;
   attn_node *n;
   attn_status st = attn__ag_record_formula(o, name, ATTN__F_VIEW, 1, &t, 0, NULL, &n);
@@ -134,8 +145,8 @@ attn_status attn__record_view(const attn_tensor *t, attn_tensor *o, const char *
 /* Recorders of the formulas in grad_reduce.c */
 
 static bool reduce_differentiable(attn_reduce_op op) {
-  return op != ATTN_ARGMAX && op != ATTN_ARGMIN && op != ATTN_ALL && op != ATTN_ANY &&
-         (int)op >= 0 && op < ATTN_REDUCE_OP_COUNT;
+  return op != ATTN_ARGMAX && op != ATTN_ARGMIN && op != ATTN_ALL && op != ATTN_ANY && (int)op >= 0 &&
+         op < ATTN_REDUCE_OP_COUNT;
 }
 
 attn_status attn__record_reduce(attn_reduce_op op, const attn_tensor *t, int dim, bool keepdim,
@@ -146,15 +157,42 @@ attn_status attn__record_reduce(attn_reduce_op op, const attn_tensor *t, int dim
   attn__formula fn = ATTN__F_NONE;
   const attn_tensor *saved[2] = {NULL, NULL};
   switch (op) {
-  case ATTN_SUM: name = all ? "SumBackward0" : "SumBackward1"; fn = ATTN__F_SUM; break;
-  case ATTN_MEAN: name = all ? "MeanBackward0" : "MeanBackward1"; fn = ATTN__F_SUM; break;
-  case ATTN_PROD: name = all ? "ProdBackward0" : "ProdBackward1"; fn = ATTN__F_PROD; break;
-  case ATTN_MAX: name = all ? "MaxBackward1" : "AmaxBackward0"; fn = ATTN__F_EXTREME; break;
-  case ATTN_MIN: name = all ? "MinBackward1" : "AminBackward0"; fn = ATTN__F_EXTREME; break;
-  case ATTN_VAR: name = "VarBackward0"; fn = ATTN__F_VAR; break;
-  case ATTN_STD: name = "StdBackward0"; fn = ATTN__F_STD; break;
-  case ATTN_NORM: name = "NormBackward1"; fn = ATTN__F_NORM; break;
-  case ATTN_LOGSUMEXP: name = "LogsumexpBackward0"; fn = ATTN__F_LOGSUMEXP; break;
+  case ATTN_SUM:
+    name = all ? "SumBackward0" : "SumBackward1";
+    fn = ATTN__F_SUM;
+    break;
+  case ATTN_MEAN:
+    name = all ? "MeanBackward0" : "MeanBackward1";
+    fn = ATTN__F_SUM;
+    break;
+  case ATTN_PROD:
+    name = all ? "ProdBackward0" : "ProdBackward1";
+    fn = ATTN__F_PROD;
+    break;
+  case ATTN_MAX:
+    name = all ? "MaxBackward1" : "AmaxBackward0";
+    fn = ATTN__F_EXTREME;
+    break;
+  case ATTN_MIN:
+    name = all ? "MinBackward1" : "AminBackward0";
+    fn = ATTN__F_EXTREME;
+    break;
+  case ATTN_VAR:
+    name = "VarBackward0";
+    fn = ATTN__F_VAR;
+    break;
+  case ATTN_STD:
+    name = "StdBackward0";
+    fn = ATTN__F_STD;
+    break;
+  case ATTN_NORM:
+    name = "NormBackward1";
+    fn = ATTN__F_NORM;
+    break;
+  case ATTN_LOGSUMEXP:
+    name = "LogsumexpBackward0";
+    fn = ATTN__F_LOGSUMEXP;
+    break;
   default: return ATTN_OK;
   }
   if (op != ATTN_SUM && op != ATTN_MEAN) {
@@ -172,8 +210,8 @@ attn_status attn__record_reduce(attn_reduce_op op, const attn_tensor *t, int dim
   return ATTN_OK;
 }
 
-attn_status attn__record_max_dim(const attn_tensor *t, int dim, bool keepdim, bool is_min,
-                                 const attn_tensor *indices, attn_tensor *values) {
+attn_status attn__record_max_dim(const attn_tensor *t, int dim, bool keepdim, bool is_min, const attn_tensor *indices,
+                                 attn_tensor *values) {
   if (!attn__ag_needed(1, &t)) return ATTN_OK;
   attn_tensor *idx;
   attn_status st = attn__clone_raw(indices, &idx);
@@ -201,8 +239,8 @@ attn_status attn__record_softmax(const attn_tensor *t, int dim, bool log_space, 
   if (!attn__ag_needed(1, &t)) return ATTN_OK;
   attn_node *n;
   const attn_tensor *saved[1] = {o};
-  attn_status st = attn__ag_record_formula(o, log_space ? "LogSoftmaxBackward0" : "SoftmaxBackward0", ATTN__F_SOFTMAX, 1,
-                                   &t, 1, saved, &n);
+  attn_status st = attn__ag_record_formula(o, log_space ? "LogSoftmaxBackward0" : "SoftmaxBackward0", ATTN__F_SOFTMAX,
+                                           1, &t, 1, saved, &n);
   if (st) return st;
   n->iargs[0] = log_space;
   n->iargs[1] = dim;

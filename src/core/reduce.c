@@ -48,25 +48,33 @@ static attn_status make_spec(attn_reduce_op op, const attn_reduce_opts *opts, rs
   r->p = opts ? opts->p : 2.0;
   r->corr = opts ? opts->correction : 1.0;
   switch (op) {
-  case ATTN_SUM: case ATTN_MEAN: r->kind = K_SUM; break;
+  case ATTN_SUM:
+  case ATTN_MEAN: r->kind = K_SUM; break;
   case ATTN_PROD: r->kind = K_PROD; break;
   case ATTN_MAX: r->kind = K_MAX; break;
   case ATTN_MIN: r->kind = K_MIN; break;
   case ATTN_ARGMAX: r->kind = K_ARGMAX; break;
   case ATTN_ARGMIN: r->kind = K_ARGMIN; break;
-  case ATTN_VAR: case ATTN_STD:
+  case ATTN_VAR:
+  case ATTN_STD:
     if (!isfinite(r->corr))
       return attn_set_error(ATTN_ERR_ARG, "%s: correction must be finite (got %g)", reduce_names[op], r->corr);
     r->kind = K_VAR;
     break;
   case ATTN_NORM:
     if (isnan(r->p)) return attn_set_error(ATTN_ERR_ARG, "norm: p must be a number (got nan)");
-    if (r->p == 2) r->kind = K_NORM2;
-    else if (r->p == 1) r->kind = K_NORM1;
-    else if (r->p == INFINITY) r->kind = K_NORMINF;
-    else if (r->p == -INFINITY) r->kind = K_NORMNEGINF;
-    else if (r->p == 0) r->kind = K_NORM0;
-    else r->kind = K_NORMP;
+    if (r->p == 2)
+      r->kind = K_NORM2;
+    else if (r->p == 1)
+      r->kind = K_NORM1;
+    else if (r->p == INFINITY)
+      r->kind = K_NORMINF;
+    else if (r->p == -INFINITY)
+      r->kind = K_NORMNEGINF;
+    else if (r->p == 0)
+      r->kind = K_NORM0;
+    else
+      r->kind = K_NORMP;
     break;
   case ATTN_LOGSUMEXP: r->kind = K_LSE; break;
   case ATTN_ALL: r->kind = K_ALL; break;
@@ -129,8 +137,10 @@ static float pick(float a, float v, int mode) {
 static bool col_polled(const rspec *r, const float *x, int64_t n, int64_t rs, double *val, double *ix) {
   const rkind k = r->kind;
   const int64_t piece = ATTN__POLL_WORK;
-  double acc = k == K_PROD || k == K_ALL ? 1 : k == K_MAX || k == K_NORMINF ? -INFINITY
-               : k == K_MIN || k == K_NORMNEGINF ? INFINITY : 0;
+  double acc = k == K_PROD || k == K_ALL         ? 1
+               : k == K_MAX || k == K_NORMINF    ? -INFINITY
+               : k == K_MIN || k == K_NORMNEGINF ? INFINITY
+                                                 : 0;
   double acc2 = 0;
   const int mode = k == K_MAX ? 0 : k == K_MIN ? 1 : k == K_NORMINF ? 2 : 3;
   const bool is_min = k == K_ARGMIN;
@@ -150,19 +160,27 @@ static bool col_polled(const rspec *r, const float *x, int64_t n, int64_t rs, do
         case K_NORM2: acc += (double)v * v; break;
         case K_NORM1: acc += fabs((double)v); break;
         case K_PROD: acc *= v; break;
-        case K_MAX: case K_MIN: case K_NORMINF: case K_NORMNEGINF: acc = pick((float)acc, v, mode); break;
-        case K_ARGMAX: case K_ARGMIN:
+        case K_MAX:
+        case K_MIN:
+        case K_NORMINF:
+        case K_NORMNEGINF: acc = pick((float)acc, v, mode); break;
+        case K_ARGMAX:
+        case K_ARGMIN:
           if (i > 0 && acc == acc && (v != v || (is_min ? v < acc : v > acc))) acc = v, acc2 = (double)i;
           break;
         case K_VAR:
-          if (pass == 0) acc += v;
-          else acc += ((double)v - acc2) * ((double)v - acc2);
+          if (pass == 0)
+            acc += v;
+          else
+            acc += ((double)v - acc2) * ((double)v - acc2);
           break;
         case K_NORM0: acc += v != 0; break;
         case K_NORMP: acc += pow(fabs((double)v), r->p); break;
         case K_LSE:
-          if (pass == 0) acc2 = pick((float)acc2, v, 0);
-          else acc += expf(v - (float)acc2);
+          if (pass == 0)
+            acc2 = pick((float)acc2, v, 0);
+          else
+            acc += expf(v - (float)acc2);
           break;
         case K_ALL: acc = v == 0 ? 0.0 : acc; break;
         case K_ANY: acc = v != 0 ? 1.0 : acc; break;
@@ -245,8 +263,8 @@ static attn_status check_reduce_dim(const char *fn, const attn_tensor *t, int di
 
 static attn_status empty_error(const char *fn, const attn_tensor *t) {
   char sb[ATTN_SHAPE_BUF];
-  return attn_set_error(ATTN_ERR_SHAPE, "%s: cannot reduce over a dim of size 0 (tensor %s): %s has no identity",
-                        fn, ATTN_SHAPE(t, sb), fn);
+  return attn_set_error(ATTN_ERR_SHAPE, "%s: cannot reduce over a dim of size 0 (tensor %s): %s has no identity", fn,
+                        ATTN_SHAPE(t, sb), fn);
 }
 
 /* Reduces t along dim into vals and/or idxs (fresh tensors of the reduced
@@ -283,8 +301,7 @@ static attn_status reduce_dim_into(const rspec *r, const attn_tensor *t, int dim
   }
   /* an empty result has nothing to write, however many (empty) blocks */
   if (attn__shape_numel(ond, oshape) > 0 &&
-      !reduce_run(r, attn_tensor_data(t), &s, v ? attn_tensor_data(v) : NULL, ix ? attn_tensor_data(ix) : NULL,
-                  buf)) {
+      !reduce_run(r, attn_tensor_data(t), &s, v ? attn_tensor_data(v) : NULL, ix ? attn_tensor_data(ix) : NULL, buf)) {
     attn_tensor_release(v);
     attn_tensor_release(ix);
     attn__scratch_free(buf, buf_bytes);
@@ -330,8 +347,10 @@ static attn_status max_dim_f32(const attn_tensor *t, int dim, bool keepdim, bool
     return st;
   }
   if (values) *values = v;
-  if (indices) *indices = ix;
-  else attn_tensor_release(ix);
+  if (indices)
+    *indices = ix;
+  else
+    attn_tensor_release(ix);
   return ATTN_OK;
 }
 
@@ -346,8 +365,8 @@ static attn_status reduce_all_f32(attn_reduce_op op, const attn_tensor *t, const
   int64_t numel = attn_tensor_numel(t);
   if (numel == 0 && kind_needs_elements(r.kind)) {
     char sb[ATTN_SHAPE_BUF];
-    return attn_set_error(ATTN_ERR_SHAPE, "%s: cannot reduce an empty tensor %s: %s has no identity (give a dim)",
-                          fn, ATTN_SHAPE(t, sb), fn);
+    return attn_set_error(ATTN_ERR_SHAPE, "%s: cannot reduce an empty tensor %s: %s has no identity (give a dim)", fn,
+                          ATTN_SHAPE(t, sb), fn);
   }
   /* Row-major order matters for the flat index of argmax and keeps the
      unit-stride row kernel; a non-contiguous input is copied once. */
@@ -359,8 +378,8 @@ static attn_status reduce_all_f32(attn_reduce_op op, const attn_tensor *t, const
   }
   attn__dimsplit s = {.nd = 1, .shape = {1}, .outer = 1, .m = 1, .n = numel, .in_stride = 1};
   float *o = attn_tensor_data(res);
-  bool done = reduce_run(&r, attn_tensor_data(c), &s, kind_is_arg(r.kind) ? NULL : o,
-                         kind_is_arg(r.kind) ? o : NULL, NULL);
+  bool done =
+      reduce_run(&r, attn_tensor_data(c), &s, kind_is_arg(r.kind) ? NULL : o, kind_is_arg(r.kind) ? o : NULL, NULL);
   attn_tensor_release(c);
   if (!done) {
     attn_tensor_release(res);
@@ -450,7 +469,8 @@ static void int_reduce_run(attn_reduce_op op, const attn_storage *st, int64_t ba
     case ATTN_PROD: acc = (int64_t)((uint64_t)acc * (uint64_t)x); break;
     case ATTN_ALL: acc = acc && x != 0; break;
     case ATTN_ANY: acc = acc || x != 0; break;
-    case ATTN_MAX: case ATTN_ARGMAX:
+    case ATTN_MAX:
+    case ATTN_ARGMAX:
       if (i == 0 || x > best) best = x, bi = i;
       break;
     default: /* MIN, ARGMIN */
@@ -464,8 +484,10 @@ static void int_reduce_run(attn_reduce_op op, const attn_storage *st, int64_t ba
 }
 
 static void store_int(attn_tensor *o, int64_t i, int64_t v) {
-  if (o->dtype == ATTN_BOOL) attn_tensor_bool(o)[i] = v != 0;
-  else attn_tensor_i64(o)[i] = v;
+  if (o->dtype == ATTN_BOOL)
+    attn_tensor_bool(o)[i] = v != 0;
+  else
+    attn_tensor_i64(o)[i] = v;
 }
 
 /* Integer reduction along dim (dim < 0: over everything, 0-d results). */
@@ -581,8 +603,7 @@ attn_status attn_reduce_dim(attn_reduce_op op, const attn_tensor *t, int dim, bo
   return convert_result(r, float_result_dtype(op), out);
 }
 
-attn_status attn_reduce_all(attn_reduce_op op, const attn_tensor *t, const attn_reduce_opts *opts,
-                            attn_tensor **out) {
+attn_status attn_reduce_all(attn_reduce_op op, const attn_tensor *t, const attn_reduce_opts *opts, attn_tensor **out) {
   attn_status st;
   attn_tensor *r;
   if ((unsigned)op >= ATTN_REDUCE_OP_COUNT) return attn_set_error(ATTN_ERR_ARG, "reduce: unknown op %d", (int)op);

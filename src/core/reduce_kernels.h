@@ -181,8 +181,8 @@ INLINE double row_reduce(const rspec *r, const float *x, int64_t n, int64_t s) {
 /* Row driver for one block: column j of m (stride vs) reduces x + j*vs over
    n elements at stride rs; vals/idxs (either may be NULL) get the results
    at stride os.  Block shapes: x [n, m] -> vals, idxs [m]. */
-static void block_rows(const rspec *r, const float *x, int64_t n, int64_t rs, int64_t m, int64_t vs,
-                                float *vals, float *idxs, int64_t os) {
+static void block_rows(const rspec *r, const float *x, int64_t n, int64_t rs, int64_t m, int64_t vs, float *vals,
+                       float *idxs, int64_t os) {
   if (kind_is_arg(r->kind)) {
     bool is_min = r->kind == K_ARGMIN;
     for (int64_t j = 0; j < m; j++) {
@@ -204,14 +204,17 @@ static void block_rows(const rspec *r, const float *x, int64_t n, int64_t rs, in
    (i < n) are combined element-wise into acc[m] (and acc2[m]).  Block
    shapes: x [n, m] -> acc [m] raw values (arg kinds: acc values, acc2
    indices). */
-static void block_cols(const rspec *r, const float *x, int64_t n, int64_t rs, int64_t m,
-                                double *restrict acc, double *restrict acc2) {
+static void block_cols(const rspec *r, const float *x, int64_t n, int64_t rs, int64_t m, double *restrict acc,
+                       double *restrict acc2) {
   rkind k = r->kind;
   double init = 0;
   switch (k) {
-  case K_PROD: case K_ALL: init = 1; break;
-  case K_MAX: case K_NORMINF: init = -INFINITY; break;
-  case K_MIN: case K_NORMNEGINF: init = INFINITY; break;
+  case K_PROD:
+  case K_ALL: init = 1; break;
+  case K_MAX:
+  case K_NORMINF: init = -INFINITY; break;
+  case K_MIN:
+  case K_NORMNEGINF: init = INFINITY; break;
   default: break;
   }
   for (int64_t j = 0; j < m; j++) acc[j] = init;
@@ -241,7 +244,10 @@ static void block_cols(const rspec *r, const float *x, int64_t n, int64_t rs, in
       for (int64_t j = 0; j < m; j++) acc[j] *= row[j];
     }
     break;
-  case K_MAX: case K_MIN: case K_NORMINF: case K_NORMNEGINF: {
+  case K_MAX:
+  case K_MIN:
+  case K_NORMINF:
+  case K_NORMNEGINF: {
     int mode = k == K_MAX ? 0 : k == K_MIN ? 1 : k == K_NORMINF ? 2 : 3;
     for (int64_t i = 0; i < n; i++) {
       const float *row = x + i * rs;
@@ -249,7 +255,8 @@ static void block_cols(const rspec *r, const float *x, int64_t n, int64_t rs, in
     }
     break;
   }
-  case K_ARGMAX: case K_ARGMIN: {
+  case K_ARGMAX:
+  case K_ARGMIN: {
     bool is_min = k == K_ARGMIN;
     for (int64_t j = 0; j < m; j++) {
       acc[j] = x[j];
@@ -327,8 +334,8 @@ static void block_cols(const rspec *r, const float *x, int64_t n, int64_t rs, in
 }
 
 /* rows: x [m cols at vs] x [n at rs] -> y, same geometry with vos/ors */
-static void cumsum_rows(const float *x, int64_t n, int64_t rs, int64_t m, int64_t vs, float *y,
-                                 int64_t ors, int64_t vos) {
+static void cumsum_rows(const float *x, int64_t n, int64_t rs, int64_t m, int64_t vs, float *y, int64_t ors,
+                        int64_t vos) {
   for (int64_t j = 0; j < m; j++) {
     const float *p = x + j * vs;
     float *q = y + j * vos;
@@ -341,8 +348,8 @@ static void cumsum_rows(const float *x, int64_t n, int64_t rs, int64_t m, int64_
 }
 
 /* columns: rows x + i*rs of m unit-stride elements; acc [m] running sums */
-static void cumsum_cols(const float *x, int64_t n, int64_t rs, int64_t m, float *y, int64_t ors,
-                                 int64_t vos, double *restrict acc) {
+static void cumsum_cols(const float *x, int64_t n, int64_t rs, int64_t m, float *y, int64_t ors, int64_t vos,
+                        double *restrict acc) {
   for (int64_t j = 0; j < m; j++) acc[j] = 0;
   for (int64_t i = 0; i < n; i++) {
     const float *row = x + i * rs;

@@ -9,8 +9,22 @@
 
 /* What a block computes; NORM is split by p so the loops stay branch-free. */
 typedef enum {
-  K_SUM, K_PROD, K_MAX, K_MIN, K_ARGMAX, K_ARGMIN, K_VAR, K_NORM2, K_NORM1, K_NORMINF, K_NORMNEGINF,
-  K_NORM0, K_NORMP, K_LSE, K_ALL, K_ANY
+  K_SUM,
+  K_PROD,
+  K_MAX,
+  K_MIN,
+  K_ARGMAX,
+  K_ARGMIN,
+  K_VAR,
+  K_NORM2,
+  K_NORM1,
+  K_NORMINF,
+  K_NORMNEGINF,
+  K_NORM0,
+  K_NORMP,
+  K_LSE,
+  K_ALL,
+  K_ANY
 } rkind;
 
 typedef struct attn__rspec {

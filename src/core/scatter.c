@@ -16,9 +16,9 @@
 
 #include <math.h>
 
-#define TRY(expr)                 \
-  do {                            \
-    if ((st = (expr))) goto out;  \
+#define TRY(expr)                                                                                                      \
+  do {                                                                                                                 \
+    if ((st = (expr))) goto out;                                                                                       \
   } while (0)
 
 static attn_status finish(attn_status st, attn_tensor *o, attn_tensor **out) {
@@ -105,8 +105,12 @@ static attn_status scatter_into(scatter_mode mode, const attn_tensor *self, int 
       case MODE_SUM:
       case MODE_MEAN: op[q] += v; break;
       case MODE_PROD: op[q] *= v; break;
-      case MODE_AMAX: if (v > op[q] || isnan(v)) op[q] = v; break;
-      case MODE_AMIN: if (v < op[q] || isnan(v)) op[q] = v; break;
+      case MODE_AMAX:
+        if (v > op[q] || isnan(v)) op[q] = v;
+        break;
+      case MODE_AMIN:
+        if (v < op[q] || isnan(v)) op[q] = v;
+        break;
       }
     }
     if (cnt) cnt[q] += 1.0f;
@@ -164,8 +168,10 @@ static attn_status scatter_backward(attn_node *node, const attn_tensor *g, attn_
     if (node->iargs[3] && node->next[1].node) TRY(attn_gather(g, dim, index, &gsrc));
   } else if (mode == MODE_SUM) {
     if (node->next[0].node) {
-      if (include_self) gs = attn_tensor_retain((attn_tensor *)g);
-      else TRY(attn_scatter_value(g, dim, index, 0.0f, &gs));
+      if (include_self)
+        gs = attn_tensor_retain((attn_tensor *)g);
+      else
+        TRY(attn_scatter_value(g, dim, index, 0.0f, &gs));
     }
     if (node->next[1].node) TRY(attn_gather(g, dim, index, &gsrc));
   } else if (mode == MODE_MEAN) {
@@ -181,8 +187,10 @@ static attn_status scatter_backward(attn_node *node, const attn_tensor *g, attn_
     }
     TRY(attn_binary(ATTN_DIV, g, n, &t2));
     if (node->next[0].node) {
-      if (include_self) gs = attn_tensor_retain(t2);
-      else TRY(attn_scatter_value(t2, dim, index, 0.0f, &gs));
+      if (include_self)
+        gs = attn_tensor_retain(t2);
+      else
+        TRY(attn_scatter_value(t2, dim, index, 0.0f, &gs));
     }
     if (node->next[1].node) TRY(attn_gather(t2, dim, index, &gsrc));
   } else { /* AMAX, AMIN: the gradient is shared equally by every element equal to the result */
@@ -292,7 +300,8 @@ static attn_status scatter_op(scatter_mode mode, bool reduce_api, const attn_ten
       if ((st = attn_detach(o, &res))) return finish(st, o, out);
       saved[3] = res;
     }
-    st = attn__ag_record(o, scatter_node_name(mode, reduce_api, src != NULL), scatter_backward, nin, ins, nsave, saved, &node);
+    st = attn__ag_record(o, scatter_node_name(mode, reduce_api, src != NULL), scatter_backward, nin, ins, nsave, saved,
+                         &node);
     attn_tensor_release(res);
     if (st) return finish(st, o, out);
     node->iargs[0] = dim;
@@ -319,14 +328,18 @@ attn_status attn_scatter_add(const attn_tensor *self, int dim, const attn_tensor
 
 attn_status attn_scatter_reduce(const attn_tensor *self, int dim, const attn_tensor *index, const attn_tensor *src,
                                 const char *reduce, bool include_self, attn_tensor **out) {
-  static const struct { const char *name; scatter_mode mode; } modes[] = {
-      {"sum", MODE_SUM}, {"mean", MODE_MEAN}, {"amax", MODE_AMAX}, {"amin", MODE_AMIN}, {"prod", MODE_PROD}};
+  static const struct {
+    const char *name;
+    scatter_mode mode;
+  } modes[] = {{"sum", MODE_SUM}, {"mean", MODE_MEAN}, {"amax", MODE_AMAX}, {"amin", MODE_AMIN}, {"prod", MODE_PROD}};
   for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
     if (strcmp(reduce, modes[i].name) == 0) {
       return scatter_op(modes[i].mode, true, self, dim, index, src, 0.0f, include_self, out);
     }
-  return attn_set_error(ATTN_ERR_ARG, "scatter_reduce: reduce must be \"sum\", \"prod\", \"mean\", \"amax\" or "
-                                      "\"amin\" (got \"%s\")", reduce);
+  return attn_set_error(ATTN_ERR_ARG,
+                        "scatter_reduce: reduce must be \"sum\", \"prod\", \"mean\", \"amax\" or "
+                        "\"amin\" (got \"%s\")",
+                        reduce);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -377,9 +390,15 @@ static attn_status index_into(index_mode mode, const attn_tensor *self, int dim,
       float *dst = op + (a * m + v) * B;
       const float *from = sp ? sp + (a * k + j) * B : NULL;
       switch (mode) {
-      case IDX_ADD: for (int64_t b = 0; b < B; b++) dst[b] += alpha * from[b]; break;
-      case IDX_COPY: for (int64_t b = 0; b < B; b++) dst[b] = from[b]; break;
-      case IDX_FILL: for (int64_t b = 0; b < B; b++) dst[b] = alpha; break;
+      case IDX_ADD:
+        for (int64_t b = 0; b < B; b++) dst[b] += alpha * from[b];
+        break;
+      case IDX_COPY:
+        for (int64_t b = 0; b < B; b++) dst[b] = from[b];
+        break;
+      case IDX_FILL:
+        for (int64_t b = 0; b < B; b++) dst[b] = alpha;
+        break;
       }
     }
     if (attn__poll_work(&work, A * B)) {
@@ -403,12 +422,16 @@ static attn_status index_backward(attn_node *node, const attn_tensor *g, attn_te
   attn_tensor *t = NULL, *gv = NULL;
   attn_status st = ATTN_OK;
   if (node->next[0].node) {
-    if (mode == IDX_ADD) grads[0] = attn_tensor_retain((attn_tensor *)g);
-    else TRY(attn_index_fill(g, dim, index, 0.0f, &grads[0]));
+    if (mode == IDX_ADD)
+      grads[0] = attn_tensor_retain((attn_tensor *)g);
+    else
+      TRY(attn_index_fill(g, dim, index, 0.0f, &grads[0]));
   }
   if (node->n_next > 1 && node->next[1].node) {
-    if (g->ndim == 0) TRY(attn_reshape(g, 1, (int64_t[]){1}, &gv));
-    else gv = attn_tensor_retain((attn_tensor *)g);
+    if (g->ndim == 0)
+      TRY(attn_reshape(g, 1, (int64_t[]){1}, &gv));
+    else
+      gv = attn_tensor_retain((attn_tensor *)g);
     TRY(attn_index_select(gv, g->ndim ? dim : 0, index, &t));
     if (mode == IDX_ADD && node->fargs[0] != 1.0) {
       attn_tensor *u;
@@ -465,12 +488,14 @@ attn_status attn_index_fill(const attn_tensor *self, int dim, const attn_tensor 
    graph when autograd follows the target). */
 
 attn_status attn_inplace_result(const char *fn, attn_tensor *t, const attn_tensor *const *others, int nothers,
-                             attn_tensor *result) {
+                                attn_tensor *result) {
   char sb[ATTN_SHAPE_BUF];
   if (attn__has_internal_overlap(t)) {
     attn_tensor_release(result);
-    return attn_set_error(ATTN_ERR_ARG, "%s: the destination %s is an expanded view whose elements share memory; "
-                                        "clone it before writing in place", fn, ATTN_SHAPE(t, sb));
+    return attn_set_error(ATTN_ERR_ARG,
+                          "%s: the destination %s is an expanded view whose elements share memory; "
+                          "clone it before writing in place",
+                          fn, ATTN_SHAPE(t, sb));
   }
   if (attn__ag_inplace_needed(t, nothers, others)) {
     attn_status st = attn__ag_inplace_check(fn, t);
@@ -629,8 +654,10 @@ attn_status attn_bucketize(const attn_tensor *t, const attn_tensor *boundaries, 
       while (lo < hi) { /* first boundary that x is below (or at, unless right) */
         int64_t mid = lo + (hi - lo) / 2;
         bool go_right = right ? !(x < bp[mid]) : !(x <= bp[mid]);
-        if (go_right) lo = mid + 1;
-        else hi = mid;
+        if (go_right)
+          lo = mid + 1;
+        else
+          hi = mid;
       }
       attn__index_put(o, k++, lo);
       if (attn__poll_work(&work, 1)) {

@@ -99,8 +99,8 @@ static void set_operand(operand *o, const attn_tensor *t, int nb, const int64_t 
 
 /* Checks the arguments (shared with the reference path); fills the plan's
    geometry when P is not NULL. */
-static attn_status check_args(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
-                              const attn_sdpa_opts *o, plan *P) {
+static attn_status check_args(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v, const attn_sdpa_opts *o,
+                              plan *P) {
   char sq[ATTN_SHAPE_BUF], sk[ATTN_SHAPE_BUF], sv[ATTN_SHAPE_BUF];
   if (!q || !k || !v) return attn_set_error(ATTN_ERR_ARG, FN ": query, key and value are required");
   attn_status fst;
@@ -113,22 +113,20 @@ static attn_status check_args(const attn_tensor *q, const attn_tensor *k, const 
   if (q->ndim < 2 || k->ndim < 2 || v->ndim < 2 || q->ndim != k->ndim || q->ndim != v->ndim)
     return attn_set_error(ATTN_ERR_SHAPE,
                           FN ": query %s, key %s and value %s must have the same number of dims, at least 2 "
-                          "([..., L, E], [..., S, E], [..., S, Ev])",
+                             "([..., L, E], [..., S, E], [..., S, Ev])",
                           ATTN_SHAPE(q, sq), ATTN_SHAPE(k, sk), ATTN_SHAPE(v, sv));
   const int nd = q->ndim, nb = nd - 2;
   if (q->shape[nd - 1] != k->shape[nd - 1])
     return attn_set_error(ATTN_ERR_SHAPE, FN ": query %s and key %s must have the same embedding size (last dim)",
                           ATTN_SHAPE(q, sq), ATTN_SHAPE(k, sk));
   if (k->shape[nd - 2] != v->shape[nd - 2])
-    return attn_set_error(ATTN_ERR_SHAPE,
-                          FN ": key %s and value %s must have the same sequence length (dim -2)",
+    return attn_set_error(ATTN_ERR_SHAPE, FN ": key %s and value %s must have the same sequence length (dim -2)",
                           ATTN_SHAPE(k, sk), ATTN_SHAPE(v, sv));
   int64_t group = 1;
   for (int d = 0; d < nb; d++) {
     bool head = d == nb - 1;
     if (k->shape[d] != v->shape[d] || (q->shape[d] != k->shape[d] && !(head && o->enable_gqa)))
-      return attn_set_error(ATTN_ERR_SHAPE,
-                            FN ": query %s, key %s and value %s must have the same leading dims%s",
+      return attn_set_error(ATTN_ERR_SHAPE, FN ": query %s, key %s and value %s must have the same leading dims%s",
                             ATTN_SHAPE(q, sq), ATTN_SHAPE(k, sk), ATTN_SHAPE(v, sv),
                             head && !o->enable_gqa && k->shape[d] == v->shape[d] && k->shape[d] &&
                                     q->shape[d] % k->shape[d] == 0
@@ -138,7 +136,7 @@ static attn_status check_args(const attn_tensor *q, const attn_tensor *k, const 
       if (k->shape[d] == 0 || q->shape[d] % k->shape[d] != 0)
         return attn_set_error(ATTN_ERR_SHAPE,
                               FN ": with enable_gqa the number of query heads (dim -3 of query %s) must be a "
-                              "multiple of the number of key/value heads (dim -3 of key %s)",
+                                 "multiple of the number of key/value heads (dim -3 of key %s)",
                               ATTN_SHAPE(q, sq), ATTN_SHAPE(k, sk));
       group = q->shape[d] / k->shape[d];
     }
@@ -147,7 +145,7 @@ static attn_status check_args(const attn_tensor *q, const attn_tensor *k, const 
   if (o->is_causal && o->attn_mask)
     return attn_set_error(ATTN_ERR_ARG,
                           FN ": an explicit attn_mask cannot be combined with is_causal (as in torch); fold the "
-                          "causal mask into attn_mask (causal_mask)");
+                             "causal mask into attn_mask (causal_mask)");
   if (o->causal_bottom_right && !o->is_causal)
     return attn_set_error(ATTN_ERR_ARG, FN ": causal_bottom_right needs is_causal");
   if (!(o->dropout_p >= 0.0 && o->dropout_p <= 1.0))
@@ -169,7 +167,7 @@ static attn_status check_args(const attn_tensor *q, const attn_tensor *k, const 
       char sm[ATTN_SHAPE_BUF];
       return attn_set_error(ATTN_ERR_SHAPE,
                             FN ": attn_mask %s cannot be broadcast to the attention shape %s ([..., L, S] for "
-                            "query %s and key %s)",
+                               "query %s and key %s)",
                             ATTN_SHAPE(m, sm), attn_shape_str(nd, full, sv, sizeof sv), ATTN_SHAPE(q, sq),
                             ATTN_SHAPE(k, sk));
     }
@@ -285,8 +283,10 @@ static attn_status sdpa_backward(attn_node *node, const attn_tensor *g, attn_ten
     P.dq = attn_tensor_data(dq);
     run(&P, P.nbq * P.nqb, K->sdpa_bwd_q, 1.5 * work_flops(&P));
   }
-  if (P.failed) st = attn_set_error(ATTN_ERR_NOMEM, FN ": out of memory for the backward tiles");
-  else if (attn__cancelled()) st = attn__limit_error(FN); /* blocks were skipped */
+  if (P.failed)
+    st = attn_set_error(ATTN_ERR_NOMEM, FN ": out of memory for the backward tiles");
+  else if (attn__cancelled())
+    st = attn__limit_error(FN); /* blocks were skipped */
 out:
   attn__sdpa_scratch_free(D, nD);
   if (st) {
@@ -294,16 +294,19 @@ out:
     return st;
   }
   grads[0] = dq;
-  if (node->next[1].node) grads[1] = dk;
-  else attn_tensor_release(dk);
-  if (node->next[2].node) grads[2] = dv;
-  else attn_tensor_release(dv);
+  if (node->next[1].node)
+    grads[1] = dk;
+  else
+    attn_tensor_release(dk);
+  if (node->next[2].node)
+    grads[2] = dv;
+  else
+    attn_tensor_release(dv);
   return ATTN_OK;
 }
 
 /* ------------------------------------------------------------------------ */
 /* Entry points                                                              */
-
 
 static attn_status fused(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v, const attn_sdpa_opts *o,
                          attn_tensor **out) {
@@ -335,8 +338,10 @@ static attn_status fused(const attn_tensor *q, const attn_tensor *k, const attn_
   P.out = attn_tensor_data(res);
   P.lse = lse;
   if (P.nbq > 0 && P.L > 0) run(&P, P.nbq * P.nqb, K->sdpa_fwd, work_flops(&P));
-  if (record) attn__sdpa_mem_add(-nlse * (int64_t)sizeof(float));
-  else attn__sdpa_scratch_free(lse, nlse);
+  if (record)
+    attn__sdpa_mem_add(-nlse * (int64_t)sizeof(float));
+  else
+    attn__sdpa_scratch_free(lse, nlse);
   if (P.failed) {
     st = attn_set_error(ATTN_ERR_NOMEM, FN ": out of memory for the attention tiles");
     goto fail;
@@ -348,8 +353,7 @@ static attn_status fused(const attn_tensor *q, const attn_tensor *k, const attn_
   if (record) {
     const attn_tensor *saved[6] = {q, k, v, res, lse_t, o->attn_mask};
     attn_node *node;
-    st = attn__ag_record(res, "ScaledDotProductFlashAttentionForCpuBackward0", sdpa_backward, 3, in, 6, saved,
-                         &node);
+    st = attn__ag_record(res, "ScaledDotProductFlashAttentionForCpuBackward0", sdpa_backward, 3, in, 6, saved, &node);
     if (st) goto fail;
     node->iargs[0] = P.mask_kind;
     node->iargs[1] = o->is_causal;
@@ -399,7 +403,6 @@ attn_status attn_sdpa(const attn_tensor *q, const attn_tensor *k, const attn_ten
 
 /* ------------------------------------------------------------------------ */
 /* Mask helpers                                                              */
-
 
 /* lengths [B] -> [B, 1, 1, S]: 1 where j < lengths[b] */
 attn_status attn_padding_mask(const attn_tensor *lengths, int64_t S, attn_tensor **out) {
@@ -519,7 +522,8 @@ attn_status attn_sdpa_block_backward(const attn_tensor *q, const attn_tensor *k,
   if ((st = attn__alloc(FN, q->ndim, q->shape, &dq)) || (st = attn__alloc(FN, k->ndim, k->shape, &dk)) ||
       (st = attn__alloc(FN, v->ndim, v->shape, &dv)))
     goto out;
-  if (!(D = attn__sdpa_scratch_alloc(nrows ? nrows : 1)) || !(pairs = attn__sdpa_scratch_alloc(2 * (nrows ? nrows : 1)))) {
+  if (!(D = attn__sdpa_scratch_alloc(nrows ? nrows : 1)) ||
+      !(pairs = attn__sdpa_scratch_alloc(2 * (nrows ? nrows : 1)))) {
     st = attn_set_error(ATTN_ERR_NOMEM, FN ": out of memory");
     goto out;
   }
@@ -538,8 +542,10 @@ attn_status attn_sdpa_block_backward(const attn_tensor *q, const attn_tensor *k,
     P.dq = attn_tensor_data(dq);
     run(&P, P.nbq * P.nqb, K->sdpa_bwd_q, 1.5 * work_flops(&P));
   }
-  if (P.failed) st = attn_set_error(ATTN_ERR_NOMEM, FN ": out of memory for the backward tiles");
-  else if (attn__cancelled()) st = attn__limit_error(FN); /* blocks were skipped */
+  if (P.failed)
+    st = attn_set_error(ATTN_ERR_NOMEM, FN ": out of memory for the backward tiles");
+  else if (attn__cancelled())
+    st = attn__limit_error(FN); /* blocks were skipped */
 out:
   attn__sdpa_scratch_free(D, nrows ? nrows : 1);
   attn__sdpa_scratch_free(pairs, 2 * (nrows ? nrows : 1));

@@ -79,7 +79,7 @@ static attn_status repeat_heads(const attn_tensor *k, int64_t g, temps *T, const
 }
 
 attn_status attn__sdpa_math(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
-                                 const attn_sdpa_opts *opts, attn_tensor **out, attn_tensor **weights) {
+                            const attn_sdpa_opts *opts, attn_tensor **out, attn_tensor **weights) {
   attn_sdpa_opts defaults;
   if (!opts) attn_sdpa_opts_init(&defaults), opts = &defaults;
   char sq[ATTN_SHAPE_BUF], sk[ATTN_SHAPE_BUF];
@@ -94,8 +94,8 @@ attn_status attn__sdpa_math(const attn_tensor *q, const attn_tensor *k, const at
   if (opts->enable_gqa && nd >= 3 && q->shape[nd - 3] != k->shape[nd - 3]) {
     int64_t hk = k->shape[nd - 3];
     if (hk == 0 || q->shape[nd - 3] % hk != 0)
-      return attn_set_error(ATTN_ERR_SHAPE, FN ": query heads %s are not a multiple of key heads %s",
-                            ATTN_SHAPE(q, sq), ATTN_SHAPE(k, sk));
+      return attn_set_error(ATTN_ERR_SHAPE, FN ": query heads %s are not a multiple of key heads %s", ATTN_SHAPE(q, sq),
+                            ATTN_SHAPE(k, sk));
     int64_t g = q->shape[nd - 3] / hk;
     if ((st = repeat_heads(k, g, &T, &kk)) || (st = repeat_heads(v, g, &T, &vv))) goto out;
   }

@@ -6,9 +6,10 @@
 
 #include "internal.h"
 
-#define BQ 64       /* queries per block */
-#define BK 64       /* keys per block */
-#define SDPA_PAD 16 /* tile rows are padded to this many floats (64 bytes): every family's micro-kernels take N % 16 == 0 */
+#define BQ 64 /* queries per block */
+#define BK 64 /* keys per block */
+#define SDPA_PAD                                                                                                       \
+  16 /* tile rows are padded to this many floats (64 bytes): every family's micro-kernels take N % 16 == 0 */
 
 static inline int64_t sdpa_round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
@@ -33,11 +34,11 @@ typedef struct {
   float scale;
   int mask_kind;
   bool causal;
-  int64_t causal_off;            /* query i sees key j iff j <= i + causal_off */
+  int64_t causal_off; /* query i sees key j iff j <= i + causal_off */
   operand q, k, v, m, o, dout;
-  float *out, *lse, *D;          /* [nbq, L, Ev], [nbq, L, 2] (m, log l), [nbq, L] contiguous */
-  float *dq, *dk, *dv;           /* contiguous, shapes of q, k, v */
-  int failed;                    /* a worker could not get its tiles */
+  float *out, *lse, *D; /* [nbq, L, Ev], [nbq, L, 2] (m, log l), [nbq, L] contiguous */
+  float *dq, *dk, *dv;  /* contiguous, shapes of q, k, v */
+  int failed;           /* a worker could not get its tiles */
 } plan;
 
 /* idx of the flat index b over shape (nb dims) */

@@ -17,8 +17,7 @@ static int64_t mem_cur, mem_peak;
 void attn__sdpa_mem_add(int64_t bytes) {
   int64_t c = __atomic_add_fetch(&mem_cur, bytes, __ATOMIC_RELAXED);
   int64_t p = __atomic_load_n(&mem_peak, __ATOMIC_RELAXED);
-  while (c > p && !__atomic_compare_exchange_n(&mem_peak, &p, c, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-  }
+  while (c > p && !__atomic_compare_exchange_n(&mem_peak, &p, c, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
 }
 
 void attn__sdpa_mem_reset(void) {
@@ -37,8 +36,10 @@ float *attn__sdpa_scratch_alloc(int64_t nfloats) {
   attn_budget *b = attn_budget_current();
   if (b && !attn_budget_charge(b, bytes)) return NULL;
   float *p = aligned_alloc(64, (size_t)bytes);
-  if (p) attn__sdpa_mem_add(bytes);
-  else if (b) attn_budget_credit(b, bytes);
+  if (p)
+    attn__sdpa_mem_add(bytes);
+  else if (b)
+    attn_budget_credit(b, bytes);
   return p;
 }
 

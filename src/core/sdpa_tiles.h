@@ -431,8 +431,8 @@ INLINE void q_block(const plan *P, const tiles *T, int64_t b, int64_t qb) {
 
 static void sdpa_kv_range(int64_t begin, int64_t end, void *ctx) {
   plan *P = ctx;
-  const int64_t sizes[A_COUNT] = {P->E * BK,   P->Ev * BK, BQ * P->Ep,  BQ * P->Evp,
-                                  BQ * BK,     BQ * BK,    BK * P->Ep,  BK * P->Evp, 0};
+  const int64_t sizes[A_COUNT] = {P->E * BK,  P->Ev * BK,  BQ * P->Ep, BQ * P->Evp, BQ * BK, BQ * BK,
+                                  BK * P->Ep, BK * P->Evp, 0};
   tiles T;
   if (!tiles_alloc(&T, A_COUNT, sizes)) {
     __atomic_store_n(&P->failed, 1, __ATOMIC_RELAXED);
@@ -449,8 +449,8 @@ static void sdpa_kv_range(int64_t begin, int64_t end, void *ctx) {
 static void sdpa_kvq_range(int64_t begin, int64_t end, void *ctx) {
   plan *P = ctx;
   const int64_t Lp = sdpa_round_up(P->L, 4), ndq = P->group * Lp * P->Ep;
-  const int64_t sizes[A_COUNT + 1] = {P->E * BK,   P->Ev * BK, BQ * P->Ep,  BQ * P->Evp, BQ * BK,
-                                      BQ * BK,     BK * P->Ep, BK * P->Evp, BK * P->Ep,  ndq};
+  const int64_t sizes[A_COUNT + 1] = {P->E * BK, P->Ev * BK, BQ * P->Ep,  BQ * P->Evp, BQ * BK,
+                                      BQ * BK,   BK * P->Ep, BK * P->Evp, BK * P->Ep,  ndq};
   tiles T;
   if (!tiles_alloc(&T, A_COUNT + 1, sizes)) {
     __atomic_store_n(&P->failed, 1, __ATOMIC_RELAXED);
@@ -489,4 +489,3 @@ static void sdpa_q_range(int64_t begin, int64_t end, void *ctx) {
   for (int64_t t = begin; t < end && !attn__cancelled(); t++) q_block(P, &T, t / P->nqb, t % P->nqb);
   attn__sdpa_scratch_free(T.base, T.n);
 }
-

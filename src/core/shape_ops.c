@@ -16,11 +16,11 @@
 /* dst[i] = src[i] for every index i of shape (ndim dims).  dst and src are
    base pointers with their own strides; src strides may be negative (flip).
    The regions must not overlap. */
-static void copy_strided_bytes(int ndim, const int64_t *shape_in, char *dst, const int64_t *dstride,
-                               const char *src, const int64_t *sstride, size_t es);
+static void copy_strided_bytes(int ndim, const int64_t *shape_in, char *dst, const int64_t *dstride, const char *src,
+                               const int64_t *sstride, size_t es);
 
-static void copy_strided_f32(int ndim, const int64_t *shape_in, float *dst, const int64_t *dstride,
-                             const float *src, const int64_t *sstride) {
+static void copy_strided_f32(int ndim, const int64_t *shape_in, float *dst, const int64_t *dstride, const float *src,
+                             const int64_t *sstride) {
   int64_t shape[ATTN_MAX_DIMS], st[2][ATTN_MAX_DIMS];
   for (int d = 0; d < ndim; d++) {
     if (shape_in[d] == 0) return;
@@ -59,8 +59,8 @@ static void copy_strided_f32(int ndim, const int64_t *shape_in, float *dst, cons
 }
 
 /* The same for elements of es bytes (dst and src point at elements). */
-static void copy_strided_bytes(int ndim, const int64_t *shape_in, char *dst, const int64_t *dstride,
-                               const char *src, const int64_t *sstride, size_t es) {
+static void copy_strided_bytes(int ndim, const int64_t *shape_in, char *dst, const int64_t *dstride, const char *src,
+                               const int64_t *sstride, size_t es) {
   int64_t shape[ATTN_MAX_DIMS], st[2][ATTN_MAX_DIMS];
   for (int d = 0; d < ndim; d++) {
     if (shape_in[d] == 0) return;
@@ -100,12 +100,16 @@ static void copy_strided_bytes(int ndim, const int64_t *shape_in, char *dst, con
 /* dst and src: element pointers of tensors of dtype dt. */
 static void copy_strided(attn_dtype dt, int ndim, const int64_t *shape, void *dst, const int64_t *dstride,
                          const void *src, const int64_t *sstride) {
-  if (dt == ATTN_FLOAT32) copy_strided_f32(ndim, shape, dst, dstride, src, sstride);
-  else copy_strided_bytes(ndim, shape, dst, dstride, src, sstride, attn_dtype_size(dt));
+  if (dt == ATTN_FLOAT32)
+    copy_strided_f32(ndim, shape, dst, dstride, src, sstride);
+  else
+    copy_strided_bytes(ndim, shape, dst, dstride, src, sstride, attn_dtype_size(dt));
 }
 
 /* Element i of a typed base pointer. */
-static inline void *elem(void *base, attn_dtype dt, int64_t i) { return (char *)base + i * (int64_t)attn_dtype_size(dt); }
+static inline void *elem(void *base, attn_dtype dt, int64_t i) {
+  return (char *)base + i * (int64_t)attn_dtype_size(dt);
+}
 static inline const void *celem(const void *base, attn_dtype dt, int64_t i) {
   return (const char *)base + i * (int64_t)attn_dtype_size(dt);
 }
@@ -138,8 +142,7 @@ static attn_status finish(attn_status st, attn_tensor *o, attn_tensor **out) {
 static attn_status triangle(const char *fn, const attn_tensor *t, int64_t k, bool lower, attn_tensor **out) {
   char sb[ATTN_SHAPE_BUF];
   if (t->ndim < 2)
-    return attn_set_error(ATTN_ERR_SHAPE, "%s: expects a tensor with at least 2 dims, got %s", fn,
-                          ATTN_SHAPE(t, sb));
+    return attn_set_error(ATTN_ERR_SHAPE, "%s: expects a tensor with at least 2 dims, got %s", fn, ATTN_SHAPE(t, sb));
   attn_tensor *o;
   attn_status st = attn__alloc_dtype(fn, t->dtype, t->ndim, t->shape, &o);
   if (st) return st;
@@ -250,8 +253,7 @@ static attn_status cat_same(int n, const attn_tensor *const *ts, int dim, attn_t
   int ref = -1;
   for (int i = 0; i < n; i++) {
     if (!ts[i]) return attn_set_error(ATTN_ERR_ARG, "cat: ts[%d] is NULL", i);
-    if (ts[i]->ndim == 0)
-      return attn_set_error(ATTN_ERR_SHAPE, "cat: ts[%d] is 0-d and cannot be concatenated", i);
+    if (ts[i]->ndim == 0) return attn_set_error(ATTN_ERR_SHAPE, "cat: ts[%d] is 0-d and cannot be concatenated", i);
     if (ref < 0 && !cat_skipped(ts[i])) ref = i;
   }
   if (ref < 0) {
@@ -311,8 +313,8 @@ static attn_status stack_same(int n, const attn_tensor *const *ts, int dim, attn
   const attn_tensor *r = ts[0];
   for (int i = 1; i < n; i++)
     if (!attn_same_shape(ts[i], r))
-      return attn_set_error(ATTN_ERR_SHAPE, "stack: ts[%d] has shape %s but ts[0] has shape %s; all must be equal",
-                            i, ATTN_SHAPE(ts[i], sa), ATTN_SHAPE(r, sb));
+      return attn_set_error(ATTN_ERR_SHAPE, "stack: ts[%d] has shape %s but ts[0] has shape %s; all must be equal", i,
+                            ATTN_SHAPE(ts[i], sa), ATTN_SHAPE(r, sb));
   if (dim < 0 || dim > r->ndim)
     return attn_set_error(ATTN_ERR_INDEX, "stack: dim %d out of range [0, %d] for %s tensors", dim, r->ndim,
                           ATTN_SHAPE(r, sa));
@@ -525,7 +527,8 @@ attn_status attn_split(const attn_tensor *t, int64_t size, int dim, int *n, attn
   attn_status st = attn__check_dim("split", t, dim);
   if (st) return st;
   int64_t m = t->shape[dim];
-  if (size < 0) return attn_set_error(ATTN_ERR_ARG, "split: split size must be non-negative (got %lld)", (long long)size);
+  if (size < 0)
+    return attn_set_error(ATTN_ERR_ARG, "split: split size must be non-negative (got %lld)", (long long)size);
   if (size == 0 && m > 0)
     return attn_set_error(ATTN_ERR_ARG, "split: split size can only be 0 if the dim is empty (dim %d has size %lld)",
                           dim, (long long)m);
@@ -577,8 +580,8 @@ attn_status attn_chunk(const attn_tensor *t, int64_t chunks, int dim, int *n, at
 attn_status attn_repeat(const attn_tensor *t, int nreps, const int64_t *reps, attn_tensor **out) {
   char sa[ATTN_SHAPE_BUF], sb[ATTN_SHAPE_BUF];
   if (nreps < t->ndim)
-    return attn_set_error(ATTN_ERR_ARG, "repeat: %d repeat counts given for a %d-d tensor %s (need at least %d)",
-                          nreps, t->ndim, ATTN_SHAPE(t, sb), t->ndim);
+    return attn_set_error(ATTN_ERR_ARG, "repeat: %d repeat counts given for a %d-d tensor %s (need at least %d)", nreps,
+                          t->ndim, ATTN_SHAPE(t, sb), t->ndim);
   if (nreps > ATTN_MAX_DIMS)
     return attn_set_error(ATTN_ERR_ARG, "repeat: %d repeat counts given, at most %d dims are supported", nreps,
                           ATTN_MAX_DIMS);
@@ -592,8 +595,8 @@ attn_status attn_repeat(const attn_tensor *t, int nreps, const int64_t *reps, at
       return attn_set_error(ATTN_ERR_ARG, "repeat: negative repeat count %lld in %s", (long long)reps[d],
                             attn_shape_str(nreps, reps, sa, sizeof sa));
     if (pad[d] > 0 && reps[d] > ATTN_MAX_NUMEL / pad[d])
-      return attn_set_error(ATTN_ERR_NOMEM, "repeat: repeating %s by %s gives too many elements",
-                            ATTN_SHAPE(t, sb), attn_shape_str(nreps, reps, sa, sizeof sa));
+      return attn_set_error(ATTN_ERR_NOMEM, "repeat: repeating %s by %s gives too many elements", ATTN_SHAPE(t, sb),
+                            attn_shape_str(nreps, reps, sa, sizeof sa));
     shape[d] = pad[d] * reps[d];
   }
   attn_tensor *o;

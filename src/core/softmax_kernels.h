@@ -7,7 +7,6 @@
 
 #include <math.h>
 
-
 INLINE float sm_max_nan(float a, float v) { return (v > a || v != v) ? v : a; }
 
 #if defined(__GNUC__)
@@ -145,8 +144,8 @@ static void softmax_bwd_rows(const float *g, const float *y, float *r, int64_t r
 
 /* Row driver: m columns (input stride vs, output stride vos), each a row of
    n elements.  Block shapes: x [n, m] -> y [n, m]. */
-static void softmax_rows(const float *x, int64_t n, int64_t rs, int64_t m, int64_t vs, float *y,
-                                  int64_t ors, int64_t vos, bool log_space) {
+static void softmax_rows(const float *x, int64_t n, int64_t rs, int64_t m, int64_t vs, float *y, int64_t ors,
+                         int64_t vos, bool log_space) {
   for (int64_t j = 0; j < m; j++) {
     if (rs == 1 && ors == 1)
       softmax_row_contig(x + j * vs, y + j * vos, n, log_space);
@@ -158,8 +157,8 @@ static void softmax_rows(const float *x, int64_t n, int64_t rs, int64_t m, int64
 /* Column driver: rows x + i*rs hold m unit-stride elements; mx [m] and
    sum [m] are the per-column running max and sum.  Block shapes:
    x [n, m] -> y [n, m] (row stride ors, column stride vos). */
-static void softmax_cols(const float *x, int64_t n, int64_t rs, int64_t m, float *y, int64_t ors,
-                                  int64_t vos, bool log_space, float *restrict mx, double *restrict sum) {
+static void softmax_cols(const float *x, int64_t n, int64_t rs, int64_t m, float *y, int64_t ors, int64_t vos,
+                         bool log_space, float *restrict mx, double *restrict sum) {
   for (int64_t j = 0; j < m; j++) {
     mx[j] = -INFINITY;
     sum[j] = 0;
@@ -201,4 +200,3 @@ static void softmax_cols(const float *x, int64_t n, int64_t rs, int64_t m, float
     }
   }
 }
-

@@ -200,8 +200,10 @@ static attn_status sort_slices(const char *fn, const attn_tensor *t, int dim, bo
   int64_t shape[ATTN_MAX_DIMS];
   for (int d = 0; d < t->ndim; d++) {
     shape[d] = t->shape[d];
-    if (d < dim) outer *= t->shape[d];
-    else if (d > dim) inner *= t->shape[d];
+    if (d < dim)
+      outer *= t->shape[d];
+    else if (d > dim)
+      inner *= t->shape[d];
   }
   if (t->ndim > 0) {
     n = t->shape[dim];
@@ -287,8 +289,7 @@ static attn_status check_sort_dim(const char *fn, const attn_tensor *t, int dim)
 }
 
 /* t [..., n, ...] -> values, indices [..., n, ...] sorted along dim */
-attn_status attn_sort(const attn_tensor *t, int dim, bool descending, attn_tensor **values,
-                      attn_tensor **indices) {
+attn_status attn_sort(const attn_tensor *t, int dim, bool descending, attn_tensor **values, attn_tensor **indices) {
   attn_status st = check_sort_dim("sort", t, dim);
   if (st) return st;
   int64_t n = t->ndim ? t->shape[dim] : 1;
@@ -336,7 +337,8 @@ attn_status attn_kthvalue(const attn_tensor *t, int64_t k, int dim, bool keepdim
   if (st) return st;
   int64_t n = t->ndim ? t->shape[dim] : 1;
   if (k < 1 || k > n)
-    return attn_set_error(ATTN_ERR_INDEX, "kthvalue: k = %lld out of range for a dim of size %lld of %s (expected 1..%lld)",
+    return attn_set_error(ATTN_ERR_INDEX,
+                          "kthvalue: k = %lld out of range for a dim of size %lld of %s (expected 1..%lld)",
                           (long long)k, (long long)n, ATTN_SHAPE(t, sb), (long long)n);
   attn_tensor *v = NULL, *ix = NULL, *vs = NULL, *is = NULL;
   if ((st = sort_slices("kthvalue", t, dim, false, k - 1, 1, &v, &ix))) return st;

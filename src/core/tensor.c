@@ -18,7 +18,6 @@ void attn_debug_counts_get(attn_debug_counts *out) {
   out->nodes = __atomic_load_n(&attn__live_nodes, __ATOMIC_RELAXED);
 }
 
-
 attn_budget *attn__reserve(int64_t bytes, bool *over) {
   *over = false;
   attn_budget *b = attn_budget_current();
@@ -68,7 +67,8 @@ attn_status attn__budget_refused(const char *fn, int64_t bytes, const char *what
   char nb[32], cb[32], ub[32];
   return attn_set_error(ATTN_ERR_NOMEM, "not enough memory: %s needs %s%s%s, cap %s (%s in use)", fn,
                         mb_str(bytes, nb, sizeof nb), what ? " for " : "", what ? what : "",
-                        mb_str(b ? attn_budget_limit(b) : 0, cb, sizeof cb), mb_str(b ? attn_budget_used(b) : 0, ub, sizeof ub));
+                        mb_str(b ? attn_budget_limit(b) : 0, cb, sizeof cb),
+                        mb_str(b ? attn_budget_used(b) : 0, ub, sizeof ub));
 }
 
 attn_status attn__nomem(const char *fn, int64_t bytes) {
@@ -93,7 +93,7 @@ attn_status attn__nomem(const char *fn, int64_t bytes) {
 #endif
 #endif
 
-#define CACHE_MAX 2048 /* items per kind: more than one GC sweep frees in a burst */
+#define CACHE_MAX 2048          /* items per kind: more than one GC sweep frees in a burst */
 #define SMALL_STORAGE_BYTES 256 /* data bytes of the one cached storage size */
 
 typedef struct cache_item {
@@ -223,8 +223,7 @@ static void storage_release(attn_storage *s) {
     free(s);
 }
 
-attn_tensor *attn__tensor_new(attn_storage *s, int64_t offset, int ndim, const int64_t *shape,
-                              const int64_t *stride) {
+attn_tensor *attn__tensor_new(attn_storage *s, int64_t offset, int ndim, const int64_t *shape, const int64_t *stride) {
   bool over;
   attn_budget *b = attn__reserve((int64_t)sizeof(attn_tensor), &over);
   if (over) return NULL;
@@ -256,8 +255,7 @@ attn_status attn__alloc(const char *fn, int ndim, const int64_t *shape, attn_ten
 attn_status attn__alloc_dtype(const char *fn, attn_dtype dt, int ndim, const int64_t *shape, attn_tensor **out) {
   char sb[ATTN_SHAPE_BUF];
   if (ndim < 0 || ndim > ATTN_MAX_DIMS)
-    return attn_set_error(ATTN_ERR_ARG, "%s: %d dims requested, at most %d are supported", fn, ndim,
-                          ATTN_MAX_DIMS);
+    return attn_set_error(ATTN_ERR_ARG, "%s: %d dims requested, at most %d are supported", fn, ndim, ATTN_MAX_DIMS);
   int64_t numel = attn__shape_numel(ndim, shape);
   if (numel < 0) {
     for (int i = 0; i < ndim; i++)
@@ -338,13 +336,18 @@ const char *attn_dtype_name(attn_dtype dt) { return (unsigned)dt < ATTN_DTYPE_CO
 size_t attn_dtype_size(attn_dtype dt) { return (unsigned)dt < ATTN_DTYPE_COUNT ? dtype_sizes[dt] : sizeof(float); }
 
 bool attn_dtype_parse(const char *name, attn_dtype *out) {
-  static const struct { const char *name; attn_dtype dt; } names[] = {
-    {"float32", ATTN_FLOAT32}, {"float", ATTN_FLOAT32}, {"int64", ATTN_INT64}, {"long", ATTN_INT64},
-    {"bool", ATTN_BOOL},
+  static const struct {
+    const char *name;
+    attn_dtype dt;
+  } names[] = {
+      {"float32", ATTN_FLOAT32}, {"float", ATTN_FLOAT32}, {"int64", ATTN_INT64},
+      {"long", ATTN_INT64},      {"bool", ATTN_BOOL},
   };
   if (!name) return false;
-  if (strncmp(name, "torch.", 6) == 0) name += 6;
-  else if (strncmp(name, "attn.", 5) == 0) name += 5;
+  if (strncmp(name, "torch.", 6) == 0)
+    name += 6;
+  else if (strncmp(name, "attn.", 5) == 0)
+    name += 5;
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (strcmp(name, names[i].name) == 0) {
       *out = names[i].dt;
@@ -392,8 +395,10 @@ static inline int64_t load_i64(const attn_storage *s, int64_t pos) {
 static inline void store_f64(attn_storage *s, int64_t pos, double v) {
   switch (s->dtype) {
   case ATTN_INT64:
-    ((int64_t *)s->data)[pos] = !(v == v) ? 0 : v >= 9.2233720368547758e18 ? INT64_MAX
-                                : v <= -9.2233720368547758e18 ? INT64_MIN : (int64_t)v;
+    ((int64_t *)s->data)[pos] = !(v == v)                     ? 0
+                                : v >= 9.2233720368547758e18  ? INT64_MAX
+                                : v <= -9.2233720368547758e18 ? INT64_MIN
+                                                              : (int64_t)v;
     break;
   case ATTN_BOOL: ((bool *)s->data)[pos] = v != 0; break;
   default: ((float *)s->data)[pos] = (float)v; break;
@@ -582,8 +587,7 @@ bool attn__gather_contiguous_any(const attn_tensor *src, void *dst_) {
 
 attn_status attn__check_dim(const char *fn, const attn_tensor *t, int dim) {
   if (dim < 0 || dim >= t->ndim)
-    return attn_set_error(ATTN_ERR_INDEX, "%s: dim %d out of range for a %d-d tensor", fn, dim,
-                          t->ndim);
+    return attn_set_error(ATTN_ERR_INDEX, "%s: dim %d out of range for a %d-d tensor", fn, dim, t->ndim);
   return ATTN_OK;
 }
 
@@ -607,11 +611,9 @@ attn_status attn__check_index(const char *fn, const attn_tensor *index, int64_t 
   const float *base = index->storage->data;
   do {
     float v = base[it.pos];
-    if (!(v == floorf(v)))
-      return attn_set_error(ATTN_ERR_ARG, "%s: index %g is not an integer", fn, (double)v);
+    if (!(v == floorf(v))) return attn_set_error(ATTN_ERR_ARG, "%s: index %g is not an integer", fn, (double)v);
     if (v < 0 || v >= (float)limit)
-      return attn_set_error(ATTN_ERR_INDEX, "%s: index %g out of range [0, %lld)", fn, (double)v,
-                            (long long)limit);
+      return attn_set_error(ATTN_ERR_INDEX, "%s: index %g out of range [0, %lld)", fn, (double)v, (long long)limit);
   } while (attn__iter_next(&it));
   return ATTN_OK;
 }
@@ -773,16 +775,15 @@ attn_status attn_from_data(int ndim, const int64_t *shape, const float *data, at
   return ATTN_OK;
 }
 
-attn_status attn_wrap(float *data, int ndim, const int64_t *shape, const int64_t *strides,
-                      attn_release_fn release, void *ctx, attn_tensor **out) {
+attn_status attn_wrap(float *data, int ndim, const int64_t *shape, const int64_t *strides, attn_release_fn release,
+                      void *ctx, attn_tensor **out) {
   char sb[ATTN_SHAPE_BUF];
   if (!data) return attn_set_error(ATTN_ERR_ARG, "wrap: data is NULL");
   if (ndim < 0 || ndim > ATTN_MAX_DIMS)
     return attn_set_error(ATTN_ERR_ARG, "wrap: %d dims, at most %d supported", ndim, ATTN_MAX_DIMS);
   int64_t numel = attn__shape_numel(ndim, shape);
   if (numel < 0)
-    return attn_set_error(ATTN_ERR_ARG, "wrap: invalid shape %s",
-                          attn_shape_str(ndim, shape, sb, sizeof sb));
+    return attn_set_error(ATTN_ERR_ARG, "wrap: invalid shape %s", attn_shape_str(ndim, shape, sb, sizeof sb));
   int64_t st[ATTN_MAX_DIMS];
   int64_t extent = numel ? 1 : 0;
   if (strides) {
@@ -816,12 +817,12 @@ attn_status attn_wrap(float *data, int ndim, const int64_t *shape, const int64_t
 
 attn_status attn_arange(double start, double end, double step, attn_tensor **out) {
   if (step == 0 || !isfinite(step) || !isfinite(start) || !isfinite(end))
-    return attn_set_error(ATTN_ERR_ARG, "arange: need finite start, end and a non-zero step (got %g, %g, %g)",
-                          start, end, step);
+    return attn_set_error(ATTN_ERR_ARG, "arange: need finite start, end and a non-zero step (got %g, %g, %g)", start,
+                          end, step);
   if ((step > 0 && end < start) || (step < 0 && end > start))
     return attn_set_error(ATTN_ERR_ARG,
-                          "arange: upper bound and step sign are inconsistent (start %g, end %g, step %g)",
-                          start, end, step);
+                          "arange: upper bound and step sign are inconsistent (start %g, end %g, step %g)", start, end,
+                          step);
   double n = ceil((end - start) / step);
   if (n > (double)ATTN_MAX_NUMEL) return attn_set_error(ATTN_ERR_NOMEM, "arange: too many elements");
   int64_t shape[1] = {(int64_t)n};
@@ -857,7 +858,8 @@ attn_status attn_arange_i64(int64_t start, int64_t end, int64_t step, attn_tenso
 }
 
 attn_status attn_linspace(double start, double end, int64_t steps, attn_tensor **out) {
-  if (steps < 0) return attn_set_error(ATTN_ERR_ARG, "linspace: number of steps must be non-negative (got %lld)", (long long)steps);
+  if (steps < 0)
+    return attn_set_error(ATTN_ERR_ARG, "linspace: number of steps must be non-negative (got %lld)", (long long)steps);
   int64_t shape[1] = {steps};
   attn_tensor *t;
   attn_status st = attn__alloc("linspace", 1, shape, &t);
@@ -1040,7 +1042,8 @@ attn_status attn__copy_raw(attn_tensor *dst, const attn_tensor *src) {
         attn_tensor_release(tmp);
         return attn__limit_error("copy_");
       }
-      for (int64_t i = 0; i < inner; i++) memcpy(db + (size_t)(pd + i * ds) * es, sbase + (size_t)(ps + i * ss) * es, es);
+      for (int64_t i = 0; i < inner; i++)
+        memcpy(db + (size_t)(pd + i * ds) * es, sbase + (size_t)(ps + i * ss) * es, es);
       int k = ndim ? nd - 2 : -1;
       for (; k >= 0; k--) {
         if (++idx[k] < shape[k]) {
@@ -1150,8 +1153,8 @@ attn_status attn_broadcast_shape(const char *op, const attn_tensor *a, const att
     else if (x == 1)
       shape[d] = y;
     else
-      return attn_set_error(ATTN_ERR_SHAPE, "%s: shapes %s and %s cannot be broadcast together", op,
-                            ATTN_SHAPE(a, sa), ATTN_SHAPE(b, sb));
+      return attn_set_error(ATTN_ERR_SHAPE, "%s: shapes %s and %s cannot be broadcast together", op, ATTN_SHAPE(a, sa),
+                            ATTN_SHAPE(b, sb));
   }
   *ndim = n;
   return ATTN_OK;
@@ -1171,12 +1174,14 @@ attn_status attn__copy_check(const attn_tensor *dst, const attn_tensor *src) {
     if (!ok) st = ATTN_ERR_SHAPE;
   }
   if (st)
-    return attn_set_error(ATTN_ERR_SHAPE, "copy_: source %s cannot be broadcast to destination %s",
-                          ATTN_SHAPE(src, sb), ATTN_SHAPE(dst, sa));
+    return attn_set_error(ATTN_ERR_SHAPE, "copy_: source %s cannot be broadcast to destination %s", ATTN_SHAPE(src, sb),
+                          ATTN_SHAPE(dst, sa));
   /* like torch: several destination elements sharing memory would get
      whichever source value comes last */
   if (attn__has_internal_overlap(dst))
-    return attn_set_error(ATTN_ERR_ARG, "copy_: the destination %s is an expanded view whose elements share memory; "
-                          "clone it before writing in place", ATTN_SHAPE(dst, sa));
+    return attn_set_error(ATTN_ERR_ARG,
+                          "copy_: the destination %s is an expanded view whose elements share memory; "
+                          "clone it before writing in place",
+                          ATTN_SHAPE(dst, sa));
   return ATTN_OK;
 }

@@ -12,8 +12,8 @@
 
 /* Completes a view op: records it for autograd, or undoes it on failure
    (the caller's *out is NULL again, as it was before the call). */
-static attn_status rec(attn_status st, const attn_tensor *t, attn_tensor **out, const char *name,
-                       attn__view_kind kind, int n, const int64_t *iargs) {
+static attn_status rec(attn_status st, const attn_tensor *t, attn_tensor **out, const char *name, attn__view_kind kind,
+                       int n, const int64_t *iargs) {
   if (st) return st;
   attn_tensor *v = *out;
   if ((st = attn__record_view(t, v, name, kind, n, iargs))) {
@@ -70,8 +70,6 @@ attn_status attn_copy_(attn_tensor *dst, const attn_tensor *src) {
   return attn__copy_raw(dst, src);
 }
 
-
-
 attn_status attn_fill_(attn_tensor *t, float value) {
   if (attn__ag_inplace_needed(t, 0, NULL)) {
     /* recorded as a masked_fill everywhere: the old values get zero gradient */
@@ -98,16 +96,16 @@ attn_status attn_fill_f64_(attn_tensor *t, double value) {
 /* ------------------------------------------------------------------------ */
 /* Views                                                                     */
 
-attn_status attn__make_view(const attn_tensor *t, int64_t offset, int ndim, const int64_t *shape,
-                            const int64_t *stride, attn_tensor **out) {
+attn_status attn__make_view(const attn_tensor *t, int64_t offset, int ndim, const int64_t *shape, const int64_t *stride,
+                            attn_tensor **out) {
   attn_tensor *v = attn__tensor_new(t->storage, offset, ndim, shape, stride);
   if (!v) return attn__nomem("view", (int64_t)sizeof(attn_tensor));
   *out = v;
   return ATTN_OK;
 }
 
-attn_status attn_as_strided(const attn_tensor *t, int ndim, const int64_t *shape, const int64_t *stride,
-                            int64_t offset, attn_tensor **out) {
+attn_status attn_as_strided(const attn_tensor *t, int ndim, const int64_t *shape, const int64_t *stride, int64_t offset,
+                            attn_tensor **out) {
   char sa[ATTN_SHAPE_BUF];
   if (ndim < 0 || ndim > ATTN_MAX_DIMS)
     return attn_set_error(ATTN_ERR_ARG, "as_strided: %d dims, at most %d supported", ndim, ATTN_MAX_DIMS);
@@ -127,15 +125,13 @@ attn_status attn_as_strided(const attn_tensor *t, int ndim, const int64_t *shape
     return attn_set_error(ATTN_ERR_STATE, "as_strided: not differentiable; use select/narrow/view instead");
   if (numel && last >= t->storage->numel)
     return attn_set_error(ATTN_ERR_INDEX, "as_strided: view %s reaches element %lld of a storage of %lld",
-                          attn_shape_str(ndim, shape, sa, sizeof sa), (long long)last,
-                          (long long)t->storage->numel);
+                          attn_shape_str(ndim, shape, sa, sizeof sa), (long long)last, (long long)t->storage->numel);
   return attn__make_view(t, offset, ndim, shape, stride, out);
 }
 
 attn_status attn_transpose(const attn_tensor *t, int d0, int d1, attn_tensor **out) {
   attn_status st;
-  if ((st = attn__check_dim("transpose", t, d0)) || (st = attn__check_dim("transpose", t, d1)))
-    return st;
+  if ((st = attn__check_dim("transpose", t, d0)) || (st = attn__check_dim("transpose", t, d1))) return st;
   int64_t shape[ATTN_MAX_DIMS], stride[ATTN_MAX_DIMS];
   memcpy(shape, t->shape, sizeof shape);
   memcpy(stride, t->stride, sizeof stride);
@@ -159,8 +155,7 @@ attn_status attn_t(const attn_tensor *t, attn_tensor **out) {
   /* transpose(0, 1) recorded under torch's name for t() */
   const int64_t shape[2] = {t->shape[1], t->shape[0]}, stride[2] = {t->stride[1], t->stride[0]};
   const int64_t args[2] = {0, 1};
-  return rec(attn__make_view(t, t->offset, 2, shape, stride, out), t, out, "TBackward0", ATTN__VIEW_TRANSPOSE, 2,
-             args);
+  return rec(attn__make_view(t, t->offset, 2, shape, stride, out), t, out, "TBackward0", ATTN__VIEW_TRANSPOSE, 2, args);
 }
 
 attn_status attn_permute(const attn_tensor *t, const int *dims, attn_tensor **out) {
@@ -176,13 +171,12 @@ attn_status attn_permute(const attn_tensor *t, const int *dims, attn_tensor **ou
   }
   int64_t args[ATTN_MAX_DIMS];
   for (int i = 0; i < t->ndim; i++) args[i] = dims[i];
-  return rec(attn__make_view(t, t->offset, t->ndim, shape, stride, out), t, out, "PermuteBackward0",
-             ATTN__VIEW_PERMUTE, t->ndim, args);
+  return rec(attn__make_view(t, t->offset, t->ndim, shape, stride, out), t, out, "PermuteBackward0", ATTN__VIEW_PERMUTE,
+             t->ndim, args);
 }
 
 /* Resolves a requested shape (with at most one -1) against numel. */
-static attn_status infer_shape(const char *fn, const attn_tensor *t, int ndim, const int64_t *req,
-                               int64_t *shape) {
+static attn_status infer_shape(const char *fn, const attn_tensor *t, int ndim, const int64_t *req, int64_t *shape) {
   char sa[ATTN_SHAPE_BUF], sb[ATTN_SHAPE_BUF];
   if (ndim < 0 || ndim > ATTN_MAX_DIMS)
     return attn_set_error(ATTN_ERR_ARG, "%s: %d dims requested, at most %d supported", fn, ndim, ATTN_MAX_DIMS);
@@ -261,8 +255,8 @@ attn_status attn_view(const attn_tensor *t, int ndim, const int64_t *req, attn_t
     return attn_set_error(ATTN_ERR_SHAPE,
                           "view: cannot view a non-contiguous %s tensor as %s (use reshape or contiguous)",
                           ATTN_SHAPE(t, sb), attn_shape_str(ndim, shape, sa, sizeof sa));
-  return rec(attn__make_view(t, t->offset, ndim, shape, stride, out), t, out, "ViewBackward0",
-             ATTN__VIEW_RESHAPE, 0, NULL);
+  return rec(attn__make_view(t, t->offset, ndim, shape, stride, out), t, out, "ViewBackward0", ATTN__VIEW_RESHAPE, 0,
+             NULL);
 }
 
 attn_status attn_reshape(const attn_tensor *t, int ndim, const int64_t *req, attn_tensor **out) {
@@ -270,14 +264,14 @@ attn_status attn_reshape(const attn_tensor *t, int ndim, const int64_t *req, att
   attn_status st = infer_shape("reshape", t, ndim, req, shape);
   if (st) return st;
   if (view_strides(t, ndim, shape, stride))
-    return rec(attn__make_view(t, t->offset, ndim, shape, stride, out), t, out, "ViewBackward0",
-               ATTN__VIEW_RESHAPE, 0, NULL);
+    return rec(attn__make_view(t, t->offset, ndim, shape, stride, out), t, out, "ViewBackward0", ATTN__VIEW_RESHAPE, 0,
+               NULL);
   attn_tensor *c;
   st = attn_clone(t, &c);
   if (st) return st;
   attn__contiguous_strides(ndim, shape, stride);
-  st = rec(attn__make_view(c, c->offset, ndim, shape, stride, out), c, out, "UnsafeViewBackward0",
-           ATTN__VIEW_RESHAPE, 0, NULL);
+  st = rec(attn__make_view(c, c->offset, ndim, shape, stride, out), c, out, "UnsafeViewBackward0", ATTN__VIEW_RESHAPE,
+           0, NULL);
   attn_tensor_release(c);
   return st;
 }
@@ -287,20 +281,17 @@ attn_status attn_narrow(const attn_tensor *t, int dim, int64_t start, int64_t le
   attn_status st = attn__check_dim("narrow", t, dim);
   if (st) return st;
   if (start < 0 || length < 0 || start > t->shape[dim] || length > t->shape[dim] - start)
-    return attn_set_error(ATTN_ERR_INDEX,
-                          "narrow: start %lld + length %lld exceeds dim %d of size %lld (tensor %s)",
-                          (long long)start, (long long)length, dim, (long long)t->shape[dim],
-                          ATTN_SHAPE(t, sb));
+    return attn_set_error(ATTN_ERR_INDEX, "narrow: start %lld + length %lld exceeds dim %d of size %lld (tensor %s)",
+                          (long long)start, (long long)length, dim, (long long)t->shape[dim], ATTN_SHAPE(t, sb));
   int64_t shape[ATTN_MAX_DIMS];
   memcpy(shape, t->shape, sizeof shape);
   shape[dim] = length;
   const int64_t args[4] = {dim, start, start + length, 1};
-  return rec(attn__make_view(t, t->offset + (length ? start * t->stride[dim] : 0), t->ndim, shape, t->stride, out),
-             t, out, "SliceBackward0", ATTN__VIEW_SLICE, 4, args);
+  return rec(attn__make_view(t, t->offset + (length ? start * t->stride[dim] : 0), t->ndim, shape, t->stride, out), t,
+             out, "SliceBackward0", ATTN__VIEW_SLICE, 4, args);
 }
 
-attn_status attn_slice(const attn_tensor *t, int dim, int64_t start, int64_t end, int64_t step,
-                       attn_tensor **out) {
+attn_status attn_slice(const attn_tensor *t, int dim, int64_t start, int64_t end, int64_t step, attn_tensor **out) {
   attn_status st = attn__check_dim("slice", t, dim);
   if (st) return st;
   if (step <= 0) return attn_set_error(ATTN_ERR_ARG, "slice: step must be positive (got %lld)", (long long)step);
@@ -314,8 +305,8 @@ attn_status attn_slice(const attn_tensor *t, int dim, int64_t start, int64_t end
   shape[dim] = end > start ? (end - start - 1) / step + 1 : 0;
   stride[dim] = shape[dim] > 1 ? t->stride[dim] * step : t->stride[dim];
   const int64_t args[4] = {dim, start, end, step};
-  return rec(attn__make_view(t, t->offset + (shape[dim] ? start * t->stride[dim] : 0), t->ndim, shape, stride, out),
-             t, out, "SliceBackward0", ATTN__VIEW_SLICE, 4, args);
+  return rec(attn__make_view(t, t->offset + (shape[dim] ? start * t->stride[dim] : 0), t->ndim, shape, stride, out), t,
+             out, "SliceBackward0", ATTN__VIEW_SLICE, 4, args);
 }
 
 attn_status attn_select(const attn_tensor *t, int dim, int64_t index, attn_tensor **out) {
@@ -333,8 +324,8 @@ attn_status attn_select(const attn_tensor *t, int dim, int64_t index, attn_tenso
     stride[n++] = t->stride[i];
   }
   const int64_t args[2] = {dim, index};
-  return rec(attn__make_view(t, t->offset + index * t->stride[dim], n, shape, stride, out), t, out,
-             "SelectBackward0", ATTN__VIEW_SELECT, 2, args);
+  return rec(attn__make_view(t, t->offset + index * t->stride[dim], n, shape, stride, out), t, out, "SelectBackward0",
+             ATTN__VIEW_SELECT, 2, args);
 }
 
 attn_status attn_unsqueeze(const attn_tensor *t, int dim, attn_tensor **out) {
@@ -354,8 +345,8 @@ attn_status attn_unsqueeze(const attn_tensor *t, int dim, attn_tensor **out) {
       stride[n++] = t->stride[i];
     }
   }
-  return rec(attn__make_view(t, t->offset, n, shape, stride, out), t, out, "UnsqueezeBackward0",
-             ATTN__VIEW_RESHAPE, 0, NULL);
+  return rec(attn__make_view(t, t->offset, n, shape, stride, out), t, out, "UnsqueezeBackward0", ATTN__VIEW_RESHAPE, 0,
+             NULL);
 }
 
 attn_status attn_squeeze(const attn_tensor *t, int dim, attn_tensor **out) {
@@ -395,15 +386,14 @@ attn_status attn_expand(const attn_tensor *t, int ndim, const int64_t *req, attn
       stride[d] = 0;
     } else {
       return attn_set_error(ATTN_ERR_SHAPE, "expand: cannot expand %s to %s (size %lld at dim %d is not 1)",
-                            ATTN_SHAPE(t, sb), attn_shape_str(ndim, req, sa, sizeof sa),
-                            (long long)t->shape[td], d);
+                            ATTN_SHAPE(t, sb), attn_shape_str(ndim, req, sa, sizeof sa), (long long)t->shape[td], d);
     }
   }
   if (attn__shape_numel(ndim, shape) < 0)
     return attn_set_error(ATTN_ERR_NOMEM, "expand: shape %s has too many elements",
                           attn_shape_str(ndim, shape, sa, sizeof sa));
-  return rec(attn__make_view(t, t->offset, ndim, shape, stride, out), t, out, "ExpandBackward0",
-             ATTN__VIEW_EXPAND, 0, NULL);
+  return rec(attn__make_view(t, t->offset, ndim, shape, stride, out), t, out, "ExpandBackward0", ATTN__VIEW_EXPAND, 0,
+             NULL);
 }
 
 attn_status attn_flatten(const attn_tensor *t, int start, int end, attn_tensor **out) {
@@ -413,8 +403,7 @@ attn_status attn_flatten(const attn_tensor *t, int start, int end, attn_tensor *
   }
   attn_status st;
   if ((st = attn__check_dim("flatten", t, start)) || (st = attn__check_dim("flatten", t, end))) return st;
-  if (start > end)
-    return attn_set_error(ATTN_ERR_ARG, "flatten: start dim %d comes after end dim %d", start, end);
+  if (start > end) return attn_set_error(ATTN_ERR_ARG, "flatten: start dim %d comes after end dim %d", start, end);
   int64_t shape[ATTN_MAX_DIMS];
   int n = 0;
   for (int i = 0; i < start; i++) shape[n++] = t->shape[i];
@@ -424,4 +413,3 @@ attn_status attn_flatten(const attn_tensor *t, int start, int end, attn_tensor *
   for (int i = end + 1; i < t->ndim; i++) shape[n++] = t->shape[i];
   return attn_reshape(t, n, shape, out);
 }
-

@@ -44,21 +44,21 @@ vm_v VM_NAME(erff)(vm_v);
 
 /* whole vectors, then the tail through a padded vector (the padding lanes
    compute f(0), which every function here takes without a trap) */
-#define VM_ARRAY(NAME, F)                                                 \
-  static inline void NAME(int64_t n, const float *x, float *y) {         \
-    int64_t i = 0;                                                        \
-    for (; i + VM_W <= n; i += VM_W) VM_STORE(y + i, VM_NAME(F)(VM_LOAD(x + i))); \
-    if (i < n) {                                                          \
-      float pad[VM_W] = {0};                                              \
-      memcpy(pad, x + i, (size_t)(n - i) * sizeof(float));                \
-      VM_STORE(pad, VM_NAME(F)(VM_LOAD(pad)));                            \
-      memcpy(y + i, pad, (size_t)(n - i) * sizeof(float));               \
-    }                                                                     \
+#define VM_ARRAY(NAME, F)                                                                                              \
+  static inline void NAME(int64_t n, const float *x, float *y) {                                                       \
+    int64_t i = 0;                                                                                                     \
+    for (; i + VM_W <= n; i += VM_W) VM_STORE(y + i, VM_NAME(F)(VM_LOAD(x + i)));                                      \
+    if (i < n) {                                                                                                       \
+      float pad[VM_W] = {0};                                                                                           \
+      memcpy(pad, x + i, (size_t)(n - i) * sizeof(float));                                                             \
+      VM_STORE(pad, VM_NAME(F)(VM_LOAD(pad)));                                                                         \
+      memcpy(y + i, pad, (size_t)(n - i) * sizeof(float));                                                             \
+    }                                                                                                                  \
   }
 #else
-#define VM_ARRAY(NAME, F)                                                 \
-  static inline void NAME(int64_t n, const float *x, float *y) {         \
-    for (int64_t i = 0; i < n; i++) y[i] = F(x[i]);                       \
+#define VM_ARRAY(NAME, F)                                                                                              \
+  static inline void NAME(int64_t n, const float *x, float *y) {                                                       \
+    for (int64_t i = 0; i < n; i++) y[i] = F(x[i]);                                                                    \
   }
 #endif
 

@@ -24,7 +24,7 @@
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static attn_status init_status = ATTN_OK;
 static char init_msg[512];
-static bool use_mpi;       /* MPI_Init ran (or the host had initialised MPI) */
+static bool use_mpi; /* MPI_Init ran (or the host had initialised MPI) */
 static int world_rank = 0, world_size = 1, world_local_rank = 0;
 static double timeout_s = 300.0;
 static char backend_name[160] = "none";
@@ -106,8 +106,8 @@ static void at_exit(int status, void *arg) {
 
 /* Whether an MPI launcher started this process. */
 static bool launched(void) {
-  static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMI_RANK", "PMIX_RANK",
-                                     "MPI_LOCALNRANKS",      "ATTN_DIST_FORCE_MPI", NULL};
+  static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMI_RANK", "PMIX_RANK", "MPI_LOCALNRANKS",
+                                     "ATTN_DIST_FORCE_MPI",  NULL};
   for (int i = 0; vars[i]; i++)
     if (getenv(vars[i])) return true;
   return false;
@@ -174,10 +174,10 @@ attn_status attn_dist_init(void) {
   return ATTN_OK;
 }
 
-#define ENSURE_INIT()                          \
-  do {                                         \
-    attn_status st_ = attn_dist_init();        \
-    if (st_) return st_;                       \
+#define ENSURE_INIT()                                                                                                  \
+  do {                                                                                                                 \
+    attn_status st_ = attn_dist_init();                                                                                \
+    if (st_) return st_;                                                                                               \
   } while (0)
 
 bool attn_dist_uses_mpi(void) { return attn_dist_init() == ATTN_OK && use_mpi; }
@@ -208,8 +208,8 @@ double attn_dist_timeout(void) {
 /* Work                                                                      */
 
 enum { W_BARRIER, W_ALLREDUCE, W_BROADCAST, W_ALLGATHER, W_REDUCE_SCATTER, W_SEND, W_RECV };
-static const char *const work_names[] = {"barrier", "allreduce", "broadcast", "allgather", "reduce_scatter",
-                                         "send",    "recv"};
+static const char *const work_names[] = {"barrier",        "allreduce", "broadcast", "allgather",
+                                         "reduce_scatter", "send",      "recv"};
 
 struct attn_dist_work {
   int kind;
@@ -496,8 +496,10 @@ static void wd_enter(wd_slot *slot, const char *op) {
 static void wd_leave(wd_slot *slot) {
   if (!wd_ok) return;
   pthread_mutex_lock(&wd_mu);
-  if (slot->prev) slot->prev->next = slot->next;
-  else wd_head = slot->next;
+  if (slot->prev)
+    slot->prev->next = slot->next;
+  else
+    wd_head = slot->next;
   if (slot->next) slot->next->prev = slot->prev;
   pthread_mutex_unlock(&wd_mu);
 }
@@ -510,13 +512,13 @@ static attn_status ran(attn_dist_work *w, int rc, attn_dist_work **out) {
   return ATTN_OK;
 }
 
-#define BLOCKING(w, call, out)                  \
-  do {                                          \
-    wd_slot slot_;                              \
-    wd_enter(&slot_, work_names[(w)->kind]);    \
-    int rc_ = (call);                           \
-    wd_leave(&slot_);                           \
-    return ran((w), rc_, (out));                \
+#define BLOCKING(w, call, out)                                                                                         \
+  do {                                                                                                                 \
+    wd_slot slot_;                                                                                                     \
+    wd_enter(&slot_, work_names[(w)->kind]);                                                                           \
+    int rc_ = (call);                                                                                                  \
+    wd_leave(&slot_);                                                                                                  \
+    return ran((w), rc_, (out));                                                                                       \
   } while (0)
 #endif
 
@@ -561,8 +563,8 @@ attn_status attn_dist_iallreduce(attn_tensor *t, attn_dist_op op, attn_dist_work
                              mpi_op(op), comm),
                out);
     return started(w,
-                   MPI_Iallreduce(MPI_IN_PLACE, attn_tensor_data(w->buf), (int)attn_tensor_numel(w->buf),
-                                  mpi_dtype(t), mpi_op(op), comm, &w->req),
+                   MPI_Iallreduce(MPI_IN_PLACE, attn_tensor_data(w->buf), (int)attn_tensor_numel(w->buf), mpi_dtype(t),
+                                  mpi_op(op), comm, &w->req),
                    out);
   }
 #endif
@@ -580,12 +582,10 @@ attn_status attn_dist_ibroadcast(attn_tensor *t, int root, attn_dist_work **out)
 #ifdef ATTN_HAVE_MPI
   if (use_mpi && world_size > 1) {
     if (tl_blocking)
-      BLOCKING(w, MPI_Bcast(attn_tensor_data(w->buf), (int)attn_tensor_numel(w->buf), mpi_dtype(t), root, comm),
-               out);
-    return started(w,
-                   MPI_Ibcast(attn_tensor_data(w->buf), (int)attn_tensor_numel(w->buf), mpi_dtype(t), root, comm,
-                              &w->req),
-                   out);
+      BLOCKING(w, MPI_Bcast(attn_tensor_data(w->buf), (int)attn_tensor_numel(w->buf), mpi_dtype(t), root, comm), out);
+    return started(
+        w, MPI_Ibcast(attn_tensor_data(w->buf), (int)attn_tensor_numel(w->buf), mpi_dtype(t), root, comm, &w->req),
+        out);
   }
 #endif
   return start_done(w, out);
@@ -607,22 +607,23 @@ static attn_status iallgather(const attn_tensor *t, attn_dist_work **out) {
   shape[0] *= world_size;
   attn_dist_work *w = NULL;
   if ((st = work_new(W_ALLGATHER, &w))) return st;
-  if ((st = stage(w, (attn_tensor *)t, true)) || (st = attn_empty_dtype(t->dtype, t->ndim, shape, &w->out))) return abandon(w, st);
+  if ((st = stage(w, (attn_tensor *)t, true)) || (st = attn_empty_dtype(t->dtype, t->ndim, shape, &w->out)))
+    return abandon(w, st);
 #ifdef ATTN_HAVE_MPI
   if (use_mpi && world_size > 1) {
     int n = (int)attn_tensor_numel(w->buf);
     if (tl_blocking)
-      BLOCKING(w,
-               MPI_Allgather(attn_tensor_data(w->buf), n, mpi_dtype(t), attn_tensor_data(w->out), n, mpi_dtype(t),
-                             comm),
-               out);
+      BLOCKING(
+          w, MPI_Allgather(attn_tensor_data(w->buf), n, mpi_dtype(t), attn_tensor_data(w->out), n, mpi_dtype(t), comm),
+          out);
     return started(w,
-                   MPI_Iallgather(attn_tensor_data(w->buf), n, mpi_dtype(t), attn_tensor_data(w->out), n,
-                                  mpi_dtype(t), comm, &w->req),
+                   MPI_Iallgather(attn_tensor_data(w->buf), n, mpi_dtype(t), attn_tensor_data(w->out), n, mpi_dtype(t),
+                                  comm, &w->req),
                    out);
   }
 #endif
-  memcpy(attn_tensor_ptr(w->out), attn_tensor_ptr(w->buf), (size_t)attn_tensor_numel(w->buf) * attn_dtype_size(w->buf->dtype));
+  memcpy(attn_tensor_ptr(w->out), attn_tensor_ptr(w->buf),
+         (size_t)attn_tensor_numel(w->buf) * attn_dtype_size(w->buf->dtype));
   return start_done(w, out);
 }
 
@@ -653,12 +654,12 @@ static attn_status ireduce_scatter(const attn_tensor *t, attn_dist_op op, attn_d
                out);
     return started(w,
                    MPI_Ireduce_scatter_block(attn_tensor_data(w->buf), attn_tensor_data(w->out),
-                                             (int)attn_tensor_numel(w->out), mpi_dtype(t), mpi_op(op), comm,
-                                             &w->req),
+                                             (int)attn_tensor_numel(w->out), mpi_dtype(t), mpi_op(op), comm, &w->req),
                    out);
   }
 #endif
-  memcpy(attn_tensor_ptr(w->out), attn_tensor_ptr(w->buf), (size_t)attn_tensor_numel(w->buf) * attn_dtype_size(w->buf->dtype));
+  memcpy(attn_tensor_ptr(w->out), attn_tensor_ptr(w->buf),
+         (size_t)attn_tensor_numel(w->buf) * attn_dtype_size(w->buf->dtype));
   return start_done(w, out);
 }
 
@@ -676,10 +677,9 @@ attn_status attn_dist_isend(const attn_tensor *t, int dst, int tag, attn_dist_wo
     if (tl_blocking)
       BLOCKING(w, MPI_Send(attn_tensor_data(w->buf), (int)attn_tensor_numel(w->buf), mpi_dtype(t), dst, tag, comm),
                out);
-    return started(w,
-                   MPI_Isend(attn_tensor_data(w->buf), (int)attn_tensor_numel(w->buf), mpi_dtype(t), dst, tag, comm,
-                             &w->req),
-                   out);
+    return started(
+        w, MPI_Isend(attn_tensor_data(w->buf), (int)attn_tensor_numel(w->buf), mpi_dtype(t), dst, tag, comm, &w->req),
+        out);
   }
 #endif
   return abandon(w, fail(ATTN_ERR_STATE, "send", "a 1-rank world has no peer to send to (start with mpirun)"));
@@ -701,10 +701,9 @@ attn_status attn_dist_irecv(attn_tensor *t, int src, int tag, attn_dist_work **o
                MPI_Recv(attn_tensor_data(w->buf), (int)attn_tensor_numel(w->buf), mpi_dtype(t), src, tag, comm,
                         MPI_STATUS_IGNORE),
                out);
-    return started(w,
-                   MPI_Irecv(attn_tensor_data(w->buf), (int)attn_tensor_numel(w->buf), mpi_dtype(t), src, tag, comm,
-                             &w->req),
-                   out);
+    return started(
+        w, MPI_Irecv(attn_tensor_data(w->buf), (int)attn_tensor_numel(w->buf), mpi_dtype(t), src, tag, comm, &w->req),
+        out);
   }
 #endif
   return abandon(w, fail(ATTN_ERR_STATE, "recv", "a 1-rank world has no peer to receive from (start with mpirun)"));

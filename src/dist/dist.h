@@ -108,8 +108,7 @@ attn_status attn_dist_ring_attention(const attn_tensor *q, const attn_tensor *k,
    and writes the averages back into the .grad tensors.  All in C: no Lua
    runs during backward. */
 typedef struct attn_dist_reducer attn_dist_reducer;
-attn_status attn_dist_reducer_new(int n, attn_tensor *const *params, int64_t bucket_bytes,
-                                  attn_dist_reducer **out);
+attn_status attn_dist_reducer_new(int n, attn_tensor *const *params, int64_t bucket_bytes, attn_dist_reducer **out);
 /* Hooks off while disabled (no_sync: gradients accumulate locally). */
 void attn_dist_reducer_enable(attn_dist_reducer *r, bool on);
 /* Completes a pass: starts buckets not yet started (parameters that got no

@@ -15,17 +15,17 @@ typedef struct attn_dist_reducer attn_dist_reducer;
 
 typedef struct {
   attn_dist_reducer *r;
-  attn_tensor *p;   /* retained */
+  attn_tensor *p; /* retained */
   int bucket;
-  int64_t offset;   /* in the bucket, in elements */
-  bool ready;       /* gradient copied into the bucket this pass */
+  int64_t offset; /* in the bucket, in elements */
+  bool ready;     /* gradient copied into the bucket this pass */
 } rparam;
 
 typedef struct {
-  attn_tensor *flat;      /* contiguous [numel] */
-  int pending;            /* parameters not yet ready this pass */
+  attn_tensor *flat; /* contiguous [numel] */
+  int pending;       /* parameters not yet ready this pass */
   int nparams;
-  attn_dist_work *work;   /* running allreduce, or NULL */
+  attn_dist_work *work; /* running allreduce, or NULL */
 } rbucket;
 
 struct attn_dist_reducer {
@@ -33,8 +33,8 @@ struct attn_dist_reducer {
   rparam *params;
   rbucket *buckets;
   bool enabled;
-  bool active;            /* a pass has begun (some hook fired) */
-  int started;            /* buckets whose allreduce started this pass */
+  bool active; /* a pass has begun (some hook fired) */
+  int started; /* buckets whose allreduce started this pass */
   int64_t overlapped;
 };
 
@@ -137,8 +137,7 @@ static attn_status hook(void *ctx, attn_tensor *leaf) {
   return ATTN_OK;
 }
 
-attn_status attn_dist_reducer_new(int n, attn_tensor *const *params, int64_t bucket_bytes,
-                                  attn_dist_reducer **out) {
+attn_status attn_dist_reducer_new(int n, attn_tensor *const *params, int64_t bucket_bytes, attn_dist_reducer **out) {
   *out = NULL;
   attn_status st = attn_dist_init();
   if (st) return st;

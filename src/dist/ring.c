@@ -135,7 +135,7 @@ static void swap(attn_tensor **a, attn_tensor **b) {
 
 typedef struct {
   attn_tensor *q, *k, *v, *out, *lse; /* contiguous; out is a detached alias */
-  long version[3]; /* of q, k, v's storage when saved */
+  long version[3];                    /* of q, k, v's storage when saved */
   bool causal;
   double scale;
 } ring_ctx;
@@ -164,8 +164,10 @@ static attn_status ring_backward(void *p, const attn_tensor *g, attn_tensor **gr
   attn_status st;
   if (c->q->storage->version != c->version[0] || c->k->storage->version != c->version[1] ||
       c->v->storage->version != c->version[2]) {
-    st = attn_set_error(ATTN_ERR_STATE, FN " backward (rank %d of %d): q, k or v was modified in place after the "
-                                       "forward; clone it before modifying", r, P);
+    st = attn_set_error(ATTN_ERR_STATE,
+                        FN " backward (rank %d of %d): q, k or v was modified in place after the "
+                           "forward; clone it before modifying",
+                        r, P);
     goto done;
   }
   if ((st = attn_contiguous(g, &dout)) || (st = zeros_like(c->q, &dq)) || (st = zeros_like(c->k, &dk)) ||
@@ -216,8 +218,9 @@ static attn_status ring_backward(void *p, const attn_tensor *g, attn_tensor **gr
     }
     for (int i = 0; i < 3; i++) attn_tensor_release(pk[i]), attn_tensor_release(pv[i]);
     if (st) goto done;
-    if (P > 1 && ((st = attn_dist_irecv(dk_in, prev, TAG_DK, &wd[0])) || (st = attn_dist_irecv(dv_in, prev, TAG_DV, &wd[1])) ||
-                  (st = attn_dist_isend(dk, next, TAG_DK, &wd[2])) || (st = attn_dist_isend(dv, next, TAG_DV, &wd[3]))))
+    if (P > 1 &&
+        ((st = attn_dist_irecv(dk_in, prev, TAG_DK, &wd[0])) || (st = attn_dist_irecv(dv_in, prev, TAG_DV, &wd[1])) ||
+         (st = attn_dist_isend(dk, next, TAG_DK, &wd[2])) || (st = attn_dist_isend(dv, next, TAG_DV, &wd[3]))))
       goto done;
     if ((st = wait_all(w, 4))) goto done;
     kcur = knext, vcur = vnext;
@@ -245,8 +248,9 @@ attn_status attn_dist_ring_attention(const attn_tensor *q, const attn_tensor *k,
   const int P = attn_dist_size(), r = attn_dist_rank(), next = (r + 1) % P, prev = (r + P - 1) % P;
   char sq[128], sk[128], sv[128];
   if (q->ndim < 2 || k->ndim != q->ndim || v->ndim != q->ndim)
-    return attn_set_error(ATTN_ERR_SHAPE, FN " (rank %d of %d): query %s, key %s and value %s must have the same "
-                                         "number of dims, at least 2",
+    return attn_set_error(ATTN_ERR_SHAPE,
+                          FN " (rank %d of %d): query %s, key %s and value %s must have the same "
+                             "number of dims, at least 2",
                           r, P, attn_shape_str(q->ndim, q->shape, sq, sizeof sq),
                           attn_shape_str(k->ndim, k->shape, sk, sizeof sk),
                           attn_shape_str(v->ndim, v->shape, sv, sizeof sv));
@@ -254,15 +258,17 @@ attn_status attn_dist_ring_attention(const attn_tensor *q, const attn_tensor *k,
   bool same = k->shape[nd - 2] == q->shape[nd - 2] && v->shape[nd - 2] == q->shape[nd - 2];
   for (int d = 0; same && d < nd - 2; d++) same = k->shape[d] == q->shape[d] && v->shape[d] == q->shape[d];
   if (!same)
-    return attn_set_error(ATTN_ERR_SHAPE, FN " (rank %d of %d): query %s, key %s and value %s must have the same "
-                                         "leading dims and local sequence length (dim -2)",
+    return attn_set_error(ATTN_ERR_SHAPE,
+                          FN " (rank %d of %d): query %s, key %s and value %s must have the same "
+                             "leading dims and local sequence length (dim -2)",
                           r, P, attn_shape_str(q->ndim, q->shape, sq, sizeof sq),
                           attn_shape_str(k->ndim, k->shape, sk, sizeof sk),
                           attn_shape_str(v->ndim, v->shape, sv, sizeof sv));
   const int64_t Lc = q->shape[nd - 2];
   if (causal && Lc % 2 != 0)
-    return attn_set_error(ATTN_ERR_SHAPE, FN " (rank %d of %d): causal ring attention needs an even local length "
-                                         "(two zigzag chunks per rank), got %lld in query %s",
+    return attn_set_error(ATTN_ERR_SHAPE,
+                          FN " (rank %d of %d): causal ring attention needs an even local length "
+                             "(two zigzag chunks per rank), got %lld in query %s",
                           r, P, (long long)Lc, attn_shape_str(q->ndim, q->shape, sq, sizeof sq));
   if (!(isnan(scale) || scale == 0.0 || isfinite(scale)))
     return attn_set_error(ATTN_ERR_ARG, FN ": scale must be finite, got %g", scale);

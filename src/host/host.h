@@ -9,20 +9,20 @@ enum { EXHAUSTED_INSTRUCTIONS = 1, EXHAUSTED_TIME };
 
 /* One per state made by attn_lua_newstate: the allocator's userdata. */
 typedef struct host_ctx {
-  attn_budget *budget;         /* NULL: no memory limit */
+  attn_budget *budget; /* NULL: no memory limit */
   bool sandbox;
-  uint64_t instruction_limit;  /* 0: none */
-  double time_limit;           /* seconds; 0: none */
-  int hook_every;              /* count of the instruction hook */
+  uint64_t instruction_limit; /* 0: none */
+  double time_limit;          /* seconds; 0: none */
+  int hook_every;             /* count of the instruction hook */
   /* the running call's budget (reset by the outermost attn_lua_call) */
   uint64_t count;
   double deadline;
-  int exhausted;               /* EXHAUSTED_* once the budget is spent */
-  bool refused;                /* the memory limit refused a block since the last hook */
-  int depth;                   /* nesting of attn_lua_call */
-  attn_budget *saved_current;  /* the thread's budget before the outermost call */
-  double saved_deadline;       /* the thread's deadline (attn.h) before it */
-  bool saved_grad;             /* the thread's grad mode before it (a script's is its state's) */
+  int exhausted;              /* EXHAUSTED_* once the budget is spent */
+  bool refused;               /* the memory limit refused a block since the last hook */
+  int depth;                  /* nesting of attn_lua_call */
+  attn_budget *saved_current; /* the thread's budget before the outermost call */
+  double saved_deadline;      /* the thread's deadline (attn.h) before it */
+  bool saved_grad;            /* the thread's grad mode before it (a script's is its state's) */
 } host_ctx;
 
 /* The context of a state made by attn_lua_newstate, else NULL. */

@@ -165,7 +165,7 @@ static attn_status run_chunk(lua_State *L, chunk_src *src, int nargs, int nresul
   attn_status st = call_at(L, nargs + 1, nresults == LUA_MULTRET ? LUA_MULTRET : (nresults > 1 ? nresults : 1), who);
   if (st == ATTN_OK && src->load_status != LUA_OK) {
     lua_settop(L, base + 1); /* the message */
-    st = src->load_status == LUA_ERRFILE ? ATTN_ERR_IO
+    st = src->load_status == LUA_ERRFILE  ? ATTN_ERR_IO
          : src->load_status == LUA_ERRMEM ? ATTN_ERR_NOMEM
                                           : ATTN_ERR_SCRIPT;
     const char *msg = lua_tostring(L, -1);
@@ -221,8 +221,8 @@ static attn_status protected_push(lua_State *L, lua_CFunction fn, void *arg, con
   int lst = lua_pcall(L, 1, 1, 0);
   if (lst != LUA_OK) {
     const char *msg = lua_tostring(L, -1);
-    attn_status st = attn_set_error(lst == LUA_ERRMEM ? ATTN_ERR_NOMEM : ATTN_ERR_ARG, "%s: %s", who,
-                                    msg ? msg : "error");
+    attn_status st =
+        attn_set_error(lst == LUA_ERRMEM ? ATTN_ERR_NOMEM : ATTN_ERR_ARG, "%s: %s", who, msg ? msg : "error");
     lua_pop(L, 1);
     return st;
   }
@@ -255,8 +255,8 @@ static int push_buffer_t(lua_State *L) {
   return 1;
 }
 
-attn_status attn_lua_push_buffer(lua_State *L, float *data, int ndim, const int64_t *shape,
-                                 const int64_t *strides, attn_release_fn release, void *ctx) {
+attn_status attn_lua_push_buffer(lua_State *L, float *data, int ndim, const int64_t *shape, const int64_t *strides,
+                                 attn_release_fn release, void *ctx) {
   wrap_args a = {data, ndim, shape, strides, release, ctx, ATTN_OK};
   attn_status st = protected_push(L, push_buffer_t, &a, "attn_lua_push_buffer");
   return st != ATTN_OK && a.st != ATTN_OK ? a.st : st;

@@ -252,8 +252,7 @@ static const char *close_capture(matcher *m, const char *s, const char *p) {
 /* %1 .. %9 in a pattern: the index of a closed capture. */
 static int backref_index(matcher *m, int digit) {
   int l = digit - '1';
-  if (l < 0 || l >= m->level || m->cap[l].len == CAP_OPEN)
-    return luaL_error(m->L, "invalid capture index %%%d", l + 1);
+  if (l < 0 || l >= m->level || m->cap[l].len == CAP_OPEN) return luaL_error(m->L, "invalid capture index %%%d", l + 1);
   return l;
 }
 
@@ -450,8 +449,8 @@ static int sb_match(lua_State *L) { return find_or_match(L, false); }
 
 /* gmatch's iterator: upvalues subject, pattern and the position state. */
 typedef struct gmatch_state {
-  size_t next;     /* where the next search starts */
-  ptrdiff_t last;  /* end of the last match, -1 before the first */
+  size_t next;    /* where the next search starts */
+  ptrdiff_t last; /* end of the last match, -1 before the first */
 } gmatch_state;
 
 static int gmatch_next(lua_State *L) {
@@ -545,8 +544,8 @@ static int sb_gsub(lua_State *L) {
   const char *p = luaL_checklstring(L, 2, &lp);
   int rtype = lua_type(L, 3);
   lua_Integer max_n = luaL_optinteger(L, 4, (lua_Integer)ls + 1);
-  luaL_argexpected(L, rtype == LUA_TNUMBER || rtype == LUA_TSTRING || rtype == LUA_TFUNCTION || rtype == LUA_TTABLE,
-                   3, "string/function/table");
+  luaL_argexpected(L, rtype == LUA_TNUMBER || rtype == LUA_TSTRING || rtype == LUA_TFUNCTION || rtype == LUA_TTABLE, 3,
+                   "string/function/table");
   bool anchored = lp > 0 && *p == '^';
   if (anchored) p++, lp--;
   luaL_Buffer b;
@@ -631,8 +630,7 @@ static int sb_insert(lua_State *L) {
 static int sb_remove(lua_State *L) {
   lua_Integer size = table_len(L, 1, NEED_READ | NEED_WRITE);
   lua_Integer pos = luaL_optinteger(L, 2, size);
-  if (pos != size)
-    /* argument 1 in the message, as Lua 5.4.4 says */
+  if (pos != size) /* argument 1 in the message, as Lua 5.4.4 says */
     luaL_argcheck(L, (lua_Unsigned)pos - 1u <= (lua_Unsigned)size, 1, "position out of bounds");
   lua_geti(L, 1, pos);
   poller pl = {L, 0, 1};

@@ -50,7 +50,8 @@ static void *limited_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
   }
   void *p = realloc(ptr, nsize);
   if (!p) {
-    if (nsize <= old) p = ptr; /* keep the bigger block; count what Lua believes */
+    if (nsize <= old)
+      p = ptr; /* keep the bigger block; count what Lua believes */
     else {
       if (c->budget) attn_budget_credit(c->budget, (int64_t)(nsize - old));
       return NULL;
@@ -225,8 +226,8 @@ attn_status attn_lua_preload(lua_State *L) {
   if (!lua_checkstack(L, 4)) return attn_set_error(ATTN_ERR_NOMEM, "attn_lua_preload: no room on the Lua stack");
   lua_pushcfunction(L, preload_p);
   if (lua_pcall(L, 0, 0, 0) != LUA_OK) {
-    attn_status st = attn_set_error(ATTN_ERR_NOMEM, "attn_lua_preload: %s",
-                                    lua_tostring(L, -1) ? lua_tostring(L, -1) : "error");
+    attn_status st =
+        attn_set_error(ATTN_ERR_NOMEM, "attn_lua_preload: %s", lua_tostring(L, -1) ? lua_tostring(L, -1) : "error");
     lua_pop(L, 1);
     return st;
   }
@@ -294,19 +295,25 @@ static int text_load(lua_State *L) {
     lua_pushinteger(L, 0);
     lua_pushcclosure(L, chunk_reader, 3);
     /* the chunk's default name stays the string's (luaB_load's) */
-    if (n >= 2 && !lua_isnil(L, 2)) lua_pushvalue(L, 2);
-    else lua_pushvalue(L, 1);
+    if (n >= 2 && !lua_isnil(L, 2))
+      lua_pushvalue(L, 2);
+    else
+      lua_pushvalue(L, 1);
   } else if (lua_type(L, 1) == LUA_TFUNCTION) {
     lua_pushvalue(L, 1);
     lua_pushliteral(L, "");
     lua_pushinteger(L, 0);
     lua_pushcclosure(L, chunk_reader, 3);
-    if (n >= 2) lua_pushvalue(L, 2);
-    else lua_pushnil(L);
+    if (n >= 2)
+      lua_pushvalue(L, 2);
+    else
+      lua_pushnil(L);
   } else {
     lua_pushvalue(L, 1);
-    if (n >= 2) lua_pushvalue(L, 2);
-    else lua_pushnil(L);
+    if (n >= 2)
+      lua_pushvalue(L, 2);
+    else
+      lua_pushnil(L);
   }
   lua_pushliteral(L, "t");
   int nargs = 3;
@@ -502,8 +509,7 @@ attn_status attn_lua_newstate(const attn_lua_opts *opts, lua_State **out) {
   lua_setwarnf(L, warn_off, L);
   c->hook_every = HOOK_EVERY;
   if (c->instruction_limit && c->instruction_limit < HOOK_EVERY) c->hook_every = (int)c->instruction_limit;
-  if (c->instruction_limit || c->time_limit > 0 || c->budget)
-    lua_sethook(L, limit_hook, LUA_MASKCOUNT, c->hook_every);
+  if (c->instruction_limit || c->time_limit > 0 || c->budget) lua_sethook(L, limit_hook, LUA_MASKCOUNT, c->hook_every);
   /* Opening the libraries runs with the budget current, like any call. */
   attn_budget *prev = attn_budget_set_current(c->budget);
   lua_pushcfunction(L, open_p);

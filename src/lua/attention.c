@@ -35,9 +35,8 @@ typedef struct {
   attn_generator *g;
 } gen_box;
 
-static const char *const sdpa_keys[] = {"attn_mask", "attn_mask_kind", "is_causal",  "causal_alignment",
-                                        "scale",     "dropout_p",      "generator",  "enable_gqa",
-                                        "need_weights", NULL};
+static const char *const sdpa_keys[] = {"attn_mask", "attn_mask_kind", "is_causal",  "causal_alignment", "scale",
+                                        "dropout_p", "generator",      "enable_gqa", "need_weights",     NULL};
 
 /* Raises for keys of the options table that are not options. */
 static void check_keys(lua_State *L, int t) {
@@ -52,9 +51,10 @@ static void check_keys(lua_State *L, int t) {
     if (!known) {
       lua_pushvalue(L, -1);
       const char *k = luaL_tolstring(L, -1, NULL);
-      attnL_raise(L, FN ": unknown option '%s' (expected attn_mask, attn_mask_kind, is_causal, causal_alignment, "
-                    "scale, dropout_p, generator, enable_gqa, need_weights)",
-                 k);
+      attnL_raise(L,
+                  FN ": unknown option '%s' (expected attn_mask, attn_mask_kind, is_causal, causal_alignment, "
+                     "scale, dropout_p, generator, enable_gqa, need_weights)",
+                  k);
     }
   }
 }
@@ -72,8 +72,10 @@ static bool opt_bool(lua_State *L, int t, const char *key) {
 static double opt_number(lua_State *L, int t, const char *key, double def) {
   int ty = lua_getfield(L, t, key);
   double v = def;
-  if (ty == LUA_TNUMBER) v = lua_tonumber(L, -1);
-  else if (ty != LUA_TNIL) attnL_raise(L, FN ": option '%s' must be a number (got %s)", key, luaL_typename(L, -1));
+  if (ty == LUA_TNUMBER)
+    v = lua_tonumber(L, -1);
+  else if (ty != LUA_TNIL)
+    attnL_raise(L, FN ": option '%s' must be a number (got %s)", key, luaL_typename(L, -1));
   lua_pop(L, 1);
   return v;
 }
@@ -84,9 +86,12 @@ static const char *opt_choice(lua_State *L, int t, const char *key, const char *
   const char *v = NULL;
   if (ty == LUA_TSTRING) {
     v = lua_tostring(L, -1);
-    if (strcmp(v, a) == 0) v = a;
-    else if (strcmp(v, b) == 0) v = b;
-    else attnL_raise(L, FN ": option '%s' must be \"%s\" or \"%s\" (got \"%s\")", key, a, b, v);
+    if (strcmp(v, a) == 0)
+      v = a;
+    else if (strcmp(v, b) == 0)
+      v = b;
+    else
+      attnL_raise(L, FN ": option '%s' must be \"%s\" or \"%s\" (got \"%s\")", key, a, b, v);
   } else if (ty != LUA_TNIL) {
     attnL_raise(L, FN ": option '%s' must be \"%s\" or \"%s\" (got %s)", key, a, b, luaL_typename(L, -1));
   }
@@ -115,12 +120,12 @@ static int l_sdpa(lua_State *L) {
         /* torch's meaning of a bool mask: true = take part */
         if (kind && kind[0] != 'b')
           return attnL_raise(L, FN ": attn_mask is a bool tensor (true = take part); attn_mask_kind \"additive\" "
-                               "needs a float mask");
+                                   "needs a float mask");
         kind = "bool";
       }
       if (!kind)
         return attnL_raise(L, FN ": say how to read attn_mask: attn_mask_kind = \"bool\" (non-zero = take part) "
-                             "or \"additive\" (added to the scores)");
+                                 "or \"additive\" (added to the scores)");
       o.mask_is_bool = kind[0] == 'b';
     } else if (kind) {
       return attnL_raise(L, FN ": attn_mask_kind given without attn_mask");

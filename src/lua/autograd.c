@@ -155,7 +155,7 @@ static int l_embedding(lua_State *L) {
   if (w->ndim != 2) {
     char sb[64];
     return attnL_raise(L, "embedding: weight must be 2-d [num_embeddings, dim], got %s",
-                      attn_shape_str(w->ndim, w->shape, sb, sizeof sb));
+                       attn_shape_str(w->ndim, w->shape, sb, sizeof sb));
   }
   int64_t pad = -1;
   if (!lua_isnoneornil(L, 3)) {
@@ -171,9 +171,12 @@ static int l_embedding(lua_State *L) {
   return attnL_result(L, attn_embedding(w, ids, pad, box));
 }
 
-static const luaL_Reg methods[] = {{"requires_grad_", m_requires_grad_}, {"backward", m_backward},
-                                   {"detach", m_detach},                 {"detach_", m_detach_},
-                                   {"retain_grad", m_retain_grad},       {NULL, NULL}};
+static const luaL_Reg methods[] = {{"requires_grad_", m_requires_grad_},
+                                   {"backward", m_backward},
+                                   {"detach", m_detach},
+                                   {"detach_", m_detach_},
+                                   {"retain_grad", m_retain_grad},
+                                   {NULL, NULL}};
 
 static const luaL_Reg module_fns[] = {{"no_grad", l_no_grad},
                                       {"enable_grad", l_enable_grad},

@@ -52,8 +52,8 @@ struct attnL_state {
   attn_generator **dead_gens; /* closed while a call may be using them */
   int ndead, capdead;
   bool grad_enabled;
-  int64_t since_collect; /* bytes of new tensors since the last full collection */
-  int64_t collect_at;    /* since_collect that triggers the next one */
+  int64_t since_collect;      /* bytes of new tensors since the last full collection */
+  int64_t collect_at;         /* since_collect that triggers the next one */
   int64_t used_after_collect; /* the budget's use after the last full collection */
 };
 
@@ -452,14 +452,14 @@ static void table_fill(lua_State *L, int idx, const table_shape *ts, int depth, 
   luaL_checkstack(L, 2, "nested table");
   int64_t n = ts->shape[depth];
   if ((int64_t)lua_rawlen(L, idx) != n)
-    attnL_raise(L, "%s: argument '%s' is not rectangular: expected %d entries at depth %d, got %d", fn, arg,
-               (int)n, depth + 1, (int)lua_rawlen(L, idx));
+    attnL_raise(L, "%s: argument '%s' is not rectangular: expected %d entries at depth %d, got %d", fn, arg, (int)n,
+                depth + 1, (int)lua_rawlen(L, idx));
   for (int64_t i = 1; i <= n; i++) {
     int ty = lua_rawgeti(L, idx, (lua_Integer)i);
     if (depth + 1 < ts->ndim) {
       if (ty != LUA_TTABLE)
-        attnL_raise(L, "%s: argument '%s' is not rectangular: entry %d at depth %d is a %s, expected a table",
-                   fn, arg, (int)i, depth + 1, luaL_typename(L, -1));
+        attnL_raise(L, "%s: argument '%s' is not rectangular: entry %d at depth %d is a %s, expected a table", fn, arg,
+                    (int)i, depth + 1, luaL_typename(L, -1));
       table_fill(L, lua_gettop(L), ts, depth + 1, dt, data, fn, arg, nbool);
     } else if (ty == LUA_TNUMBER || ty == LUA_TBOOLEAN) {
       if (ty == LUA_TBOOLEAN) (*nbool)++;
@@ -487,8 +487,8 @@ static void table_fill(lua_State *L, int idx, const table_shape *ts, int depth, 
         *data += sizeof v;
       }
     } else {
-      attnL_raise(L, "%s: argument '%s' must hold numbers: entry %d at depth %d is a %s", fn, arg, (int)i,
-                 depth + 1, luaL_typename(L, -1));
+      attnL_raise(L, "%s: argument '%s' must hold numbers: entry %d at depth %d is a %s", fn, arg, (int)i, depth + 1,
+                  luaL_typename(L, -1));
     }
     lua_pop(L, 1);
   }
@@ -511,12 +511,12 @@ static void table_check_empty(lua_State *L, int idx, const table_shape *ts, int 
   lua_rawset(L, seen);
   int64_t n = ts->shape[depth];
   if ((int64_t)lua_rawlen(L, idx) != n)
-    attnL_raise(L, "%s: argument '%s' is not rectangular: expected %d entries at depth %d, got %d", fn, arg,
-               (int)n, depth + 1, (int)lua_rawlen(L, idx));
+    attnL_raise(L, "%s: argument '%s' is not rectangular: expected %d entries at depth %d, got %d", fn, arg, (int)n,
+                depth + 1, (int)lua_rawlen(L, idx));
   for (int64_t i = 1; i <= n; i++) {
     if (lua_rawgeti(L, idx, (lua_Integer)i) != LUA_TTABLE)
-      attnL_raise(L, "%s: argument '%s' is not rectangular: entry %d at depth %d is a %s, expected a table", fn,
-                 arg, (int)i, depth + 1, luaL_typename(L, -1));
+      attnL_raise(L, "%s: argument '%s' is not rectangular: entry %d at depth %d is a %s, expected a table", fn, arg,
+                  (int)i, depth + 1, luaL_typename(L, -1));
     table_check_empty(L, lua_gettop(L), ts, depth + 1, seen, fn, arg);
     lua_pop(L, 1);
   }
@@ -533,7 +533,7 @@ static void check_plain_table(lua_State *L, int idx, const char *fn, const char 
     lua_pushnil(L);
     if (lua_next(L, idx))
       attnL_raise(L, "%s: argument '%s' must be a list of numbers (a table with keys 1..n), got a table with a %s key",
-                 fn, arg, luaL_typename(L, -2));
+                  fn, arg, luaL_typename(L, -2));
   }
 }
 
@@ -588,8 +588,7 @@ attn_tensor *attnL_totensor(lua_State *L, int idx, const char *fn, const char *a
   } else if (ty == LUA_TUSERDATA && test_box(L, idx)) {
     return attnL_check(L, idx); /* a closed tensor: raises */
   } else {
-    attnL_raise(L, "%s: argument '%s' must be a tensor, number or table (got %s)", fn, arg,
-               luaL_typename(L, idx));
+    attnL_raise(L, "%s: argument '%s' must be a tensor, number or table (got %s)", fn, arg, luaL_typename(L, idx));
     return NULL;
   }
   lua_replace(L, idx);
@@ -617,7 +616,7 @@ int attnL_checkdim(lua_State *L, int arg, int ndim, int extra, const char *fn) {
   if (n == 0) n = 1; /* a 0-d tensor accepts dim 1 / -1 like torch's 0 / -1 */
   if (d < -n || d > n || d == 0)
     attnL_raise(L, "%s: dim %I out of range for a %d-d tensor (expected 1..%d or -%d..-1)%s", fn, (lua_Integer)d, ndim,
-               (int)n, (int)n, ATTNL_DIM_HINT(d));
+                (int)n, (int)n, ATTNL_DIM_HINT(d));
   return (int)(d < 0 ? d + n : d - 1);
 }
 
@@ -670,7 +669,7 @@ attn_tensor *attnL_checkindex(lua_State *L, int arg, int64_t limit, const char *
       if (d[i] < 1 || (limit >= 0 && d[i] > limit)) {
         if (limit >= 0)
           attnL_raise(L, "%s: index %I in '%s' out of range (expected 1..%I)%s", fn, (lua_Integer)d[i], name,
-                     (lua_Integer)limit, ATTNL_ID_HINT(d[i]));
+                      (lua_Integer)limit, ATTNL_ID_HINT(d[i]));
         attnL_raise(L, "%s: index %I in '%s' out of range (expected 1 or more)%s", fn, (lua_Integer)d[i], name,
                     ATTNL_ID_HINT(d[i]));
       }
@@ -691,8 +690,10 @@ attn_tensor *attnL_checkindex(lua_State *L, int arg, int64_t limit, const char *
       attnL_raise(L, "%s: argument '%s' must hold integer indices (found %f)", fn, name, (lua_Number)v);
     if (v < 1 || (limit >= 0 && v > (float)limit)) {
       /* an integer as such; huge values (and inf) as floats, never cast */
-      if (fabsf(v) < 1e15f) lua_pushinteger(L, (lua_Integer)v);
-      else lua_pushnumber(L, (lua_Number)v);
+      if (fabsf(v) < 1e15f)
+        lua_pushinteger(L, (lua_Integer)v);
+      else
+        lua_pushnumber(L, (lua_Number)v);
       const char *vs = lua_tostring(L, -1);
       if (limit >= 0)
         attnL_raise(L, "%s: index %s in '%s' out of range (expected 1..%I)%s", fn, vs, name, (lua_Integer)limit,

@@ -92,11 +92,11 @@ static int l_init(lua_State *L) {
   return 0;
 }
 
-#define INT_GETTER(name, expr)      \
-  static int name(lua_State *L) {   \
-    if (attn_dist_init()) return dist_error(L); \
-    lua_pushinteger(L, (expr));     \
-    return 1;                       \
+#define INT_GETTER(name, expr)                                                                                         \
+  static int name(lua_State *L) {                                                                                      \
+    if (attn_dist_init()) return dist_error(L);                                                                        \
+    lua_pushinteger(L, (expr));                                                                                        \
+    return 1;                                                                                                          \
   }
 INT_GETTER(l_rank, attn_dist_rank())
 INT_GETTER(l_size, attn_dist_size())
@@ -285,12 +285,9 @@ static int reducer_overlapped(lua_State *L) {
 void attnL_open_dist(lua_State *L, int module, int methods) {
   (void)methods;
   static const luaL_Reg work_methods[] = {{"wait", work_wait}, {"is_completed", work_is_completed}, {NULL, NULL}};
-  static const luaL_Reg reducer_methods[] = {{"enable", reducer_enable},
-                                             {"finish", reducer_finish},
-                                             {"buckets", reducer_buckets},
-                                             {"pending", reducer_pending},
-                                             {"overlapped", reducer_overlapped},
-                                             {NULL, NULL}};
+  static const luaL_Reg reducer_methods[] = {{"enable", reducer_enable},         {"finish", reducer_finish},
+                                             {"buckets", reducer_buckets},       {"pending", reducer_pending},
+                                             {"overlapped", reducer_overlapped}, {NULL, NULL}};
   static const luaL_Reg fns[] = {{"init", l_init},
                                  {"rank", l_rank},
                                  {"size", l_size},

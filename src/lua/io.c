@@ -98,8 +98,8 @@ static int l_save(lua_State *L) {
   const char *path = check_cstring(L, 2, fn, "path");
   file_format fmt = format_of_path(path);
   if (fmt == FMT_UNKNOWN)
-    return attnL_raise(L, "%s: cannot tell the format of '%s' from its extension (use .safetensors, .npz or .npy)",
-                      fn, path);
+    return attnL_raise(L, "%s: cannot tell the format of '%s' from its extension (use .safetensors, .npz or .npy)", fn,
+                       path);
   if (fmt == FMT_NPY) {
     attn_tensor *t = attnL_test(L, 1);
     if (!t) {
@@ -125,14 +125,14 @@ static int l_save(lua_State *L) {
   for (lua_pushnil(L); lua_next(L, 1); lua_pop(L, 1)) {
     if (lua_type(L, -2) != LUA_TSTRING)
       return attnL_raise(L, "%s: '%s': table keys must be tensor names (found a %s key)", fn, path,
-                        luaL_typename(L, -2));
+                         luaL_typename(L, -2));
     lua_pushvalue(L, -2);
     const char *name = check_cstring(L, -1, fn, "a tensor name");
     lua_pop(L, 1);
     if (!attnL_test(L, -1)) {
-      if (luaL_testudata(L, -1, ATTN_TENSOR_MT)) return attnL_raise(L, "%s: '%s': tensor '%s' is closed", fn, path, name);
-      return attnL_raise(L, "%s: '%s': value of '%s' is a %s, expected a tensor", fn, path, name,
-                        luaL_typename(L, -1));
+      if (luaL_testudata(L, -1, ATTN_TENSOR_MT))
+        return attnL_raise(L, "%s: '%s': tensor '%s' is closed", fn, path, name);
+      return attnL_raise(L, "%s: '%s': value of '%s' is a %s, expected a tensor", fn, path, name, luaL_typename(L, -1));
     }
     if (n == INT32_MAX) return attnL_raise(L, "%s: too many tensors", fn);
     n++;
@@ -153,10 +153,10 @@ static int l_save(lua_State *L) {
     for (lua_pushnil(L); lua_next(L, 3); lua_pop(L, 1)) {
       if (lua_type(L, -2) != LUA_TSTRING)
         return attnL_raise(L, "%s: '%s': metadata keys must be strings (found a %s key)", fn, path,
-                          luaL_typename(L, -2));
+                           luaL_typename(L, -2));
       if (lua_type(L, -1) != LUA_TSTRING && lua_type(L, -1) != LUA_TNUMBER)
         return attnL_raise(L, "%s: '%s': metadata value of '%s' must be a string (got %s)", fn, path,
-                          lua_tostring(L, -2), luaL_typename(L, -1));
+                           lua_tostring(L, -2), luaL_typename(L, -1));
       lua_pushvalue(L, -2);
       const char *key = check_cstring(L, -1, fn, "a metadata key");
       lua_pushvalue(L, -2); /* a copy, so numbers convert without confusing lua_next */

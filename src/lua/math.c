@@ -70,8 +70,8 @@ static int add_sub(lua_State *L, attn_binary_op op) {
   return attnL_result(L, attn_binary(ATTN_SUB, a, *box, res));
 }
 
-#define BINARY_FNS(NAME, OP)                                    \
-  static int lm_##NAME(lua_State *L) { return binary(L, OP); }   \
+#define BINARY_FNS(NAME, OP)                                                                                           \
+  static int lm_##NAME(lua_State *L) { return binary(L, OP); }                                                         \
   static int lm_##NAME##_(lua_State *L) { return binary_(L, OP); }
 
 static int lm_add(lua_State *L) { return add_sub(L, ATTN_ADD); }
@@ -134,8 +134,8 @@ static int unary_(lua_State *L, attn_unary_op op) {
   return 1;
 }
 
-#define UNARY_FNS(NAME, OP)                                    \
-  static int lm_##NAME(lua_State *L) { return unary(L, OP); }   \
+#define UNARY_FNS(NAME, OP)                                                                                            \
+  static int lm_##NAME(lua_State *L) { return unary(L, OP); }                                                          \
   static int lm_##NAME##_(lua_State *L) { return unary_(L, OP); }
 
 UNARY_FNS(neg, ATTN_NEG)
@@ -306,34 +306,101 @@ static int lm_linear(lua_State *L) {
   return attnL_result(L, attn_linear(x, w, b, box));
 }
 
-static const luaL_Reg fns[] = {
-    {"add", lm_add},         {"add_", lm_add_},         {"sub", lm_sub},       {"sub_", lm_sub_},
-    {"mul", lm_mul},         {"mul_", lm_mul_},         {"div", lm_div},       {"div_", lm_div_},
-    {"pow", lm_pow},         {"pow_", lm_pow_},         {"eq", lm_eq},         {"eq_", lm_eq_},
-    {"ne", lm_ne},           {"ne_", lm_ne_},           {"lt", lm_lt},         {"lt_", lm_lt_},
-    {"le", lm_le},           {"le_", lm_le_},           {"gt", lm_gt},         {"gt_", lm_gt_},
-    {"ge", lm_ge},           {"ge_", lm_ge_},           {"maximum", lm_maximum}, {"maximum_", lm_maximum_},
-    {"minimum", lm_minimum}, {"minimum_", lm_minimum_}, {"atan2", lm_atan2},   {"atan2_", lm_atan2_},
-    {"fmod", lm_fmod},       {"fmod_", lm_fmod_},       {"neg", lm_neg},       {"neg_", lm_neg_},
-    {"exp", lm_exp},         {"exp_", lm_exp_},         {"log", lm_log},       {"log_", lm_log_},
-    {"sqrt", lm_sqrt},       {"sqrt_", lm_sqrt_},       {"rsqrt", lm_rsqrt},   {"rsqrt_", lm_rsqrt_},
-    {"tanh", lm_tanh},       {"tanh_", lm_tanh_},       {"sigmoid", lm_sigmoid}, {"sigmoid_", lm_sigmoid_},
-    {"relu", lm_relu},       {"relu_", lm_relu_},       {"gelu", lm_gelu},     {"gelu_", lm_gelu_},
-    {"abs", lm_abs},         {"abs_", lm_abs_},         {"sin", lm_sin},       {"sin_", lm_sin_},
-    {"cos", lm_cos},         {"cos_", lm_cos_},         {"sign", lm_sign},     {"sign_", lm_sign_},
-    {"reciprocal", lm_reciprocal}, {"reciprocal_", lm_reciprocal_},
-    {"square", lm_square},   {"square_", lm_square_},   {"log1p", lm_log1p},   {"log1p_", lm_log1p_},
-    {"expm1", lm_expm1},     {"expm1_", lm_expm1_},     {"floor", lm_floor},   {"floor_", lm_floor_},
-    {"ceil", lm_ceil},       {"ceil_", lm_ceil_},       {"round", lm_round},   {"round_", lm_round_},
-    {"silu", lm_silu},       {"silu_", lm_silu_},       {"erf", lm_erf},       {"erf_", lm_erf_},
-    {"clamp", lm_clamp},     {"clamp_", lm_clamp_},     {"where", lm_where},
-    {"masked_fill", lm_masked_fill}, {"masked_fill_", lm_masked_fill_},
-    {"matmul", lm_matmul},   {"mm", lm_mm},             {"bmm", lm_bmm},       {"outer", lm_outer},
-    {"dot", lm_dot},         {"linear", lm_linear},
-    {"logical_and", lm_logical_and}, {"logical_or", lm_logical_or}, {"logical_xor", lm_logical_xor},
-    {"logical_not", lm_logical_not}, {"isnan", lm_isnan}, {"isinf", lm_isinf}, {"isfinite", lm_isfinite},
-    {"floor_divide", lm_floor_divide}, {"remainder", lm_remainder},
-    {NULL, NULL}};
+static const luaL_Reg fns[] = {{"add", lm_add},
+                               {"add_", lm_add_},
+                               {"sub", lm_sub},
+                               {"sub_", lm_sub_},
+                               {"mul", lm_mul},
+                               {"mul_", lm_mul_},
+                               {"div", lm_div},
+                               {"div_", lm_div_},
+                               {"pow", lm_pow},
+                               {"pow_", lm_pow_},
+                               {"eq", lm_eq},
+                               {"eq_", lm_eq_},
+                               {"ne", lm_ne},
+                               {"ne_", lm_ne_},
+                               {"lt", lm_lt},
+                               {"lt_", lm_lt_},
+                               {"le", lm_le},
+                               {"le_", lm_le_},
+                               {"gt", lm_gt},
+                               {"gt_", lm_gt_},
+                               {"ge", lm_ge},
+                               {"ge_", lm_ge_},
+                               {"maximum", lm_maximum},
+                               {"maximum_", lm_maximum_},
+                               {"minimum", lm_minimum},
+                               {"minimum_", lm_minimum_},
+                               {"atan2", lm_atan2},
+                               {"atan2_", lm_atan2_},
+                               {"fmod", lm_fmod},
+                               {"fmod_", lm_fmod_},
+                               {"neg", lm_neg},
+                               {"neg_", lm_neg_},
+                               {"exp", lm_exp},
+                               {"exp_", lm_exp_},
+                               {"log", lm_log},
+                               {"log_", lm_log_},
+                               {"sqrt", lm_sqrt},
+                               {"sqrt_", lm_sqrt_},
+                               {"rsqrt", lm_rsqrt},
+                               {"rsqrt_", lm_rsqrt_},
+                               {"tanh", lm_tanh},
+                               {"tanh_", lm_tanh_},
+                               {"sigmoid", lm_sigmoid},
+                               {"sigmoid_", lm_sigmoid_},
+                               {"relu", lm_relu},
+                               {"relu_", lm_relu_},
+                               {"gelu", lm_gelu},
+                               {"gelu_", lm_gelu_},
+                               {"abs", lm_abs},
+                               {"abs_", lm_abs_},
+                               {"sin", lm_sin},
+                               {"sin_", lm_sin_},
+                               {"cos", lm_cos},
+                               {"cos_", lm_cos_},
+                               {"sign", lm_sign},
+                               {"sign_", lm_sign_},
+                               {"reciprocal", lm_reciprocal},
+                               {"reciprocal_", lm_reciprocal_},
+                               {"square", lm_square},
+                               {"square_", lm_square_},
+                               {"log1p", lm_log1p},
+                               {"log1p_", lm_log1p_},
+                               {"expm1", lm_expm1},
+                               {"expm1_", lm_expm1_},
+                               {"floor", lm_floor},
+                               {"floor_", lm_floor_},
+                               {"ceil", lm_ceil},
+                               {"ceil_", lm_ceil_},
+                               {"round", lm_round},
+                               {"round_", lm_round_},
+                               {"silu", lm_silu},
+                               {"silu_", lm_silu_},
+                               {"erf", lm_erf},
+                               {"erf_", lm_erf_},
+                               {"clamp", lm_clamp},
+                               {"clamp_", lm_clamp_},
+                               {"where", lm_where},
+                               {"masked_fill", lm_masked_fill},
+                               {"masked_fill_", lm_masked_fill_},
+                               {"matmul", lm_matmul},
+                               {"mm", lm_mm},
+                               {"bmm", lm_bmm},
+                               {"outer", lm_outer},
+                               {"dot", lm_dot},
+                               {"linear", lm_linear},
+                               {"logical_and", lm_logical_and},
+                               {"logical_or", lm_logical_or},
+                               {"logical_xor", lm_logical_xor},
+                               {"logical_not", lm_logical_not},
+                               {"isnan", lm_isnan},
+                               {"isinf", lm_isinf},
+                               {"isfinite", lm_isfinite},
+                               {"floor_divide", lm_floor_divide},
+                               {"remainder", lm_remainder},
+                               {NULL, NULL}};
 
 void attnL_open_math(lua_State *L, int module, int methods) {
   attnL_register(L, module, methods, fns);

@@ -24,8 +24,8 @@ void attnL_open_plot(lua_State *L, int module, int methods);
 /* attn.dist's C part (src/dist over MPI), as the table attn.core._dist. */
 void attnL_open_dist(lua_State *L, int module, int methods);
 
-#define ATTN_OPENERS                                                                                 \
-  attnL_open_tensor, attnL_open_math, attnL_open_reduce, attnL_open_shape, attnL_open_random,       \
-      attnL_open_io, attnL_open_autograd, attnL_open_attention, attnL_open_ops, attnL_open_plot, attnL_open_dist
+#define ATTN_OPENERS                                                                                                   \
+  attnL_open_tensor, attnL_open_math, attnL_open_reduce, attnL_open_shape, attnL_open_random, attnL_open_io,           \
+      attnL_open_autograd, attnL_open_attention, attnL_open_ops, attnL_open_plot, attnL_open_dist
 
 #endif

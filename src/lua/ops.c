@@ -79,14 +79,17 @@ static int opts_at(lua_State *L, int arg, const char *fn, const char *const *kno
 /* Pushes option key of the table at opts (nil when opts is 0) and returns
    its stack index: the value stays on the stack for the call. */
 static int opt_get(lua_State *L, int opts, const char *key) {
-  if (opts) lua_getfield(L, opts, key);
-  else lua_pushnil(L);
+  if (opts)
+    lua_getfield(L, opts, key);
+  else
+    lua_pushnil(L);
   return lua_gettop(L);
 }
 
 static int opt_bool(lua_State *L, int idx, const char *fn, const char *key, int def) {
   if (lua_isnoneornil(L, idx)) return def;
-  if (!lua_isboolean(L, idx)) return attnL_raise(L, "%s: %s must be a boolean (got %s)", fn, key, luaL_typename(L, idx));
+  if (!lua_isboolean(L, idx))
+    return attnL_raise(L, "%s: %s must be a boolean (got %s)", fn, key, luaL_typename(L, idx));
   return lua_toboolean(L, idx);
 }
 
@@ -181,8 +184,8 @@ static int finish_op(lua_State *L, attn_status st, attn_tensor **box, bool inpla
 
 static int scatter_impl(lua_State *L, bool inplace, int kind) { /* kind 0 scatter, 1 add, 2 reduce */
   lua_settop(L, 6); /* argument slots stay put while temporaries are pushed */
-  static const char *const names[3][2] = {{"scatter", "scatter_"}, {"scatter_add", "scatter_add_"},
-                                          {"scatter_reduce", "scatter_reduce_"}};
+  static const char *const names[3][2] = {
+      {"scatter", "scatter_"}, {"scatter_add", "scatter_add_"}, {"scatter_reduce", "scatter_reduce_"}};
   const char *fn = names[kind][inplace];
   attn_tensor *t = inplace ? attnL_check(L, 1) : attnL_totensor(L, 1, fn, "self");
   int dim = attnL_checkdim(L, 2, t->ndim, 0, fn);
@@ -202,15 +205,18 @@ static int scatter_impl(lua_State *L, bool inplace, int kind) { /* kind 0 scatte
       int opts = opts_at(L, 6, fn, known);
       if (!opts && !lua_isnoneornil(L, 6))
         return attnL_raise(L, "%s: argument 6 must be an options table {include_self = ...} (got %s)", fn,
-                          luaL_typename(L, 6));
+                           luaL_typename(L, 6));
       include_self = opt_bool(L, opt_get(L, opts, "include_self"), fn, "include_self", 1);
     }
   }
   attn_tensor **box = attnL_newbox(L);
   attn_status st;
-  if (kind == 0) st = by_value ? attn_scatter_value(t, dim, index, value, box) : attn_scatter(t, dim, index, src, box);
-  else if (kind == 1) st = attn_scatter_add(t, dim, index, src, box);
-  else st = attn_scatter_reduce(t, dim, index, src, reduce, include_self, box);
+  if (kind == 0)
+    st = by_value ? attn_scatter_value(t, dim, index, value, box) : attn_scatter(t, dim, index, src, box);
+  else if (kind == 1)
+    st = attn_scatter_add(t, dim, index, src, box);
+  else
+    st = attn_scatter_reduce(t, dim, index, src, reduce, include_self, box);
   const attn_tensor *others[1] = {src};
   return finish_op(L, st, box, inplace, fn, others, src ? 1 : 0);
 }
@@ -222,9 +228,9 @@ static int l_scatter_reduce(lua_State *L) { return scatter_impl(L, false, 2); }
 static int l_scatter_reduce_(lua_State *L) { return scatter_impl(L, true, 2); }
 
 static int index_impl(lua_State *L, bool inplace, int kind) { /* kind 0 add, 1 copy, 2 fill */
-  lua_settop(L, 5); /* argument slots stay put while temporaries are pushed */
-  static const char *const names[3][2] = {{"index_add", "index_add_"}, {"index_copy", "index_copy_"},
-                                          {"index_fill", "index_fill_"}};
+  lua_settop(L, 5);                                           /* argument slots stay put while temporaries are pushed */
+  static const char *const names[3][2] = {
+      {"index_add", "index_add_"}, {"index_copy", "index_copy_"}, {"index_fill", "index_fill_"}};
   const char *fn = names[kind][inplace];
   attn_tensor *t = inplace ? attnL_check(L, 1) : attnL_totensor(L, 1, fn, "self");
   int dim = attnL_checkdim(L, 2, t->ndim, 0, fn);
@@ -251,9 +257,12 @@ static int index_impl(lua_State *L, bool inplace, int kind) { /* kind 0 add, 1 c
   }
   attn_tensor **box = attnL_newbox(L);
   attn_status st;
-  if (kind == 0) st = attn_index_add(t, dim, index, src, alpha, box);
-  else if (kind == 1) st = attn_index_copy(t, dim, index, src, box);
-  else st = attn_index_fill(t, dim, index, value, box);
+  if (kind == 0)
+    st = attn_index_add(t, dim, index, src, alpha, box);
+  else if (kind == 1)
+    st = attn_index_copy(t, dim, index, src, box);
+  else
+    st = attn_index_fill(t, dim, index, value, box);
   const attn_tensor *others[1] = {src};
   return finish_op(L, st, box, inplace, fn, others, src ? 1 : 0);
 }
@@ -273,7 +282,8 @@ static int l_nonzero(lua_State *L) {
   attn_tensor *t = attnL_totensor(L, 1, "nonzero", "input");
   int opts = opts_at(L, 2, "nonzero", known);
   if (!opts && !lua_isnoneornil(L, 2))
-    return attnL_raise(L, "nonzero: argument 2 must be an options table {as_tuple = true} (got %s)", luaL_typename(L, 2));
+    return attnL_raise(L, "nonzero: argument 2 must be an options table {as_tuple = true} (got %s)",
+                       luaL_typename(L, 2));
   int as_tuple = opt_bool(L, opt_get(L, opts, "as_tuple"), "nonzero", "as_tuple", 0);
   attn_tensor **box = attnL_newbox(L);
   if (attn_nonzero(t, box)) return attnL_error(L);
@@ -323,7 +333,8 @@ static int l_bucketize(lua_State *L) {
   } else {
     int opts = opts_at(L, 3, "bucketize", known);
     if (!opts && !lua_isnoneornil(L, 3))
-      return attnL_raise(L, "bucketize: argument 3 must be right (a boolean) or {right = ...} (got %s)", luaL_typename(L, 3));
+      return attnL_raise(L, "bucketize: argument 3 must be right (a boolean) or {right = ...} (got %s)",
+                         luaL_typename(L, 3));
     right = opt_bool(L, opt_get(L, opts, "right"), "bucketize", "right", 0);
     opt_bool(L, opt_get(L, opts, "out_int32"), "bucketize", "out_int32", 0);
   }
@@ -335,26 +346,25 @@ static int l_bucketize(lua_State *L) {
 }
 
 void attnL_open_ops(lua_State *L, int module, int methods) {
-  static const luaL_Reg fns[] = {
-      {"sort", l_sort},
-      {"argsort", l_argsort},
-      {"topk", l_topk},
-      {"kthvalue", l_kthvalue},
-      {"scatter", l_scatter},
-      {"scatter_", l_scatter_},
-      {"scatter_add", l_scatter_add},
-      {"scatter_add_", l_scatter_add_},
-      {"scatter_reduce", l_scatter_reduce},
-      {"scatter_reduce_", l_scatter_reduce_},
-      {"index_add", l_index_add},
-      {"index_add_", l_index_add_},
-      {"index_copy", l_index_copy},
-      {"index_copy_", l_index_copy_},
-      {"index_fill", l_index_fill},
-      {"index_fill_", l_index_fill_},
-      {"nonzero", l_nonzero},
-      {"masked_select", l_masked_select},
-      {"bucketize", l_bucketize},
-      {NULL, NULL}};
+  static const luaL_Reg fns[] = {{"sort", l_sort},
+                                 {"argsort", l_argsort},
+                                 {"topk", l_topk},
+                                 {"kthvalue", l_kthvalue},
+                                 {"scatter", l_scatter},
+                                 {"scatter_", l_scatter_},
+                                 {"scatter_add", l_scatter_add},
+                                 {"scatter_add_", l_scatter_add_},
+                                 {"scatter_reduce", l_scatter_reduce},
+                                 {"scatter_reduce_", l_scatter_reduce_},
+                                 {"index_add", l_index_add},
+                                 {"index_add_", l_index_add_},
+                                 {"index_copy", l_index_copy},
+                                 {"index_copy_", l_index_copy_},
+                                 {"index_fill", l_index_fill},
+                                 {"index_fill_", l_index_fill_},
+                                 {"nonzero", l_nonzero},
+                                 {"masked_select", l_masked_select},
+                                 {"bucketize", l_bucketize},
+                                 {NULL, NULL}};
   attnL_register(L, module, methods, fns);
 }

@@ -44,7 +44,7 @@ static double optnum(lua_State *L, int arg, int top, double def) {
 static void check_no_extra(lua_State *L, int first_unused, int top, const char *fn) {
   if (first_unused <= top)
     attnL_raise(L, "%s: unexpected argument #%d (%s); a generator must be an attn.Generator", fn, first_unused,
-               luaL_typename(L, first_unused));
+                luaL_typename(L, first_unused));
 }
 
 /* A shape starting at arg (varargs or a table) followed only by the
@@ -393,26 +393,28 @@ static int m_random_(lua_State *L) {
 /* ------------------------------------------------------------------------ */
 /* Registration                                                              */
 
-static const luaL_Reg module_fns[] = {
-    {"manual_seed", l_manual_seed},     {"seed", l_seed},
-    {"initial_seed", l_initial_seed},   {"Generator", l_generator},
-    {"get_rng_state", l_get_rng_state}, {"set_rng_state", l_set_rng_state},
-    {"rand", l_rand},                   {"randn", l_randn},
-    {"rand_like", l_rand_like},         {"randn_like", l_randn_like},
-    {"randint", l_randint},             {"randperm", l_randperm},
-    {NULL, NULL}};
+static const luaL_Reg module_fns[] = {{"manual_seed", l_manual_seed},
+                                      {"seed", l_seed},
+                                      {"initial_seed", l_initial_seed},
+                                      {"Generator", l_generator},
+                                      {"get_rng_state", l_get_rng_state},
+                                      {"set_rng_state", l_set_rng_state},
+                                      {"rand", l_rand},
+                                      {"randn", l_randn},
+                                      {"rand_like", l_rand_like},
+                                      {"randn_like", l_randn_like},
+                                      {"randint", l_randint},
+                                      {"randperm", l_randperm},
+                                      {NULL, NULL}};
 
 /* also tensor methods: t:multinomial(n), t:bernoulli(), t:uniform_() ... */
 static const luaL_Reg tensor_fns[] = {
-    {"multinomial", l_multinomial}, {"bernoulli", l_bernoulli},
-    {"uniform_", m_uniform_},       {"normal_", m_normal_},
-    {"bernoulli_", m_bernoulli_},   {"exponential_", m_exponential_},
-    {"random_", m_random_},         {NULL, NULL}};
+    {"multinomial", l_multinomial}, {"bernoulli", l_bernoulli},       {"uniform_", m_uniform_}, {"normal_", m_normal_},
+    {"bernoulli_", m_bernoulli_},   {"exponential_", m_exponential_}, {"random_", m_random_},   {NULL, NULL}};
 
-static const luaL_Reg generator_methods[] = {
-    {"manual_seed", g_manual_seed}, {"seed", g_seed},
-    {"initial_seed", g_initial_seed}, {"get_state", g_get_state},
-    {"set_state", g_set_state},     {NULL, NULL}};
+static const luaL_Reg generator_methods[] = {{"manual_seed", g_manual_seed},   {"seed", g_seed},
+                                             {"initial_seed", g_initial_seed}, {"get_state", g_get_state},
+                                             {"set_state", g_set_state},       {NULL, NULL}};
 
 void attnL_open_random(lua_State *L, int module, int methods) {
   attnL_register(L, module, 0, module_fns);

@@ -155,18 +155,30 @@ static int l_layer_norm(lua_State *L) {
   attn_tensor *w = lua_isnoneornil(L, 3) ? NULL : attnL_check(L, 3);
   attn_tensor *b = lua_isnoneornil(L, 4) ? NULL : attnL_check(L, 4);
   float eps = (float)luaL_checknumber(L, 5);
-  if (k < 1 || k > ATTN_MAX_DIMS) return luaL_argerror(L, 2, "layer_norm: the number of normalized dims is out of range");
+  if (k < 1 || k > ATTN_MAX_DIMS)
+    return luaL_argerror(L, 2, "layer_norm: the number of normalized dims is out of range");
   attn_tensor **box = attnL_newbox(L);
   return attnL_result(L, attn_layer_norm(x, (int)k, w, b, eps, box));
 }
 
 void attnL_open_reduce(lua_State *L, int module, int methods) {
-  static const luaL_Reg fns[] = {
-      {"sum", l_sum},         {"mean", l_mean},       {"prod", l_prod},
-      {"max", l_max},         {"min", l_min},         {"argmax", l_argmax},
-      {"argmin", l_argmin},   {"var", l_var},         {"std", l_std},
-      {"norm", l_norm},       {"logsumexp", l_logsumexp}, {"all", l_all},
-      {"any", l_any},         {"cumsum", l_cumsum},   {"softmax", l_softmax},
-      {"log_softmax", l_log_softmax}, {"_layer_norm", l_layer_norm}, {NULL, NULL}};
+  static const luaL_Reg fns[] = {{"sum", l_sum},
+                                 {"mean", l_mean},
+                                 {"prod", l_prod},
+                                 {"max", l_max},
+                                 {"min", l_min},
+                                 {"argmax", l_argmax},
+                                 {"argmin", l_argmin},
+                                 {"var", l_var},
+                                 {"std", l_std},
+                                 {"norm", l_norm},
+                                 {"logsumexp", l_logsumexp},
+                                 {"all", l_all},
+                                 {"any", l_any},
+                                 {"cumsum", l_cumsum},
+                                 {"softmax", l_softmax},
+                                 {"log_softmax", l_log_softmax},
+                                 {"_layer_norm", l_layer_norm},
+                                 {NULL, NULL}};
   attnL_register(L, module, methods, fns);
 }

@@ -49,14 +49,16 @@ static int cat_checked(lua_State *L, const char *fn, int n, const attn_tensor **
     const attn_tensor *t = ts[i], *r = ts[ref];
     if (cat_skipped(t)) continue;
     if (t->ndim != r->ndim)
-      attnL_raise(L, "%s: tensors[%d] has shape %s but tensors[%d] has shape %s; tensors must have the same number "
-                 "of dims", fn, i + 1, attn_shape_str(t->ndim, t->shape, sa, sizeof sa), ref + 1,
-                 attn_shape_str(r->ndim, r->shape, sb, sizeof sb));
+      attnL_raise(L,
+                  "%s: tensors[%d] has shape %s but tensors[%d] has shape %s; tensors must have the same number "
+                  "of dims",
+                  fn, i + 1, attn_shape_str(t->ndim, t->shape, sa, sizeof sa), ref + 1,
+                  attn_shape_str(r->ndim, r->shape, sb, sizeof sb));
     for (int d = 0; d < r->ndim; d++)
       if (d != dim && t->shape[d] != r->shape[d])
         attnL_raise(L, "%s: tensors[%d] has shape %s but tensors[%d] has shape %s; sizes must match except in dim %d",
-                   fn, i + 1, attn_shape_str(t->ndim, t->shape, sa, sizeof sa), ref + 1,
-                   attn_shape_str(r->ndim, r->shape, sb, sizeof sb), dim + 1);
+                    fn, i + 1, attn_shape_str(t->ndim, t->shape, sa, sizeof sa), ref + 1,
+                    attn_shape_str(r->ndim, r->shape, sb, sizeof sb), dim + 1);
   }
   attn_tensor **box = attnL_newbox(L);
   return attnL_result(L, attn_cat(n, (const attn_tensor *const *)ts, dim, box));
@@ -85,8 +87,8 @@ static int l_stack(lua_State *L) {
   for (int i = 1; i < n; i++)
     if (!attn_same_shape(ts[i], ts[0]))
       return attnL_raise(L, "stack: tensors[%d] has shape %s but tensors[1] has shape %s; all must be equal", i + 1,
-                        attn_shape_str(ts[i]->ndim, ts[i]->shape, sa, sizeof sa),
-                        attn_shape_str(ts[0]->ndim, ts[0]->shape, sb, sizeof sb));
+                         attn_shape_str(ts[i]->ndim, ts[i]->shape, sa, sizeof sa),
+                         attn_shape_str(ts[0]->ndim, ts[0]->shape, sb, sizeof sb));
   int dim = lua_isnoneornil(L, 2) ? 0 : attnL_checkdim(L, 2, ts[0]->ndim, 1, "stack");
   attn_tensor **box = attnL_newbox(L);
   return attnL_result(L, attn_stack(n, (const attn_tensor *const *)ts, dim, box));
@@ -159,10 +161,12 @@ static int l_gather(lua_State *L) {
   if (attn_tensor_numel(raw) > 0 && raw->ndim == t->ndim)
     for (int d = 0; d < t->ndim; d++)
       if (d != dim && raw->shape[d] > t->shape[d])
-        return attnL_raise(L, "gather: index %s does not fit the input %s: size %d > %d at dim %d (only dim %d may be "
-                          "larger)", attn_shape_str(raw->ndim, raw->shape, sa, sizeof sa),
-                          attn_shape_str(t->ndim, t->shape, sb, sizeof sb), (int)raw->shape[d], (int)t->shape[d],
-                          d + 1, dim + 1);
+        return attnL_raise(L,
+                           "gather: index %s does not fit the input %s: size %d > %d at dim %d (only dim %d may be "
+                           "larger)",
+                           attn_shape_str(raw->ndim, raw->shape, sa, sizeof sa),
+                           attn_shape_str(t->ndim, t->shape, sb, sizeof sb), (int)raw->shape[d], (int)t->shape[d],
+                           d + 1, dim + 1);
   attn_tensor *idx = attnL_checkindex(L, 3, t->shape[dim], "gather", "index");
   attn_tensor **box = attnL_newbox(L);
   return attnL_result(L, attn_gather(t, dim, idx, box));
@@ -326,11 +330,10 @@ static int l_flip(lua_State *L) {
 static const luaL_Reg module_fns[] = {
     {"cat", l_cat}, {"stack", l_stack}, {"vstack", l_vstack}, {"hstack", l_hstack}, {NULL, NULL}};
 
-static const luaL_Reg methods[] = {
-    {"tril", l_tril},   {"triu", l_triu},   {"index_select", l_index_select},
-    {"gather", l_gather}, {"split", l_split}, {"chunk", l_chunk},
-    {"repeat", l_repeat}, {"rep", l_repeat}, {"flip", l_flip},
-    {NULL, NULL}};
+static const luaL_Reg methods[] = {{"tril", l_tril},     {"triu", l_triu},   {"index_select", l_index_select},
+                                   {"gather", l_gather}, {"split", l_split}, {"chunk", l_chunk},
+                                   {"repeat", l_repeat}, {"rep", l_repeat},  {"flip", l_flip},
+                                   {NULL, NULL}};
 
 void attnL_open_shape(lua_State *L, int module, int methods_idx) {
   luaL_newmetatable(L, PIECES_MT);

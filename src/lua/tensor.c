@@ -65,7 +65,7 @@ attn_dtype attnL_checkdtype(lua_State *L, int arg, const char *fn) {
   int id = dtype_of_object(L, arg);
   if (id >= 0 && id < ATTN_DTYPE_COUNT) return (attn_dtype)id;
   attnL_raise(L, "%s: expected a dtype (attn.float32, attn.int64, attn.bool or its name), got %s", fn,
-             luaL_typename(L, arg));
+              luaL_typename(L, arg));
   return ATTN_FLOAT32;
 }
 
@@ -158,7 +158,7 @@ static int l_tensor(lua_State *L) {
   luaL_checkany(L, 1);
   int has_dt = lua_type(L, 2) == LUA_TTABLE || lua_type(L, 2) == LUA_TSTRING;
   attn_dtype dt = lua_type(L, 2) == LUA_TSTRING ? attnL_checkdtype(L, 2, "tensor")
-                                                 : attnL_optdtype_field(L, 2, ATTN_FLOAT32, "tensor");
+                                                : attnL_optdtype_field(L, 2, ATTN_FLOAT32, "tensor");
   if (lua_type(L, 2) == LUA_TTABLE) {
     lua_getfield(L, 2, "dtype");
     has_dt = !lua_isnil(L, -1);
@@ -241,8 +241,10 @@ static int l_full(lua_State *L) {
   attn_dtype dt = lua_type(L, value_arg) == LUA_TBOOLEAN ? ATTN_BOOL : ATTN_FLOAT32;
   dt = attnL_optdtype_field(L, value_arg + 1, dt, "full");
   double v;
-  if (lua_type(L, value_arg) == LUA_TBOOLEAN) v = lua_toboolean(L, value_arg);
-  else v = luaL_checknumber(L, value_arg);
+  if (lua_type(L, value_arg) == LUA_TBOOLEAN)
+    v = lua_toboolean(L, value_arg);
+  else
+    v = luaL_checknumber(L, value_arg);
   attn_tensor **box = attnL_newbox(L);
   if (dt == ATTN_INT64 && lua_isinteger(L, value_arg))
     return attnL_result(L, attn_full_i64(nd, shape, (int64_t)lua_tointeger(L, value_arg), box));
@@ -397,7 +399,7 @@ static int m_item(lua_State *L) {
   attn_tensor *t = attnL_check(L, 1);
   if (attn_tensor_numel(t) != 1)
     return attnL_raise(L, "item: only a tensor with one element can be converted to a number, got %s",
-                      attn_shape_str(t->ndim, t->shape, sb, sizeof sb));
+                       attn_shape_str(t->ndim, t->shape, sb, sizeof sb));
   attnL_pushelem(L, t, t->offset); /* the one element: every index is 0 */
   return 1;
 }
@@ -546,8 +548,7 @@ static int m_permute(lua_State *L) {
   attn_tensor *t = attnL_check(L, 1);
   int dims[ATTN_MAX_DIMS];
   int n = read_dims(L, 2, t->ndim, dims, "permute");
-  if (n != t->ndim)
-    return attnL_raise(L, "permute: expected %d dims for a %d-d tensor, got %d", t->ndim, t->ndim, n);
+  if (n != t->ndim) return attnL_raise(L, "permute: expected %d dims for a %d-d tensor, got %d", t->ndim, t->ndim, n);
   for (int i = 0; i < n; i++)
     for (int j = i + 1; j < n; j++)
       if (dims[i] == dims[j]) return attnL_raise(L, "permute: dim %d appears twice", dims[i] + 1);
@@ -589,10 +590,10 @@ static int m_narrow(lua_State *L) {
   int64_t s0 = start < 0 ? start + size : start - 1;
   if (start == 0 || s0 < 0 || s0 > size)
     return attnL_raise(L, "narrow: start %I out of range for dim %d of size %I (expected 1..%I or negative)%s",
-                      (lua_Integer)start, d + 1, (lua_Integer)size, (lua_Integer)size, ATTNL_INDEX_HINT(start));
+                       (lua_Integer)start, d + 1, (lua_Integer)size, (lua_Integer)size, ATTNL_INDEX_HINT(start));
   if (len < 0 || len > size - s0)
     return attnL_raise(L, "narrow: start %I + length %I exceeds dim %d of size %I", (lua_Integer)start,
-                      (lua_Integer)len, d + 1, (lua_Integer)size);
+                       (lua_Integer)len, d + 1, (lua_Integer)size);
   attn_tensor **box = attnL_newbox(L);
   return attnL_result(L, attn_narrow(t, d, s0, len, box));
 }
@@ -624,8 +625,8 @@ static int64_t check_index(lua_State *L, int arg, int64_t size, int dim, const c
   int64_t i = attnL_checkint(L, arg, fn, "index");
   int64_t i0 = i < 0 ? i + size : i - 1;
   if (i == 0 || i0 < 0 || i0 >= size)
-    attnL_raise(L, "%s: index %I out of range for dim %d of size %I (expected 1..%I or -%I..-1)%s", fn,
-               (lua_Integer)i, dim + 1, (lua_Integer)size, (lua_Integer)size, (lua_Integer)size, ATTNL_INDEX_HINT(i));
+    attnL_raise(L, "%s: index %I out of range for dim %d of size %I (expected 1..%I or -%I..-1)%s", fn, (lua_Integer)i,
+                dim + 1, (lua_Integer)size, (lua_Integer)size, (lua_Integer)size, ATTNL_INDEX_HINT(i));
   return i0;
 }
 
@@ -680,17 +681,17 @@ static int m_flatten(lua_State *L) {
 enum { IX_SELECT, IX_SLICE, IX_TENSOR };
 typedef struct {
   int kind;
-  int64_t index;          /* IX_SELECT: 1-based as given */
+  int64_t index;             /* IX_SELECT: 1-based as given */
   int64_t first, last, step; /* IX_SLICE: 1-based inclusive */
-  int slot;               /* IX_TENSOR: stack slot of the index */
+  int slot;                  /* IX_TENSOR: stack slot of the index */
 } ix_entry;
 
 typedef struct {
   int n;
   ix_entry e[ATTN_MAX_DIMS];
-  int nsel;               /* entries that drop their dim */
-  int adv;                /* position of the IX_TENSOR entry, or -1 */
-  bool mask;              /* the key is a bool tensor */
+  int nsel;  /* entries that drop their dim */
+  int adv;   /* position of the IX_TENSOR entry, or -1 */
+  bool mask; /* the key is a bool tensor */
 } ix_key;
 
 static int64_t ix_int(lua_State *L, int idx, const char *fn, const char *what) {
@@ -698,7 +699,7 @@ static int64_t ix_int(lua_State *L, int idx, const char *fn, const char *what) {
   lua_Integer v = lua_tointegerx(L, idx, &isnum);
   if (!isnum)
     attnL_raise(L, "%s: %s must be an integer (got %s)", fn, what,
-               lua_type(L, idx) == LUA_TNUMBER ? lua_tostring(L, idx) : luaL_typename(L, idx));
+                lua_type(L, idx) == LUA_TNUMBER ? lua_tostring(L, idx) : luaL_typename(L, idx));
   return (int64_t)v;
 }
 
@@ -729,8 +730,10 @@ static void ix_parse(lua_State *L, const attn_tensor *t, int kidx, ix_key *k, co
     return;
   }
   if (ty != LUA_TTABLE)
-    attnL_raise(L, "%s: tensors are indexed by integers, tables of indices and ranges, index tensors, bool masks "
-                  "or method names (got %s)", fn, luaL_typename(L, kidx));
+    attnL_raise(L,
+                "%s: tensors are indexed by integers, tables of indices and ranges, index tensors, bool masks "
+                "or method names (got %s)",
+                fn, luaL_typename(L, kidx));
   int n = (int)lua_rawlen(L, kidx);
   if (n > t->ndim) attnL_raise(L, "%s: %d indices for a %d-d tensor", fn, n, t->ndim);
   for (int i = 0; i < n; i++) {
@@ -744,8 +747,10 @@ static void ix_parse(lua_State *L, const attn_tensor *t, int kidx, ix_key *k, co
     } else if (ety == LUA_TTABLE && !attnL_test(L, top)) {
       int len = (int)lua_rawlen(L, top);
       if (len > 3)
-        attnL_raise(L, "%s: range %d has %d entries; a range is {}, {i}, {first, last} or {first, last, step} "
-                      "(index a list of ids with a tensor: attn.tensor(ids, {dtype = \"int64\"}))", fn, i + 1, len);
+        attnL_raise(L,
+                    "%s: range %d has %d entries; a range is {}, {i}, {first, last} or {first, last, step} "
+                    "(index a list of ids with a tensor: attn.tensor(ids, {dtype = \"int64\"}))",
+                    fn, i + 1, len);
       e->kind = IX_SLICE;
       e->first = 1;
       e->last = -1;
@@ -777,7 +782,7 @@ static void ix_parse(lua_State *L, const attn_tensor *t, int kidx, ix_key *k, co
       continue; /* the index stays in its stack slot for the whole call */
     } else {
       attnL_raise(L, "%s: entry %d of the key is a %s (expected an integer, a range table or an index tensor)", fn,
-                 i + 1, luaL_typename(L, top));
+                  i + 1, luaL_typename(L, top));
     }
     lua_pop(L, 1);
   }
@@ -788,8 +793,8 @@ static void ix_parse(lua_State *L, const attn_tensor *t, int kidx, ix_key *k, co
 static int64_t ix_check(lua_State *L, int64_t i, int64_t size, int dim, const char *fn) {
   int64_t i0 = i < 0 ? i + size : i - 1;
   if (i == 0 || i0 < 0 || i0 >= size)
-    attnL_raise(L, "%s: index %I out of range for dim %d of size %I (expected 1..%I or -%I..-1)%s", fn,
-               (lua_Integer)i, dim + 1, (lua_Integer)size, (lua_Integer)size, (lua_Integer)size, ATTNL_INDEX_HINT(i));
+    attnL_raise(L, "%s: index %I out of range for dim %d of size %I (expected 1..%I or -%I..-1)%s", fn, (lua_Integer)i,
+                dim + 1, (lua_Integer)size, (lua_Integer)size, (lua_Integer)size, ATTNL_INDEX_HINT(i));
   return i0;
 }
 
@@ -858,7 +863,8 @@ static void ix_check_mask(lua_State *L, const attn_tensor *t, const attn_tensor 
   for (int d = 0; ok && d < mask->ndim; d++) ok = mask->shape[d] == t->shape[d];
   if (!ok)
     attnL_raise(L, "%s: mask of shape %s does not match the leading dims of the tensor's shape %s", fn,
-               attn_shape_str(mask->ndim, mask->shape, sa, sizeof sa), attn_shape_str(t->ndim, t->shape, sb, sizeof sb));
+                attn_shape_str(mask->ndim, mask->shape, sa, sizeof sa),
+                attn_shape_str(t->ndim, t->shape, sb, sizeof sb));
 }
 
 /* t viewed as [prod(lead), rest...] for a mask over its `lead` leading dims (pushed). */
@@ -888,7 +894,8 @@ static void ix_read_mask(lua_State *L, int tidx, int kidx, const char *fn) {
    integer indices only. */
 static void ix_read(lua_State *L, int tidx, int kidx, const char *fn) {
   attn_tensor *t = attnL_check(L, tidx);
-  if (lua_type(L, kidx) == LUA_TNUMBER && t->ndim == 0) attnL_raise(L, "%s: cannot index a 0-d tensor (use t:item())", fn);
+  if (lua_type(L, kidx) == LUA_TNUMBER && t->ndim == 0)
+    attnL_raise(L, "%s: cannot index a 0-d tensor (use t:item())", fn);
   ix_key k;
   ix_parse(L, t, kidx, &k, fn);
   if (k.mask) {
@@ -954,7 +961,7 @@ static void ix_write_graph(lua_State *L, int tidx, int kidx, int vidx, const cha
   if (attn_expand(v, P->ndim, P->shape, ve)) {
     char sa[64], sb[64];
     attnL_raise(L, "%s: value of shape %s cannot be broadcast to the indexed shape %s", fn,
-               attn_shape_str(v->ndim, v->shape, sa, sizeof sa), attn_shape_str(P->ndim, P->shape, sb, sizeof sb));
+                attn_shape_str(v->ndim, v->shape, sa, sizeof sa), attn_shape_str(P->ndim, P->shape, sb, sizeof sb));
   }
   attnL_account(L, ve);
   attn_tensor **vf = attnL_newbox(L);
@@ -1087,7 +1094,7 @@ static void ix_write(lua_State *L, int tidx, int kidx, int vidx, const char *fn)
   if (attn_expand(v, cur->ndim, sshape, ve)) {
     char sa[64], sb[64];
     attnL_raise(L, "%s: value of shape %s cannot be broadcast to the indexed shape %s", fn,
-               attn_shape_str(v->ndim, v->shape, sa, sizeof sa), attn_shape_str(cur->ndim, sshape, sb, sizeof sb));
+                attn_shape_str(v->ndim, v->shape, sa, sizeof sa), attn_shape_str(cur->ndim, sshape, sb, sizeof sb));
   }
   attnL_account(L, ve);
   attn_tensor **inv = attnL_newbox(L), **hit = attnL_newbox(L);
@@ -1157,8 +1164,10 @@ static int index_slow(lua_State *L, int ty) {
     ix_read(L, 1, 2, "index");
     return 1;
   }
-  return attnL_raise(L, "index: tensors are indexed by integers, tables of indices and ranges, index tensors, bool "
-                       "masks or method names (got %s)", luaL_typename(L, 2));
+  return attnL_raise(L,
+                     "index: tensors are indexed by integers, tables of indices and ranges, index tensors, bool "
+                     "masks or method names (got %s)",
+                     luaL_typename(L, 2));
 }
 
 /* Method lookups (the common case) stay a raw get; properties and
@@ -1183,9 +1192,10 @@ static int t_newindex(lua_State *L) {
   int ty = lua_type(L, 2);
   if (ty == LUA_TSTRING && attnL_set_property(L, attnL_check(L, 1), lua_tostring(L, 2), 3)) return 0;
   if (ty != LUA_TNUMBER && ty != LUA_TTABLE && !(ty == LUA_TUSERDATA && attnL_test(L, 2)))
-    return attnL_raise(L, "newindex: cannot set field '%s' on a tensor (assign t[i] = value, t.grad or "
-                         "t.requires_grad)",
-                      ty == LUA_TSTRING ? lua_tostring(L, 2) : luaL_typename(L, 2));
+    return attnL_raise(L,
+                       "newindex: cannot set field '%s' on a tensor (assign t[i] = value, t.grad or "
+                       "t.requires_grad)",
+                       ty == LUA_TSTRING ? lua_tostring(L, 2) : luaL_typename(L, 2));
   ix_write(L, 1, 2, 3, "newindex");
   return 0;
 }
@@ -1246,11 +1256,11 @@ static int m_element_size(lua_State *L) {
    they raise and say what to write instead. */
 static int t_lt(lua_State *L) {
   return attnL_raise(L, "'<' and '>' on tensors cannot give a tensor in Lua: write x:lt(y) for x < y and x:gt(y) "
-                       "for x > y (e.g. x:gt(0))");
+                        "for x > y (e.g. x:gt(0))");
 }
 static int t_le(lua_State *L) {
   return attnL_raise(L, "'<=' and '>=' on tensors cannot give a tensor in Lua: write x:le(y) for x <= y and "
-                       "x:ge(y) for x >= y (e.g. x:ge(0))");
+                        "x:ge(y) for x >= y (e.g. x:ge(0))");
 }
 
 static int t_len(lua_State *L) {
@@ -1262,7 +1272,7 @@ static int t_len(lua_State *L) {
 
 static int t_concat(lua_State *L) {
   return attnL_raise(L, "'..' is not defined for tensors: use t:matmul(u) (or attn.matmul) for matrix "
-                       "products and attn.cat for concatenation");
+                        "products and attn.cat for concatenation");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1373,42 +1383,66 @@ static int l_is_tensor(lua_State *L) {
   return 1;
 }
 
-static const luaL_Reg module_fns[] = {
-    {"tensor", l_tensor},         {"zeros", l_zeros},
-    {"ones", l_ones},             {"empty", l_empty},
-    {"full", l_full},             {"zeros_like", l_zeros_like},
-    {"ones_like", l_ones_like},   {"full_like", l_full_like},
-    {"empty_like", l_empty_like}, {"arange", l_arange},
-    {"linspace", l_linspace},     {"eye", l_eye},
-    {"one_hot", l_one_hot},       {"info", l_info},
-    {"shape", m_shape},
-    {"set_num_threads", l_set_num_threads}, {"set_isa", l_set_isa},
-    {"get_num_threads", l_get_num_threads},
-    {"is_tensor", l_is_tensor},   {"now", l_now},
-    {"debug_counts", l_debug_counts},
-    {"_isatty", l_isatty},
-    {NULL, NULL}};
+static const luaL_Reg module_fns[] = {{"tensor", l_tensor},
+                                      {"zeros", l_zeros},
+                                      {"ones", l_ones},
+                                      {"empty", l_empty},
+                                      {"full", l_full},
+                                      {"zeros_like", l_zeros_like},
+                                      {"ones_like", l_ones_like},
+                                      {"full_like", l_full_like},
+                                      {"empty_like", l_empty_like},
+                                      {"arange", l_arange},
+                                      {"linspace", l_linspace},
+                                      {"eye", l_eye},
+                                      {"one_hot", l_one_hot},
+                                      {"info", l_info},
+                                      {"shape", m_shape},
+                                      {"set_num_threads", l_set_num_threads},
+                                      {"set_isa", l_set_isa},
+                                      {"get_num_threads", l_get_num_threads},
+                                      {"is_tensor", l_is_tensor},
+                                      {"now", l_now},
+                                      {"debug_counts", l_debug_counts},
+                                      {"_isatty", l_isatty},
+                                      {NULL, NULL}};
 
-static const luaL_Reg methods[] = {
-    {"size", m_size},
-    {"long", m_long},           {"bool", m_bool},
-    {"float", m_float},         {"to", m_to},
-    {"type_as", m_type_as},     {"is_floating_point", m_is_floating_point},
-    {"element_size", m_element_size},
-    {"stride", m_stride},       {"dim", m_dim},
-    {"numel", m_numel},         {"is_contiguous", m_is_contiguous},
-    {"item", m_item},           {"totable", m_totable},
-    {"tostring", m_tostring},   {"contiguous", m_contiguous},
-    {"clone", m_clone},         {"copy_", m_copy_},
-    {"fill_", m_fill_},         {"zero_", m_zero_},
-    {"transpose", m_transpose}, {"t", m_t},
-    {"permute", m_permute},     {"view", m_view},
-    {"reshape", m_reshape},     {"expand", m_expand},
-    {"view_as", m_view_as},     {"reshape_as", m_reshape_as},
-    {"expand_as", m_expand_as}, {"narrow", m_narrow},
-    {"slice", m_slice},         {"select", m_select},
-    {"unsqueeze", m_unsqueeze}, {"squeeze", m_squeeze},
-    {"flatten", m_flatten},     {NULL, NULL}};
+static const luaL_Reg methods[] = {{"size", m_size},
+                                   {"long", m_long},
+                                   {"bool", m_bool},
+                                   {"float", m_float},
+                                   {"to", m_to},
+                                   {"type_as", m_type_as},
+                                   {"is_floating_point", m_is_floating_point},
+                                   {"element_size", m_element_size},
+                                   {"stride", m_stride},
+                                   {"dim", m_dim},
+                                   {"numel", m_numel},
+                                   {"is_contiguous", m_is_contiguous},
+                                   {"item", m_item},
+                                   {"totable", m_totable},
+                                   {"tostring", m_tostring},
+                                   {"contiguous", m_contiguous},
+                                   {"clone", m_clone},
+                                   {"copy_", m_copy_},
+                                   {"fill_", m_fill_},
+                                   {"zero_", m_zero_},
+                                   {"transpose", m_transpose},
+                                   {"t", m_t},
+                                   {"permute", m_permute},
+                                   {"view", m_view},
+                                   {"reshape", m_reshape},
+                                   {"expand", m_expand},
+                                   {"view_as", m_view_as},
+                                   {"reshape_as", m_reshape_as},
+                                   {"expand_as", m_expand_as},
+                                   {"narrow", m_narrow},
+                                   {"slice", m_slice},
+                                   {"select", m_select},
+                                   {"unsqueeze", m_unsqueeze},
+                                   {"squeeze", m_squeeze},
+                                   {"flatten", m_flatten},
+                                   {NULL, NULL}};
 
 void attnL_open_tensor(lua_State *L, int module, int methods_idx) {
   attnL_register(L, module, 0, module_fns);
