@@ -1,3 +1,5 @@
+-- SPDX-License-Identifier: MIT
+
 --- BERT's attention heads on one sentence (the BertModel cells of seed
 -- notebook 004), with attn instead of transformers.
 --

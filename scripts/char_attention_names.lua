@@ -1,3 +1,5 @@
+-- SPDX-License-Identifier: MIT
+
 --- Character-level attention on names, from notebook to model.
 --
 --   attn scripts/char_attention_names.lua [--data PATH] [--out DIR]

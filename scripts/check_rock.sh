@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Checks the rockspec end to end: `luarocks make` of a copy of the tree
 # (tracked and new files, no build folders) into a scratch rocks tree, then
 # stock lua5.4 with only that tree's paths requires attn and computes, and

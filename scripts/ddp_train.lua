@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Data-parallel training of a small causal-attention character model with
 -- attn.dist and nn.DistributedDataParallel.
 --

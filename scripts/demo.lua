@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- The main job for now: a tour of the attn core.  It rebuilds the opening
 -- of the "self-attention from scratch" notebook (manual_seed(123),
 -- Embedding(50000, 3), d_q = d_k = 2, d_v = 4) with plain tensor ops, so

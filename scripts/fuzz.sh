@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Builds attn's libFuzzer targets (spec/fuzz/, clang with ASan + UBSan) in
 # build-fuzz/ and runs each one for a bounded time:
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Writes lua/attn/unicode_data.lua: the Unicode facts attn.text's BERT
 tokenizer needs, taken from Python's unicodedata (the same database that
 Hugging Face's BertTokenizer consults) so that the Lua port classifies,

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Runs one test with a forced kernel family (ctest's isa/<family>/... tests):
 #   scripts/isa_test.sh ATTN_BIN FAMILY COMMAND [ARGS...]
 # Exits 77 (ctest: skipped) with a message when this CPU lacks the family,

@@ -1,3 +1,5 @@
+-- SPDX-License-Identifier: MIT
+
 --- Luong and Bahdanau attention (seed notebook 002) as a script, then a
 -- real experiment with both.
 --

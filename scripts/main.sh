@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The main job: set up, build, and run the tour of attn (every seed script,
 # pictures under out/tour/).
 set -euo pipefail

@@ -1,3 +1,5 @@
+-- SPDX-License-Identifier: MIT
+
 --- Multi-head attention by splitting and combining heads (seed notebook 004).
 --
 --   attn scripts/multi_head_split.lua [--out DIR]

@@ -1,3 +1,5 @@
+-- SPDX-License-Identifier: MIT
+
 --- Attention on a one-hot toy corpus (seed notebook 000).
 --
 --   attn scripts/one_hot_attention.lua [--out DIR]

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The ctest suite (C tests, busted specs under stock lua5.4, the example
 # host, the fuzz corpora replayed) on a build with AddressSanitizer and
 # UBSan (-DATTN_SANITIZE=ON, -O1 -g) in ./build-asan.

@@ -1,3 +1,5 @@
+-- SPDX-License-Identifier: MIT
+
 --- Self-attention from scratch (seed notebook 001), then the rest of
 -- Sebastian Raschka's article "Understanding and Coding Self-Attention,
 -- Multi-Head Attention, Cross-Attention, and Causal-Attention in LLMs".

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Sets attn's version: writes VERSION (which CMake, attn.h, attn.version and
 # the .pc files read) and renames the rockspec to match, updating its
 # version field and source tag (LuaRocks cannot read VERSION itself).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Installs what attn needs on Debian 12 (as root; uses sudo when not root)
 # and configures + builds it in ./build.
 #   scripts/setup.sh          build dependencies only

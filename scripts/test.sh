@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Every test: set up (test tools, the PyTorch oracle, valgrind, clang),
 # build, then run the suites one after the other:
 #   normal     C tests, busted specs and the example host through ctest (build/)

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- The main job: a tour of attn.  Runs every seed script in order, each with
 -- a line on what it shows, writing their pictures under one folder.
 --   attn scripts/tour.lua [--out DIR] [--quick]

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # ThreadSanitizer: spec/c/test_threads.c (several Lua states in several
 # threads running SDPA forward/backward, MultiheadAttention and Adam at
 # once, on attn's thread pool, while another thread changes the thread

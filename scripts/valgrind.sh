@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Memcheck over the example host, the C tests and the busted specs, on the
 # normal build (./build, made by scripts/setup.sh).
 #

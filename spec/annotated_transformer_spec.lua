@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- The Annotated Transformer (Harvard NLP) ported line by line to attn:
 -- make_model with clones (nn.ModuleList of attn.deepcopy copies), masks,
 -- LabelSmoothing over nn.KLDivLoss(reduction = "sum"), Adam with the

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- The attention modules and building blocks of lua/attn/attention.lua
 -- (reached as attn.nn.<Name>) against torch 1.13: Raschka's self-attention
 -- article and its notebook (spec/fixtures/attention_article.lua),

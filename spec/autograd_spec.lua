@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- The autograd engine's semantics, following torch 1.13: accumulation,
 -- explicit gradients, retain_graph, grad mode, detach, leaves and
 -- retain_grad, in-place ops and version counters, graph shapes (diamonds,

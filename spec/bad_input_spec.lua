@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- The bad-input catalogue (issue 8): every public Lua function of attn is
 -- called with wrong types, nil, NaN/Inf/-0, non-integers, zero, negative and
 -- huge sizes (2^53, 2^62, products that overflow int64), empty tensors and

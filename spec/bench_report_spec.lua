@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- docs/benchmarks.md is generated (scripts/bench/report.lua) from the bench
 -- runs' CSVs in scripts/bench/results/: the page must be exactly what the
 -- report makes of the CSVs its header names, so no number on it is typed.

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- scripts/bert_attention.lua (the BertModel cells of seed notebook 004:
 -- tokenize "Replace me by any text you'd like.", encode, look at one
 -- layer's heads), run through the attn binary on the test model directory

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- attn.bert: BertModel from Hugging Face model directories, against the
 -- torch 1.13 reference BERT of scripts/fixtures/gen_bert.py (HF's
 -- architecture and parameter names, random weights), whose directories

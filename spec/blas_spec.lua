@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- OpenBLAS core selection: attn must set OPENBLAS_CORETYPE itself before
 -- OpenBLAS initialises (under the attn binary and under stock lua5.4),
 -- respect a user's explicit choice, and leave the environment untouched.

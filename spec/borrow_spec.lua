@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Borrowed tensors closed under a running call (issue 14, the class, not
 -- just the reproducers).  Every C function of the binding (attn.core and
 -- the tensor methods) and every function of the attn module is called with

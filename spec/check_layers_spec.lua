@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- scripts/check_layers.lua: the layering check catches what it is meant to
 -- (circles of requires, includes and calls, calls up a core sub-floor, a
 -- core file with no floor) in scratch repositories, and passes on this tree.

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- The attn interpreter binary: lua5.4's command line with attn preloaded.
 -- Runs the binary named by ATTN_BIN (set by spec/tests.cmake) through the
 -- shell, with stdin, stdout and stderr in temporary files.

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- attn.deepcopy, module:clone() and nn.clones (lua/attn/copy.lua): the
 -- Annotated Transformer's clones(module, N) = nn.ModuleList of deep copies,
 -- with fresh parameters of equal values and no shared storage.

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- nn.Conv1d / F.conv1d and the activations F.silu / mish / leaky_relu / elu
 -- / softplus with their modules, against torch 1.13 (fixtures from
 -- scripts/fixtures/gen_conv.py): outputs, gradients of input, weight and

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- attn.data: files, Vocab, CharTable, one_hot, pad, shuffle/split/batches
 -- (torch's randperm order for a seed) and the progress bar, error paths
 -- included.  The names checks use ../shared/data/names-indian.txt next to

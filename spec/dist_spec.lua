@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- attn.dist in one process: the 1-rank world a script sees when it was not
 -- started by mpirun (or attn was built without MPI), so the same script runs
 -- on a laptop; then, when mpirun is there (ATTN_MPIEXEC, set by ctest), the

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- The LDoc reference covers the public API: scripts/check_docs.lua walks
 -- every public function of attn and fails on one without an LDoc entry
 -- that is not on scripts/docs_pending.txt (a list that may only shrink),

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Dtypes (issue 15): int64 and bool tensors beside float32, against torch
 -- 1.13 (spec/fixtures/dtype.lua, scripts/fixtures/gen_dtype.py): type
 -- promotion, integer arithmetic, comparisons and logical ops giving bool,

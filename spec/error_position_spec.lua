@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Issue 15 item 5: an error caused by a bad argument in the user's code
 -- is raised from the user's line (this file), however deep inside attn
 -- (C binding, lua/attn modules, generated wrappers) it is found, and the

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Regression tests for what the libFuzzer targets found (spec/fuzz/,
 -- scripts/fuzz.sh), each reduced to a Lua reproducer.  The inputs
 -- themselves are committed too (spec/fuzz/corpus/<target>/regress-*) and

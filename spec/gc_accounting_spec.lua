@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Tensors of every size are reported to Lua's collector with their true
 -- size (header and storage), so a loop of small temporaries stays flat
 -- (issue 14).  Run in a fresh `attn` process so that the peak RSS

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- attn.gradcheck itself, then a gradient check (analytic vs central finite
 -- differences) of every differentiable op of the core on random,
 -- well-conditioned inputs: positive where the op needs it (log, sqrt, pow

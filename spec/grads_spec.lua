@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Gradients against torch 1.13: for every differentiable op, the output and
 -- the gradients of sum(output * w) (w fixed random weights) for every
 -- input, from spec/fixtures/grads_*.lua (scripts/fixtures/gen_grads.py),

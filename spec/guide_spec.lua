@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- docs/guide-from-pytorch.md: every ```lua block is a complete script;
 -- each must run as written (their asserts check the shapes and the
 -- notebooks' numbers), so the guide cannot drift from the API.

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- The example host (src/examples/attn_viz.c, built as bin/attn_viz): it
 -- embeds attn through attn_lua.h, hands its own buffers to a sandboxed user
 -- script and reads the result.  Its numbers must be what attn computes

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Indexing as torch users write it (issue 15), against torch 1.13
 -- (spec/fixtures/indexing.lua from scripts/fixtures/gen_dtype.py): reads,
 -- writes with broadcasting, and the gradients through both.  Keys are

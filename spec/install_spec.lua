@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Packaging: `cmake --install` of the build (ATTN_BUILD_DIR, set by
 -- spec/tests.cmake) into a temporary prefix, then, using only what went
 -- there: a C program outside the tree built with pkg-config, the same

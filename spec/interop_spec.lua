@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Weight-file interop with PyTorch: a model trained in torch 1.13 and
 -- exported to safetensors with its state_dict names loads into the same
 -- architecture built with attn.nn and gives torch's outputs; a model trained

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Weight files: attn.save / attn.load / attn.safetensors_info.
 --  * fixtures written by numpy and by hand (scripts/fixtures/gen_io.py):
 --    every .npy dtype, byte order, memory order and format version, npz

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Kernel families (issue 19): attn.info() reports them, attn.set_isa
 -- switches them, and every family this CPU supports computes the same
 -- results as the portable one within the kernels' tolerances.

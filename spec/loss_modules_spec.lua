@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- attn.nn's loss modules (lua/attn/losses.lua) against torch 1.13
 -- (fixtures from scripts/fixtures/gen_loss_modules.py): every option
 -- combined (weight + ignore_index + label_smoothing + reduction, batchmean

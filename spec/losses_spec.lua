@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- attn.F losses and functional helpers against torch 1.13
 -- (fixtures from scripts/fixtures/gen_losses.py): the loss value and the
 -- input gradient for every option combination.

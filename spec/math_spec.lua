@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Elementwise math, where/masked_fill/clamp and matmul against torch 1.13
 -- fixtures (spec/fixtures/core.lua, made by scripts/fixtures/gen_core.py).
 local attn = require "attn"

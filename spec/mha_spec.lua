@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- attn.nn.MultiheadAttention against torch.nn.MultiheadAttention (torch
 -- 1.13): spec/fixtures/attention_mha.lua and attention_mha_masks.lua,
 -- written by scripts/fixtures/gen_attention.py.  Each case builds the

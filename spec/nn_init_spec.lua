@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- attn.init against torch.nn.init 1.13 (spec/fixtures/nn_init.lua, written
 -- by scripts/fixtures/gen_nn.py): the same calls after the same seed give
 -- torch's values bit for bit, drawing the stream in the same order.

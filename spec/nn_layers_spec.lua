@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- attn.nn layers against torch 1.13 (spec/fixtures/nn.lua, written by
 -- scripts/fixtures/gen_nn.py): parameters as constructed under the same
 -- seed (bit for bit), outputs (atol 1e-5) and the gradients of sum(y * y)

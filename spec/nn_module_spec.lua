@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- attn.nn.Module: classes, registration, names, state_dict (keys exactly
 -- torch's), load_state_dict, the module tree string, modes, containers,
 -- save/load.  Torch values come from spec/fixtures/nn.lua (model), written

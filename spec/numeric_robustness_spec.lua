@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Numerical robustness (issue 8): softmax, log_softmax, logsumexp,
 -- pointwise ops, layer_norm, losses and attention at extreme inputs
 -- (logits of 1e4 and 3e38, rows of -inf, +inf and NaN, subnormals,

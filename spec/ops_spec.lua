@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- The ops of src/lua/ops.c and lua/attn/ops.lua against torch 1.13
 -- (fixtures from scripts/fixtures/gen_ops.py: outputs to 1e-5, gradients
 -- to 1e-4; indices 1-based), gradchecks of every backward, and the errors.

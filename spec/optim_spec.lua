@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- attn.optim against torch 1.13 (fixtures from scripts/fixtures/gen_optim.py):
 -- optimiser steps for every option combination, multi-step runs with
 -- changing grads, parameter groups, state_dict round trips, lr schedules

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Live oracle: random cases computed by attn and by PyTorch 1.13 in the
 -- same run.  Needs /usr/bin/python3 with torch; where it is missing the
 -- cases are reported as pending (the fixture specs still cover every op).

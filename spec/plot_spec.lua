@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- attn.plot: heatmaps, histograms and line plots drawn with cairo.  Each
 -- kind is rendered into a temporary directory and read back: the PNG's
 -- IHDR gives its size, attn.plot._pixel_stats (cairo's PNG reader) gives

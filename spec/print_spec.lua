@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Printing through Lua: tostring(t) and t:tostring(suffix) give torch 1.13's
 -- repr.  The formatter itself is checked case by case in spec/c/test_print.c;
 -- here a few explicit strings (taken from torch 1.13) plus every default-option

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Random numbers against torch 1.13's CPU generator: whole streams from
 -- spec/fixtures/random.lua (made by scripts/fixtures/gen_random.py) must
 -- match bit for bit, across seeds, sizes and sequences of calls.

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- README.md's example ("Fifteen lines"): the ```lua block runs as written
 -- under the attn binary and prints exactly the output block after it (the
 -- numbers PyTorch 1.13 prints for the same program), and draws its picture.

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Reductions, cumsum, softmax and log_softmax against torch 1.13
 -- (spec/fixtures/reduce.lua, made by scripts/fixtures/gen_reduce.py), and
 -- the binding's argument handling: 1-based and negative dims, keepdim,

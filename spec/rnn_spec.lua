@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- nn.RNN / nn.GRU / nn.LSTM and nn.utils.rnn against torch 1.13 (fixtures
 -- from scripts/fixtures/gen_rnn.py): torch's state_dicts load as is; the
 -- outputs, final states and the gradients of the input, the initial states

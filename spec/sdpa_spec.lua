@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- attn.scaled_dot_product_attention against torch (spec/fixtures/sdpa.lua
 -- and sdpa_blocks.lua, made by scripts/fixtures/gen_sdpa.py from the torch
 -- 1.13 composition of torch 2.x's semantics): outputs and the gradients of

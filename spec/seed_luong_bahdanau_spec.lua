@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- scripts/luong_bahdanau.lua (seed notebook 002, Luong and Bahdanau
 -- attention) run with --quick through the attn binary into a temporary
 -- directory.  The notebook's tensors (written to notebook.safetensors and

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- scripts/multi_head_split.lua (seed notebook 004), run through the attn
 -- binary; what it prints is compared with torch under torch.manual_seed(0)
 -- (spec/fixtures/seeds_multi_head.lua, scripts/fixtures/gen_seeds.py, which

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- scripts/char_attention_names.lua (seed notebook 003: Nipun Batra's
 -- character-level attention on Indian first names, then a trained causal
 -- self-attention model), run through the attn binary on names-indian.txt.

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- scripts/one_hot_attention.lua (seed notebook 000), run through the attn
 -- binary; what it prints is compared with torch under torch.manual_seed(0)
 -- (spec/fixtures/seeds_one_hot.lua, scripts/fixtures/gen_seeds.py).

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- scripts/self_attention_from_scratch.lua (seed notebook 001 and the rest of
 -- Raschka's article), run through the attn binary.  The tensors the
 -- notebook prints are compared with the notebook's own text (copied into

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- attn.seq2seq (Luong and Bahdanau attention, attentional decoder steps)
 -- against torch 1.13: spec/fixtures/seq2seq_*.lua, written by
 -- scripts/fixtures/gen_seq2seq.py from plain torch compositions of the

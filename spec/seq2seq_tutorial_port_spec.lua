@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- The PyTorch seq2seq tutorial ("NLP From Scratch: Translation with a
 -- Sequence to Sequence Network and Attention", batched, with Bahdanau
 -- attention) ported line by line: EncoderRNN with nn.GRU, AttnDecoderRNN

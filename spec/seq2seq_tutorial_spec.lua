@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- nn.BahdanauAttention in the PyTorch seq2seq tutorial's form ({tutorial =
 -- true}: Wa, Ua, Va with biases) against the tutorial's module under torch
 -- 1.13 (fixture from scripts/fixtures/gen_s2s_tutorial.py): its state_dict

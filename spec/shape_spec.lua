@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Shape operations against torch 1.13 (spec/fixtures/shape.lua, made by
 -- scripts/fixtures/gen_shape.py).  These ops only move values, so every
 -- comparison is bit-exact: NaN for NaN, infinities and the sign of zero.

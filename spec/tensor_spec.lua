@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Tensor creation, metadata, views, indexing, bad input and memory.
 local attn = require "attn"
 

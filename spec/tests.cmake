@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # C unit tests: spec/c/test_*.c, each its own executable and ctest test.
 file(GLOB ATTN_C_TESTS CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/spec/c/test_*.c)
 foreach(src IN LISTS ATTN_C_TESTS)

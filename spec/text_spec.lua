@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- attn.text: the WordPiece (BERT) tokenizer.
 -- 1. Known answers written by hand (Hugging Face's own BertTokenizer test
 --    cases and docstring examples, ids worked out from small inline

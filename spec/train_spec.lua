@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- End-to-end training with attn.F and attn.optim:
 --  1. a char-level bigram model (embedding -> tanh -> linear ->
 --     cross_entropy) trained with Adam on the first 50 names of

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- attn.nn's transformer layers (lua/attn/transformer.lua) against torch
 -- 1.13 (fixtures from scripts/fixtures/gen_transformer.py): torch's
 -- state_dicts load as is, and outputs, input gradients and parameter

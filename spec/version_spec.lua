@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- One version number, in VERSION: attn.version, attn.info().version, the
 -- generated header, the .pc files, the rockspec and CHANGELOG.md must all
 -- say the same.

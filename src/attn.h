@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * attn.h - the C core of attn: float32 N-d tensors with refcounted storage
  * and strided views, broadcasting math, reductions, matmul on OpenBLAS and a

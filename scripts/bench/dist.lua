@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- attn.dist benchmarks (issue 17), run as a plain 1-process driver that
 -- launches the MPI jobs itself:
 --

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Worker of scripts/bench/dist.lua, run by mpirun (or alone for 1 rank):
 --   attn scripts/bench/dist_worker.lua ring L H E causal reps    ring attention fwd+bwd (or full SDPA when 1 rank)
 --   attn scripts/bench/dist_worker.lua allreduce BYTES reps      attn.dist.allreduce on a float buffer

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Raw MPI_Allreduce timing on a float buffer (osu_allreduce style: warm-up,
  * then the best of 3 batches of reps calls, each rank's time maxed over
  * ranks), the baseline scripts/bench/dist.lua compares attn.dist.allreduce

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- attn vs PyTorch 1.13 benchmark suite (issue 7).
 --
 --   attn scripts/bench/run.lua [--quick] [--cases 1,2,...,10] [--threads 1,2] [--isa avx2,portable]

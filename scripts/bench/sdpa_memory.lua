@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Memory and speed of the fused scaled-dot-product attention.
 -- Usage: attn scripts/bench/sdpa_memory.lua [--speed] [L]
 --

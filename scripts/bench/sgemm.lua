@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- sgemm 2048^3 through attn.matmul: the machine's reference GEMM speed.
 -- Usage: attn scripts/bench/sgemm.lua [n] [repeats]
 -- Prints the BLAS core attn activated and GFLOP/s on 1 and 2 threads; with

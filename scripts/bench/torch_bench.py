@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """PyTorch 1.13 side of scripts/bench/run.lua (run by /usr/bin/python3).
 
     OPENBLAS_CORETYPE=SkylakeX OPENBLAS_NUM_THREADS=n python3 torch_bench.py --threads n [--quick] [--cases 1,2,3,4]

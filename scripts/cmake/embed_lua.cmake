@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Writes OUT: a C file holding every lua/attn/*.lua as a byte array plus a
 # table {module name, bytes, size} that the attn binary preloads.
 file(GLOB files RELATIVE ${SRC_DIR} ${SRC_DIR}/attn/*.lua)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Included at the end of CMakeLists.txt: the host library (attn embedded in
 # C programs), its example hosts and tests, the CMake package and
 # pkg-config files, and the documentation target.

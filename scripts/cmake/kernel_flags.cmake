@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Kernel families (src/core/kernels.h): each family's unit gets its
 # instruction set's flags; src/core/isa.c runs a family only on a CPU that
 # has them.  The families are the psABI levels: avx512 = x86-64-v4, avx2 =

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A tiny test harness for the C tests: CHECK records failures and goes on,
    check_summary() prints "N passed, N failed" and gives the exit code. */
 #ifndef ATTN_CHECK_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The bad-input catalogue for the C API (issue 8): every entry point of
  * attn.h is called with negative, huge and overflowing sizes, out-of-range
  * dims, indices and enum values, NaN/inf parameters, mismatched shapes,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #define _POSIX_C_SOURCE 200809L
 /* The core's dtypes (int64 and bool beside float32): element sizes through
  * allocation, views and the memory budget; conversions and copies between

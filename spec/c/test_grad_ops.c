@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Gradients of the reductions, cumsum, softmax/log_softmax and shape ops.
  *
  *  - gradcheck: the analytic gradient of L = sum(op(x) * w) (w random) is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Tests of the host library (attn_lua.h): states and preloading, tensors
  * handed both ways without copies (borrow/retain rules, release callbacks),
  * protected calls and their statuses, the sandbox (every escape we know of,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Memory safety and resource caps of sandboxed states (issue 14):
  *  - a tensor closed or collected while a binding function borrows it
  *    (an options table's __index, a finalizer during a conversion) stays

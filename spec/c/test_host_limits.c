@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Issue 14, items 4-6: time limits reach into long C calls, sandbox
  * isolation, argument ranges.
  *

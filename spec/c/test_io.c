@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Weight files in C: dtype conversions (every half and bfloat16 value),
  * round trips through safetensors / .npy / .npz (strided, 0-d, empty and
  * 8-d tensors, metadata, forced ZIP64 records), the error paths, atomic

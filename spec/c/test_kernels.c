@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The elementwise rows of every kernel family this CPU can run, against a
  * double-precision reference (libm's double functions, rounded once): the
  * unary forward rows (unary_rows) and their derivatives (unary_grad_rows),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* sort.c and scatter.c against simple references: sort/topk/kthvalue
  * against the insertion-sort twin (attn__sort_pairs_reference) on rows
  * with ties and NaN, read through non-contiguous views; scatter_reduce

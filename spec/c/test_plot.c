@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The plot room's C API (src/plot/attn_plot.h) driven directly, without
  * Lua: a small heatmap, a histogram and a line plot written into a
  * temporary directory and read back (sizes, cell colours, layout numbers),

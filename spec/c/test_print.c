@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* attn_tensor_format against torch 1.13's repr, character for character.
    The cases come from spec/fixtures/print_cases.txt and print_random.txt
    (written by scripts/fixtures/gen_print.py; the format is described there).

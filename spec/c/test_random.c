@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The random number generator: torch 1.13 acceptance values, state round
    trips, independence of generators, thread safety and error paths.  The
    whole-stream comparisons against torch live in spec/random_spec.lua. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Tests of the reductions, cumsum and softmax: the optimised kernels of
  * reduce.c / softmax.c against a naive reference kept here (per-element
  * odometer over the full index, double math, the semantics spelled out

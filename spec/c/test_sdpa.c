@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Tests of scaled-dot-product attention: the fused kernel (sdpa.c) against
  * the composed math path (sdpa_math.c) over random configurations, forward
  * and backward (shapes with L != S and E != Ev, batch and head dims,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shape operations against simple per-element reference implementations,
  * over random shapes and non-contiguous inputs (transposed, strided,
  * offset and broadcast views), plus views/sharing of split/chunk and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* C tests of the tensor core: lifetime, views, copies, errors and the
    elementwise/matmul kernels against simple references. */
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Concurrency: several Lua states in several threads, each training at once.
  *
  * NTHREADS application threads each own an attn_lua state (with a memory

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Writes OUT: a C file defining the text of SRC (the fuzz_lua_api driver)
 # as `const char attn_fuzz_driver[]` and its length.
 file(READ ${SRC} hex HEX)

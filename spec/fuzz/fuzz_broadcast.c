@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fuzz target: broadcasting and strided elementwise kernels, and batched
  * matmul (src/core/elementwise.c, tensor.c's copy/iteration helpers,
  * linalg.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shared by the fuzz targets (spec/fuzz/fuzz_*.c): a byte reader that
  * turns the fuzzer's input into choices, interesting edge values, the
  * process set-up and the checks that turn a wrong answer into a crash.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shared by the weight-file targets (fuzz_safetensors.c, fuzz_npy.c,
  * fuzz_npz.c): in-memory files, the invariants every successful load must
  * satisfy, and a save/reload round trip through a scratch directory. */

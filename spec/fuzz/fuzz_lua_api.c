@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fuzz target: the whole Lua API, driven by spec/fuzz/lua_api.lua (embedded
  * at build time by embed_driver.cmake as attn_fuzz_driver).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fuzz target: tensors from nested Lua tables (src/lua/binding.c:
  * attnL_totensor, attnL_checkshape, attnL_checkindex, attnL_checktensorlist)
  * in a sandboxed state of the host library with a memory limit.

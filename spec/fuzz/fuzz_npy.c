@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fuzz target: the .npy reader (src/core/io_npy.c, attn__npy_read).
  *
  * The input is a whole .npy file read from memory as attn_npy_load reads

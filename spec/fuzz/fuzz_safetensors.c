@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fuzz target: the safetensors reader (src/core/io_safetensors.c).
  *
  * The input is a whole file, parsed from memory twice: header only

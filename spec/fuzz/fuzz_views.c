@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fuzz target: shape, stride and view arithmetic of the C core
  * (src/core/tensor.c, src/core/shape_ops.c) with random arguments.
  *

@@ -1,3 +1,5 @@
+-- SPDX-License-Identifier: MIT
+
 --- Writes the seed programs of the fuzz_lua_api target
 -- (spec/fuzz/corpus/fuzz_lua_api/seed-*): short programs in the byte code
 -- of spec/fuzz/lua_api.lua that build modules, run attention, losses,

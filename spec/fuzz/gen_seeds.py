@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Seed inputs for the weight-file fuzz targets (spec/fuzz/corpus/fuzz_npy,
 fuzz_npz, fuzz_safetensors): small valid files of every dtype, byte order,
 memory order and format version the readers accept, plus archives that use

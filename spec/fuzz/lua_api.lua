@@ -1,3 +1,5 @@
+-- SPDX-License-Identifier: MIT
+
 --- The program interpreter of the fuzz_lua_api target (spec/fuzz/fuzz_lua_api.c).
 --
 -- fuzz_lua_api runs this chunk in a sandboxed state of the host library

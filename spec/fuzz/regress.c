@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Reproducers of fuzz findings that need the C API (the Lua ones are in
  * spec/fuzz_regress_spec.lua); built and run by ctest as fuzz/regress
  * (spec/fuzz/replay.cmake).  Each check failed before its fix. */

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Included by the main CMakeLists.txt (with ATTN_BUILD_TESTS): every fuzz
 # target of spec/fuzz/ built with replay_main.c instead of libFuzzer, by
 # whatever compiler builds attn, and one ctest test per target replaying

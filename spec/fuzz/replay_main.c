@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A main() for the fuzz targets without libFuzzer: runs the target once on
  * every file named on the command line (directories are walked, one level
  * deep, in name order) and prints how many it ran.  The normal test suite

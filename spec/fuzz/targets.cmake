@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # The fuzz targets (spec/fuzz/<name>.c), shared by spec/fuzz/CMakeLists.txt
 # (libFuzzer builds) and spec/fuzz/replay.cmake (corpus replay in ctest).
 # Core-only targets:

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- attn.dist collectives, run by ctest under
 --   mpirun --oversubscribe [--allow-run-as-root] -np 2 | -np 4 lua5.4 busted spec/mpi/collectives_spec.lua
 -- (one BLAS thread per rank).  Every rank runs every `it` in the same

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- nn.DistributedDataParallel and data.DistributedSampler under mpirun -np 2
 -- and -np 4: DDP on shards must equal single-process training on the full
 -- batch (1e-5), starting from a deliberately different initialisation on

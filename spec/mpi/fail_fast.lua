@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Run by spec/dist_spec.lua under mpirun -np 2: rank 1 raises an error
 -- while rank 0 waits in a collective.  The job must end quickly with a
 -- non-zero status and rank 1's message (attn aborts the MPI job when a

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- F.ring_attention under mpirun -np 2 and -np 4: the output and the
 -- gradients of q, k and v equal attn's full scaled_dot_product_attention
 -- (itself checked against torch in spec/sdpa_spec.lua) on the whole

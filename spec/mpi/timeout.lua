@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Run by spec/dist_spec.lua under mpirun -np 2: rank 1 stays alive but
 -- never joins the allreduce; rank 0 must fail with a timeout error after
 -- about 1 s instead of hanging.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Helper of scripts/sanitize.sh and scripts/valgrind.sh, preloaded into
  * stock lua5.4 (after the ASan runtime, or under valgrind); not part of
  * attn.

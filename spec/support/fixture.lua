@@ -1,3 +1,5 @@
+-- SPDX-License-Identifier: MIT
+
 --- Helpers shared by the specs: loading fixtures written by the
 -- scripts/fixtures/gen_*.py generators and comparing tensors with them.
 local attn = require "attn"

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- For the example host's test (scripts/cmake/host.cmake): a user script that
 -- tries to read a file.  attn_viz runs scripts in a sandbox without io, so
 -- it must fail (the test expects a non-zero exit).

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- Cases for the sandbox's own string.rep/find/match/gmatch/gsub and
 -- table.concat/insert/move/remove/sort (src/host/sandbox_lib.c).
 -- spec/c/test_sandbox_lib.c runs this file in a stock state and in a

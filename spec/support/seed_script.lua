@@ -1,3 +1,5 @@
+-- SPDX-License-Identifier: MIT
+
 --- Helpers for the seed-script specs (spec/seed_*_spec.lua): run a script
 -- of scripts/ through the attn binary (ATTN_BIN, set by spec/tests.cmake)
 -- or stock lua5.4, and read back the tensors it printed.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* attn: a Lua 5.4 interpreter with the attn package preloaded.
  *
  * The command line is the one of the stock `lua5.4` (see lua(1)):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The backward engine: walks the graph that graph.c records, looks up each
  * node's formula (grad_*.c) and accumulates the gradients with the ops.
  * The top floor of the core: it may call everything below it and nothing

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The floor under everything in the core: the per-thread error message,
  * allocation helpers and shape arithmetic.  It calls nothing else in the
  * core, so budgets, deadlines, the thread pool and the kernels can use it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* OpenBLAS, loaded at run time.
  *
  * Why dlopen: OpenBLAS picks its kernels in a library constructor, reading

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Memory budgets (attn.h): a refcounted byte counter with a limit that
  * storage_new (tensor.c) charges while a thread has a current budget. */
 #include "internal.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Time limits for long kernels (attn.h): a per-thread deadline on the
  * monotonic clock that kernels poll between blocks of work.
  *

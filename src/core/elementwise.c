@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Elementwise math with NumPy broadcasting.
  *
  * Shapes: out = broadcast(a, b); every kernel below works on one innermost

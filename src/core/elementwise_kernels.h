@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Elementwise row kernels (elementwise.c describes the rows), written once
  * and compiled by each kernel family's unit (kernels_*.c) with its flags,
  * so the unit-stride loops vectorise at that family's width; exp is

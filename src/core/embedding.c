@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Embedding lookup and its backward (a scatter-add of rows).
  * Shapes: weight [V, D], ids [...] (0-based) -> out [..., D]. */
 #include "internal.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Backward of the elementwise ops (torch 1.13's derivative formulas).
  * Every gradient has the output's (broadcast) shape and is summed back to
  * each input's shape with attn__sum_to_shape. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Backward of the reductions, cumsum and softmax/log_softmax (torch 1.13's
  * derivative formulas, FunctionsManual.cpp).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Backward of the shape operations (torch 1.13's formulas): tril/triu,
  * cat/stack, index_select/gather, repeat and flip.  split/chunk pieces are
  * narrow views recorded by shape_ops.c through attn__record_view.

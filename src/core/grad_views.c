@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Backward of views and copies: the gradient is routed back to the input's
  * layout (reshaped, transposed, permuted back, or written into the slice a
  * narrow/select took, over zeros; an expand sums over what it broadcast). */

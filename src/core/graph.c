@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Autograd's graph: the records tensors carry, the nodes and edges that
  * recorded ops build, and the tensor-level autograd API.  It knows no
  * formula and runs no backward: forward ops record here (by backward

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The one place where the ops of sort.c and scatter.c read index and mask
  * tensors and make index results: indices come out int64 (torch's), and
  * index/mask inputs of any dtype are read (int64 or float32 holding

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Helpers shared by the core's translation units; not installed. */
 #ifndef ATTN_INTERNAL_H
 #define ATTN_INTERNAL_H

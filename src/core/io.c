@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Weight files, common parts: dtype conversion, bounded (optionally
    inflating) reads, atomic writes through a temporary file, and the
    named-tensor list. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Helpers shared by the weight-file readers and writers (io*.c); not
    installed.  The entry points taking a FILE * and its size exist so the
    tests can feed in-memory files (fmemopen) to the parsers. */

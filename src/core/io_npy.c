@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* NumPy .npy and .npz.
  *
  * .npy: "\x93NUMPY", major, minor, header length (2 bytes LE in 1.0, 4 in

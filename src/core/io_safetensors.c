@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* safetensors: 8-byte little-endian header length N, N bytes of JSON
  *   {"__metadata__": {"k": "v"}, "name": {"dtype": "F32", "shape": [2, 3],
  *    "data_offsets": [begin, end]}, ...}

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Choice of the kernel family (kernels.h): CPU detection, ATTN_ISA,
  * attn_set_isa and what attn.info() reports. */
 #include "kernels.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Kernel families, one per instruction set (see attn_isa_info in attn.h).
  *
  * Each family is a translation unit compiled with its own flags

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The AVX2 + FMA kernel family (kernels.h): compiled with -march=x86-64-v3
  * (scripts/cmake/kernel_flags.cmake), run only on CPUs that have all of it
  * (isa.c).  16 ymm registers: the attention tiles use 6 x 16 register

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The AVX-512 kernel family (kernels.h): compiled with -march=x86-64-v4
  * (scripts/cmake/kernel_flags.cmake), run only on CPUs that have all of it
  * (isa.c).  32 zmm registers: the attention tiles use 16-float vectors

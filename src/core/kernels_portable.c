@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The portable kernel family (kernels.h): plain C with GCC/Clang vector
  * types of 4 floats, which every target has (SSE2 on x86-64, NEON on
  * aarch64), compiled with the build's baseline flags.  What CPUs without

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* matmul and friends on cblas_sgemm.
  *
  * Shapes (torch.matmul): a [..., m, k] x b [..., k, n] -> [..., m, n] with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* LayerNorm as one op (torch.nn.functional.layer_norm), forward and
  * backward each one pass over the rows (norm_kernels.h, per kernel
  * family), instead of the eight elementwise and reduction ops (and their

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* LayerNorm rows (norm.c describes the op), written once and compiled by
  * each kernel family's unit (kernels_*.c) so that the row loops vectorise
  * at that family's width.  Defines layer_norm_rows and layer_norm_bwd_rows.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* attn's thread pool: the one place attn creates threads (OpenBLAS keeps
  * its own).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Tensor printing that reproduces torch 1.13's repr of a float32 tensor
    (torch/_tensor_str.py) character for character:
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Random numbers, bit-exact with torch 1.13's CPU generator for float32
  * tensors.
  *

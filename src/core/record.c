@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The recorders: what a forward op calls after computing its result to
  * put a node for it into the graph (no-ops unless some input requires
  * grad).  Each names its backward by formula id (internal.h), not by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Reductions (sum, mean, prod, max, min, argmax/argmin, var/std, norm,
  * logsumexp, all/any) along one dim or over every element, and cumsum.
  *

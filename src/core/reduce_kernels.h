@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Reduction and cumsum kernels (the block layout is described in
  * reduce.c), written once and compiled by each kernel family's unit
  * (kernels_*.c) with its flags.  The includer defines INLINE.  Defines the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What a reduction block computes (reduce.c builds it, the kernels of
  * reduce_kernels.h read it).  Not installed. */
 #ifndef ATTN_REDUCE_SPEC_H

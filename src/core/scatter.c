@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Scatter and index ops (torch 1.13 semantics) and their backward:
  * scatter / scatter_add / scatter_reduce, index_add / index_copy /
  * index_fill, nonzero, masked_select, bucketize.

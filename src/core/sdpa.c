@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fused scaled-dot-product attention: forward and backward without the
  * L x S matrix (FlashAttention-2's scheme, on CPU tiles).
  *

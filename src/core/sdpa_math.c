@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The composed scaled-dot-product attention: torch's math path built from
  * recorded core ops, so its gradients come from the autograd engine.
  *

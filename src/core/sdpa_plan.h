@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The fused attention's problem description (sdpa.c fills it) and what
  * every kernel family's tile code (sdpa_tiles.h, included by
  * kernels_*.c) shares with it.  Not installed. */

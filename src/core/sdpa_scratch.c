@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* SDPA scratch and its counter: the 64-byte aligned, budget-charged blocks
  * that the fused kernels (kernels_*.c, through sdpa_tiles.h) and sdpa.c
  * allocate, and the peak the tests read to check the memory stays O(L).

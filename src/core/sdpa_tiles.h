@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The fused attention's tile code (the scheme is described in sdpa.c),
  * written once and compiled by each kernel family's translation unit
  * (kernels_avx512.c, kernels_avx2.c, kernels_portable.c) with that

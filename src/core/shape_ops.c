@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shape operations: tril/triu, cat/stack, index_select/gather,
  * split/chunk (views), repeat and flip.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* softmax and log_softmax along one dim.
  *
  * Same block layout as the reductions (see reduce.c): a block is [n, m],

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* softmax / log_softmax kernels (the numerics are described in softmax.c),
  * written once and compiled by each kernel family's unit (kernels_*.c)
  * with its flags, so the compiler vectorises them at that family's width.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Sorting along a dim: sort, topk, kthvalue (torch 1.13 semantics), with
  * their backward (the gradient of the values goes back to the positions
  * the indices name: a scatter-add into zeros of the input's shape).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Storage, tensor lifetime and creation (copies and views: views.c). */
 #include "internal.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Copies and views: the tensor ops that share or copy storage (clone,
  * copy_, fill_, transpose, view, narrow, expand, ...).  They record
  * themselves for autograd, so they sit on the ops floor above tensor.c

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Array math for the kernel families: y [n] = f(x [n]), unit stride, for
  * the transcendental functions the activations and their derivatives need
  * (tanh, erf: libmvec; exp: vm_expf below, the same in every family).  Included by each family unit (kernels_*.c) after

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* attn.dist over MPI (see dist.h).  Built with or without MPI: without it
  * (ATTN_HAVE_MPI undefined) every process is a 1-rank world. */
 #define _GNU_SOURCE /* on_exit, dladdr */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* attn.dist's C side: collectives over MPI on attn tensors.
  *
  * This room sits above the core (it includes attn.h, never the other way)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The gradient reducer of nn.DistributedDataParallel (see dist.h).
  *
  * Ownership: the reducer retains its parameters; each parameter's grad hook

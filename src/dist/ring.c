@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Ring attention: scaled dot-product attention over a sequence split across
  * the ranks (dim -2), K/V blocks passed around the ring (see dist.h).
  *

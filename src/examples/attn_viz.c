@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* attn_viz: a small host program that embeds attn (attn_lua.h).
  *
  *   attn_viz SCRIPT.lua

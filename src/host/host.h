@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internals shared by the files of the host library (src/host/). */
 #ifndef ATTN_HOST_H
 #define ATTN_HOST_H

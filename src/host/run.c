@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* attn_lua.h: protected calls with the state's limits, and tensors handed
  * between C and Lua.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Library functions of a sandbox that poll the instruction and time
  * budget (attn_lua.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* attn_lua.h: states, the preload table, the sandbox and the limits.
  *
  * A state made by attn_lua_newstate allocates through limited_alloc with a

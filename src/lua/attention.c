@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Lua binding: scaled-dot-product attention and its mask helpers.
  *
  *   attn.scaled_dot_product_attention(q, k, v [, opts]) -> out [, weights]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Lua binding: autograd (requires_grad, grad, backward, no_grad, detach). */
 #include "binding.h"
 #include "openers.h"

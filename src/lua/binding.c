@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The binding's toolkit: tensor userdata, call scopes and pins, argument
  * conversion, registration helpers.  The module itself is put together by
  * module.c, which calls each file's opener (openers.h). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shared helpers of the Lua binding (attn/core.so and the attn binary).
  *
  * Rules, after Lua's own libraries and LPeg:

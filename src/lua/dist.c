@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Lua binding of attn.dist (src/dist/): argument conversion only; the Lua
  * API is lua/attn/dist.lua, over the table attn.core._dist.
  *

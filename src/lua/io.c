@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Lua binding: weight files (safetensors, .npy, .npz).
  *
  *   attn.save(x, path [, metadata])

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Lua binding: elementwise math, operators, where/masked_fill, matmul. */
 #include "binding.h"
 #include "openers.h"

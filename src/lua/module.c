@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* luaopen_attn_core: the module table of attn.core, put together from
  * every binding file's opener (openers.h).  The one file that knows them
  * all, so that no binding file needs to know another. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The openers of attn.core: one per binding file, each adding its
  * functions to the module table and, where they are tensor methods, to the
  * methods table (attnL_register).  module.c calls them in the order of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Lua binding: sorting, scatter and index ops, nonzero, masked_select,
  * bucketize (src/core/sort.c, src/core/scatter.c).
  *

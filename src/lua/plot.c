@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Lua binding: attn.plot, argument conversion for the plot room.
  *
  * Registered as attn.core._plot and wrapped by lua/attn/plot.lua, which

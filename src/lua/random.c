@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Lua binding: random numbers (torch 1.13's CPU generator, bit for bit).
  *
  * Every sampler takes an optional trailing attn.Generator; without one the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Lua binding: reductions, cumsum, softmax/log_softmax.
  *
  * Every function is both attn.f(t, ...) and t:f(...).  Dims are 1-based

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Lua binding: shape operations (tril/triu, cat/stack/vstack/hstack,
  * index_select/gather, split/chunk, repeat, flip).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #define _POSIX_C_SOURCE 200809L
 /* Lua binding: tensor creation, metadata, views, indexing and metamethods. */
 #include "binding.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * attn_plot.h - attn's figures: heatmaps, histograms and line plots drawn
  * with cairo into PNG, SVG or PDF files, as a plain C API.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Histograms and line plots: data on cartesian axes (figure.c). */
 #include "plot_internal.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Colour maps: matplotlib's tables, looked up by name and evaluated at
    t in [0, 1]; the line colour cycle. */
 #include "plot_internal.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Figures (a cairo surface writing through an attn_file_writer), text,
    ticks and cartesian axes: what heatmap.c and charts.c draw with. */
 #include "plot_internal.h"

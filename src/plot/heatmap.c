@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Heatmaps: a matrix as coloured cells with row and column labels, a colour
    bar and optional values in the cells. */
 #include "plot_internal.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Reading a PNG back: pixel colours and counts, for the tests. */
 #include "plot_internal.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shared by the drawing files of src/plot (not installed): a figure (a
  * cairo surface writing through an attn_file_writer), text, ticks and
  * cartesian axes.  Every function that can fail returns an attn_status

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The multi-head split notebook's cells as a plain script: the Python side
 of scripts/multi_head_split.lua for scripts/bench/run.lua case 5."""
 import math

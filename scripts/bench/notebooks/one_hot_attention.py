@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Notebook 000's cells (one-hot attention) as a plain script: the Python
 side of scripts/one_hot_attention.lua for scripts/bench/run.lua case 5."""
 import math

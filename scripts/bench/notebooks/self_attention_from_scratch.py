@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The self-attention-from-scratch notebook's cells as a plain script: the
 Python side of scripts/self_attention_from_scratch.lua for run.lua case 5."""
 import torch
