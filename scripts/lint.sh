@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 #
-# The lint suite: layering, formatting, static analysis and the generated
-# docs.  Run after a build (it reads build/'s object files and runs the
-# attn binary):
+# The lint suite (scripts/test.sh runs it after the normal suite): layering,
+# formatting, static analysis and the generated docs.  Run after a build
+# (it reads build/'s object files and runs the attn binary):
 #
 #   scripts/lint.sh [BUILD_DIR]          (default: build)
 #

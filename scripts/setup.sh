@@ -21,6 +21,10 @@ if [[ "${1:-}" == "--test" ]]; then
   # The lint suite's luacheck (scripts/lint.sh) and the rock check
   # (scripts/check_rock.sh, ctest pkg/luarocks_make).
   want+=(lua-check luarocks)
+  # The lint suite's formatter and static analyser (the versions Debian 12
+  # ships, 14 and 2.10, are the ones .clang-format and the cppcheck classes
+  # were set against).
+  want+=(clang-format cppcheck)
   # scripts/test.sh's further suites: valgrind (scripts/valgrind.sh), clang
   # with libFuzzer and its sanitizer runtimes (scripts/fuzz.sh); GCC's ASan,
   # UBSan and TSan runtimes (scripts/sanitize.sh, tsan.sh) come with gcc.

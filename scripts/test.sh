@@ -3,6 +3,7 @@
 # Every test: set up (test tools, the PyTorch oracle, valgrind, clang),
 # build, then run the suites one after the other:
 #   normal     C tests, busted specs and the example host through ctest (build/)
+#   lint       layering, format, luacheck, cppcheck, docs coverage (scripts/lint.sh)
 #   asan       the same suite under AddressSanitizer + UBSan (scripts/sanitize.sh)
 #   tsan       several states in several threads under ThreadSanitizer (scripts/tsan.sh)
 #   valgrind   memcheck over the example host, C tests and a spec subset (scripts/valgrind.sh)
@@ -23,12 +24,15 @@ scripts/setup.sh --test || exit 1
 if (($#)); then
   suites=${ATTN_TEST_SUITES:-normal}
 else
-  suites=${ATTN_TEST_SUITES:-normal asan tsan valgrind fuzz}
+  suites=${ATTN_TEST_SUITES:-normal lint asan tsan valgrind fuzz}
 fi
 logs=build/test-logs
 mkdir -p "$logs"
 
 suite_normal() { (cd build && ctest --output-on-failure -j"$(nproc)" "$@"); }
+# layering, clang-format, luacheck, cppcheck, LDoc coverage and the
+# generated benchmarks page (scripts/lint.sh), over the normal build
+suite_lint() { scripts/lint.sh build; }
 suite_asan() { scripts/sanitize.sh; }
 suite_tsan() { scripts/tsan.sh; }
 suite_valgrind() { scripts/valgrind.sh; }
@@ -43,7 +47,7 @@ suite_fuzz() {
 passed=0 failed=0 summary=()
 for s in $suites; do
   if ! declare -F "suite_$s" >/dev/null; then
-    echo "test: unknown suite '$s' (normal asan tsan valgrind fuzz)" >&2
+    echo "test: unknown suite '$s' (normal lint asan tsan valgrind fuzz)" >&2
     exit 2
   fi
   echo "==== $s"
