@@ -129,10 +129,20 @@ def kept_ccc():
     return out
 
 
-def numbers(xs, per_line=24):
+def numbers(xs, per_line=24, width=120):
+    """Lines of per_line numbers; a line that would pass width columns
+    (.luacheckrc's max_line_length) goes on as many lines as it needs, so
+    the other lines keep their place."""
     lines = []
     for i in range(0, len(xs), per_line):
-        lines.append("    " + ",".join(str(x) for x in xs[i:i + per_line]) + ",")
+        line = ""
+        for x in xs[i:i + per_line]:
+            item = "%d," % x
+            if line and 4 + len(line) + len(item) > width:
+                lines.append("    " + line)
+                line = ""
+            line += item
+        lines.append("    " + line)
     return "\n".join(lines)
 
 
@@ -195,7 +205,7 @@ def main():
         f.write("  -- key delta, n, n code points (%d decompositions)\n" % ndec)
         f.write("  decomp = {\n%s\n  },\n" % numbers(dec))
         f.write("  -- code point, combining class\n")
-        f.write("  kept_ccc = {%s},\n" % ",".join(str(x) for x in kept))
+        f.write("  kept_ccc = {\n%s\n  },\n" % numbers(kept, per_line=16))
         f.write("}\n")
     print("wrote %s (%d bytes): %d class runs, %d lower runs, %d decompositions"
           % (OUT, os.path.getsize(OUT), len(runs) // 2, len(lruns) // 4, ndec))

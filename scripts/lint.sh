@@ -13,8 +13,7 @@
 #   layers     scripts/check_layers.lua: no include, call or require runs up
 #              a floor or in a circle (docs/ARCHITECTURE.md)
 #   format     clang-format --dry-run -Werror over the C sources (.clang-format)
-#   luacheck   luacheck over scripts/ and spec/ (.luacheckrc; lua/ joins once it
-#              is clean)
+#   luacheck   luacheck over lua/, scripts/ and spec/ (.luacheckrc)
 #   cppcheck   cppcheck over src/ with the checks below
 #   docs       scripts/check_docs.lua: every public Lua function is in the
 #              LDoc reference, and LDoc itself runs clean
@@ -55,7 +54,7 @@ check_format() {
 
 check_luacheck() {
   command -v luacheck >/dev/null || { echo "luacheck is not installed (Debian: lua-check)"; return 1; }
-  luacheck -q scripts spec
+  luacheck -q lua scripts spec
 }
 
 check_cppcheck() {

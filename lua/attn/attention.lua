@@ -315,7 +315,7 @@ local function init_kind(opts, fn)
   return kind
 end
 
-local function check_input(self, x, fn, name, width)
+local function check_input(x, fn, name, width)
   check_tensor(x, fn, name)
   local s = x:shape()
   if #s < 2 or s[#s] ~= width then
@@ -351,7 +351,7 @@ end
 
 -- q, k, v of x
 function SelfAttention:_qkv(x, fn)
-  check_input(self, x, fn, "x", self.d_in)
+  check_input(x, fn, "x", self.d_in)
   return x:matmul(self.w_query), x:matmul(self.w_key), x:matmul(self.w_value)
 end
 
@@ -509,8 +509,8 @@ end
 -- @treturn[opt] Tensor weights [..., L, S] (with need_weights)
 function CrossAttention:forward(x_1, x_2, opts)
   local nw = need_weights_opt(opts, "CrossAttention")
-  check_input(self, x_1, "CrossAttention", "x_1", self.d_in)
-  check_input(self, x_2, "CrossAttention", "x_2", self.d_in_kv)
+  check_input(x_1, "CrossAttention", "x_1", self.d_in)
+  check_input(x_2, "CrossAttention", "x_2", self.d_in_kv)
   if x_1:dim() ~= x_2:dim() then
     error(("CrossAttention: x_1 %s and x_2 %s must have the same number of dims")
       :format(fmt_shape(x_1:shape()), fmt_shape(x_2:shape())), 2)
@@ -692,7 +692,7 @@ function MultiheadAttention:forward(query, key, value, opts)
   local is_causal = check_bool(opts.is_causal, fn, "is_causal") == true
   local kpm, kpm_kind = mask_arg(opts.key_padding_mask, opts.key_padding_mask_kind, fn, "key_padding_mask")
   local am, am_kind = mask_arg(opts.attn_mask, opts.attn_mask_kind, fn, "attn_mask")
-  local E, H, hd = self.embed_dim, self.num_heads, self.head_dim
+  local E, H = self.embed_dim, self.num_heads
 
   -- torch's _mha_shape_check
   local is_batched = query:dim() == 3

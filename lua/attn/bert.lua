@@ -897,7 +897,9 @@ function bert.from_pretrained(dir, opts)
   local cfg_path = join(dir, "config.json")
   if not exists(cfg_path) then error(("%s: no config.json in '%s'"):format(fn, dir), 2) end
   local raw = read_json(cfg_path, fn)
-  if type(raw) ~= "table" or raw[1] ~= nil then error(("%s: '%s' does not hold a JSON object"):format(fn, cfg_path), 2) end
+  if type(raw) ~= "table" or raw[1] ~= nil then
+    error(("%s: '%s' does not hold a JSON object"):format(fn, cfg_path), 2)
+  end
   local ok, c = pcall(bert.config, raw, "'" .. cfg_path .. "'")
   if not ok then error(c, 2) end
   local tensors, path = load_weights(dir, fn)

@@ -37,7 +37,9 @@ local function fmt_shape(s) return "[" .. table.concat(s, ", ") .. "]" end
 local function single(v, def, fn, name, min, strict)
   if v == nil then return def end
   if type(v) == "table" and not is_tensor(v) and not strict then
-    if #v ~= 1 then fail(("%s: %s must be an integer or a list of one integer (got %d values)"):format(fn, name, #v)) end
+    if #v ~= 1 then
+      fail(("%s: %s must be an integer or a list of one integer (got %d values)"):format(fn, name, #v))
+    end
     v = v[1]
   end
   local i = type(v) == "number" and math.tointeger(v)
@@ -103,8 +105,8 @@ local function conv(x, weight, bias, stride, left, right, dilation, groups, mode
   local Lp = L + left + right
   local span = dilation * (K - 1) + 1
   if Lp < span then
-    fail(("%s: the padded input has %d steps, fewer than the kernel's span %d (kernel_size %d, dilation %d); input %s"):format(
-      fn, Lp, span, K, dilation, fmt_shape({B, C, L})))
+    fail(("%s: the padded input has %d steps, fewer than the kernel's span %d (kernel_size %d, dilation %d); input %s")
+      :format(fn, Lp, span, K, dilation, fmt_shape({B, C, L})))
   end
   local Lout = (Lp - span) // stride + 1
   local cols
@@ -132,7 +134,9 @@ end
 local function check_args(fn, x, weight, bias, groups)
   if not is_tensor(x) then fail(("%s: input must be a tensor (got %s)"):format(fn, type(x))) end
   if not is_tensor(weight) then fail(("%s: weight must be a tensor (got %s)"):format(fn, type(weight))) end
-  if bias ~= nil and not is_tensor(bias) then fail(("%s: bias must be a tensor or nil (got %s)"):format(fn, type(bias))) end
+  if bias ~= nil and not is_tensor(bias) then
+    fail(("%s: bias must be a tensor or nil (got %s)"):format(fn, type(bias)))
+  end
   if weight:dim() ~= 3 then
     fail(("%s: weight must be 3-d [out_channels, in_channels / groups, kernel_size], got %s"):format(fn,
       fmt_shape(weight:shape())))
@@ -146,7 +150,8 @@ local function check_args(fn, x, weight, bias, groups)
   local O, Cg, K = weight:size(1), weight:size(2), weight:size(3)
   if K == 0 then fail(("%s: weight %s has a kernel size of 0"):format(fn, fmt_shape(weight:shape()))) end
   if O % groups ~= 0 then
-    fail(("%s: out_channels %d (weight %s) is not divisible by groups %d"):format(fn, O, fmt_shape(weight:shape()), groups))
+    fail(("%s: out_channels %d (weight %s) is not divisible by groups %d")
+      :format(fn, O, fmt_shape(weight:shape()), groups))
   end
   if Cg * groups ~= C then
     fail(("%s: weight of size %s, expected input %s to have %d channels, but got %d channels instead"):format(fn,
@@ -223,7 +228,9 @@ function Conv1d:init(in_channels, out_channels, kernel_size, ...)
   end
   self.in_channels = single(in_channels, nil, fn, "in_channels", 1, true)
   self.out_channels = single(out_channels, nil, fn, "out_channels", 1, true)
-  if self.in_channels == nil or self.out_channels == nil then fail(fn .. ": in_channels and out_channels are required") end
+  if self.in_channels == nil or self.out_channels == nil then
+    fail(fn .. ": in_channels and out_channels are required")
+  end
   local K = single(kernel_size, nil, fn, "kernel_size", 1)
   if K == nil then fail(fn .. ": kernel_size is required") end
   self.kernel_size = {K}
@@ -248,8 +255,8 @@ function Conv1d:init(in_channels, out_channels, kernel_size, ...)
   local mode = o.padding_mode
   if mode == nil then mode = "zeros" end
   if not padding_modes[mode] then
-    fail(("%s: padding_mode must be one of 'zeros', 'reflect', 'replicate' or 'circular', but got padding_mode='%s'"):format(
-      fn, tostring(mode)))
+    fail(("%s: padding_mode must be one of 'zeros', 'reflect', 'replicate' or 'circular', but got padding_mode='%s'")
+      :format(fn, tostring(mode)))
   end
   self.padding_mode = mode
   local bias = o.bias

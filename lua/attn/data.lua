@@ -649,7 +649,7 @@ function data.progress(total, opts)
     interactive = core._isatty(out) and os.getenv ~= nil and os.getenv("TERM") ~= "dumb"
   end
   local min_interval = opts.min_interval == nil and 0.1 or opts.min_interval
-  if type(min_interval) ~= "number" or not (min_interval >= 0) then
+  if type(min_interval) ~= "number" or not (min_interval >= 0) then -- luacheck: ignore 581 (NaN must fail)
     fail("progress", "min_interval must be a number >= 0 (got %s)", tostring(opts.min_interval))
   end
   local now = clock()
@@ -675,7 +675,9 @@ function Progress:_line(now)
   local frac = self.count / self.total
   local filled = math.floor(frac * self.width)
   local bar = string.rep("=", filled)
-  if filled < self.width then bar = bar .. (self.count > 0 and ">" or " ") .. string.rep(" ", self.width - filled - 1) end
+  if filled < self.width then
+    bar = bar .. (self.count > 0 and ">" or " ") .. string.rep(" ", self.width - filled - 1)
+  end
   local eta = rate > 0 and (self.total - self.count) / rate or 0 / 0
   local extras = extras_string(self.extras)
   return string.format("%s %3d%%|%s| %d/%d [%s<%s, %s%s]", self.label, math.floor(frac * 100), bar, self.count,

@@ -123,7 +123,7 @@ end
 -- opts.timeout: seconds any wait may take (default 300 or ATTN_DIST_TIMEOUT).
 function dist.init(opts)
   opts = check_opts("init", opts, {timeout = "number"})
-  if opts.timeout ~= nil and not (opts.timeout > 0) then
+  if opts.timeout ~= nil and not (opts.timeout > 0) then -- luacheck: ignore 581 (NaN must fail)
     error(("init (%s): option timeout must be > 0 seconds, got %s"):format(where(), tostring(opts.timeout)), 2)
   end
   C.init()
@@ -163,7 +163,7 @@ dist.backend = C.backend
 --- set_timeout(seconds): how long any later wait may take before it raises
 -- (a positive finite number; the default is 300 s or ATTN_DIST_TIMEOUT).
 function dist.set_timeout(seconds)
-  if type(seconds) ~= "number" or not (seconds > 0) or seconds == math.huge then
+  if type(seconds) ~= "number" or not (seconds > 0) or seconds == math.huge then -- luacheck: ignore 581 (NaN must fail)
     error(("set_timeout (%s): seconds must be a positive finite number, got %s"):format(where(), tostring(seconds)), 2)
   end
   C.set_timeout(seconds)

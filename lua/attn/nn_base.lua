@@ -708,15 +708,15 @@ function Module:load_state_dict(sd, strict)
       if input == nil then
         missing[#missing + 1] = key
       elseif not is_tensor(input) then
-        errors[#errors + 1] = ('While copying the parameter named "%s", expected a tensor from checkpoint but received %s')
-          :format(key, type(input))
+        errors[#errors + 1] = ('While copying the parameter named "%s", '
+          .. 'expected a tensor from checkpoint but received %s'):format(key, type(input))
       else
         local a, b = input:shape(), v:shape()
         local same = #a == #b
         for i = 1, #a do same = same and a[i] == b[i] end
         if not same then
-          errors[#errors + 1] = ("size mismatch for %s: copying a param with shape %s from checkpoint, the shape in current model is %s.")
-            :format(key, fmt_shape(a), fmt_shape(b))
+          errors[#errors + 1] = ("size mismatch for %s: copying a param with shape %s from checkpoint, "
+            .. "the shape in current model is %s."):format(key, fmt_shape(a), fmt_shape(b))
         else
           copies[#copies + 1] = {v, input}
         end
@@ -1049,7 +1049,7 @@ function LayerNorm:init(normalized_shape, eps, elementwise_affine)
   local norm_shape = {}
   for i, v in ipairs(shape) do norm_shape[i] = check_size(v, "LayerNorm", "normalized_shape") end
   self.normalized_shape = norm_shape
-  if eps ~= nil and (type(eps) ~= "number" or not (eps >= 0)) then
+  if eps ~= nil and (type(eps) ~= "number" or not (eps >= 0)) then -- luacheck: ignore 581 (NaN must fail)
     error(("LayerNorm: eps must be a non-negative number (got %s)"):format(tostring(eps)), 2)
   end
   self.eps = eps or 1e-5
@@ -1338,7 +1338,8 @@ local function cell_inputs(self, name, x)
     if h == nil then return attn.zeros(batch, self.hidden_size) end
     if not is_tensor(h) then error(("%s: %s must be a tensor"):format(name, what), 4) end
     if h:dim() ~= d then
-      error(("%s: Expected %s to be %d-D for a %d-D input but received %d-D tensor"):format(name, what, d, d, h:dim()), 4)
+      error(("%s: Expected %s to be %d-D for a %d-D input but received %d-D tensor")
+        :format(name, what, d, d, h:dim()), 4)
     end
     if not batched then h = h:unsqueeze(1) end
     local hs = h:shape()
@@ -1683,7 +1684,7 @@ function DDP:init(module, opts)
   end
   for k, v in pairs(opts) do
     if k == "bucket_mb" then
-      if type(v) ~= "number" or not (v > 0) or v == math.huge then
+      if type(v) ~= "number" or not (v > 0) or v == math.huge then -- luacheck: ignore 581 (NaN must fail)
         error("DistributedDataParallel: bucket_mb must be a positive finite number, got " .. tostring(v), 3)
       end
     elseif k == "broadcast_buffers" then

@@ -460,11 +460,10 @@ function M.einsum(eq, ...)
   acc, acc_lab = sum_labels(acc, acc_lab, function(l) return not in_out[l] end)
   -- ellipsis labels the result lacks (a smaller broadcast) come in as size 1
   if #acc_lab < #out then
-    local shape, lab = {}, {}
+    local shape = {}
     for _, l in ipairs(out) do
       local i = index_of(acc_lab, l)
       shape[#shape + 1] = i and acc:size(i) or 1
-      lab[#lab + 1] = l
     end
     local ordered = permute_to(acc, acc_lab, (function()
       local o = {}

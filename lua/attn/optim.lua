@@ -261,7 +261,9 @@ function Optimizer:load_state_dict(sd)
     for k, v in pairs(g) do merged[k] = v end
     for k, v in pairs(sg) do merged[k] = v end
     local ok, err = pcall(getmetatable(self)._validate, merged)
-    if not ok then error(("%s: loaded parameter group %d: %s"):format(name, gi, tostring(err):gsub("^.-:%d+: ", "")), 2) end
+    if not ok then
+      error(("%s: loaded parameter group %d: %s"):format(name, gi, tostring(err):gsub("^.-:%d+: ", "")), 2)
+    end
     if type(sg.params) ~= "table" or #sg.params ~= #g.params then
       error(("%s: loaded parameter group %d has %d parameters, the optimizer's has %d"):format(name, gi,
         type(sg.params) == "table" and #sg.params or 0, #g.params), 2)
@@ -642,7 +644,8 @@ function optim.noam_rate(step, d_model, factor, warmup)
   for i = 1, 4 do
     local v = args[i]
     if type(v) ~= "number" then
-      error(("noam_rate: %s must be a number (got %s)"):format(({"step", "d_model", "factor", "warmup"})[i], type(v)), 2)
+      error(("noam_rate: %s must be a number (got %s)")
+        :format(({"step", "d_model", "factor", "warmup"})[i], type(v)), 2)
     end
   end
   if step == 0 then step = 1 end

@@ -259,7 +259,9 @@ function utils.pad_sequence(sequences, ...)
   local batch_first = check_bool(o.batch_first, false, fn, "batch_first", 2)
   local padding_value = check_number(o.padding_value, 0, fn, "padding_value", 2)
   if is_tensor(sequences) then
-    if sequences:dim() == 0 then fail(fn .. ": sequences must be a list of tensors or a tensor of at least 1 dim", 2) end
+    if sequences:dim() == 0 then
+      fail(fn .. ": sequences must be a list of tensors or a tensor of at least 1 dim", 2)
+    end
     local list = {}
     for i = 1, sequences:size(1) do list[i] = sequences:select(1, i) end
     sequences = list

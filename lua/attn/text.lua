@@ -277,7 +277,7 @@ local function json_decode(src, path)
     pos = pos + 1 -- opening quote
     local parts = {}
     while true do
-      local s, e = src:find('["\\%c]', pos)
+      local s = src:find('["\\%c]', pos)
       if not s then err("unterminated string") end
       parts[#parts + 1] = src:sub(pos, s - 1)
       local c = src:sub(s, s)
@@ -604,7 +604,9 @@ function WordPiece:__tostring()
 end
 
 local function check_self(fn, self)
-  if getmetatable(self) ~= WordPiece then fail(fn, "call it as tok:%s(...) on a WordPiece tokenizer", fn:match("[%w_]+$")) end
+  if getmetatable(self) ~= WordPiece then
+    fail(fn, "call it as tok:%s(...) on a WordPiece tokenizer", fn:match("[%w_]+$"))
+  end
 end
 
 -- ---------------------------------------------------------------------------
@@ -649,8 +651,7 @@ local function strip_accents(t, cps, n)
     local c = seq[i]
     local k = class_cache[c] or class_of(c)
     i = i + 1
-    if k == MN or k == MN0 then
-      -- dropped
+    if k == MN or k == MN0 then -- luacheck: ignore 542 (nonspacing marks are dropped: nothing to emit)
     elseif kept[c] then
       local run, nrun = {c}, 1
       while i <= ns do
@@ -1276,7 +1277,9 @@ function WordPiece:encode_batch(items, opts)
   local fn = "WordPiece:encode_batch"
   check_self(fn, self)
   opts = check_opts(fn, opts, encode_options)
-  if type(items) ~= "table" then fail(fn, "items must be a list of texts or {text, text_pair} pairs (got %s)", type(items)) end
+  if type(items) ~= "table" then
+    fail(fn, "items must be a list of texts or {text, text_pair} pairs (got %s)", type(items))
+  end
   if #items == 0 then fail(fn, "items is empty") end
   local o = {}
   for k, v in pairs(opts) do o[k] = v end

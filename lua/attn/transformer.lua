@@ -160,7 +160,7 @@ end
 
 local function check_eps(v, def, fn, level)
   if v == nil then return def end
-  if type(v) ~= "number" or not (v >= 0) then
+  if type(v) ~= "number" or not (v >= 0) then -- luacheck: ignore 581 (NaN must fail)
     error(("%s: layer_norm_eps must be a non-negative number (got %s)"):format(fn, tostring(v)), level)
   end
   return v
