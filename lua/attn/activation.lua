@@ -1,3 +1,5 @@
+-- SPDX-License-Identifier: MIT
+
 --- Activations after torch 1.13: the functions F.silu, F.mish,
 -- F.leaky_relu, F.elu, F.softplus and the modules nn.SiLU, nn.Mish,
 -- nn.LeakyReLU, nn.ELU, nn.Softplus (loaded on first use, see the ends of

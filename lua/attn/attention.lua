@@ -1,3 +1,5 @@
+-- SPDX-License-Identifier: MIT
+
 --- attn.attention: attention modules and their building blocks.
 --
 -- Every class here is also reachable as attn.nn.<Name> (attn.nn loads this

@@ -1,3 +1,5 @@
+-- SPDX-License-Identifier: MIT
+
 --- attn.base: the flat attn table without its submodules: the C engine's
 -- functions (attn.core), the tensor methods written in Lua and the ops of
 -- attn/ops.lua.  Submodules (attn.nn, attn.F, ...) require this file, not

@@ -1,3 +1,5 @@
+-- SPDX-License-Identifier: MIT
+
 --- attn.bert: a BERT encoder (Hugging Face's BertModel) built from attn.nn,
 -- loading Hugging Face model directories.
 --

@@ -1,3 +1,5 @@
+-- SPDX-License-Identifier: MIT
+
 --- nn.Conv1d and F.conv1d after torch 1.13 (loaded on first use, see the
 -- ends of nn.lua and functional.lua).
 --

@@ -1,3 +1,5 @@
+-- SPDX-License-Identifier: MIT
+
 --- attn.copy: deep copies of modules, tensors and tables (Python's
 -- copy.deepcopy as torch modules use it).
 --

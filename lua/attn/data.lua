@@ -1,3 +1,5 @@
+-- SPDX-License-Identifier: MIT
+
 --- attn.data: small text-data helpers for the scripts and notebooks.
 --
 --   local data = require "attn".data        (or require "attn.data")

@@ -1,3 +1,5 @@
+-- SPDX-License-Identifier: MIT
+
 --- attn.dist: data and sequence parallelism over MPI.
 --
 --   mpirun -np 4 attn train.lua          -- 4 ranks on this machine

@@ -1,3 +1,5 @@
+-- SPDX-License-Identifier: MIT
+
 --- attn.F (also attn.functional): stateless building blocks with torch 1.13
 -- semantics (torch.nn.functional), written on top of the tensor ops so that
 -- autograd differentiates them.

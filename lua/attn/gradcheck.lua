@@ -1,3 +1,5 @@
+-- SPDX-License-Identifier: MIT
+
 --- attn.gradcheck: compares the gradients autograd computes with central
 -- finite differences, like torch.autograd.gradcheck.
 --

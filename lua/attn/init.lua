@@ -1,3 +1,5 @@
+-- SPDX-License-Identifier: MIT
+
 --- attn: a Lua-scriptable attention toolkit.
 -- `local attn = require "attn"` gives this table; nothing is made global.
 -- The tensor engine is the C module attn.core; this file adds what is

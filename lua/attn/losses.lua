@@ -1,3 +1,5 @@
+-- SPDX-License-Identifier: MIT
+
 --- attn.losses: torch.nn's loss modules (PyTorch 1.13) over attn.F's
 -- losses.  Reachable as attn.nn.<Name> (attn.nn loads this file on the
 -- first lookup) and as attn.losses.<Name>.

@@ -1,3 +1,5 @@
+-- SPDX-License-Identifier: MIT
+
 --- attn.nn: modules after torch.nn (PyTorch 1.13), written in plain Lua.
 -- The classes, containers and basic layers are in attn/nn_base.lua (its
 -- header says how classes, registration and naming work); this file is

@@ -1,3 +1,5 @@
+-- SPDX-License-Identifier: MIT
+
 --- attn.nn_base: the body of attn.nn: the Module class, containers and
 -- the layers that need no other attn file.  Files that build modules
 -- (rnn, transformer, seq2seq, ...) require this one; attn.nn (nn.lua)

@@ -1,3 +1,5 @@
+-- SPDX-License-Identifier: MIT
+
 --- attn.init: parameter initialisers after torch.nn.init (PyTorch 1.13).
 --
 -- Every function fills its tensor in place under attn.no_grad, returns it,

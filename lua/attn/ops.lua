@@ -1,3 +1,5 @@
+-- SPDX-License-Identifier: MIT
+
 --- attn.ops: tensor ops written on top of the differentiable core ops, so
 -- that autograd follows them (torch 1.13 semantics, 1-based dims):
 --

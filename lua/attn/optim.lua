@@ -1,3 +1,5 @@
+-- SPDX-License-Identifier: MIT
+
 --- attn.optim: optimisers, learning-rate schedulers and gradient clipping
 -- with torch 1.13's semantics.  Each optimiser runs torch's single-tensor
 -- (foreach = False) algorithm in the same operation order, so one step on

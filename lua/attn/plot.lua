@@ -1,3 +1,5 @@
+-- SPDX-License-Identifier: MIT
+
 --- attn.plot: heatmaps, histograms and line plots, drawn in C with cairo.
 --
 --   local plot = require "attn".plot      -- or require "attn.plot"

@@ -1,3 +1,5 @@
+-- SPDX-License-Identifier: MIT
+
 --- attn.nn.RNN, attn.nn.GRU, attn.nn.LSTM (multi-step, multi-layer,
 -- bidirectional) and attn.nn.utils.rnn (pad_sequence, PackedSequence,
 -- pack_padded_sequence, pad_packed_sequence, pack_sequence), after torch

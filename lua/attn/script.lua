@@ -1,3 +1,5 @@
+-- SPDX-License-Identifier: MIT
+
 --- attn.script: command lines and output folders for scripts.
 -- The experiments under scripts/ share what used to open each of them: a
 -- loop over the arguments, a usage line on stderr with status 2 for a bad

@@ -1,3 +1,5 @@
+-- SPDX-License-Identifier: MIT
+
 --- attn.seq2seq: attention for recurrent encoder-decoders (Luong et al.
 -- 2015, "Effective Approaches to Attention-based Neural Machine
 -- Translation"; Bahdanau et al. 2015, "Neural Machine Translation by

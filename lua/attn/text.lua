@@ -1,3 +1,5 @@
+-- SPDX-License-Identifier: MIT
+
 --- attn.text: BERT's WordPiece tokenizer, a port of Hugging Face's
 -- BertTokenizer (transformers' tokenization_bert.py, the "slow" Python one).
 --

@@ -1,3 +1,5 @@
+-- SPDX-License-Identifier: MIT
+
 --- attn.transformer: torch.nn's transformer layers (PyTorch 1.13), built
 -- on nn.MultiheadAttention.  Reachable as attn.nn.<Name> (attn.nn loads
 -- this file on the first lookup) and as attn.transformer.<Name>.
