@@ -983,7 +983,8 @@ attn_status attn__fill_raw_f64(attn_tensor *t, double value) {
 
 bool attn__may_overlap(const attn_tensor *a, const attn_tensor *b) {
   if (a->storage != b->storage) return false;
-  int64_t alo = a->offset, ahi = a->offset, blo = b->offset, bhi = b->offset;
+  const int64_t alo = a->offset, blo = b->offset;
+  int64_t ahi = alo, bhi = blo;
   for (int i = 0; i < a->ndim; i++) ahi += (a->shape[i] - 1) * a->stride[i];
   for (int i = 0; i < b->ndim; i++) bhi += (b->shape[i] - 1) * b->stride[i];
   return !(ahi < blo || bhi < alo);
