@@ -208,13 +208,13 @@ def main():
 
     if 10 in cases:
         # elementwise and row ops, forward + backward on [720, 512] (run.lua's case 10)
-        F = torch.nn.functional
+        nnf = torch.nn.functional  # not F: a local F would shadow the module-level one for the whole of main
         x0, g = torch.randn(720, 512), torch.randn(720, 512)
         ln = torch.nn.LayerNorm(512)
         tgt = torch.randint(0, 512, (720,))
         bias = torch.randn(512, requires_grad=True)
-        ops = [("relu", lambda t: t.relu()), ("gelu", lambda t: F.gelu(t)),
-               ("gelu_tanh", lambda t: F.gelu(t, approximate="tanh")), ("silu", lambda t: F.silu(t)),
+        ops = [("relu", lambda t: t.relu()), ("gelu", lambda t: nnf.gelu(t)),
+               ("gelu_tanh", lambda t: nnf.gelu(t, approximate="tanh")), ("silu", lambda t: nnf.silu(t)),
                ("tanh", lambda t: t.tanh()), ("sigmoid", lambda t: t.sigmoid()), ("layer_norm", lambda t: ln(t)),
                ("softmax", lambda t: t.softmax(-1)), ("log_softmax", lambda t: t.log_softmax(-1)),
                ("add_bias", lambda t: t + bias), ("mul", lambda t: t * t)]
@@ -225,7 +225,7 @@ def main():
             t, m, note = bench(fb, 0.5, 50)
             emit(f"ew_{name}", t, m, note)
         xg = x0.clone().requires_grad_()
-        t, m, note = bench(lambda: F.cross_entropy(xg, tgt).backward(), 0.5, 50)
+        t, m, note = bench(lambda: nnf.cross_entropy(xg, tgt).backward(), 0.5, 50)
         emit("ew_cross_entropy", t, m, note)
 
     if 6 in cases:
