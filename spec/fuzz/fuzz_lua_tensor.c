@@ -180,10 +180,12 @@ static bool reference(lua_State *L, int idx, expect *e) {
   memset(e, 0, sizeof *e);
   e->plain = true;
   int ty = lua_type(L, idx);
-  if (ty == LUA_TNUMBER) {
+  if (ty == LUA_TNUMBER || ty == LUA_TBOOLEAN) {
+    /* a number is a 0-d float32 tensor; a boolean a 0-d bool one, as
+       torch.tensor(True) (its element reads back as 1 or 0) */
     e->cap = 1;
     e->data = malloc(sizeof(float));
-    e->data[0] = (float)lua_tonumber(L, idx);
+    e->data[0] = ty == LUA_TNUMBER ? (float)lua_tonumber(L, idx) : (lua_toboolean(L, idx) ? 1.0f : 0.0f);
     e->n = 1;
     return true;
   }
