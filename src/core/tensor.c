@@ -933,16 +933,22 @@ attn_status attn_one_hot(const attn_tensor *indices, int64_t num_classes, attn_t
 /* ------------------------------------------------------------------------ */
 /* Fills                                                                     */
 
+/* The walk of a fill: bumps t's version; false when t is empty.  An
+   expanded view holds each element many times (torch fills it all the
+   same): each is visited once, or fill_ of expand(2, 2^40, 3) never ends. */
+static bool fill_walk_init(attn_tensor *t, attn__iter *it) {
+  attn__bump_version(t);
+  if (attn_tensor_numel(t) == 0) return false;
+  attn__iter_init(it, t);
+  for (int d = 0; d < it->ndim; d++)
+    if (it->stride[d] == 0) it->shape[d] = 1;
+  return true;
+}
+
 /* fill_ without autograd (views.c's attn_fill_ records, then calls this). */
 attn_status attn__fill_raw(attn_tensor *t, float value) {
   attn__iter it;
-  attn__bump_version(t);
-  if (attn_tensor_numel(t) == 0) return ATTN_OK;
-  attn__iter_init(&it, t);
-  /* an expanded view holds each element many times (torch fills it all
-     the same): visit each once, or fill_ of expand(2, 2^40, 3) never ends */
-  for (int d = 0; d < it.ndim; d++)
-    if (it.stride[d] == 0) it.shape[d] = 1;
+  if (!fill_walk_init(t, &it)) return ATTN_OK;
   if (t->dtype != ATTN_FLOAT32) {
     do store_f64(t->storage, it.pos, value);
     while (attn__iter_next(&it));
@@ -955,24 +961,16 @@ attn_status attn__fill_raw(attn_tensor *t, float value) {
 }
 
 attn_status attn__fill_raw_i64(attn_tensor *t, int64_t value) {
-  attn__bump_version(t);
-  if (attn_tensor_numel(t) == 0) return ATTN_OK;
   attn__iter it;
-  attn__iter_init(&it, t);
-  for (int d = 0; d < it.ndim; d++)
-    if (it.stride[d] == 0) it.shape[d] = 1;
+  if (!fill_walk_init(t, &it)) return ATTN_OK;
   do store_i64(t->storage, it.pos, value);
   while (attn__iter_next(&it));
   return ATTN_OK;
 }
 
 attn_status attn__fill_raw_f64(attn_tensor *t, double value) {
-  attn__bump_version(t);
-  if (attn_tensor_numel(t) == 0) return ATTN_OK;
   attn__iter it;
-  attn__iter_init(&it, t);
-  for (int d = 0; d < it.ndim; d++)
-    if (it.stride[d] == 0) it.shape[d] = 1;
+  if (!fill_walk_init(t, &it)) return ATTN_OK;
   do store_f64(t->storage, it.pos, value);
   while (attn__iter_next(&it));
   return ATTN_OK;
