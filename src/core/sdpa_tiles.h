@@ -103,10 +103,14 @@ INLINE void pack_rows(float *restrict dst, int64_t ldd, int64_t rows4, const flo
   for (int64_t r = 0; r < rows; r++) {
     float *d = dst + r * ldd;
     const float *s = src + r * rs;
-    if (cs == 1)
+    if (cs == 1) {
       for (int64_t c = 0; c < ncols; c++) d[c] = alpha * s[c];
-    else
+    } else if (cs == 0) { /* an expanded row (the dO of x:sum():backward()) */
+      const float x = alpha * s[0];
+      for (int64_t c = 0; c < ncols; c++) d[c] = x;
+    } else {
       for (int64_t c = 0; c < ncols; c++) d[c] = alpha * s[c * cs];
+    }
     for (int64_t c = ncols; c < ldd; c++) d[c] = 0.0f;
   }
   if (rows4 > rows) memset(dst + rows * ldd, 0, (size_t)((rows4 - rows) * ldd) * sizeof(float));
