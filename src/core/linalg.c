@@ -47,18 +47,22 @@ static void gemm_naive(int64_t m, int64_t n, int64_t k, const float *a, int64_t 
     }
 }
 
-/* c[m,n] (contiguous) = a[m,k] (row stride ars) x b[k,n] (row stride brs),
-   both with unit column stride: gemm_naive with the strides known, for the
-   tiny products of the notebooks. Same summation order, same results. */
-__attribute__((optimize("no-tree-vectorize"))) static void
-gemm_small_rows(int64_t m, int64_t n, int64_t k, const float *a, int64_t ars, const float *b, int64_t brs, float *c) {
-  for (int64_t i = 0; i < m; i++, a += ars, c += n)
-    for (int64_t j = 0; j < n; j++) {
-      float acc = 0.0f;
-      const float *bj = b + j;
-      for (int64_t p = 0; p < k; p++, bj += brs) acc += a[p] * *bj;
-      c[j] = acc;
+/* c[m,n] (contiguous) = a[m,k] (strides ars, acs) x b[k,n] (row stride
+   brs, unit column stride), for the small products of the notebooks and of
+   per-head attention (BLAS's packing and call overhead dominate there):
+   each row of c accumulates b's rows times a's elements, vectorised along
+   the row, and every element is still summed over p in order from 0, so
+   the results are gemm_naive's bit for bit. */
+static void gemm_small_rows(int64_t m, int64_t n, int64_t k, const float *a, int64_t ars, int64_t acs,
+                            const float *restrict b, int64_t brs, float *restrict c) {
+  for (int64_t i = 0; i < m; i++, c += n) {
+    const float *ai = a + i * ars;
+    for (int64_t j = 0; j < n; j++) c[j] = 0.0f;
+    for (int64_t p = 0; p < k; p++) {
+      const float x = ai[p * acs], *bp = b + p * brs;
+      for (int64_t j = 0; j < n; j++) c[j] += x * bp[j];
     }
+  }
 }
 
 typedef struct {
@@ -79,10 +83,14 @@ static attn_status gemm_one(mat A, mat B, int64_t m, int64_t n, int64_t k, float
     return ATTN_OK;
   }
   if (m * n * k <= SMALL_GEMM_FLOPS) {
-    if (A.cs == 1 && B.cs == 1)
-      gemm_small_rows(m, n, k, A.data, A.rs, B.data, B.rs, c);
-    else
-      gemm_naive(m, n, k, A.data, A.rs, A.cs, B.data, B.rs, B.cs, c, n);
+    if (B.cs == 1) {
+      gemm_small_rows(m, n, k, A.data, A.rs, A.cs, B.data, B.rs, c);
+    } else { /* B's rows gathered first (k * n <= SMALL_GEMM_FLOPS floats) */
+      float bt[SMALL_GEMM_FLOPS];
+      for (int64_t p = 0; p < k; p++)
+        for (int64_t j = 0; j < n; j++) bt[p * n + j] = B.data[p * B.rs + j * B.cs];
+      gemm_small_rows(m, n, k, A.data, A.rs, A.cs, bt, n, c);
+    }
     return ATTN_OK;
   }
   /* An operand BLAS cannot read in place (broadcast stride 0, gradients

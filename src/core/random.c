@@ -82,14 +82,17 @@ static void mt_next_state(attn_generator *g) {
   *p = p[MT_M - MT_N] ^ mt_twist(p[0], g->state[0]);
 }
 
-static inline uint32_t rnd32(attn_generator *g) {
-  if (--g->left == 0) mt_next_state(g);
-  uint32_t y = g->state[g->next++];
+static inline uint32_t mt_temper(uint32_t y) {
   y ^= y >> 11;
   y ^= (y << 7) & 0x9d2c5680u;
   y ^= (y << 15) & 0xefc60000u;
   y ^= y >> 18;
   return y;
+}
+
+static inline uint32_t rnd32(attn_generator *g) {
+  if (--g->left == 0) mt_next_state(g);
+  return mt_temper(g->state[g->next++]);
 }
 
 static inline uint64_t rnd64(attn_generator *g) {
@@ -615,6 +618,33 @@ attn_status attn_random_int_(attn_tensor *t, int64_t low, int64_t high, attn_gen
 /* ------------------------------------------------------------------------ */
 /* bernoulli, exponential                                                    */
 
+/* dst[0..n) = unif_double(g) < p ? 1 : 0, the same draws taken in runs
+   straight from the state between its regenerations (dropout's masks:
+   millions of elements a training step, where the per-draw bookkeeping
+   cost more than the generator).  u = u53 2^-53 < p exactly when the
+   integer u53 < ceil(p 2^53). */
+static void bernoulli_run(attn_generator *g, float *dst, int64_t n, double p) {
+  const uint64_t thr = (uint64_t)ceil(p * 0x1p53);
+  while (n > 0) {
+    int64_t run = (g->left - 1) / 2; /* pairs of words before rnd32 would regenerate */
+    if (run == 0) {                  /* the pair straddles a regeneration */
+      *dst++ = unif_double(g) < p ? 1.0f : 0.0f;
+      n--;
+      continue;
+    }
+    if (run > n) run = n;
+    const uint32_t *w = g->state + g->next;
+    for (int64_t i = 0; i < run; i++) {
+      const uint64_t u = (uint64_t)(mt_temper(w[2 * i]) & 0x1fffffu) << 32 | mt_temper(w[2 * i + 1]);
+      dst[i] = u < thr ? 1.0f : 0.0f;
+    }
+    g->next += (uint32_t)(2 * run);
+    g->left -= (int32_t)(2 * run);
+    dst += run;
+    n -= run;
+  }
+}
+
 attn_status attn_bernoulli_(attn_tensor *t, double p, attn_generator *g) {
   attn_status st = check_fill("bernoulli_", t);
   if (st) return st;
@@ -622,7 +652,10 @@ attn_status attn_bernoulli_(attn_tensor *t, double p, attn_generator *g) {
   float *base = t->storage->data;
   attn__iter it;
   g = fill_begin(t, g);
-  FOR_EACH_MEM(t, it, base[it.pos] = unif_double(g) < p ? 1.0f : 0.0f);
+  if (attn_tensor_is_contiguous(t))
+    bernoulli_run(g, attn_tensor_data(t), attn_tensor_numel(t), p);
+  else
+    FOR_EACH_MEM(t, it, base[it.pos] = unif_double(g) < p ? 1.0f : 0.0f);
   gen_unlock(g);
   return ATTN_OK;
 }
