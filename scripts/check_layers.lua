@@ -45,7 +45,7 @@ local core_floors = {
   {"core:base", 1.0, {"base.c", "budget.c", "deadline.c", "parallel.c", "internal.h"}},
   {"core:kernels", 1.1, {"isa.c", "kernels_portable.c", "kernels_avx2.c", "kernels_avx512.c", "blas.c",
     "sdpa_scratch.c", "kernels.h", "elementwise_kernels.h", "reduce_kernels.h", "softmax_kernels.h",
-    "reduce_spec.h", "sdpa_plan.h", "sdpa_tiles.h", "norm_kernels.h", "vmath.h"}},
+    "reduce_spec.h", "sdpa_plan.h", "sdpa_tiles.h", "norm_kernels.h", "vmath.h", "gemm_kernels.h"}},
   {"core:tensor", 1.2, {"tensor.c"}},
   {"core:graph", 1.3, {"graph.c", "record.c"}},
   {"core:ops", 1.4, {"elementwise.c", "reduce.c", "softmax.c", "shape_ops.c", "views.c", "linalg.c", "sdpa.c",

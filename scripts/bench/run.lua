@@ -23,8 +23,9 @@
 -- The torch side runs in scripts/bench/torch_bench.py under /usr/bin/python3,
 -- one process per thread count, with torch.set_num_threads(n),
 -- OPENBLAS_NUM_THREADS=n and OPENBLAS_CORETYPE = attn.info().blas_core.
--- Timing: one warm-up call, then the best of repeated calls (about 0.5 s of
--- them, at most 20; a first call over 5 s is the only one).  Memory: peak
+-- Timing: one warm-up call, then the best of repeated calls (about 1 s of
+-- them, at most 40; the same count on both sides, per case; a first call
+-- over 5 s is the only one).  Memory: peak
 -- RSS growth, VmHWM after minus VmRSS before, with VmHWM reset through
 -- /proc/self/clear_refs (same in the Python process).
 -- Kernel families: case 1 runs once per family in --isa (default: every
@@ -134,7 +135,7 @@ end
 -- (os.clock: the process's CPU time, which other jobs on a shared machine
 -- inflate far less than wall time; meaningful per call at 1 thread)
 local function bench(fn, budget, max_reps)
-  budget, max_reps = budget or 0.5, max_reps or 20
+  budget, max_reps = budget or 1.0, max_reps or 40
   collectgarbage()
   collectgarbage()
   reset_hwm()
@@ -357,7 +358,7 @@ for _, th in ipairs(thread_list) do
         local fl = 4.0 * L * L * E * H * (causal and 0.5 or 1)
         local opts = {is_causal = causal}
         local t, m, note, cpu = attn.no_grad(function()
-          return bench(function() return attn.scaled_dot_product_attention(q, k, v, opts) end, 1.5)
+          return bench(function() return attn.scaled_dot_product_attention(q, k, v, opts) end, 1.5, 40)
         end)
         local key = ("sdpa_fwd_L%d_c%d"):format(L, c)
         local tt, tm, tn = tget(tr, key)
@@ -366,7 +367,7 @@ for _, th in ipairs(thread_list) do
         local qg, kg, vg = q:clone():requires_grad_(), k:clone():requires_grad_(), v:clone():requires_grad_()
         t, m, note, cpu = bench(function()
           attn.scaled_dot_product_attention(qg, kg, vg, opts):sum():backward()
-        end, 1.5)
+        end, 1.5, 40)
         key = ("sdpa_fwdbwd_L%d_c%d"):format(L, c)
         tt, tm, tn = tget(tr, key)
         add(1, ("sdpa fwd+bwd%s L=%d"):format(causal and " causal" or "", L), th, t, tt, fl * 3.5, m, tm,
@@ -453,7 +454,7 @@ for _, th in ipairs(thread_list) do
     local gpt = require "char_gpt"
     local model, opt, xb, yb = gpt.setup(0)
     local loss0 = gpt.step(model, opt, xb, yb):item()
-    local t, m, note = bench(function() gpt.step(model, opt, xb, yb) end, 1.0, 200)
+    local t, m, note = bench(function() gpt.step(model, opt, xb, yb) end, 2.0, 200)
     local tt, tm, tn = tget(tr, "char_gpt_step")
     local tl = tsec(tr, "char_gpt_loss0")
     local same = tl and ("first loss %.6f, torch %.6f"):format(loss0, tl) or ("first loss %.6f"):format(loss0)
@@ -468,7 +469,7 @@ for _, th in ipairs(thread_list) do
     local model, crit, opt, sched = at.setup(0)
     local batch = at.data_gen(at.BATCH, 1)()
     local loss0 = at.step(model, crit, opt, sched, batch):item()
-    local t, m, note = bench(function() at.step(model, crit, opt, sched, batch) end, 1.0, 100)
+    local t, m, note = bench(function() at.step(model, crit, opt, sched, batch) end, 2.0, 100)
     local tt, tm, tn = tget(tr, "annotated_step")
     local tl = tsec(tr, "annotated_loss0")
     local same = tl and ("first loss %.6f, torch %.6f"):format(loss0, tl) or ("first loss %.6f"):format(loss0)
@@ -514,12 +515,12 @@ for _, th in ipairs(thread_list) do
     }
     for _, o in ipairs(ops) do
       local xg = x0:clone():requires_grad_()
-      local t, m, note = bench(function() o[2](xg):backward(g) end, 0.5, 50)
+      local t, m, note = bench(function() o[2](xg):backward(g) end, 1.0, 100)
       local tt, tm, tn = tget(tr, "ew_" .. o[1])
       add(10, o[1] .. " fwd+bwd [720,512]", th, t, tt, nil, m, tm, join(note, tn))
     end
     local xg = x0:clone():requires_grad_()
-    local t, m, note = bench(function() F.cross_entropy(xg, tgt):backward() end, 0.5, 50)
+    local t, m, note = bench(function() F.cross_entropy(xg, tgt):backward() end, 1.0, 100)
     local tt, tm, tn = tget(tr, "ew_cross_entropy")
     add(10, "cross_entropy fwd+bwd [720,512]", th, t, tt, nil, m, tm, join(note, tn))
   end

@@ -36,7 +36,7 @@ def reset_hwm():
         pass
 
 
-def bench(fn, budget=0.5, max_reps=20):
+def bench(fn, budget=1.0, max_reps=40):
     """(best seconds, peak RSS growth in bytes, note)"""
     reset_hwm()
     rss0 = status_kb("VmRSS")
@@ -113,7 +113,7 @@ def main():
                 c = int(causal)
                 q, k, v = (torch.randn(1, H, L, E) for _ in range(3))
                 with torch.no_grad():
-                    t, m, note = bench(lambda: sdpa(q, k, v, causal))
+                    t, m, note = bench(lambda: sdpa(q, k, v, causal), 1.5, 40)
                 emit(f"sdpa_fwd_L{L}_c{c}", t, m, note)
                 if t * 3.5 > 60:
                     emit(f"sdpa_fwdbwd_L{L}_c{c}", float("nan"), 0, "skipped: over a minute")
@@ -122,7 +122,7 @@ def main():
 
                 def fb():
                     sdpa(qg, kg, vg, causal).sum().backward()
-                t, m, note = bench(fb)
+                t, m, note = bench(fb, 1.5, 40)
                 emit(f"sdpa_fwdbwd_L{L}_c{c}", t, m, note)
                 del q, k, v, qg, kg, vg
 
@@ -194,7 +194,7 @@ def main():
         import char_gpt as gpt
         model, opt, xb, yb = gpt.setup(0)
         emit("char_gpt_loss0", gpt.step(model, opt, xb, yb).item(), 0)
-        t, m, note = bench(lambda: gpt.step(model, opt, xb, yb), budget=1.0, max_reps=200)
+        t, m, note = bench(lambda: gpt.step(model, opt, xb, yb), budget=2.0, max_reps=200)
         emit("char_gpt_step", t, m, note)
 
     if 9 in cases:
@@ -203,7 +203,7 @@ def main():
         model, crit, opt, sched = at.setup(0)
         batch = next(at.data_gen(at.V, at.BATCH, 1))
         emit("annotated_loss0", at.step(model, crit, opt, sched, batch).item(), 0)
-        t, m, note = bench(lambda: at.step(model, crit, opt, sched, batch), budget=1.0, max_reps=100)
+        t, m, note = bench(lambda: at.step(model, crit, opt, sched, batch), budget=2.0, max_reps=100)
         emit("annotated_step", t, m, note)
 
     if 10 in cases:
@@ -222,10 +222,10 @@ def main():
             xg = x0.clone().requires_grad_()
             def fb(f=f, xg=xg):
                 f(xg).backward(g)
-            t, m, note = bench(fb, 0.5, 50)
+            t, m, note = bench(fb, 1.0, 100)
             emit(f"ew_{name}", t, m, note)
         xg = x0.clone().requires_grad_()
-        t, m, note = bench(lambda: nnf.cross_entropy(xg, tgt).backward(), 0.5, 50)
+        t, m, note = bench(lambda: nnf.cross_entropy(xg, tgt).backward(), 1.0, 100)
         emit("ew_cross_entropy", t, m, note)
 
     if 6 in cases:

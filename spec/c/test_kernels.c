@@ -8,7 +8,8 @@
  * the portable one with libm: both must stay within a few float ulp of the
  * exact result, or within an absolute 1e-7 of it near zero crossings.
  * LayerNorm rows (norm_kernels.h), forward and backward, against the
- * formulas in double. */
+ * formulas in double.  The matrix product (gemm_kernels.h) against a double
+ * reference over tile edges and operand layouts. */
 #define _GNU_SOURCE /* M_PI */
 #include "attn.h"
 #include "check.h"
@@ -207,6 +208,52 @@ static void check_layer_norm(const attn__kernels *k) {
   CHECK(bad == 0);
 }
 
+/* The family's matrix product (gemm_kernels.h) against a double
+   reference: row counts around the tile height, column counts around the
+   tile width, A row-major and transposed, B row-major (read in place or
+   copied), transposed, strided and expanded (stride 0). */
+static void check_gemm(const attn__kernels *k) {
+  enum { MMAX = 37, NMAX = 70, KMAX = 67 };
+  static float a[MMAX * KMAX], b[KMAX * NMAX * 2], c[MMAX * NMAX], scratch[8 * 32 + KMAX * (NMAX + 32)];
+  const int64_t ms[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 17, 37}, ns[] = {1, 5, 8, 15, 16, 17, 31, 32, 33, 64, 70},
+                ks[] = {1, 3, 16, 67};
+  int bad = 0, cases = 0;
+  for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++)
+    for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++)
+      for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++)
+        for (int layout = 0; layout < 8; layout++) {
+          const int64_t m = ms[mi], n = ns[ni], kk = ks[ki];
+          const bool at = layout & 1; /* A transposed: strides (1, m) */
+          const int bl = layout >> 1; /* B: 0 row-major, 1 transposed, 2 every other column, 3 expanded rows */
+          for (int64_t i = 0; i < m * kk; i++) a[i] = (float)((i * 37 % 101) - 50) / 25.0f;
+          for (int64_t i = 0; i < 2 * kk * n; i++) b[i] = (float)((i * 53 % 97) - 48) / 30.0f;
+          const int64_t ars = at ? 1 : kk, acs = at ? m : 1;
+          int64_t brs, bcs;
+          switch (bl) {
+          case 0: brs = n, bcs = 1; break;
+          case 1: brs = 1, bcs = kk; break;
+          case 2: brs = 2 * n, bcs = 2; break;
+          default: brs = 0, bcs = 1; break;
+          }
+          for (int64_t i = 0; i < m * n; i++) c[i] = NAN;
+          k->gemm(m, n, kk, a, ars, acs, b, brs, bcs, c, scratch);
+          for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < n; j++) {
+              double r = 0, mag = 0;
+              for (int64_t p = 0; p < kk; p++) {
+                const double t = (double)a[i * ars + p * acs] * b[p * brs + j * bcs];
+                r += t, mag += fabs(t);
+              }
+              if (!(fabs(c[i * n + j] - r) <= 1e-6 * mag + 1e-30) && bad++ < 5)
+                fprintf(stderr, "  gemm m=%d n=%d k=%d layout %d: c[%d,%d] = %g vs %g\n", (int)m, (int)n, (int)kk,
+                        layout, (int)i, (int)j, c[i * n + j], r);
+            }
+          cases++;
+        }
+  if (bad) fprintf(stderr, "%s gemm: %d mismatches in %d cases\n", k->name, bad, cases);
+  CHECK(bad == 0);
+}
+
 int main(void) {
   inputs();
   attn_isa_info info;
@@ -221,6 +268,7 @@ int main(void) {
     printf("family %s\n", fams[f]->name);
     check_family(fams[f]);
     check_layer_norm(fams[f]);
+    check_gemm(fams[f]);
   }
   return check_summary();
 }

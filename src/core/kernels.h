@@ -69,6 +69,12 @@ typedef struct attn__kernels {
   const attn__unary_row_fn *unary_rows;
   const attn__unary_grad_row_fn *unary_grad_rows;
   attn__inner_fn clamp_inner;
+  /* small and medium products (gemm_kernels.h): c [m, n] (contiguous) =
+     a [m, k] (strides ars, acs) @ b [k, n] (strides brs, bcs), k >= 1,
+     scratch of gemm_mr * gemm_nr + k * round_up(n, gemm_nr) floats */
+  void (*gemm)(int64_t m, int64_t n, int64_t k, const float *a, int64_t ars, int64_t acs, const float *b, int64_t brs,
+               int64_t bcs, float *restrict c, float *restrict scratch);
+  int gemm_mr, gemm_nr;
 } attn__kernels;
 
 /* A family unit's table of its static kernels (same names in every unit). */
@@ -79,7 +85,8 @@ typedef struct attn__kernels {
     .reduce_rows = block_rows, .reduce_cols = block_cols, .cumsum_rows = cumsum_rows, .cumsum_cols = cumsum_cols,      \
     .binary_rows = binary_rows, .unary_rows = unary_rows, .unary_grad_rows = unary_grad_rows,                          \
     .softmax_bwd_rows = softmax_bwd_rows, .layer_norm_rows = layer_norm_rows,                                          \
-    .layer_norm_bwd_rows = layer_norm_bwd_rows, .clamp_inner = clamp_inner,                                            \
+    .layer_norm_bwd_rows = layer_norm_bwd_rows, .clamp_inner = clamp_inner, .gemm = gemm_small, .gemm_mr = GEMM_MR,    \
+    .gemm_nr = GEMM_NR,                                                                                                \
   }
 
 extern const attn__kernels attn__kernels_portable;

@@ -88,6 +88,23 @@ INLINE void tile_gemm(int64_t M, int64_t N, int64_t K, const float *a, int64_t a
 #define SDPA_VQ 8 /* queries per vector in the softmax loops */
 #include "sdpa_tiles.h"
 
+#define GEMM_MR 6
+#define GEMM_NR 16
+#define gemm_tile(K, a, ars, acs, b, ldb, c, ldc) mk_r16(6, K, a, ars, acs, b, ldb, c, ldc, false)
+/* R < 6 rows: each case a constant R, so the loops over rows unroll */
+INLINE void gemm_tile_rows(int R, int64_t K, const float *a, int64_t ars, int64_t acs, const float *b, int64_t ldb,
+                           float *c, int64_t ldc) {
+  switch (R) {
+  case 1: mk_r16(1, K, a, ars, acs, b, ldb, c, ldc, false); break;
+  case 2: mk_r16(2, K, a, ars, acs, b, ldb, c, ldc, false); break;
+  case 3: mk_r16(3, K, a, ars, acs, b, ldb, c, ldc, false); break;
+  case 4: mk_r16(4, K, a, ars, acs, b, ldb, c, ldc, false); break;
+  default: mk_r16(5, K, a, ars, acs, b, ldb, c, ldc, false); break;
+  }
+}
+#define gemm_tile_rows gemm_tile_rows
+#include "gemm_kernels.h"
+
 const attn__kernels attn__kernels_avx2 = ATTN__KERNEL_TABLE("avx2");
 
 #else

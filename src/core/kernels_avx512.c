@@ -189,6 +189,11 @@ INLINE void tile_gemm(int64_t M, int64_t N, int64_t K, const float *a, int64_t a
 #define SDPA_VQ 16 /* queries per vector in the softmax loops */
 #include "sdpa_tiles.h"
 
+#define GEMM_MR 8
+#define GEMM_NR (2 * VW)
+#define gemm_tile(K, a, ars, acs, b, ldb, c, ldc) mk8x32(K, a, ars, acs, b, ldb, c, ldc, false)
+#include "gemm_kernels.h"
+
 const attn__kernels attn__kernels_avx512 = ATTN__KERNEL_TABLE("avx512");
 
 #else

@@ -17,7 +17,7 @@
  * log l would round away and the recomputed probabilities would lose
  * their normalisation; p = exp((s - m) - log l) keeps it.  The kernels
  * compute every exponential as a power of 2 (sdpa_tiles.h), so the pair is
- * stored in that base, (m log2(e), log2 l).  A row with no
+ * stored as (m, log2 l).  A row with no
  * visible key stores (+inf, 0): its output is 0 and every recomputed
  * probability is exp(-inf) = 0.  Causal key blocks past the diagonal are
  * never visited.
@@ -480,8 +480,8 @@ attn_status attn_sdpa_block_forward(const attn_tensor *q, const attn_tensor *k, 
     goto fail;
   }
   float *l = attn_tensor_data(lse_t);
-  for (int64_t i = 0; i < nrows; i++) /* (m2, log2 l) -> m + log l; no visible key: -inf */
-    l[i] = pairs[2 * i] == INFINITY ? -INFINITY : (pairs[2 * i] + pairs[2 * i + 1]) * 0.693147180559945309f;
+  for (int64_t i = 0; i < nrows; i++) /* (m, log2 l) -> m + log l; no visible key: -inf */
+    l[i] = pairs[2 * i] == INFINITY ? -INFINITY : pairs[2 * i] + pairs[2 * i + 1] * 0.693147180559945309f;
   attn__sdpa_scratch_free(pairs, 2 * nrows);
   *out = res;
   *lse_out = lse_t;
@@ -531,8 +531,8 @@ attn_status attn_sdpa_block_backward(const attn_tensor *q, const attn_tensor *k,
     goto out;
   }
   const float *l = attn_tensor_data(lse);
-  for (int64_t i = 0; i < nrows; i++) { /* lse -> (m2, 0) in base 2; -inf (no visible key) -> (+inf, 0): p = 0 */
-    pairs[2 * i] = l[i] == -INFINITY ? INFINITY : l[i] * 1.44269504088896341f;
+  for (int64_t i = 0; i < nrows; i++) { /* lse -> (m, 0); -inf (no visible key) -> (+inf, 0): p = 0 */
+    pairs[2 * i] = l[i] == -INFINITY ? INFINITY : l[i];
     pairs[2 * i + 1] = 0.0f;
   }
   P.lse = pairs;

@@ -16,10 +16,11 @@
 #include <math.h>
 
 /* The softmax exponentials are powers of 2: a score s goes in as
-   s * log2(e) - m2 (one FMA, m2 the row maximum times log2(e)), and 2^x
-   needs no extended-precision argument reduction, so each costs a third
-   fewer operations than e^x (the largest cost beside the tile products).
-   The rows' statistics are kept in the same base: (m2, log2 l).
+   (s - m) * log2(e), m the row maximum, and 2^x needs no extended-precision
+   argument reduction, so each costs a third fewer operations than e^x (the
+   largest cost beside the tile products).  s - m comes first: it is exact
+   near the maximum, and finite under a -FLT_MAX mask, where s * log2(e)
+   would overflow.  A row's statistics are (m, log2 l).
 
    2^r on [-1/2, 1/2]: a degree-6 polynomial fitted for relative error
    (at most 1.0e-7 there, measured in float: within the 1-ulp error of the
@@ -271,9 +272,9 @@ INLINE void fwd_block(const plan *P, const tiles *T, int64_t b, int64_t qb) {
       const vq mx = max_nan_v(max_nan_v(mx0, mx1), max_nan_v(mx2, mx3));
       const vq mold = vq_load(m + i), mnew = max_nan_v(mold, mx);
       const vq mu = vq_sel(mnew == -INFINITY, vq_set(0.0f), mnew); /* nothing visible yet: every p is 0 */
-      const vq al = exp2_neg_v((mold - mu) * log2e_f), mu2 = mu * log2e_f;
+      const vq al = exp2_neg_v((mold - mu) * log2e_f);
       for (int64_t j = 0; j < nk; j++) {
-        vq e = exp2_neg_v(vq_load(st + j * BQ + i) * log2e_f - mu2);
+        vq e = exp2_neg_v((vq_load(st + j * BQ + i) - mu) * log2e_f);
         vq_store(st + j * BQ + i, e);
         sum += e;
       }
@@ -298,7 +299,7 @@ INLINE void fwd_block(const plan *P, const tiles *T, int64_t b, int64_t qb) {
     } else {
       float inv = 1.0f / l[r];
       for (int64_t c = 0; c < Ev; c++) o[c] = a[c] * inv;
-      lse[2 * r] = m[r] * log2e_f;
+      lse[2 * r] = m[r];
       lse[2 * r + 1] = log2f(l[r]);
     }
   }
@@ -377,7 +378,7 @@ INLINE void kv_block(const plan *P, const tiles *T, int64_t kvb, int64_t kb, flo
         const float mi = lse[2 * (i0 + r)], gi = lse[2 * (i0 + r) + 1], di = D[i0 + r];
         float *sr = s + r * BK, *dr = dp + r * BK;
         for (int64_t j = 0; j < nkw; j++) {
-          float p = exp2_neg((sr[j] * log2e_f - mi) - gi);
+          float p = exp2_neg((sr[j] - mi) * log2e_f - gi);
           sr[j] = p;
           dr[j] = p * (dr[j] - di);
         }
@@ -433,7 +434,7 @@ INLINE void q_block(const plan *P, const tiles *T, int64_t b, int64_t qb) {
     for (int i = 0; i < nqw; i += SDPA_VQ) {
       const vq mv = vq_load(mi + i), gv = vq_load(gi + i), dv = vq_load(di + i);
       for (int64_t j = 0; j < nk; j++) {
-        vq p = exp2_neg_v((vq_load(st + j * BQ + i) * log2e_f - mv) - gv);
+        vq p = exp2_neg_v((vq_load(st + j * BQ + i) - mv) * log2e_f - gv);
         vq_store(dpt + j * BQ + i, p * (vq_load(dpt + j * BQ + i) - dv));
       }
     }
