@@ -340,6 +340,15 @@ INLINE void kv_block(const plan *P, const tiles *T, int64_t kvb, int64_t kb, flo
                   *restrict dv = T->t[A_DV];
   memset(dk, 0, (size_t)(nk4 * Ep) * sizeof(float));
   memset(dv, 0, (size_t)(nk4 * Evp) * sizeof(float));
+  /* Query and dO rows are read in place where a block of them is whole
+     unit-stride rows with nothing to pad, instead of being copied once per
+     key block.  In-place query rows are unscaled: `scale` then goes into the
+     exponent (sscale) and into dK at the end, except under an additive
+     mask, which has to meet the scaled scores (and with a scale that would
+     turn a masked -inf into NaN). */
+  const bool q_direct = P->q.cs == 1 && E == Ep && P->mask_kind != MASK_ADD && P->scale > 0.0f && isfinite(P->scale);
+  const bool do_direct = P->dout.cs == 1 && Ev == Evp;
+  const float sscale = q_direct ? P->scale : 1.0f;
   /* the q batches of this kv batch: its index with the head multiplied
      out by group */
   int64_t kvshape[ATTN_MAX_DIMS], idx[ATTN_MAX_DIMS], cstride[ATTN_MAX_DIMS];
@@ -368,25 +377,33 @@ INLINE void kv_block(const plan *P, const tiles *T, int64_t kvb, int64_t kb, flo
     const float *lse = P->lse + 2 * b * P->L, *D = P->D + b * P->L;
     for (int64_t qb = qb0; qb < P->nqb; qb++) {
       const int64_t i0 = qb * BQ, nq = P->L - i0 < BQ ? P->L - i0 : BQ, nq4 = sdpa_round_up(nq, 4);
-      pack_rows(qs, Ep, nq4, bp.q + i0 * P->q.rs, nq, P->q.rs, P->q.cs, E, P->scale);
-      pack_rows(dos, Evp, nq4, bp.dout + i0 * P->dout.rs, nq, P->dout.rs, P->dout.cs, Ev, 1.0f);
-      /* s [nq4, BK] = qs @ kt;  dp [nq4, BK] = dos @ vt */
-      tile_gemm(nq4, nkw, E, qs, Ep, 1, kt, BK, s, BK, false);
+      const float *qa = qs, *da = dos;
+      int64_t ldq = Ep, ldo = Evp;
+      if (q_direct && nq == nq4)
+        qa = bp.q + i0 * P->q.rs, ldq = P->q.rs;
+      else
+        pack_rows(qs, Ep, nq4, bp.q + i0 * P->q.rs, nq, P->q.rs, P->q.cs, E, P->scale / sscale);
+      if (do_direct && nq == nq4)
+        da = bp.dout + i0 * P->dout.rs, ldo = P->dout.rs;
+      else
+        pack_rows(dos, Evp, nq4, bp.dout + i0 * P->dout.rs, nq, P->dout.rs, P->dout.cs, Ev, 1.0f);
+      /* s [nq4, BK] = q rows @ kt (times scale / sscale);  dp [nq4, BK] = dO rows @ vt */
+      tile_gemm(nq4, nkw, E, qa, ldq, 1, kt, BK, s, BK, false);
       mask_tile(P, s, nq, i0, j0, nk, bp.m);
-      tile_gemm(nq4, nkw, Ev, dos, Evp, 1, vt, BK, dp, BK, false);
+      tile_gemm(nq4, nkw, Ev, da, ldo, 1, vt, BK, dp, BK, false);
       for (int64_t r = 0; r < nq; r++) {
         const float mi = lse[2 * (i0 + r)], gi = lse[2 * (i0 + r) + 1], di = D[i0 + r];
         float *sr = s + r * BK, *dr = dp + r * BK;
         for (int64_t j = 0; j < nkw; j++) {
-          float p = exp2_neg((sr[j] - mi) * log2e_f - gi);
+          float p = exp2_neg((sr[j] * sscale - mi) * log2e_f - gi);
           sr[j] = p;
           dr[j] = p * (dr[j] - di);
         }
       }
-      /* dv [nk4, Evp] += p^T [nk4, nq] @ dos [nq, Evp];
-         dk [nk4, Ep] += ds^T [nk4, nq] @ qs [nq, Ep] */
-      tile_gemm(nk4, Evp, nq, s, 1, BK, dos, Evp, dv, Evp, true);
-      tile_gemm(nk4, Ep, nq, dp, 1, BK, qs, Ep, dk, Ep, true);
+      /* dv [nk4, Evp] += p^T [nk4, nq] @ dO rows [nq, Evp];
+         dk [nk4, Ep] += ds^T [nk4, nq] @ q rows [nq, Ep] (times scale / sscale) */
+      tile_gemm(nk4, Evp, nq, s, 1, BK, da, ldo, dv, Evp, true);
+      tile_gemm(nk4, Ep, nq, dp, 1, BK, qa, ldq, dk, Ep, true);
       /* dq [nq4, Ep] += ds [nq4, nk] @ kr [nk, Ep] (ds rows nq..nq4-1 are 0) */
       if (dqb)
         tile_gemm(nq4, Ep, nk, dp, BK, 1, T->t[A_KR], Ep, dqb + (g * sdpa_round_up(P->L, 4) + i0) * Ep, Ep, true);
@@ -394,7 +411,7 @@ INLINE void kv_block(const plan *P, const tiles *T, int64_t kvb, int64_t kb, flo
   }
   float *gk = P->dk + (kvb * P->S + j0) * E, *gv = P->dv + (kvb * P->S + j0) * Ev;
   for (int64_t j = 0; j < nk; j++) {
-    memcpy(gk + j * E, dk + j * Ep, (size_t)E * sizeof(float));
+    for (int64_t c = 0; c < E; c++) gk[j * E + c] = dk[j * Ep + c] * sscale;
     memcpy(gv + j * Ev, dv + j * Evp, (size_t)Ev * sizeof(float));
   }
 }
