@@ -49,8 +49,8 @@ local core_floors = {
   {"core:tensor", 1.2, {"tensor.c"}},
   {"core:graph", 1.3, {"graph.c", "record.c"}},
   {"core:ops", 1.4, {"elementwise.c", "reduce.c", "softmax.c", "shape_ops.c", "views.c", "linalg.c", "sdpa.c",
-    "sdpa_math.c", "random.c", "scatter.c", "sort.c", "embedding.c", "norm.c", "io.c", "io_npy.c", "io_safetensors.c",
-    "print.c", "index_io.h", "io_internal.h"}},
+    "sdpa_math.c", "random.c", "scatter.c", "sort.c", "embedding.c", "norm.c", "optim_step.c", "io.c", "io_npy.c",
+    "io_safetensors.c", "print.c", "index_io.h", "io_internal.h"}},
   {"core:grad", 1.5, {"grad_elementwise.c", "grad_reduce.c", "grad_shape.c", "grad_views.c"}},
   {"core:engine", 1.6, {"autograd.c"}},
 }

@@ -76,6 +76,38 @@ describe("attn.optim optimisers", function()
     end
   end)
 
+  it("Adam and AdamW take the same steps bit for bit fused (contiguous) and composed (strided)", function()
+    -- contiguous float32 parameters take core._adam_update's single pass; a
+    -- transposed one falls back to the composed tensor ops
+    for ci, cfg in ipairs({{optim.Adam, {}}, {optim.AdamW, {}}, {optim.Adam, {amsgrad = true, weight_decay = 0.1}},
+      {optim.AdamW, {amsgrad = true, maximize = true, lr = 0.01, betas = {0.8, 0.99}, eps = 1e-6}}}) do
+      attn.manual_seed(7)
+      local w0 = attn.randn(5, 7)
+      local a = w0:clone():requires_grad_()
+      local b = w0:t():contiguous():t():requires_grad_() -- same values, strided
+      assert.is_false(b:is_contiguous())
+      local oa, ob = cfg[1]({a}, cfg[2]), cfg[1]({b}, cfg[2])
+      for step = 1, 5 do
+        local g = attn.randn(5, 7) * step
+        if step == 3 then g[1][1] = 0 / 0 end -- a NaN travels the same way
+        a.grad, b.grad = g:clone(), g:t():contiguous():t()
+        oa:step()
+        ob:step()
+        local sa, sb = oa.state[a], ob.state[b]
+        local pairs_ = {{a, b}, {sa.exp_avg, sb.exp_avg}, {sa.exp_avg_sq, sb.exp_avg_sq},
+          {sa.max_exp_avg_sq, sb.max_exp_avg_sq}}
+        for i, pair in ipairs(pairs_) do
+          local x, y = pair[1], pair[2]
+          if x ~= nil then
+            local same = attn.eq(x, y):logical_or(attn.isnan(x):logical_and(attn.isnan(y))):all():item()
+            assert(same, ("config %d, step %d: %s differs"):format(ci, step,
+              ({"p", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"})[i]))
+          end
+        end
+      end
+    end
+  end)
+
   it("apply per-group options", function()
     local ps = params()
     local opt = optim.Adam({{params = {ps[1]}}, {params = {ps[2]}, lr = 0.1, weight_decay = 0.2}}, {lr = 0.01})

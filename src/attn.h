@@ -426,6 +426,23 @@ attn_status attn_log_softmax(const attn_tensor *t, int dim, attn_tensor **out);
 attn_status attn_layer_norm(const attn_tensor *x, int k, const attn_tensor *w, const attn_tensor *b, float eps,
                             attn_tensor **out);
 
+/* One Adam / AdamW update of a parameter in a single pass (the `attn.optim`
+   step): p, grad, exp_avg, exp_avg_sq (and max_exp_avg_sq for amsgrad, else
+   NULL) float32, contiguous, one shape.  Per element, each operation
+   rounded in float and in this order (torch 1.13's single-tensor Adam):
+     p = p * decay (when decoupled: AdamW)
+     m = m * beta1 + grad * one_minus_beta1
+     v = v * beta2 + (grad * one_minus_beta2) * grad
+     mx = max(mx, v) (amsgrad; NaN propagates), then v' = mx, else v' = v
+     p = p + (m * neg_step_size) / (sqrt(v') / bias_correction2_sqrt + eps)
+   Runs no autograd: call it under no_grad. */
+typedef struct {
+  bool decoupled;
+  float decay, beta1, one_minus_beta1, beta2, one_minus_beta2, neg_step_size, bias_correction2_sqrt, eps;
+} attn_adam_coeffs;
+attn_status attn_adam_update(attn_tensor *p, const attn_tensor *grad, attn_tensor *exp_avg, attn_tensor *exp_avg_sq,
+                             attn_tensor *max_exp_avg_sq, const attn_adam_coeffs *c);
+
 /* ------------------------------------------------------------------------ */
 /* Shape operations                                                          */
 

@@ -19,7 +19,8 @@
 -- Schedulers: StepLR, LambdaLR, NoamLR (the Annotated Transformer's
 -- warm-up schedule); clip_grad_norm_, clip_grad_value_.
 local attn = require "attn.base"
-local error = require("attn.core")._error -- raises at the user's line (the first caller outside attn)
+local core = require "attn.core"
+local error = core._error -- raises at the user's line (the first caller outside attn)
 
 local optim = {}
 
@@ -361,18 +362,26 @@ local function adam_init(g, p, st)
 end
 
 -- The moment updates and the parameter step shared by Adam and AdamW, after
--- the step count and the weight decay.
-local function adam_update(g, p, grad, st)
+-- the step count (and Adam's weight decay, added to grad); decay: AdamW's
+-- factor 1 - lr * weight_decay, or nil.  Contiguous float32 tensors take
+-- one fused pass (core._adam_update: the same float operations in the same
+-- order as the composed version below, so the same results bit for bit).
+local function adam_update(g, p, grad, st, decay)
   local beta1, beta2 = g.betas[1], g.betas[2]
   local exp_avg, exp_avg_sq = st.exp_avg, st.exp_avg_sq
-  exp_avg:mul_(beta1):add_(grad, 1 - beta1)
-  -- addcmul_(grad, grad, value = 1 - beta2): (value * grad) * grad
-  exp_avg_sq:mul_(beta2):add_(grad * (1 - beta2) * grad)
   local step = st.step
   local bias_correction1 = 1 - beta1 ^ step
   local bias_correction2 = 1 - beta2 ^ step
   local step_size = g.lr / bias_correction1
   local bias_correction2_sqrt = math.sqrt(bias_correction2)
+  if core._adam_update(p, grad, exp_avg, exp_avg_sq, g.amsgrad and st.max_exp_avg_sq or nil, decay ~= nil,
+      decay or 1, beta1, beta2, -step_size, bias_correction2_sqrt, g.eps) then
+    return
+  end
+  if decay then p:mul_(decay) end
+  exp_avg:mul_(beta1):add_(grad, 1 - beta1)
+  -- addcmul_(grad, grad, value = 1 - beta2): (value * grad) * grad
+  exp_avg_sq:mul_(beta2):add_(grad * (1 - beta2) * grad)
   local denom
   if g.amsgrad then
     local m = st.max_exp_avg_sq
@@ -409,8 +418,7 @@ function optim.AdamW:_update(g, p, grad, st)
   adam_init(g, p, st)
   if g.maximize then grad = -grad end
   st.step = st.step + 1
-  p:mul_(1 - g.lr * g.weight_decay)
-  adam_update(g, p, grad, st)
+  adam_update(g, p, grad, st, 1 - g.lr * g.weight_decay)
 end
 
 -- ------------------------------------------------------------------------

@@ -24,6 +24,9 @@
 /* copying B costs k * n, the product m * k * n: below this many rows of A
    sgemm's own packing wins (measured [16,512] x [512,64]^T: 40 vs 52) */
 #define MID_GEMM_PACK_ROWS 64
+/* ... unless the copy is small anyway (per-head attention scores q k^T):
+   then sgemm's call and packing overhead is the larger cost */
+#define SMALL_GEMM_PANEL 4096
 
 /* Whether a rows x cols matrix with strides (rs, cs) can go to sgemm, and
    how: row-major (trans false) or column-major (trans true), with its
@@ -108,7 +111,8 @@ static attn_status gemm_one(mat A, mat B, int64_t m, int64_t n, int64_t k, float
   const attn__kernels *K = attn__kern();
   const int64_t np = (n + K->gemm_nr - 1) / K->gemm_nr * K->gemm_nr;
   const bool b_in_place = B.cs == 1 && n == np;
-  if (m * n * k <= MID_GEMM_MACS && k * np <= MID_GEMM_PANEL && (b_in_place || m >= MID_GEMM_PACK_ROWS)) {
+  if (m * n * k <= MID_GEMM_MACS && k * np <= MID_GEMM_PANEL &&
+      (b_in_place || m >= MID_GEMM_PACK_ROWS || k * np <= SMALL_GEMM_PANEL)) {
     const size_t bytes = (size_t)(K->gemm_mr * K->gemm_nr + k * np) * sizeof(float);
     float *scratch = attn__scratch_alloc(bytes);
     if (!scratch) return attn__nomem("matmul", (int64_t)bytes);

@@ -346,6 +346,34 @@ static int l_bucketize(lua_State *L) {
   return 1;
 }
 
+/* core._adam_update(p, grad, exp_avg, exp_avg_sq, max_exp_avg_sq|nil,
+   decoupled, decay, beta1, beta2, neg_step_size, bias_correction2_sqrt,
+   eps) -> true; false where the fused update does not apply (a tensor not
+   float32, not contiguous or not of p's shape), and optim.lua composes it
+   from tensor ops instead */
+static int l_adam_update(lua_State *L) {
+  attn_tensor *t[5];
+  for (int i = 0; i < 5; i++) t[i] = i == 4 && lua_isnoneornil(L, 5) ? NULL : attnL_check(L, i + 1);
+  luaL_checktype(L, 6, LUA_TBOOLEAN);
+  attn_adam_coeffs c;
+  c.decoupled = lua_toboolean(L, 6);
+  c.decay = (float)luaL_checknumber(L, 7);
+  const double b1 = luaL_checknumber(L, 8), b2 = luaL_checknumber(L, 9);
+  c.beta1 = (float)b1, c.one_minus_beta1 = (float)(1.0 - b1);
+  c.beta2 = (float)b2, c.one_minus_beta2 = (float)(1.0 - b2);
+  c.neg_step_size = (float)luaL_checknumber(L, 10);
+  c.bias_correction2_sqrt = (float)luaL_checknumber(L, 11);
+  c.eps = (float)luaL_checknumber(L, 12);
+  for (int i = 0; i < 5; i++)
+    if (t[i] && (t[i]->dtype != ATTN_FLOAT32 || !attn_tensor_is_contiguous(t[i]) || !attn_same_shape(t[i], t[0]))) {
+      lua_pushboolean(L, 0);
+      return 1;
+    }
+  if (attn_adam_update(t[0], t[1], t[2], t[3], t[4], &c)) return attnL_error(L);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
 void attnL_open_ops(lua_State *L, int module, int methods) {
   static const luaL_Reg fns[] = {{"sort", l_sort},
                                  {"argsort", l_argsort},
@@ -366,6 +394,7 @@ void attnL_open_ops(lua_State *L, int module, int methods) {
                                  {"nonzero", l_nonzero},
                                  {"masked_select", l_masked_select},
                                  {"bucketize", l_bucketize},
+                                 {"_adam_update", l_adam_update},
                                  {NULL, NULL}};
   attnL_register(L, module, methods, fns);
 }
