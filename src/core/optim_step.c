@@ -16,19 +16,22 @@
 /* elements per block between cancel polls */
 #define ADAM_BLOCK 65536
 
-/* p [n] (+)= the update; exp_avg, exp_avg_sq, max_sq (or NULL) [n] */
-static void adam_rows(float *restrict p, const float *restrict g, float *restrict m, float *restrict v,
-                      float *restrict mx, int64_t n, const attn_adam_coeffs *c) {
+/* p [n] (+)= the update; exp_avg, exp_avg_sq, max_sq [n]; decoupled and
+   amsgrad constant per instance, so that each loop is branch-free and
+   vectorises (sqrt and division are exact IEEE operations at any width) */
+static inline __attribute__((always_inline)) void adam_rows(float *restrict p, const float *restrict g,
+                                                            float *restrict m, float *restrict v, float *restrict mx,
+                                                            int64_t n, const attn_adam_coeffs *c, const bool decoupled,
+                                                            const bool amsgrad) {
   const float decay = c->decay, b1 = c->beta1, ob1 = c->one_minus_beta1, b2 = c->beta2, ob2 = c->one_minus_beta2;
   const float neg_step = c->neg_step_size, bc2s = c->bias_correction2_sqrt, eps = c->eps;
   for (int64_t i = 0; i < n; i++) {
     const float gi = g[i];
-    float pi = p[i];
-    if (c->decoupled) pi = pi * decay;
+    const float pi = decoupled ? p[i] * decay : p[i];
     const float mi = m[i] * b1 + gi * ob1;
     const float vi = v[i] * b2 + (gi * ob2) * gi;
     float vd = vi;
-    if (mx) { /* torch.maximum: NaN wins */
+    if (amsgrad) { /* torch.maximum: NaN wins */
       const float a = mx[i];
       vd = (a != a || vi != vi) ? NAN : (a > vi ? a : vi);
       mx[i] = vd;
@@ -36,6 +39,20 @@ static void adam_rows(float *restrict p, const float *restrict g, float *restric
     m[i] = mi;
     v[i] = vi;
     p[i] = pi + (mi * neg_step) / (sqrtf(vd) / bc2s + eps);
+  }
+}
+
+static void adam_block(float *p, const float *g, float *m, float *v, float *mx, int64_t n, const attn_adam_coeffs *c) {
+  if (c->decoupled) {
+    if (mx)
+      adam_rows(p, g, m, v, mx, n, c, true, true);
+    else
+      adam_rows(p, g, m, v, NULL, n, c, true, false);
+  } else {
+    if (mx)
+      adam_rows(p, g, m, v, mx, n, c, false, true);
+    else
+      adam_rows(p, g, m, v, NULL, n, c, false, false);
   }
 }
 
@@ -68,7 +85,7 @@ attn_status attn_adam_update(attn_tensor *p, const attn_tensor *grad, attn_tenso
   for (int64_t i = 0; i < n; i += ADAM_BLOCK) {
     if (attn__cancelled()) return attn__limit_error(FN);
     const int64_t len = n - i < ADAM_BLOCK ? n - i : ADAM_BLOCK;
-    adam_rows(pd + i, g + i, m + i, v + i, mx ? mx + i : NULL, len, c);
+    adam_block(pd + i, g + i, m + i, v + i, mx ? mx + i : NULL, len, c);
   }
   return ATTN_OK;
 }
