@@ -454,6 +454,12 @@ attn_status attn_stack(int n, const attn_tensor *const *ts, int dim, attn_tensor
 attn_status attn_index_select(const attn_tensor *t, int dim, const attn_tensor *index, attn_tensor **out);
 /* out[i][j][k] = t[i][index[i][j][k]][k] for dim 1 (torch.gather) */
 attn_status attn_gather(const attn_tensor *t, int dim, const attn_tensor *index, attn_tensor **out);
+/* Class targets in one pass (the losses' check): every element of t (any
+   dtype) a whole number in [lo, hi], or equal to `ignore` where has_ignore.
+   *any_ignored: whether some element equals `ignore`; *first_bad: the flat
+   index (row-major) of the first element that is neither, or -1. */
+attn_status attn_check_class_targets(const attn_tensor *t, int64_t lo, int64_t hi, bool has_ignore, int64_t ignore,
+                                     bool *any_ignored, int64_t *first_bad);
 /* Views of consecutive pieces of size `size` (last may be smaller).
    *outs is a malloc'd array of *n tensors; free it with free() after
    releasing each tensor. */

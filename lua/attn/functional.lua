@@ -22,7 +22,8 @@
 -- Class targets are float tensors (or tables, or a number for a single
 -- sample) holding 1-based class numbers.
 local attn = require "attn.base"
-local error = require("attn.core")._error -- raises at the user's line (the first caller outside attn)
+local core = require "attn.core"
+local error = core._error -- raises at the user's line (the first caller outside attn)
 
 local F = {}
 
@@ -238,7 +239,7 @@ function F.layer_norm(x, normalized_shape, weight, bias, eps)
   -- one fused op forward and backward (src/core/norm.c): the same numbers
   -- as the composed ops, including NaN where torch's float32 moments
   -- overflow
-  return require("attn.core")._layer_norm(x, k, weight, bias, eps)
+  return core._layer_norm(x, k, weight, bias, eps)
 end
 
 --- normalize(x, p = 2, dim = 2, eps = 1e-12) or normalize(x, {p =, dim =, eps =}):
@@ -266,22 +267,13 @@ function F.one_hot(ids, num_classes) return attn.one_hot(ids, num_classes) end
 -- is the ignore class.
 local function check_classes(target, C, ignore, fn, explicit)
   if target:numel() == 0 then return false end
-  local ok = target:ge(1) * target:le(C) * target:eq(target:floor())
-  local ignored = false
-  if ignore ~= nil then
-    local is_ignored = target:eq(ignore)
-    ignored = is_ignored:any():item()
-    if ignored then ok = attn.maximum(ok, is_ignored) end
-  end
-  if not ok:all():item() then
-    local t, o = target:reshape(-1):totable(), ok:reshape(-1):totable()
-    for i = 1, #o do
-      if not o[i] then
-        error(("%s: target %g is not a class number in 1..%d%s%s"):format(fn, t[i], C,
-          explicit and (" or the ignore_index " .. tostring(ignore)) or "",
-          t[i] == 0 and " (ids are 1-based; torch's 0-based ids need +1)" or ""), 4) -- the caller of the loss
-      end
-    end
+  -- one pass in C: whole numbers in 1..C, or the ignore_index
+  local ignored, bad = core._check_class_targets(target, 1, C, ignore)
+  if bad then
+    local t = target:reshape(-1):totable()[bad]
+    error(("%s: target %g is not a class number in 1..%d%s%s"):format(fn, t, C,
+      explicit and (" or the ignore_index " .. tostring(ignore)) or "",
+      t == 0 and " (ids are 1-based; torch's 0-based ids need +1)" or ""), 4) -- the caller of the loss
   end
   return ignored
 end

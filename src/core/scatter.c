@@ -673,3 +673,33 @@ attn_status attn_bucketize(const attn_tensor *t, const attn_tensor *boundaries, 
   *out = o;
   return ATTN_OK;
 }
+
+/* ------------------------------------------------------------------------ */
+/* Class targets                                                             */
+
+attn_status attn_check_class_targets(const attn_tensor *t, int64_t lo, int64_t hi, bool has_ignore, int64_t ignore,
+                                     bool *any_ignored, int64_t *first_bad) {
+  if (!t || !any_ignored || !first_bad) return attn_set_error(ATTN_ERR_ARG, "check_class_targets: NULL argument");
+  *any_ignored = false;
+  *first_bad = -1;
+  const int64_t n = attn_tensor_numel(t);
+  if (t->dtype == ATTN_INT64 && attn_tensor_is_contiguous(t)) { /* the usual target: one tight loop */
+    const int64_t *v = attn_tensor_i64(t);
+    bool ign = false;
+    int64_t bad = -1;
+    for (int64_t i = 0; i < n; i++) {
+      const bool is_ignored = has_ignore && v[i] == ignore;
+      ign |= is_ignored;
+      if (bad < 0 && !is_ignored && (v[i] < lo || v[i] > hi)) bad = i;
+    }
+    *any_ignored = ign, *first_bad = bad;
+    return ATTN_OK;
+  }
+  for (int64_t i = 0; i < n; i++) { /* floats must hold whole numbers */
+    const double x = attn_tensor_get_flat_f64(t, i);
+    const bool is_ignored = has_ignore && x == (double)ignore;
+    *any_ignored |= is_ignored;
+    if (*first_bad < 0 && !is_ignored && !(x >= (double)lo && x <= (double)hi && x == floor(x))) *first_bad = i;
+  }
+  return ATTN_OK;
+}

@@ -374,6 +374,24 @@ static int l_adam_update(lua_State *L) {
   return 1;
 }
 
+/* core._check_class_targets(t, lo, hi, ignore|nil) -> any_ignored,
+   first_bad (1-based flat index) or nil: the losses' one-pass check */
+static int l_check_class_targets(lua_State *L) {
+  attn_tensor *t = attnL_check(L, 1);
+  lua_Integer lo = luaL_checkinteger(L, 2), hi = luaL_checkinteger(L, 3);
+  bool has_ignore = !lua_isnoneornil(L, 4);
+  lua_Integer ignore = has_ignore ? luaL_checkinteger(L, 4) : 0;
+  bool any_ignored;
+  int64_t first_bad;
+  if (attn_check_class_targets(t, lo, hi, has_ignore, ignore, &any_ignored, &first_bad)) return attnL_error(L);
+  lua_pushboolean(L, any_ignored);
+  if (first_bad < 0)
+    lua_pushnil(L);
+  else
+    lua_pushinteger(L, (lua_Integer)first_bad + 1);
+  return 2;
+}
+
 void attnL_open_ops(lua_State *L, int module, int methods) {
   static const luaL_Reg fns[] = {{"sort", l_sort},
                                  {"argsort", l_argsort},
@@ -395,6 +413,7 @@ void attnL_open_ops(lua_State *L, int module, int methods) {
                                  {"masked_select", l_masked_select},
                                  {"bucketize", l_bucketize},
                                  {"_adam_update", l_adam_update},
+                                 {"_check_class_targets", l_check_class_targets},
                                  {NULL, NULL}};
   attnL_register(L, module, methods, fns);
 }
