@@ -72,6 +72,12 @@ describe("attn.F class losses", function()
     assert.has_error(function() F.nll_loss(x, {1, 2.5, 2}) end,
       "nll_loss: target 2.5 is not a class number in 1..4")
     assert.has_no_error(function() F.nll_loss(x, {1, 9, 2}, {ignore_index = 9}) end)
+    -- strided int64 targets; the first bad one in row-major order is named
+    local cols = attn.tensor({{1, 2}, {7, 3}, {2, 8}}):select(2, 1)
+    assert.is_false(cols:is_contiguous())
+    assert.has_error(function() F.cross_entropy(x, cols) end, "cross_entropy: target 7 is not a class number in 1..4")
+    assert.has_error(function() F.cross_entropy(x, {1, 4, 5}, {ignore_index = 4}) end,
+      "cross_entropy: target 5 is not a class number in 1..4 or the ignore_index 4")
     assert.has_error(function() F.cross_entropy(x, {1, 2}) end,
       "cross_entropy: target of shape [2] does not fit input [3,4] (expected [3])")
     assert.has_error(function() F.cross_entropy(x, {1, 2, 3}, {weight = attn.ones(3)}) end,
