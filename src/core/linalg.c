@@ -13,8 +13,9 @@
 
 #include <stdio.h>
 
-/* Below this many multiply-adds the sgemm call costs more than the work. */
-#define SMALL_GEMM_FLOPS 4096
+/* Up to this many multiply-adds (the notebooks' tiny products) a plain
+   in-order kernel: any tile setup costs more than the work. */
+#define SMALL_GEMM_FLOPS 512
 /* Up to this many multiply-adds, and a B panel of at most MID_GEMM_PANEL
    floats (L2-sized), the kernel family's tiles beat sgemm's packing and
    call costs (measured on Zen 3: [512,64] x [64,16] at 86 GFLOP/s against

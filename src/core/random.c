@@ -634,9 +634,11 @@ static void bernoulli_run(attn_generator *g, float *dst, int64_t n, double p) {
     }
     if (run > n) run = n;
     const uint32_t *w = g->state + g->next;
+    /* u < thr on 32-bit halves, so that the loop vectorises */
+    const uint32_t thr_hi = (uint32_t)(thr >> 32), thr_lo = (uint32_t)thr;
     for (int64_t i = 0; i < run; i++) {
-      const uint64_t u = (uint64_t)(mt_temper(w[2 * i]) & 0x1fffffu) << 32 | mt_temper(w[2 * i + 1]);
-      dst[i] = u < thr ? 1.0f : 0.0f;
+      const uint32_t hi = mt_temper(w[2 * i]) & 0x1fffffu, lo = mt_temper(w[2 * i + 1]);
+      dst[i] = (hi < thr_hi) | ((hi == thr_hi) & (lo < thr_lo)) ? 1.0f : 0.0f;
     }
     g->next += (uint32_t)(2 * run);
     g->left -= (int32_t)(2 * run);
