@@ -31,7 +31,7 @@ static inline __attribute__((always_inline)) void adam_rows(float *restrict p, c
     const float mi = m[i] * b1 + gi * ob1;
     const float vi = v[i] * b2 + (gi * ob2) * gi;
     float vd = vi;
-    if (amsgrad) { /* torch.maximum: NaN wins */
+    if (amsgrad && mx) { /* torch.maximum: NaN wins (mx is never NULL here) */
       const float a = mx[i];
       vd = (a != a || vi != vi) ? NAN : (a > vi ? a : vi);
       mx[i] = vd;
