@@ -187,3 +187,30 @@ describe("matmul", function()
     assert.near(row_sum, c[3][299], 1e-5)
   end)
 end)
+
+describe("elementwise jobs on the thread pool", function()
+  it("give the same bits on 1 and 2 threads (2^18 elements and more run in pieces of rows)", function()
+    local function run()
+      attn.manual_seed(3)
+      local x, b = attn.randn(720, 512), attn.randn(512)
+      local xs = attn.randn(512, 1440):t():narrow(1, 1, 720) -- strided
+      local out = {x:relu(), attn.F.gelu(x), x + b, x * xs, x:clamp(-0.5, 0.5), attn.where(x:gt(0), x, b),
+        x:masked_fill(x:lt(-1), 7), x:sigmoid(), attn.randn(3, 1, 300000):exp()}
+      local y = x:clone()
+      y:add_(xs, 0.5)
+      out[#out + 1] = y
+      local xg = x:clone():requires_grad_()
+      attn.F.gelu(xg):backward(x)
+      out[#out + 1] = xg.grad
+      return out
+    end
+    local before = attn.get_num_threads()
+    attn.set_num_threads(1)
+    local a = run()
+    attn.set_num_threads(2)
+    local ok, b = pcall(run)
+    attn.set_num_threads(before)
+    assert(ok, b)
+    for i = 1, #a do assert(attn.eq(a[i], b[i]):all():item(), "result " .. i .. " differs") end
+  end)
+end)

@@ -71,7 +71,9 @@ attn_status attn__check_index(const char *fn, const attn_tensor *index, int64_t 
    (broadcast) strides: coalesces dims, then calls fn once per innermost
    row with n elements, row pointers and the inner strides (long rows in
    pieces).  Polls the deadline every ATTN__POLL_WORK elements: false when
-   it stopped there (the caller fails with attn__limit_error). */
+   it stopped there (the caller fails with attn__limit_error).  Jobs of
+   2^18 elements or more run on the thread pool, in pieces of rows: fn may
+   only read ctx, and must write nothing but its row of the outputs. */
 typedef void (*attn__inner_fn)(int64_t n, float **p, const int64_t *s, void *ctx);
 bool attn__foreach(int ndim, const int64_t *shape, int nt, float *const *base, const int64_t (*strides)[ATTN_MAX_DIMS],
                    attn__inner_fn fn, void *ctx);

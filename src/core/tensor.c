@@ -1094,6 +1094,47 @@ bool attn__has_internal_overlap(const attn_tensor *t) {
   return false;
 }
 
+/* Big elementwise jobs go to the thread pool: at least this many elements
+   (about 1 MB of floats, where a pass takes tens of microseconds, against a
+   few for waking the pool), in units of at most FOREACH_PIECE elements of
+   one row.  Every element is still computed once by the same row function,
+   so the results do not depend on the thread count. */
+#define FOREACH_PAR_MIN ((int64_t)1 << 18)
+#define FOREACH_PIECE ((int64_t)1 << 14)
+
+typedef struct {
+  int nd, nt;
+  const int64_t *shape;
+  int64_t (*strides)[ATTN_MAX_DIMS];
+  float **p;
+  attn__inner_fn fn;
+  void *ctx;
+  int64_t len, piece, npieces;
+  int stopped; /* atomic: a task saw the deadline pass */
+} foreach_job;
+
+/* units [begin, end): unit u is piece u % npieces of row u / npieces */
+static void foreach_range(int64_t begin, int64_t end, void *arg) {
+  foreach_job *J = arg;
+  int64_t inner[4];
+  for (int k = 0; k < J->nt; k++) inner[k] = J->strides[k][J->nd - 1];
+  for (int64_t u = begin; u < end; u++) {
+    if (attn__cancelled()) {
+      __atomic_store_n(&J->stopped, 1, __ATOMIC_RELAXED);
+      return;
+    }
+    int64_t row = u / J->npieces, j = (u % J->npieces) * J->piece;
+    float *q[4];
+    for (int k = 0; k < J->nt; k++) q[k] = J->p[k] + j * inner[k];
+    for (int d = J->nd - 2; d >= 0; d--) {
+      const int64_t i = row % J->shape[d];
+      row /= J->shape[d];
+      for (int k = 0; k < J->nt; k++) q[k] += i * J->strides[k][d];
+    }
+    J->fn(J->len - j < J->piece ? J->len - j : J->piece, q, inner, J->ctx);
+  }
+}
+
 bool attn__foreach(int ndim, const int64_t *shape_in, int nt, float *const *base,
                    const int64_t (*strides_in)[ATTN_MAX_DIMS], attn__inner_fn fn, void *ctx) {
   int64_t shape[ATTN_MAX_DIMS], strides[4][ATTN_MAX_DIMS];
@@ -1110,11 +1151,27 @@ bool attn__foreach(int ndim, const int64_t *shape_in, int nt, float *const *base
     return true;
   }
   int nd = attn__coalesce(ndim, shape, nt, strides);
+  const int64_t len = shape[nd - 1], piece = len > ATTN__POLL_WORK ? ATTN__POLL_WORK : len;
+  if (attn__shape_numel(nd, shape) >= FOREACH_PAR_MIN && attn__parallel_threads() > 1) {
+    const int64_t ppiece = len > FOREACH_PIECE ? FOREACH_PIECE : len, npieces = (len + ppiece - 1) / ppiece;
+    foreach_job J = {.nd = nd,
+                     .nt = nt,
+                     .shape = shape,
+                     .strides = strides,
+                     .p = p,
+                     .fn = fn,
+                     .ctx = ctx,
+                     .len = len,
+                     .piece = ppiece,
+                     .npieces = npieces,
+                     .stopped = 0};
+    attn__parallel_for(attn__shape_numel(nd, shape) / len * npieces, foreach_range, &J);
+    return !J.stopped;
+  }
   int64_t inner[4];
   for (int k = 0; k < nt; k++) inner[k] = strides[k][nd - 1];
   int64_t idx[ATTN_MAX_DIMS] = {0}, work = 0;
   /* rows longer than a poll's worth go in pieces */
-  const int64_t len = shape[nd - 1], piece = len > ATTN__POLL_WORK ? ATTN__POLL_WORK : len;
   for (;;) {
     if (len == piece) {
       if (attn__poll_work(&work, len)) return false;
