@@ -189,13 +189,15 @@ describe("matmul", function()
 end)
 
 describe("elementwise jobs on the thread pool", function()
-  it("give the same bits on 1 and 2 threads (2^18 elements and more run in pieces of rows)", function()
+  it("give the same bits on 1 and 2 threads (2^18 elements and more run in pieces of rows; softmax and "
+    .. "LayerNorm rows too)", function()
     local function run()
       attn.manual_seed(3)
       local x, b = attn.randn(720, 512), attn.randn(512)
       local xs = attn.randn(512, 1440):t():narrow(1, 1, 720) -- strided
       local out = {x:relu(), attn.F.gelu(x), x + b, x * xs, x:clamp(-0.5, 0.5), attn.where(x:gt(0), x, b),
-        x:masked_fill(x:lt(-1), 7), x:sigmoid(), attn.randn(3, 1, 300000):exp()}
+        x:masked_fill(x:lt(-1), 7), x:sigmoid(), attn.randn(3, 1, 300000):exp(), x:softmax(-1),
+        x:log_softmax(2), attn.F.layer_norm(x, 512, b, b)}
       local y = x:clone()
       y:add_(xs, 0.5)
       out[#out + 1] = y

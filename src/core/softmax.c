@@ -29,6 +29,33 @@
 #endif
 
 /* t [..., n, ...] -> out of the same shape */
+/* Blocks of at least this many elements split their rows over the pool */
+#define SOFTMAX_PAR_MIN ((int64_t)1 << 18)
+
+typedef struct {
+  const attn__kernels *K;
+  const float *x;
+  float *y;
+  const attn__dimsplit *s;
+  bool log_space;
+  int64_t chunk; /* rows per task */
+  int skipped;   /* atomic: a task saw the deadline pass */
+} softmax_job;
+
+static void softmax_rows_range(int64_t begin, int64_t end, void *arg) {
+  softmax_job *J = arg;
+  const attn__dimsplit *s = J->s;
+  for (int64_t t = begin; t < end; t++) {
+    if (attn__cancelled()) {
+      __atomic_store_n(&J->skipped, 1, __ATOMIC_RELAXED);
+      return;
+    }
+    const int64_t r0 = t * J->chunk, mr = s->m - r0 < J->chunk ? s->m - r0 : J->chunk;
+    J->K->softmax_rows(J->x + r0 * s->vs, s->n, s->in_stride, mr, s->vs, J->y + r0 * s->vos, s->out_stride, s->vos,
+                       J->log_space);
+  }
+}
+
 static attn_status softmax_impl(const char *fn, const attn_tensor *t, int dim, bool log_space, attn_tensor **out) {
   attn_status fst = attn_check_float(fn, NULL, t);
   if (fst) return fst;
@@ -66,6 +93,16 @@ static attn_status softmax_impl(const char *fn, const attn_tensor *t, int dim, b
       // cppcheck-suppress invalidPointerCast
       float *fbuf = (float *)((double *)buf + s.m);
       K->softmax_cols(x + ip, s.n, s.in_stride, s.m, y + op, s.out_stride, s.vos, log_space, fbuf, (double *)buf);
+    } else if (s.n * s.m >= SOFTMAX_PAR_MIN && s.m > 1) {
+      /* a big block: its rows in chunks on the thread pool (each row is
+         computed alone, so the results do not depend on the split) */
+      softmax_job J = {K, x + ip, y + op, &s, log_space, (s.m + 63) / 64, 0};
+      attn__parallel_for((s.m + J.chunk - 1) / J.chunk, softmax_rows_range, &J);
+      if (J.skipped) {
+        attn__scratch_free(buf, buf_bytes);
+        attn_tensor_release(res);
+        return attn__limit_error(fn);
+      }
     } else {
       K->softmax_rows(x + ip, s.n, s.in_stride, s.m, s.vs, y + op, s.out_stride, s.vos, log_space);
     }
