@@ -17,6 +17,25 @@
  * Every element of c is summed over p in order, as BLAS does within a
  * block of k. */
 
+#ifdef gemm_tile_rows
+#define GEMM_TILE(R, ...) ((R) == GEMM_MR ? gemm_tile(__VA_ARGS__) : gemm_tile_rows(R, __VA_ARGS__))
+#else
+#define GEMM_TILE(R, ...) gemm_tile(__VA_ARGS__) /* R == GEMM_MR only */
+#endif
+
+/* rows [0, R) of c (row stride n) from a's rows ai, R <= GEMM_MR (R <
+   GEMM_MR only with gemm_tile_rows): whole column blocks straight into c,
+   the last partial one through the edge tile tmp [GEMM_MR, GEMM_NR] */
+INLINE void gemm_rows(int R, int64_t n, int64_t np, int64_t k, const float *ai, int64_t ars, int64_t acs,
+                      const float *bp, int64_t ldb, float *ci, float *tmp) {
+  for (int64_t j = 0; j < np; j += GEMM_NR) {
+    const bool edge = j + GEMM_NR > n;
+    GEMM_TILE(R, k, ai, ars, acs, bp + j, ldb, edge ? tmp : ci + j, edge ? GEMM_NR : n);
+    if (edge)
+      for (int r = 0; r < R; r++) memcpy(ci + r * n + j, tmp + r * GEMM_NR, (size_t)(n - j) * sizeof(float));
+  }
+}
+
 /* c [m, n] (contiguous) = a [m, k] (strides ars, acs) @ b [k, n] (strides
    brs, bcs), k >= 1; scratch holds GEMM_MR * GEMM_NR + k * round_up(n,
    GEMM_NR) floats. */
@@ -53,31 +72,10 @@ static void gemm_small(int64_t m, int64_t n, int64_t k, const float *a, int64_t 
     bp = pk, ldb = np;
   }
   int64_t i = 0;
-  for (; i + GEMM_MR <= m; i += GEMM_MR) {
-    const float *ai = a + i * ars;
-    for (int64_t j = 0; j < np; j += GEMM_NR) {
-      if (j + GEMM_NR <= n) {
-        gemm_tile(k, ai, ars, acs, bp + j, ldb, c + i * n + j, n);
-      } else {
-        gemm_tile(k, ai, ars, acs, bp + j, ldb, tmp, GEMM_NR);
-        for (int r = 0; r < GEMM_MR; r++)
-          memcpy(c + (i + r) * n + j, tmp + r * GEMM_NR, (size_t)(n - j) * sizeof(float));
-      }
-    }
-  }
+  for (; i + GEMM_MR <= m; i += GEMM_MR) gemm_rows(GEMM_MR, n, np, k, a + i * ars, ars, acs, bp, ldb, c + i * n, tmp);
 #ifdef gemm_tile_rows
-  /* the last rows (fewer than GEMM_MR) as one shorter tile */
-  if (i < m) {
-    const int R = (int)(m - i);
-    const float *ai = a + i * ars;
-    for (int64_t j = 0; j < np; j += GEMM_NR) {
-      if (j + GEMM_NR <= n) {
-        gemm_tile_rows(R, k, ai, ars, acs, bp + j, ldb, c + i * n + j, n);
-      } else {
-        gemm_tile_rows(R, k, ai, ars, acs, bp + j, ldb, tmp, GEMM_NR);
-        for (int r = 0; r < R; r++) memcpy(c + (i + r) * n + j, tmp + r * GEMM_NR, (size_t)(n - j) * sizeof(float));
-      }
-    }
+  if (i < m) { /* the last rows (fewer than GEMM_MR) as one shorter tile */
+    gemm_rows((int)(m - i), n, np, k, a + i * ars, ars, acs, bp, ldb, c + i * n, tmp);
     i = m;
   }
 #endif

@@ -91,17 +91,12 @@ typedef struct {
   float *y, *mean, *rstd;
   int64_t rows, n, step;
   float eps;
-  int skipped; /* atomic: a task saw the deadline pass */
 } ln_job;
 
 /* row blocks [begin, end) of `step` rows */
 static void ln_rows_range(int64_t begin, int64_t end, void *arg) {
-  ln_job *J = arg;
-  for (int64_t t = begin; t < end; t++) {
-    if (attn__cancelled()) {
-      __atomic_store_n(&J->skipped, 1, __ATOMIC_RELAXED);
-      return;
-    }
+  const ln_job *J = arg;
+  for (int64_t t = begin; t < end && !attn__cancelled(); t++) {
     const int64_t r = t * J->step, m = J->rows - r < J->step ? J->rows - r : J->step;
     J->K->layer_norm_rows(J->x + r * J->n, m, J->n, J->w, J->b, J->eps, J->y + r * J->n, J->mean + r, J->rstd + r);
   }
@@ -130,12 +125,12 @@ attn_status attn_layer_norm(const attn_tensor *x, int k, const attn_tensor *w, c
     const float *bp = bc ? attn_tensor_data(bc) : NULL;
     float *yp = attn_tensor_data(y), *mp = attn_tensor_data(mean), *rp = attn_tensor_data(rstd);
     const int64_t step = rows_per_poll(n);
-    ln_job J = {K, xp, wp, bp, yp, mp, rp, rows, n, step, eps, 0};
+    ln_job J = {K, xp, wp, bp, yp, mp, rp, rows, n, step, eps};
     if (rows * n >= LN_PAR_MIN && rows > step) /* each row alone: the split changes no result */
       attn__parallel_for((rows + step - 1) / step, ln_rows_range, &J);
     else
       ln_rows_range(0, (rows + step - 1) / step, &J);
-    if (J.skipped) {
+    if (attn__cancelled()) { /* past the deadline: row blocks were skipped */
       st = attn__limit_error("layer_norm");
       goto out;
     }

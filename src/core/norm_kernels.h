@@ -30,8 +30,8 @@ typedef float norm_v8 __attribute__((vector_size(8 * sizeof(float))));
 #define NV_FOLD(v)                                                                                                     \
   ((((double)(v)[0] + (v)[4]) + ((double)(v)[1] + (v)[5])) + (((double)(v)[2] + (v)[6]) + ((double)(v)[3] + (v)[7])))
 
-/* sum of x [n] */
-INLINE double norm_sum(const float *x, int64_t n) {
+/* sum of x [n] (squares false), or of (x - m)^2 in float squares (true) */
+INLINE double norm_sum(const float *x, int64_t n, float m, const bool squares) {
   double t = 0;
   int64_t i = 0;
   for (int64_t j = 0; j + 8 <= n; j = i) {
@@ -40,32 +40,18 @@ INLINE double norm_sum(const float *x, int64_t n) {
     for (i = j; i < e; i += 8) {
       norm_v8 v;
       NV_LOAD(v, x + i);
-      acc += v;
-    }
-    t += NV_FOLD(acc);
-  }
-  for (; i < n; i++) t += x[i];
-  return t;
-}
-
-/* sum of (x - m)^2 [n] (float squares) */
-INLINE double norm_sumsq(const float *x, int64_t n, float m) {
-  double t = 0;
-  int64_t i = 0;
-  for (int64_t j = 0; j + 8 <= n; j = i) {
-    const int64_t e = n - j < NORM_BLOCK ? n - (n - j) % 8 : j + NORM_BLOCK;
-    norm_v8 acc = {0};
-    for (i = j; i < e; i += 8) {
-      norm_v8 d;
-      NV_LOAD(d, x + i);
-      d -= m;
-      acc += d * d;
+      if (squares) {
+        v -= m;
+        acc += v * v;
+      } else {
+        acc += v;
+      }
     }
     t += NV_FOLD(acc);
   }
   for (; i < n; i++) {
     const float d = x[i] - m;
-    t += d * d;
+    t += squares ? d * d : x[i];
   }
   return t;
 }
@@ -77,8 +63,8 @@ static void layer_norm_rows(const float *x, int64_t rows, int64_t n, const float
   for (int64_t r = 0; r < rows; r++) {
     const float *xr = x + r * n;
     float *yr = y + r * n;
-    const float m = (float)norm_sum(xr, n) / (float)n;
-    float var = (float)(norm_sumsq(xr, n, m) / (double)n);
+    const float m = (float)norm_sum(xr, n, 0.0f, false) / (float)n;
+    float var = (float)(norm_sum(xr, n, m, true) / (double)n);
     var = var + (var - var);
     const float rs = 1.0f / sqrtf(var + eps);
     mean[r] = m;

@@ -33,6 +33,9 @@
 #define EXP2_C5 1.339986571e-03f
 #define EXP2_C6 1.533758332e-04f
 static const float log2e_f = 1.44269504088896341f;
+/* the polynomial by Horner's rule, for a float r or a vector of them */
+#define EXP2_POLY(r)                                                                                                   \
+  ((((((EXP2_C6 * (r) + EXP2_C5) * (r) + EXP2_C4) * (r) + EXP2_C3) * (r) + EXP2_C2) * (r) + EXP2_C1) * (r) + EXP2_C0)
 
 /* 2^x for x <= 0 (also -inf and NaN), branch-free so loops over it
    vectorise: x = k + r with k = round(x), 2^k put into the exponent bits.
@@ -44,14 +47,7 @@ static const float log2e_f = 1.44269504088896341f;
 INLINE float exp2_neg(float x) {
   const float magic = 12583039.0f; /* 1.5 * 2^23 + 127 */
   const float xc = x < -127.0f ? -127.0f : x;
-  const float t = xc + magic, r = xc - (t - magic);
-  float p = EXP2_C6;
-  p = p * r + EXP2_C5;
-  p = p * r + EXP2_C4;
-  p = p * r + EXP2_C3;
-  p = p * r + EXP2_C2;
-  p = p * r + EXP2_C1;
-  p = p * r + EXP2_C0;
+  const float t = xc + magic, r = xc - (t - magic), p = EXP2_POLY(r);
   uint32_t bits;
   memcpy(&bits, &t, sizeof bits);
   bits <<= 23;
@@ -83,14 +79,7 @@ typedef uint32_t vqu __attribute__((vector_size(SDPA_VQ * sizeof(float))));
 INLINE vq exp2_neg_v(vq x) {
   const vq lo = vq_set(-127.0f), magic = vq_set(12583039.0f);
   const vq xc = vq_sel(x < lo, lo, x);
-  const vq t = xc + magic, r = xc - (t - magic);
-  vq p = vq_set(EXP2_C6);
-  p = p * r + EXP2_C5;
-  p = p * r + EXP2_C4;
-  p = p * r + EXP2_C3;
-  p = p * r + EXP2_C2;
-  p = p * r + EXP2_C1;
-  p = p * r + EXP2_C0;
+  const vq t = xc + magic, r = xc - (t - magic), p = EXP2_POLY(r);
   return p * (vq)((vqu)t << 23);
 }
 

@@ -39,17 +39,12 @@ typedef struct {
   const attn__dimsplit *s;
   bool log_space;
   int64_t chunk; /* rows per task */
-  int skipped;   /* atomic: a task saw the deadline pass */
 } softmax_job;
 
 static void softmax_rows_range(int64_t begin, int64_t end, void *arg) {
-  softmax_job *J = arg;
+  const softmax_job *J = arg;
   const attn__dimsplit *s = J->s;
-  for (int64_t t = begin; t < end; t++) {
-    if (attn__cancelled()) {
-      __atomic_store_n(&J->skipped, 1, __ATOMIC_RELAXED);
-      return;
-    }
+  for (int64_t t = begin; t < end && !attn__cancelled(); t++) {
     const int64_t r0 = t * J->chunk, mr = s->m - r0 < J->chunk ? s->m - r0 : J->chunk;
     J->K->softmax_rows(J->x + r0 * s->vs, s->n, s->in_stride, mr, s->vs, J->y + r0 * s->vos, s->out_stride, s->vos,
                        J->log_space);
@@ -96,9 +91,9 @@ static attn_status softmax_impl(const char *fn, const attn_tensor *t, int dim, b
     } else if (s.n * s.m >= SOFTMAX_PAR_MIN && s.m > 1) {
       /* a big block: its rows in chunks on the thread pool (each row is
          computed alone, so the results do not depend on the split) */
-      softmax_job J = {K, x + ip, y + op, &s, log_space, (s.m + 63) / 64, 0};
+      softmax_job J = {K, x + ip, y + op, &s, log_space, (s.m + 63) / 64};
       attn__parallel_for((s.m + J.chunk - 1) / J.chunk, softmax_rows_range, &J);
-      if (J.skipped) {
+      if (attn__cancelled()) { /* past the deadline: rows were skipped */
         attn__scratch_free(buf, buf_bytes);
         attn_tensor_release(res);
         return attn__limit_error(fn);

@@ -1110,19 +1110,14 @@ typedef struct {
   attn__inner_fn fn;
   void *ctx;
   int64_t len, piece, npieces;
-  int stopped; /* atomic: a task saw the deadline pass */
 } foreach_job;
 
 /* units [begin, end): unit u is piece u % npieces of row u / npieces */
 static void foreach_range(int64_t begin, int64_t end, void *arg) {
-  foreach_job *J = arg;
+  const foreach_job *J = arg;
   int64_t inner[4];
   for (int k = 0; k < J->nt; k++) inner[k] = J->strides[k][J->nd - 1];
-  for (int64_t u = begin; u < end; u++) {
-    if (attn__cancelled()) {
-      __atomic_store_n(&J->stopped, 1, __ATOMIC_RELAXED);
-      return;
-    }
+  for (int64_t u = begin; u < end && !attn__cancelled(); u++) {
     int64_t row = u / J->npieces, j = (u % J->npieces) * J->piece;
     float *q[4];
     for (int k = 0; k < J->nt; k++) q[k] = J->p[k] + j * inner[k];
@@ -1152,7 +1147,8 @@ bool attn__foreach(int ndim, const int64_t *shape_in, int nt, float *const *base
   }
   int nd = attn__coalesce(ndim, shape, nt, strides);
   const int64_t len = shape[nd - 1], piece = len > ATTN__POLL_WORK ? ATTN__POLL_WORK : len;
-  if (attn__shape_numel(nd, shape) >= FOREACH_PAR_MIN && attn__parallel_threads() > 1) {
+  const int64_t numel = attn__shape_numel(nd, shape);
+  if (numel >= FOREACH_PAR_MIN && attn__parallel_threads() > 1) {
     const int64_t ppiece = len > FOREACH_PIECE ? FOREACH_PIECE : len, npieces = (len + ppiece - 1) / ppiece;
     foreach_job J = {.nd = nd,
                      .nt = nt,
@@ -1163,10 +1159,9 @@ bool attn__foreach(int ndim, const int64_t *shape_in, int nt, float *const *base
                      .ctx = ctx,
                      .len = len,
                      .piece = ppiece,
-                     .npieces = npieces,
-                     .stopped = 0};
-    attn__parallel_for(attn__shape_numel(nd, shape) / len * npieces, foreach_range, &J);
-    return !J.stopped;
+                     .npieces = npieces};
+    attn__parallel_for(numel / len * npieces, foreach_range, &J);
+    return !attn__cancelled(); /* past the deadline: pieces were skipped */
   }
   int64_t inner[4];
   for (int k = 0; k < nt; k++) inner[k] = strides[k][nd - 1];
