@@ -114,6 +114,74 @@ describe("backward", function()
   end)
 end)
 
+describe("gradients added straight into a leaf's .grad", function()
+  -- When a node gives a leaf its only gradient of the pass and the leaf
+  -- already has a .grad, unary ops and layer_norm add into that .grad in
+  -- their own kernel (no temporary, no separate add): the same bits as the
+  -- separate add, since each element is .grad + the gradient.
+  local function check(name, f, rows, cols)
+    attn.manual_seed(11)
+    local x = attn.randn(rows, cols):requires_grad_()
+    local g1, g2 = attn.randn(rows, cols), attn.randn(rows, cols)
+    f(x):backward(g1)
+    local first = x.grad:clone()
+    local held = x.grad -- a reference held across the second pass sees the sum, as in torch
+    local x2 = x:detach():clone():requires_grad_()
+    f(x2):backward(g2)
+    local want = attn.no_grad(function() return first + x2.grad end)
+    f(x):backward(g2)
+    assert(attn.eq(x.grad, want):all():item(), name .. " [" .. rows .. "," .. cols .. "]: not the bits of a separate add")
+    assert(attn.eq(held, want):all():item(), name .. ": the held .grad was replaced, not added into")
+  end
+
+  it("give the bits of a separate add (unary ops and layer_norm, small and thread-pool sizes)", function()
+    local w, b = attn.randn(37):requires_grad_(), attn.randn(37):requires_grad_()
+    local w2, b2 = attn.randn(512):requires_grad_(), attn.randn(512):requires_grad_()
+    local ops = {
+      relu = function(t) return t:relu() end,
+      gelu = function(t) return attn.F.gelu(t) end,
+      gelu_tanh = function(t) return attn.F.gelu(t, "tanh") end,
+      tanh = function(t) return t:tanh() end,
+      silu = function(t) return attn.F.silu(t) end,
+      exp = function(t) return (t * 0.1):exp() end, -- through a mul: the exp's input is not the leaf
+    }
+    for name, f in pairs(ops) do
+      check(name, f, 3, 37)
+      check(name, f, 720, 512)
+    end
+    check("layer_norm", function(t) return attn.F.layer_norm(t, 37, w, b) end, 3, 37)
+    check("layer_norm", function(t) return attn.F.layer_norm(t, 512, w2, b2) end, 720, 512)
+    check("layer_norm without affine", function(t) return attn.F.layer_norm(t, 37) end, 3, 37)
+  end)
+
+  it("leave a leaf used twice, or a .grad of another shape, to the separate add", function()
+    -- the two gradients are summed first, then added (torch's order)
+    check("relu + tanh of one leaf", function(t) return t:relu() + t:tanh() end, 40, 100)
+    -- an expanded .grad (stride 0) is replaced by the sum, never written through
+    local y = attn.tensor({1, -2, 3}):requires_grad_()
+    y.grad = attn.tensor({10}):expand(3)
+    y:relu():backward(attn.ones(3))
+    assert.are.same({11, 10, 11}, y.grad:totable())
+  end)
+
+  it("never alias the first gradient a leaf stores with anything the caller holds", function()
+    local x, z = attn.ones(3):requires_grad_(), attn.ones(3):requires_grad_()
+    local g = attn.full({3}, 2)
+    ;(x + z):backward(g) -- both leaves get g itself from AddBackward
+    g:fill_(5)
+    assert.are.same({2, 2, 2}, x.grad:totable())
+    assert.are.same({2, 2, 2}, z.grad:totable())
+    x.grad:fill_(9)
+    assert.are.same({2, 2, 2}, z.grad:totable())
+    local w = attn.tensor({1, -1}):requires_grad_()
+    local h = w:exp()
+    h:retain_grad()
+    h:relu():backward(attn.ones(2))
+    h.grad:fill_(3) -- the retained grad is its own buffer too
+    assert.near(math.exp(1), w.grad:totable()[1], 1e-6)
+  end)
+end)
+
 describe("grad mode", function()
   local x
   before_each(function() x = attn.ones(2):requires_grad_(true) end)

@@ -93,7 +93,7 @@ static const attn_unary_op ops[] = {ATTN_EXP,  ATTN_LOG,       ATTN_TANH, ATTN_S
 static const char *op_names[] = {"exp", "log", "tanh", "sigmoid", "relu", "gelu", "gelu_tanh", "silu", "erf"};
 
 static void check_family(const attn__kernels *k) {
-  static float y[N], g[N], dx[N], ys[2 * N], dxs[2 * N];
+  static float y[N], g[N], dx[N], ys[2 * N], dxs[2 * N], da[N], das[2 * N];
   for (size_t o = 0; o < sizeof ops / sizeof *ops; o++) {
     attn_unary_op op = ops[o];
     int bad_f = 0, bad_df = 0, bad_strided = 0;
@@ -103,8 +103,21 @@ static void check_family(const attn__kernels *k) {
     for (int i = 0; i < nx; i++) g[i] = 1.0f;
     /* the derivative rows read y where the op saves it (exp, tanh, sigmoid,
        relu): hand them the reference family's y */
-    k->unary_grad_rows[op](nx, dx, 1, g, 1, xs, 1, y, 1);
-    k->unary_grad_rows[op](nx, dxs, 2, g, 1, xs, 1, y, 1);
+    k->unary_grad_rows[op](nx, dx, 1, g, 1, xs, 1, y, 1, false);
+    k->unary_grad_rows[op](nx, dxs, 2, g, 1, xs, 1, y, 1, false);
+    /* accumulating (into a leaf's .grad) adds the same derivative after:
+       bit for bit dx + d, contiguous and strided */
+    for (int i = 0; i < nx; i++) da[i] = das[2 * i] = (float)(i % 7) - 3.0f;
+    k->unary_grad_rows[op](nx, da, 1, g, 1, xs, 1, y, 1, true);
+    k->unary_grad_rows[op](nx, das, 2, g, 1, xs, 1, y, 1, true);
+    int bad_acc = 0;
+    for (int i = 0; i < nx; i++) {
+      const float want = ((float)(i % 7) - 3.0f) + dx[i], want_s = ((float)(i % 7) - 3.0f) + dxs[2 * i];
+      if (memcmp(&da[i], &want, sizeof want) != 0 && !(da[i] != da[i] && want != want)) bad_acc++;
+      if (memcmp(&das[2 * i], &want_s, sizeof want) != 0 && !(das[2 * i] != das[2 * i] && want_s != want_s)) bad_acc++;
+    }
+    if (bad_acc) fprintf(stderr, "%s %s: %d accumulated mismatches\n", k->name, op_names[o], bad_acc);
+    CHECK(bad_acc == 0);
     /* 8 ulp in value, 16 in derivative, or 1e-7 absolute; GELU's float
        formulas (torch's) cancel in 1 + erf and 1 + tanh near -1 and in
        1 - tanh^2, which costs a few ulp of 1 times |x|: 2.5e-7 absolute in
@@ -144,7 +157,7 @@ static void check_family(const attn__kernels *k) {
   }
   /* relu's derivative is a select: an infinite gradient gives 0 where y <= 0 */
   float gi[2] = {INFINITY, INFINITY}, yy[2] = {0.0f, 2.0f}, out[2];
-  k->unary_grad_rows[ATTN_RELU](2, out, 1, gi, 1, yy, 1, yy, 1);
+  k->unary_grad_rows[ATTN_RELU](2, out, 1, gi, 1, yy, 1, yy, 1, false);
   CHECK(out[0] == 0.0f && isinf(out[1]));
 }
 
@@ -168,7 +181,25 @@ static void check_layer_norm(const attn__kernels *k) {
     memset(db, 0, sizeof db);
     const float eps = 1e-5f;
     k->layer_norm_rows(x, R, n, w, b, eps, y, mean, rstd);
-    k->layer_norm_bwd_rows(g, x, R, n, w, mean, rstd, dx, dw, db, scratch);
+    k->layer_norm_bwd_rows(g, x, R, n, w, mean, rstd, dx, false, dw, db, scratch);
+    /* added into a leaf's .grad: the same dx, one rounding after; without
+       dw and db, and without w (gy = g) */
+    static float da[R * NMAX], dn[R * NMAX];
+    for (int64_t i = 0; i < R * n; i++) da[i] = (float)(i % 5) - 2.0f;
+    k->layer_norm_bwd_rows(g, x, R, n, w, mean, rstd, da, true, NULL, NULL, scratch);
+    for (int64_t i = 0; i < R * n; i++) {
+      const float want = ((float)(i % 5) - 2.0f) + dx[i];
+      if (memcmp(&da[i], &want, sizeof want) != 0 && bad++ < 5)
+        fprintf(stderr, "  dx acc n=%d i=%d %.9g vs %.9g\n", (int)n, (int)i, da[i], want);
+    }
+    k->layer_norm_bwd_rows(g, x, R, n, NULL, mean, rstd, dn, false, NULL, NULL, scratch);
+    for (int64_t i = 0; i < R * n; i++) da[i] = 1.0f;
+    k->layer_norm_bwd_rows(g, x, R, n, NULL, mean, rstd, da, true, NULL, NULL, scratch);
+    for (int64_t i = 0; i < R * n; i++) {
+      const float want = 1.0f + dn[i];
+      if (memcmp(&da[i], &want, sizeof want) != 0 && bad++ < 5)
+        fprintf(stderr, "  dx acc (no w) n=%d i=%d %.9g vs %.9g\n", (int)n, (int)i, da[i], want);
+    }
     double rdw[NMAX] = {0}, rdb[NMAX] = {0};
     for (int r = 0; r < R; r++) {
       const float *xr = x + r * n, *gr = g + r * n;

@@ -26,12 +26,28 @@ static attn_status accumulate(attn_tensor **acc, attn_tensor *g) {
   return ATTN_OK;
 }
 
-/* leaf.grad += g: the first gradient is stored as its own contiguous copy
-   (never an alias of graph data); later ones are added in place. */
+/* Whether g is a plain buffer nothing else references: a fresh gradient
+   the engine alone holds (one tensor reference, one storage reference, all
+   of its own attn-allocated storage, contiguous). */
+static bool owned_alone(const attn_tensor *g) {
+  const attn_storage *s = g->storage;
+  return __atomic_load_n(&g->refcount, __ATOMIC_ACQUIRE) == 1 &&
+         __atomic_load_n(&s->refcount, __ATOMIC_ACQUIRE) == 1 && !g->autograd && !s->release && !s->release_ctx &&
+         g->offset == 0 && s->numel == attn_tensor_numel(g) && attn_tensor_is_contiguous(g);
+}
+
+/* leaf.grad += g: the first gradient is stored as its own contiguous
+   buffer (never an alias of graph data: g itself when the engine holds it
+   alone, as torch's AccumulateGrad steals it, else a copy); later ones are
+   added in place. */
 static attn_status accumulate_leaf(attn_tensor *leaf, attn_tensor *g) {
   struct attn_autograd *ag = attn__ag_get(leaf);
   if (!ag) return attn_set_error(ATTN_ERR_NOMEM, "backward: out of memory");
-  if (!ag->grad) return attn_clone(g, &ag->grad);
+  if (!ag->grad) {
+    if (!owned_alone(g)) return attn_clone(g, &ag->grad);
+    ag->grad = attn_tensor_retain(g);
+    return ATTN_OK;
+  }
   if (attn__has_internal_overlap(ag->grad) || !attn_same_shape(ag->grad, g)) {
     attn_tensor *sum;
     attn_status st = attn_binary(ATTN_ADD, ag->grad, g, &sum);
@@ -77,13 +93,32 @@ static attn__backward_fn backward_of(const attn_node *node) {
   return NULL;
 }
 
+/* attn__grad_into's tensor for edge e of node (whose incoming gradient is
+   g), or NULL. */
+static attn_tensor *leaf_grad_into(const attn_node *node, const attn__edge *e, const attn_tensor *g) {
+  const attn_node *n = e->node;
+  /* the leaf's last edge still to come, and nothing summed for it yet */
+  if (!n || !n->leaf || n->deps != 1 || n->grad_acc) return NULL;
+  const struct attn_autograd *ag = n->leaf->autograd;
+  attn_tensor *gr = ag ? ag->grad : NULL;
+  if (!gr || gr->dtype != ATTN_FLOAT32 || gr->ndim != e->ndim || !attn_tensor_is_contiguous(gr)) return NULL;
+  for (int d = 0; d < e->ndim; d++)
+    if (gr->shape[d] != e->shape[d]) return NULL;
+  if (gr->storage == g->storage) return NULL;
+  for (int k = 0; k < ATTN_NODE_SAVED; k++)
+    if (node->saved[k] && node->saved[k]->storage == gr->storage) return NULL;
+  return gr;
+}
+
 static attn_status run_node(attn_node *node, attn_tensor *g, bool retain_graph, node_vec *ready) {
   attn_status st = ATTN_OK;
   /* a non-leaf that retains grad accumulates over backward calls, like a
      leaf (torch's retain_grad hook) */
   if (node->retained && (st = accumulate_leaf(node->retained, g))) return st;
   if (node->leaf) {
-    if ((st = accumulate_leaf(node->leaf, g))) return st;
+    /* a formula may have added the gradient already (attn__grad_into) */
+    if (!node->grad_added && (st = accumulate_leaf(node->leaf, g))) return st;
+    node->grad_added = false;
     const struct attn_autograd *ag = node->leaf->autograd;
     return ag && ag->hook ? ag->hook(ag->hook_ctx, node->leaf) : ATTN_OK;
   }
@@ -102,10 +137,17 @@ static attn_status run_node(attn_node *node, attn_tensor *g, bool retain_graph, 
   attn_tensor **gs = node->n_next <= 64 ? grads : attn__calloc((size_t)node->n_next, sizeof *gs);
   if (!gs) return attn_set_error(ATTN_ERR_NOMEM, "backward: out of memory");
   attn__backward_fn fn = backward_of(node);
+  for (int i = 0; i < node->n_next; i++) node->next[i].into = leaf_grad_into(node, &node->next[i], g);
   st = fn ? fn(node, g, gs) : attn_set_error(ATTN_ERR_STATE, "backward: %s has no backward formula", node->name);
   for (int i = 0; i < node->n_next && st == ATTN_OK; i++) {
     attn__edge *e = &node->next[i];
     if (!e->node) continue;
+    if (gs[i] && gs[i] == e->into) { /* added into the leaf's .grad: nothing to sum */
+      e->node->grad_added = true;
+      if (--e->node->deps == 0 && !vec_push(ready, e->node))
+        st = attn_set_error(ATTN_ERR_NOMEM, "backward: out of memory");
+      continue;
+    }
     if (!gs[i]) {
       st = attn_set_error(ATTN_ERR_STATE, "backward: %s gave no gradient for input %d", node->name, i);
       break;
@@ -122,7 +164,10 @@ static attn_status run_node(attn_node *node, attn_tensor *g, bool retain_graph, 
     if (--e->node->deps == 0 && !vec_push(ready, e->node))
       st = attn_set_error(ATTN_ERR_NOMEM, "backward: out of memory");
   }
-  for (int i = 0; i < node->n_next; i++) attn_tensor_release(gs[i]);
+  for (int i = 0; i < node->n_next; i++) {
+    attn_tensor_release(gs[i]);
+    node->next[i].into = NULL;
+  }
   if (gs != grads) free(gs);
   if (st == ATTN_OK && !retain_graph) {
     /* Like torch, only a node whose saved state was freed refuses a second
@@ -178,6 +223,7 @@ attn_status attn_backward(attn_tensor *t, const attn_tensor *grad, bool retain_g
       if (nx->epoch != epoch) {
         nx->epoch = epoch;
         nx->deps = 0;
+        nx->grad_added = false;
         attn_tensor_release(nx->grad_acc);
         nx->grad_acc = NULL;
         if (!vec_push(&stack, nx) || !vec_push(&all, nx)) {

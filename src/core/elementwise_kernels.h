@@ -82,8 +82,11 @@ static const attn__binary_row_fn binary_rows[ATTN_BINARY_OP_COUNT] = {
 /* Unary                                                                     */
 
 static inline float f_relu(float x) { return (x > 0.0f || x != x) ? x : 0.0f; }
-/* torch's exact GELU: x * Phi(x) via erf */
-static inline float f_gelu(float x) { return x * 0.5f * (1.0f + erff(x * 0.70710678118654752440f)); }
+/* torch's exact GELU: x * Phi(x) (vmath.h's vm_phi_e, vectorised) */
+static inline float f_gelu(float x) {
+  float e;
+  return x * vm_phi_e(x, &e);
+}
 static inline float f_gelu_tanh(float x) {
   const float k = 0.7978845608028654f; /* sqrt(2/pi) */
   return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
@@ -146,7 +149,7 @@ UNARY_ROW(row_rsqrt, 1.0f / sqrtf(x))
 VM_UNARY_ROW(row_tanh, x, vm_tanh, v, tanhf(x))
 UNARY_ROW(row_sigmoid, 1.0f / (1.0f + vm_expf(-x)))
 UNARY_ROW(row_relu, f_relu(x))
-VM_UNARY_ROW(row_gelu, x *SQRT1_2, vm_erf, x * 0.5f * (1.0f + v), f_gelu(x))
+UNARY_ROW(row_gelu, f_gelu(x))
 VM_UNARY_ROW(row_gelu_tanh, GELU_K *(x + GELU_C * x * x * x), vm_tanh, 0.5f * x * (1.0f + v), f_gelu_tanh(x))
 UNARY_ROW(row_abs, fabsf(x))
 UNARY_ROW(row_sin, sinf(x))
@@ -191,20 +194,30 @@ static const attn__unary_row_fn unary_rows[ATTN_UNARY_OP_COUNT] = {[ATTN_NEG] = 
    it more cheaply), one pass; grad_elementwise.c says which of x and y
    each op saves (an unsaved one points at g and is not read). */
 
+/* (o = g * d, or o = o + g * d with acc: the same product, added after) */
+#define GRAD_STORE(dst, val) ((dst) = acc ? (dst) + (val) : (val))
+
 #define GRAD_ROW(NAME, DERIV)                                                                                          \
   static void NAME(int64_t n, float *restrict o, int64_t os, const float *g, int64_t gs, const float *xp, int64_t xs,  \
-                   const float *yp, int64_t ys) {                                                                      \
+                   const float *yp, int64_t ys, bool acc) {                                                            \
     if (os == 1 && gs == 1 && xs == 1 && ys == 1) {                                                                    \
-      for (int64_t i = 0; i < n; i++) {                                                                                \
-        const float x = xp[i], y = yp[i];                                                                              \
-        (void)x, (void)y;                                                                                              \
-        o[i] = g[i] * (DERIV);                                                                                         \
-      }                                                                                                                \
+      if (acc)                                                                                                         \
+        for (int64_t i = 0; i < n; i++) {                                                                              \
+          const float x = xp[i], y = yp[i];                                                                            \
+          (void)x, (void)y;                                                                                            \
+          o[i] = o[i] + g[i] * (DERIV);                                                                                \
+        }                                                                                                              \
+      else                                                                                                             \
+        for (int64_t i = 0; i < n; i++) {                                                                              \
+          const float x = xp[i], y = yp[i];                                                                            \
+          (void)x, (void)y;                                                                                            \
+          o[i] = g[i] * (DERIV);                                                                                       \
+        }                                                                                                              \
     } else {                                                                                                           \
       for (int64_t i = 0; i < n; i++) {                                                                                \
         const float x = xp[i * xs], y = yp[i * ys];                                                                    \
         (void)x, (void)y;                                                                                              \
-        o[i * os] = g[i * gs] * (DERIV);                                                                               \
+        GRAD_STORE(o[i * os], g[i * gs] * (DERIV));                                                                    \
       }                                                                                                                \
     }                                                                                                                  \
   }
@@ -213,7 +226,7 @@ static const attn__unary_row_fn unary_rows[ATTN_UNARY_OP_COUNT] = {[ATTN_NEG] = 
    then the derivative from x, t1 and t2; strided rows take SCALAR(x). */
 #define VM_GRAD_ROW(NAME, PRE1, F1, PRE2, F2, DERIV, SCALAR)                                                           \
   static void NAME(int64_t n, float *restrict o, int64_t os, const float *g, int64_t gs, const float *xp, int64_t xs,  \
-                   const float *yp, int64_t ys) {                                                                      \
+                   const float *yp, int64_t ys, bool acc) {                                                            \
     (void)yp, (void)ys;                                                                                                \
     if (os == 1 && gs == 1 && xs == 1) {                                                                               \
       float t1[VM_BLOCK], t2[VM_BLOCK];                                                                                \
@@ -227,24 +240,34 @@ static const attn__unary_row_fn unary_rows[ATTN_UNARY_OP_COUNT] = {[ATTN_NEG] = 
         }                                                                                                              \
         F1(m, t1, t1);                                                                                                 \
         F2(m, t2, t2);                                                                                                 \
-        for (int64_t i = 0; i < m; i++) {                                                                              \
-          const float x = xj[i], v1 = t1[i], v2 = t2[i];                                                               \
-          (void)x, (void)v2;                                                                                           \
-          o[j + i] = g[j + i] * (DERIV);                                                                               \
-        }                                                                                                              \
+        float *oj = o + j;                                                                                             \
+        const float *gj = g + j;                                                                                       \
+        if (acc)                                                                                                       \
+          for (int64_t i = 0; i < m; i++) {                                                                            \
+            const float x = xj[i], v1 = t1[i], v2 = t2[i];                                                             \
+            (void)x, (void)v2;                                                                                         \
+            oj[i] = oj[i] + gj[i] * (DERIV);                                                                           \
+          }                                                                                                            \
+        else                                                                                                           \
+          for (int64_t i = 0; i < m; i++) {                                                                            \
+            const float x = xj[i], v1 = t1[i], v2 = t2[i];                                                             \
+            (void)x, (void)v2;                                                                                         \
+            oj[i] = gj[i] * (DERIV);                                                                                   \
+          }                                                                                                            \
       }                                                                                                                \
     } else {                                                                                                           \
-      for (int64_t i = 0; i < n; i++) o[i * os] = g[i * gs] * SCALAR(xp[i * xs]);                                      \
+      for (int64_t i = 0; i < n; i++) GRAD_STORE(o[i * os], g[i * gs] * SCALAR(xp[i * xs]));                          \
     }                                                                                                                  \
   }
 
 static inline void vm_none(int64_t n, const float *x, float *y) { (void)n, (void)x, (void)y; }
 
 /* scalar derivatives (libm), for strided rows */
+/* Phi(x) + x phi(x), both from one vm_phi_e */
 static inline float d_gelu(float x) {
-  const float cdf = 0.5f * (1.0f + erff(x * SQRT1_2));
-  const float pdf = vm_expf(-0.5f * x * x) * 0.39894228040143267794f;
-  return cdf + x * pdf;
+  float e;
+  const float cdf = vm_phi_e(x, &e);
+  return cdf + x * (e * 0.39894228040143267794f);
 }
 static inline float d_gelu_tanh_th(float x, float th) {
   return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * GELU_K * (1.0f + 3.0f * GELU_C * x * x);
@@ -264,18 +287,24 @@ GRAD_ROW(drow_sigmoid, y *(1.0f - y))
 /* torch's threshold_backward: g where y > 0 (a select, so an infinite g
    gives 0, not NaN, where y <= 0), and a NaN output passes g */
 static void drow_relu(int64_t n, float *restrict o, int64_t os, const float *g, int64_t gs, const float *xp, int64_t xs,
-                      const float *yp, int64_t ys) {
+                      const float *yp, int64_t ys, bool acc) {
   (void)xp, (void)xs;
-  if (os == 1 && gs == 1 && ys == 1)
-    for (int64_t i = 0; i < n; i++) { /* g loaded unconditionally: a blend, not a masked load */
-      const float gv = g[i];
-      o[i] = yp[i] <= 0.0f ? 0.0f : gv;
-    }
-  else
-    for (int64_t i = 0; i < n; i++) o[i * os] = yp[i * ys] <= 0.0f ? 0.0f : g[i * gs];
+  if (os == 1 && gs == 1 && ys == 1) {
+    if (acc)
+      for (int64_t i = 0; i < n; i++) { /* g loaded unconditionally: a blend, not a masked load */
+        const float gv = g[i];
+        o[i] = o[i] + (yp[i] <= 0.0f ? 0.0f : gv);
+      }
+    else
+      for (int64_t i = 0; i < n; i++) {
+        const float gv = g[i];
+        o[i] = yp[i] <= 0.0f ? 0.0f : gv;
+      }
+  } else {
+    for (int64_t i = 0; i < n; i++) GRAD_STORE(o[i * os], yp[i * ys] <= 0.0f ? 0.0f : g[i * gs]);
+  }
 }
-VM_GRAD_ROW(drow_gelu, x *SQRT1_2, vm_erf, -0.5f * x * x, vm_exp, 0.5f * (1.0f + v1) + x * v2 * 0.39894228040143267794f,
-            d_gelu)
+GRAD_ROW(drow_gelu, d_gelu(x))
 VM_GRAD_ROW(drow_gelu_tanh, GELU_K *(x + GELU_C * x * x * x), vm_tanh, 0.0f, vm_none, d_gelu_tanh_th(x, v1),
             d_gelu_tanh)
 GRAD_ROW(drow_abs, x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f))

@@ -287,18 +287,24 @@ static attn_status add_scaled_backward(attn_node *node, const attn_tensor *g, at
 /* Unary                                                                     */
 
 /* g * op'(x) in one pass over the innermost runs (the kernel family's
-   unary_grad_rows: vectorised where the run is contiguous). */
+   unary_grad_rows: vectorised where the run is contiguous), written to a
+   new tensor or added into the leaf's .grad (attn__grad_into). */
+typedef struct {
+  attn__unary_grad_row_fn fn;
+  bool acc;
+} dunary_ctx;
+
 static void dunary_inner(int64_t n, float **p, const int64_t *s, void *vctx) {
-  attn__unary_grad_row_fn fn = *(attn__unary_grad_row_fn *)vctx;
-  fn(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3]);
+  const dunary_ctx *c = vctx;
+  c->fn(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3], c->acc);
 }
 
 static attn_status unary_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
   /* an unsaved operand is never read: g stands in for its geometry */
   const attn_tensor *x = node->saved[0] ? node->saved[0] : g, *y = node->saved[1] ? node->saved[1] : g;
-  attn_tensor *r;
-  attn_status st = attn_empty(g->ndim, g->shape, &r);
-  if (st) return st;
+  attn_tensor *into = attn__grad_into(node, 0), *r = into;
+  attn_status st;
+  if (!r && (st = attn_empty(g->ndim, g->shape, &r))) return st;
   int64_t strides[4][ATTN_MAX_DIMS];
   for (int d = 0; d < g->ndim; d++) {
     strides[0][d] = r->stride[d];
@@ -307,8 +313,13 @@ static attn_status unary_backward(attn_node *node, const attn_tensor *g, attn_te
     strides[3][d] = y->stride[d];
   }
   float *base[4] = {attn_tensor_data(r), attn_tensor_data(g), attn_tensor_data(x), attn_tensor_data(y)};
-  attn__unary_grad_row_fn fn = attn__kern()->unary_grad_rows[node->iargs[0]];
-  if (!attn__foreach(g->ndim, g->shape, 4, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, dunary_inner, &fn)) {
+  dunary_ctx c = {attn__kern()->unary_grad_rows[node->iargs[0]], into != NULL};
+  bool ok = attn__foreach(g->ndim, g->shape, 4, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, dunary_inner, &c);
+  if (into) {
+    attn__grad_added(node, 0, grads); /* even when cancelled: part of .grad may have changed */
+    return ok ? ATTN_OK : attn__limit_error("backward");
+  }
+  if (!ok) {
     attn_tensor_release(r);
     return attn__limit_error("backward");
   }

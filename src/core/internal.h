@@ -197,6 +197,7 @@ typedef struct attn__edge {
   attn_node *node; /* NULL: this input needs no gradient */
   int ndim;        /* the input's shape, for broadcasting */
   int64_t shape[ATTN_MAX_DIMS];
+  attn_tensor *into; /* engine scratch, set while the node's backward runs: attn__grad_into */
 } attn__edge;
 
 struct attn_node {
@@ -220,6 +221,7 @@ struct attn_node {
   unsigned long epoch;
   int deps;
   attn_tensor *grad_acc;
+  bool grad_added; /* a formula added this leaf's gradient into its .grad (attn__grad_added) */
   attn_budget *budget; /* charged for the node and its edges */
 };
 
@@ -358,6 +360,22 @@ void attn__node_release(attn_node *n);
 void attn__node_free_saved(attn_node *n);
 attn_node *attn__edge_target(attn_tensor *t);
 static inline void attn__bump_version(attn_tensor *t) { __atomic_add_fetch(&t->storage->version, 1, __ATOMIC_RELAXED); }
+
+/* Backward formulas may add input i's gradient straight into the tensor
+   attn__grad_into(node, i) returns instead of allocating it: a leaf's
+   existing .grad (float32, contiguous, input i's shape, sharing no storage
+   with g or the saved tensors) when this node gives that leaf its only
+   gradient of this backward pass, NULL otherwise.  One pass of the leaf's
+   size and one allocation fewer than a new gradient that the engine then
+   adds; the same bits, as long as the formula computes each element as
+   into + gradient, one rounding after the gradient's own.  A formula that
+   added reports it with attn__grad_added. */
+static inline attn_tensor *attn__grad_into(const attn_node *node, int i) { return node->next[i].into; }
+static inline void attn__grad_added(attn_node *node, int i, attn_tensor **grads) {
+  attn_tensor *into = node->next[i].into;
+  attn__bump_version(into);
+  grads[i] = attn_tensor_retain(into);
+}
 
 /* ------------------------------------------------------------------------ */
 /* Threads and attention internals (parallel.c, sdpa.c, sdpa_math.c)        */

@@ -24,9 +24,10 @@ struct attn__rspec; /* reduce_spec.h */
 typedef void (*attn__binary_row_fn)(int64_t n, float *restrict o, int64_t os, const float *a, int64_t as,
                                     const float *b, int64_t bs);
 typedef void (*attn__unary_row_fn)(int64_t n, float *restrict o, int64_t os, const float *a, int64_t as);
-/* o [n] = g [n] * op'(x [n]) (y [n] = op(x), read instead where cheaper) */
+/* o [n] = g [n] * op'(x [n]) (y [n] = op(x), read instead where cheaper);
+   acc: o [n] = o [n] + that (one rounding more, as a separate add) */
 typedef void (*attn__unary_grad_row_fn)(int64_t n, float *restrict o, int64_t os, const float *g, int64_t gs,
-                                        const float *x, int64_t xs, const float *y, int64_t ys);
+                                        const float *x, int64_t xs, const float *y, int64_t ys, bool acc);
 typedef struct {
   float lo, hi; /* NaN: no bound */
 } attn__clamp_ctx;
@@ -47,12 +48,13 @@ typedef struct attn__kernels {
   /* softmax / log_softmax backward of unit-stride rows g, y [rows, n] -> r */
   void (*softmax_bwd_rows)(const float *g, const float *y, float *r, int64_t rows, int64_t n, bool log_space);
   /* LayerNorm (norm.c, norm_kernels.h): x [rows, n] -> y, mean, rstd [rows];
-     backward g, x -> dx [rows, n], dw, db [n] accumulated, scratch [n] */
+     backward g, x -> dx [rows, n] (written, or added to with dx_acc), dw,
+     db [n] accumulated, scratch [n] */
   void (*layer_norm_rows)(const float *x, int64_t rows, int64_t n, const float *w, const float *b, float eps,
                           float *restrict y, float *mean, float *rstd);
   void (*layer_norm_bwd_rows)(const float *g, const float *x, int64_t rows, int64_t n, const float *w,
-                              const float *mean, const float *rstd, float *dx, float *dw, float *db,
-                              float *restrict scratch);
+                              const float *mean, const float *rstd, float *dx, bool dx_acc, float *dw,
+                              float *db, float *restrict scratch);
   /* reductions of a block x [n, m] (reduce.c, reduce_spec.h): rows -> vals,
      idxs [m] at stride os; cols (unit-stride rows) -> raw acc, acc2 [m] */
   void (*reduce_rows)(const struct attn__rspec *r, const float *x, int64_t n, int64_t rs, int64_t m, int64_t vs,

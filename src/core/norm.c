@@ -47,7 +47,10 @@ static attn_status layer_norm_backward(attn_node *node, const attn_tensor *g_in,
   const size_t scratch_bytes = (size_t)(n > 0 ? n : 1) * sizeof(float);
   attn_status st;
   TRY(attn_contiguous(g_in, &g));
-  if (want_x) TRY(attn__alloc("layer_norm backward", x->ndim, x->shape, &dx));
+  /* dx straight into x's .grad where the engine allows (attn__grad_into) */
+  attn_tensor *into = want_x ? attn__grad_into(node, 0) : NULL;
+  if (into) dx = attn_tensor_retain(into);
+  else if (want_x) TRY(attn__alloc("layer_norm backward", x->ndim, x->shape, &dx));
   if (want_w) TRY(attn_zeros(w->ndim, w->shape, &dw));
   if (want_b)
     TRY(attn_zeros(w ? w->ndim : (int)node->iargs[0], w ? w->shape : x->shape + x->ndim - node->iargs[0], &db));
@@ -64,15 +67,19 @@ static attn_status layer_norm_backward(attn_node *node, const attn_tensor *g_in,
     const int64_t step = rows_per_poll(n);
     for (int64_t r = 0; r < rows; r += step) {
       if (attn__cancelled()) {
+        if (into) attn__bump_version(into); /* rows already added */
         st = attn__limit_error("layer_norm backward");
         goto out;
       }
       const int64_t m = rows - r < step ? rows - r : step;
-      K->layer_norm_bwd_rows(gp + r * n, xp + r * n, m, n, wp, mp + r, rp + r, dxp ? dxp + r * n : NULL, dwp, dbp,
-                             scratch);
+      K->layer_norm_bwd_rows(gp + r * n, xp + r * n, m, n, wp, mp + r, rp + r, dxp ? dxp + r * n : NULL, into != NULL,
+                             dwp, dbp, scratch);
     }
   }
-  grads[0] = dx, dx = NULL;
+  if (into)
+    attn__grad_added(node, 0, grads);
+  else
+    grads[0] = dx, dx = NULL;
   if (has_w) grads[iw] = dw, dw = NULL;
   if (has_b) grads[ib] = db, db = NULL;
 out:

@@ -90,42 +90,44 @@ static void layer_norm_rows(const float *x, int64_t rows, int64_t n, const float
    which cancels where the mean is large against the spread (float64
    references side with the form here) and overflows rstd^3 for a
    subnormal variance with eps = 0 (inf where this stays finite).
-   g, x [rows, n] contiguous; dx [rows, n] or NULL; dw, db [n] or NULL,
-   accumulated into (the caller zeroes them); scratch [n]. */
+   g, x [rows, n] contiguous; dx [rows, n] or NULL, written, or added to
+   with dx_acc (dx + the value, one rounding after it: a leaf's .grad);
+   dw, db [n] or NULL, accumulated into (the caller zeroes them);
+   scratch [n].  Two passes per row: dw, db, gy and the row sums, then
+   dx (the row stays in L1 between them). */
 static void layer_norm_bwd_rows(const float *g, const float *x, int64_t rows, int64_t n, const float *w,
-                                const float *mean, const float *rstd, float *dx, float *dw, float *db,
+                                const float *mean, const float *rstd, float *dx, bool dx_acc, float *dw, float *db,
                                 float *restrict scratch) {
   for (int64_t r = 0; r < rows; r++) {
     const float *gr = g + r * n, *xr = x + r * n;
     const float m = mean[r], rs = rstd[r];
-    /* passes over one row (in L1 for the usual widths), each a loop
-       without branches so that it vectorises */
-    if (dw && db)
-      for (int64_t i = 0; i < n; i++) {
-        dw[i] += gr[i] * ((xr[i] - m) * rs);
-        db[i] += gr[i];
-      }
-    else if (dw)
-      for (int64_t i = 0; i < n; i++) dw[i] += gr[i] * ((xr[i] - m) * rs);
-    else if (db)
-      for (int64_t i = 0; i < n; i++) db[i] += gr[i];
-    if (!dx) continue;
-    const float *gy = gr;
-    if (w) {
-      for (int64_t i = 0; i < n; i++) scratch[i] = gr[i] * w[i];
-      gy = scratch;
-    }
-    /* the two row sums, in vectors over blocks (as norm_sum) */
+    /* gy: g itself, or g * w kept in scratch for the dx pass */
+    const float *gy = w ? scratch : gr;
     double a1 = 0, a2 = 0;
     int64_t i = 0;
     for (int64_t j = 0; j + 8 <= n; j = i) {
       const int64_t e = n - j < NORM_BLOCK ? n - (n - j) % 8 : j + NORM_BLOCK;
       norm_v8 s1 = {0}, s2 = {0};
       for (i = j; i < e; i += 8) {
-        norm_v8 gv, xh;
-        NV_LOAD(gv, gy + i);
+        norm_v8 gv, xh, t;
+        NV_LOAD(gv, gr + i);
         NV_LOAD(xh, xr + i);
         xh = (xh - m) * rs;
+        if (dw) {
+          NV_LOAD(t, dw + i);
+          t += gv * xh;
+          memcpy(dw + i, &t, sizeof t);
+        }
+        if (db) {
+          NV_LOAD(t, db + i);
+          t += gv;
+          memcpy(db + i, &t, sizeof t);
+        }
+        if (w) {
+          NV_LOAD(t, w + i);
+          gv *= t;
+          memcpy(scratch + i, &gv, sizeof gv);
+        }
         s1 += gv;
         s2 += gv * xh;
       }
@@ -133,11 +135,19 @@ static void layer_norm_bwd_rows(const float *g, const float *x, int64_t rows, in
       a2 += NV_FOLD(s2);
     }
     for (; i < n; i++) {
-      a1 += gy[i];
-      a2 += gy[i] * ((xr[i] - m) * rs);
+      const float gv = gr[i], xh = (xr[i] - m) * rs, gw = w ? gv * w[i] : gv;
+      if (dw) dw[i] += gv * xh;
+      if (db) db[i] += gv;
+      if (w) scratch[i] = gw;
+      a1 += gw;
+      a2 += gw * xh;
     }
+    if (!dx) continue;
     const float mg = (float)(a1 / (double)n), mgx = (float)(a2 / (double)n);
     float *dr = dx + r * n;
-    for (int64_t i = 0; i < n; i++) dr[i] = rs * (gy[i] - mg - ((xr[i] - m) * rs) * mgx);
+    if (dx_acc)
+      for (int64_t k = 0; k < n; k++) dr[k] = dr[k] + rs * (gy[k] - mg - ((xr[k] - m) * rs) * mgx);
+    else
+      for (int64_t k = 0; k < n; k++) dr[k] = rs * (gy[k] - mg - ((xr[k] - m) * rs) * mgx);
   }
 }

@@ -12,49 +12,18 @@
  * vectoriser at the family's width.  Defines the static task functions
  * sdpa_fwd_range, sdpa_kv_range, sdpa_q_range and sdpa_kvq_range. */
 #include "sdpa_plan.h"
+#include "vmath.h"
 
 #include <math.h>
 
 /* The softmax exponentials are powers of 2: a score s goes in as
-   (s - m) * log2(e), m the row maximum, and 2^x needs no extended-precision
-   argument reduction, so each costs a third fewer operations than e^x (the
-   largest cost beside the tile products).  s - m comes first: it is exact
-   near the maximum, and finite under a -FLT_MAX mask, where s * log2(e)
-   would overflow.  A row's statistics are (m, log2 l).
-
-   2^r on [-1/2, 1/2]: a degree-6 polynomial fitted for relative error
-   (at most 1.0e-7 there, measured in float: within the 1-ulp error of the
-   e^x it replaces). */
-#define EXP2_C0 1.0f
-#define EXP2_C1 6.931471825e-01f
-#define EXP2_C2 2.402264625e-01f
-#define EXP2_C3 5.550329015e-02f
-#define EXP2_C4 9.618519805e-03f
-#define EXP2_C5 1.339986571e-03f
-#define EXP2_C6 1.533758332e-04f
+   (s - m) * log2(e), m the row maximum, and 2^x (vmath.h's exp2_neg and
+   EXP2_POLY) needs no extended-precision argument reduction, so each
+   costs a third fewer operations than e^x (the largest cost beside the
+   tile products).  s - m comes first: it is exact near the maximum, and
+   finite under a -FLT_MAX mask, where s * log2(e) would overflow.  A
+   row's statistics are (m, log2 l). */
 static const float log2e_f = 1.44269504088896341f;
-/* the polynomial by Horner's rule, for a float r or a vector of them */
-#define EXP2_POLY(r)                                                                                                   \
-  ((((((EXP2_C6 * (r) + EXP2_C5) * (r) + EXP2_C4) * (r) + EXP2_C3) * (r) + EXP2_C2) * (r) + EXP2_C1) * (r) + EXP2_C0)
-
-/* 2^x for x <= 0 (also -inf and NaN), branch-free so loops over it
-   vectorise: x = k + r with k = round(x), 2^k put into the exponent bits.
-   Adding 1.5 * 2^23 + 127 rounds x and leaves k + 127 in the low mantissa
-   bits, which shifted left are 2^k as a float; clamping at -127 makes that
-   exponent field 0, so the result is exactly 0 there (-inf gives 0; below
-   -126 the result flushes to 0 where 2^x would be subnormal).  A NaN passes
-   the clamp and poisons the polynomial. */
-INLINE float exp2_neg(float x) {
-  const float magic = 12583039.0f; /* 1.5 * 2^23 + 127 */
-  const float xc = x < -127.0f ? -127.0f : x;
-  const float t = xc + magic, r = xc - (t - magic), p = EXP2_POLY(r);
-  uint32_t bits;
-  memcpy(&bits, &t, sizeof bits);
-  bits <<= 23;
-  float scale;
-  memcpy(&scale, &bits, sizeof scale);
-  return p * scale;
-}
 
 /* NaN-sticky max (a NaN score poisons its row, as in softmax) */
 INLINE float max_nan(float a, float v) { return (v > a || v != v) ? v : a; }
