@@ -31,9 +31,9 @@ static attn_status accumulate(attn_tensor **acc, attn_tensor *g) {
    of its own attn-allocated storage, contiguous). */
 static bool owned_alone(const attn_tensor *g) {
   const attn_storage *s = g->storage;
-  return __atomic_load_n(&g->refcount, __ATOMIC_ACQUIRE) == 1 &&
-         __atomic_load_n(&s->refcount, __ATOMIC_ACQUIRE) == 1 && !g->autograd && !s->release && !s->release_ctx &&
-         g->offset == 0 && s->numel == attn_tensor_numel(g) && attn_tensor_is_contiguous(g);
+  return __atomic_load_n(&g->refcount, __ATOMIC_ACQUIRE) == 1 && __atomic_load_n(&s->refcount, __ATOMIC_ACQUIRE) == 1 &&
+         !g->autograd && !s->release && !s->release_ctx && g->offset == 0 && s->numel == attn_tensor_numel(g) &&
+         attn_tensor_is_contiguous(g);
 }
 
 /* leaf.grad += g: the first gradient is stored as its own contiguous

@@ -2,7 +2,8 @@
 /* Elementwise row kernels (elementwise.c describes the rows), written once
  * and compiled by each kernel family's unit (kernels_*.c) with its flags,
  * so the unit-stride loops vectorise at that family's width; exp is
- * vmath.h's vm_expf (the same everywhere), tanh and erf come from vmath.h
+ * vmath.h's vm_expf (the same everywhere), GELU's Phi its vm_phi_e (fused
+ * multiply-adds where the family has them), tanh and erf come from vmath.h
  * too (libmvec in the x86 families, libm in the portable one, so those
  * differ between families by up to 2 ulp).  Defines
  * the static tables binary_rows, unary_rows, unary_grad_rows and
@@ -256,7 +257,7 @@ static const attn__unary_row_fn unary_rows[ATTN_UNARY_OP_COUNT] = {[ATTN_NEG] = 
           }                                                                                                            \
       }                                                                                                                \
     } else {                                                                                                           \
-      for (int64_t i = 0; i < n; i++) GRAD_STORE(o[i * os], g[i * gs] * SCALAR(xp[i * xs]));                          \
+      for (int64_t i = 0; i < n; i++) GRAD_STORE(o[i * os], g[i * gs] * SCALAR(xp[i * xs]));                           \
     }                                                                                                                  \
   }
 

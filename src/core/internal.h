@@ -221,7 +221,7 @@ struct attn_node {
   unsigned long epoch;
   int deps;
   attn_tensor *grad_acc;
-  bool grad_added; /* a formula added this leaf's gradient into its .grad (attn__grad_added) */
+  bool grad_added;     /* a formula added this leaf's gradient into its .grad (attn__grad_added) */
   attn_budget *budget; /* charged for the node and its edges */
 };
 

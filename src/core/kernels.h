@@ -53,8 +53,8 @@ typedef struct attn__kernels {
   void (*layer_norm_rows)(const float *x, int64_t rows, int64_t n, const float *w, const float *b, float eps,
                           float *restrict y, float *mean, float *rstd);
   void (*layer_norm_bwd_rows)(const float *g, const float *x, int64_t rows, int64_t n, const float *w,
-                              const float *mean, const float *rstd, float *dx, bool dx_acc, float *dw,
-                              float *db, float *restrict scratch);
+                              const float *mean, const float *rstd, float *dx, bool dx_acc, float *dw, float *db,
+                              float *restrict scratch);
   /* reductions of a block x [n, m] (reduce.c, reduce_spec.h): rows -> vals,
      idxs [m] at stride os; cols (unit-stride rows) -> raw acc, acc2 [m] */
   void (*reduce_rows)(const struct attn__rspec *r, const float *x, int64_t n, int64_t rs, int64_t m, int64_t vs,

@@ -49,8 +49,10 @@ static attn_status layer_norm_backward(attn_node *node, const attn_tensor *g_in,
   TRY(attn_contiguous(g_in, &g));
   /* dx straight into x's .grad where the engine allows (attn__grad_into) */
   attn_tensor *into = want_x ? attn__grad_into(node, 0) : NULL;
-  if (into) dx = attn_tensor_retain(into);
-  else if (want_x) TRY(attn__alloc("layer_norm backward", x->ndim, x->shape, &dx));
+  if (into)
+    dx = attn_tensor_retain(into);
+  else if (want_x)
+    TRY(attn__alloc("layer_norm backward", x->ndim, x->shape, &dx));
   if (want_w) TRY(attn_zeros(w->ndim, w->shape, &dw));
   if (want_b)
     TRY(attn_zeros(w ? w->ndim : (int)node->iargs[0], w ? w->shape : x->shape + x->ndim - node->iargs[0], &db));

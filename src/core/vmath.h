@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* Array math for the kernel families: y [n] = f(x [n]), unit stride, for
  * the transcendental functions the activations and their derivatives need
- * (tanh, erf: libmvec; exp: vm_expf below, the same in every family).  Included by each family unit (kernels_*.c) after
- * it defines ATTN_VM_AVX512, ATTN_VM_AVX2 or nothing (portable).
+ * (tanh, erf: libmvec; exp: vm_expf below, the same in every family), and
+ * inline scalar forms that loops vectorise (exp2_neg, vm_phi_e for GELU).
+ * Included by each family unit (kernels_*.c) after it defines
+ * ATTN_VM_AVX512, ATTN_VM_AVX2 or nothing (portable).
  *
  * The x86 families call glibc's vector math library (libmvec, part of
  * libc6: the _ZGV* entries of the x86-64 vector ABI, at most 4 ulp from
@@ -158,9 +160,12 @@ VM_INLINE float exp2_neg(float x) {
    [0, 10] by least squares reweighted toward the smallest maximum
    relative error: 9.4e-8 in exact arithmetic; its limit at t = 0 makes
    the tail's relative error small too.  e^(-z^2) is 2^(-(|x| c)^2), c^2 =
-   log2(e) / 2.  Measured in float over x in [-14, 14] (spec/c/test_kernels.c
-   holds the bounds): see VM_PHI_* below.  Phi(-inf) = 0, Phi(inf) = 1,
-   NaN stays NaN (through t). */
+   log2(e) / 2.  Measured in float over x in [-14, 14] in steps of 1e-6,
+   with and without FMA: Phi within 2.6e-7 absolute; x Phi(x) within
+   3.9e-7 absolute (torch 1.13's GELU: 3.8e-7), 16 ulp above x = -3 and
+   1.2e-5 relative below it (torch's: 546 ulp, and up to 100% relative in
+   that tail); the derivative Phi + x phi within 2.9e-7 (torch: 2.8e-7).
+   Phi(-inf) = 0, Phi(inf) = 1, NaN stays NaN (through t). */
 VM_INLINE float vm_phi_e(float x, float *e) {
   const float ax = fabsf(x);
   const float t = 1.0f / VM_FMA(2.333452471e-01f, ax, 1.0f); /* 0.33 / sqrt 2 */

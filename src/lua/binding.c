@@ -44,6 +44,11 @@ typedef struct {
 
 /* tensor bytes between full collections at least (attnL_gc_debt) */
 #define GC_FLOOR ((int64_t)16 << 20)
+/* tensor bytes between young collections (pace_collect), and the most one
+   may take before the binding stops asking for them until the next full
+   collection */
+#define YOUNG_STEP ((int64_t)2 << 20)
+#define YOUNG_STEP_MAX_S 50e-6
 
 struct attnL_state {
   call_scope *scopes;
@@ -56,6 +61,9 @@ struct attnL_state {
   int64_t since_collect;      /* bytes of new tensors since the last full collection */
   int64_t collect_at;         /* since_collect that triggers the next one */
   int64_t used_after_collect; /* the budget's use after the last full collection */
+  int64_t since_step;         /* bytes of new tensors since the last young collection */
+  int slow_steps;             /* steps in a row that took longer than a young collection does */
+  bool steps_off;             /* three such: no steps until the next full collection */
 };
 
 typedef struct {
@@ -156,10 +164,41 @@ static void collect_near_cap(lua_State *L, attnL_state *S) {
    allocation. */
 static int64_t live_bytes(lua_State *L);
 
+/* Between full collections, every YOUNG_STEP bytes of new tensors, a
+   basic step of Lua's collector.  In generational mode (the attn CLI's) a
+   step is a young collection: it frees the tensors that died since the
+   last one, typically the temporaries of the last few calls (a statement's
+   result nothing kept, a graph's buffers after backward), for about a
+   microsecond (traversing only the young objects and the old ones they
+   touched), and their memory is reused while still in cache: relu forward
+   and backward on [720, 512] went from 0.16-0.18 to 0.10 ms, LayerNorm's
+   from 0.30-0.40 to 0.25 ms (1, 2, 4 and 8 MB between steps measured
+   alike; the char GPT step a few percent faster).  In incremental
+   mode a basic step is a slice of the whole cycle (0.2 ms with a 3 MB Lua
+   heap), which frees nothing sooner: three steps in a row that take longer
+   than a young collection would (50 us) switch the steps off until the next
+   full collection.  (The first two young collections after the libraries
+   load are that slow too: they age the modules' objects.)
+   Python frees such temporaries by reference counting; Lua needs the
+   collector for any value a script can still name. */
+static void young_collect(lua_State *L, attnL_state *S) {
+  if (S->since_step < YOUNG_STEP || S->steps_off) return;
+  S->since_step = 0;
+  const double t0 = attn_clock_now();
+  if (lua_gc(L, LUA_GCSTEP, 0) < 0) return; /* inside a finalizer */
+  S->slow_steps = attn_clock_now() - t0 > YOUNG_STEP_MAX_S ? S->slow_steps + 1 : 0;
+  if (S->slow_steps == 3) S->steps_off = true;
+}
+
 static void pace_collect(lua_State *L, attnL_state *S) {
-  if (S->since_collect < S->collect_at) return;
+  if (S->since_collect < S->collect_at) {
+    young_collect(L, S);
+    return;
+  }
   if (lua_gc(L, LUA_GCCOLLECT) < 0) return;
-  S->since_collect = 0;
+  S->since_collect = S->since_step = 0;
+  S->slow_steps = 0;
+  S->steps_off = false;
   int64_t live = live_bytes(L), at = live > GC_FLOOR ? live : GC_FLOOR;
   attn_budget *b = attn_budget_current();
   if (b) {
@@ -341,6 +380,7 @@ static int64_t live_bytes(lua_State *L) {
 void attnL_gc_debt(lua_State *L, attnL_state *S, int64_t bytes) {
   if (!S && !(S = attnL_state_of(L))) return;
   S->since_collect += bytes;
+  S->since_step += bytes;
 }
 
 void attnL_push(lua_State *L, attn_tensor *t) {
