@@ -49,6 +49,7 @@ typedef struct {
    collection */
 #define YOUNG_STEP ((int64_t)2 << 20)
 #define YOUNG_STEP_MAX_S 50e-6
+#define YOUNG_RETRY ((int64_t)64 << 20)
 
 struct attnL_state {
   call_scope *scopes;
@@ -63,7 +64,7 @@ struct attnL_state {
   int64_t used_after_collect; /* the budget's use after the last full collection */
   int64_t since_step;         /* bytes of new tensors since the last young collection */
   int slow_steps;             /* steps in a row that took longer than a young collection does */
-  bool steps_off;             /* three such: no steps until the next full collection */
+  bool steps_off;             /* three such: no steps for a while (young_collect) */
 };
 
 typedef struct {
@@ -177,12 +178,18 @@ static int64_t live_bytes(lua_State *L);
    mode a basic step is a slice of the whole cycle (0.2 ms with a 3 MB Lua
    heap), which frees nothing sooner: three steps in a row that take longer
    than a young collection would (50 us) switch the steps off until the next
-   full collection.  (The first two young collections after the libraries
+   full collection or 64 MB of new tensors, whichever comes first; then one
+   step tries again.  (The first two young collections after the libraries
    load are that slow too: they age the modules' objects.)
    Python frees such temporaries by reference counting; Lua needs the
    collector for any value a script can still name. */
 static void young_collect(lua_State *L, attnL_state *S) {
-  if (S->since_step < YOUNG_STEP || S->steps_off) return;
+  if (S->since_step < YOUNG_STEP) return;
+  if (S->steps_off) {
+    if (S->since_step < YOUNG_RETRY) return;
+    S->steps_off = false; /* try again: one more slow step switches them off again */
+    S->slow_steps = 2;
+  }
   S->since_step = 0;
   const double t0 = attn_clock_now();
   if (lua_gc(L, LUA_GCSTEP, 0) < 0) return; /* inside a finalizer */
