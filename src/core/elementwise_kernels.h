@@ -148,7 +148,7 @@ UNARY_ROW(row_log, logf(x))
 UNARY_ROW(row_sqrt, sqrtf(x))
 UNARY_ROW(row_rsqrt, 1.0f / sqrtf(x))
 VM_UNARY_ROW(row_tanh, x, vm_tanh, v, tanhf(x))
-UNARY_ROW(row_sigmoid, 1.0f / (1.0f + vm_expf(-x)))
+UNARY_ROW(row_sigmoid, vm_sigmoid(x))
 UNARY_ROW(row_relu, f_relu(x))
 UNARY_ROW(row_gelu, f_gelu(x))
 VM_UNARY_ROW(row_gelu_tanh, GELU_K *(x + GELU_C * x * x * x), vm_tanh, 0.5f * x * (1.0f + v), f_gelu_tanh(x))
@@ -163,7 +163,7 @@ UNARY_ROW(row_expm1, expm1f(x))
 UNARY_ROW(row_floor, floorf(x))
 UNARY_ROW(row_ceil, ceilf(x))
 UNARY_ROW(row_round, nearbyintf(x))
-UNARY_ROW(row_silu, x *(1.0f / (1.0f + vm_expf(-x))))
+UNARY_ROW(row_silu, x *vm_sigmoid(x))
 VM_UNARY_ROW(row_erf, x, vm_erf, v, erff(x))
 
 static const attn__unary_row_fn unary_rows[ATTN_UNARY_OP_COUNT] = {[ATTN_NEG] = row_neg,
@@ -275,7 +275,7 @@ static inline float d_gelu_tanh_th(float x, float th) {
 }
 static inline float d_gelu_tanh(float x) { return d_gelu_tanh_th(x, tanhf(GELU_K * (x + GELU_C * x * x * x))); }
 static inline float d_silu_s(float x, float s) { return s * (1.0f + x * (1.0f - s)); }
-static inline float d_silu(float x) { return d_silu_s(x, 1.0f / (1.0f + vm_expf(-x))); }
+static inline float d_silu(float x) { return d_silu_s(x, vm_sigmoid(x)); }
 static inline float d_erf(float x) { return 1.12837916709551257390f * vm_expf(-x * x); }
 
 GRAD_ROW(drow_neg, -1.0f)

@@ -8,6 +8,8 @@
 
 #include <math.h>
 
+#include "vmath.h"
+
 INLINE float sm_max_nan(float a, float v) { return (v > a || v != v) ? v : a; }
 
 #if defined(__GNUC__)
@@ -47,42 +49,15 @@ INLINE float sm_max_contig(const float *x, int64_t n) {
   return mx;
 }
 
-/* e^x for max-shifted softmax arguments (x <= 0, -inf or NaN), free of calls
-   and branches so that GCC vectorises the loops using it.  x = k ln2 + r
-   with |r| <= ln2/2; e^r by the Cephes expf polynomial (about 1 ulp, like
-   torch's Sleef expf_u10); 2^k goes into the exponent bits.  Below -87
-   (2^k would leave the normal range) the result is 0; NaN stays NaN. */
-INLINE float sm_exp_neg(float x) {
-  const float log2e = 1.44269504088896341f, ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;
-  const float round_magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
-  float xc = x < -87.0f ? -87.0f : x;
-  xc = xc > 88.0f ? 88.0f : xc;
-  float k = (xc * log2e + round_magic) - round_magic;
-  float r = (xc - k * ln2_hi) - k * ln2_lo;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * (r * r) + r + 1.0f;
-  int32_t ki = (int32_t)(k == k ? k : 0.0f); /* NaN propagates through r, never through the cast */
-  uint32_t bits = (uint32_t)(ki + 127) << 23;
-  float scale;
-  memcpy(&scale, &bits, sizeof scale);
-  float e = p * scale;
-  return x < -87.0f ? 0.0f : e;
-}
-
 #define LANES 8
 
 /* One unit-stride row: x [n] -> y [n].  Every loop is vectorisable: lanes
-   for the max and the double sum, sm_exp_neg for the exponentials (written
+   for the max and the double sum, vm_exp_neg for the exponentials (written
    into y first; log_softmax then overwrites them). */
 INLINE void softmax_row_contig(const float *restrict x, float *restrict y, int64_t n, bool log_space) {
   float mx = sm_max_contig(x, n);
   int64_t i;
-  for (i = 0; i < n; i++) y[i] = sm_exp_neg(x[i] - mx);
+  for (i = 0; i < n; i++) y[i] = vm_exp_neg(x[i] - mx);
   double ls[LANES] = {0};
   for (i = 0; i + LANES <= n; i += LANES)
     for (int k = 0; k < LANES; k++) ls[k] += y[i + k];
@@ -104,7 +79,7 @@ INLINE void softmax_row(const float *x, int64_t rs, float *y, int64_t ys, int64_
   for (int64_t i = 0; i < n; i++) mx = sm_max_nan(mx, x[i * rs]);
   double sum = 0;
   for (int64_t i = 0; i < n; i++) {
-    float e = sm_exp_neg(x[i * rs] - mx);
+    float e = vm_exp_neg(x[i * rs] - mx);
     y[i * ys] = e;
     sum += e;
   }
@@ -119,7 +94,7 @@ INLINE void softmax_row(const float *x, int64_t rs, float *y, int64_t ys, int64_
 
 /* Backward of rows [rows, n] (unit stride, torch's CPU formulas) with y the
    forward's output: softmax r = (g - sum(g * y)) * y, log_softmax
-   r = g - exp(y) * sum(g); sums in double lanes, exp(y) by sm_exp_neg
+   r = g - exp(y) * sum(g); sums in double lanes, exp(y) by vm_exp_neg
    (y <= 0: a log-probability). */
 static void softmax_bwd_rows(const float *g, const float *y, float *r, int64_t rows, int64_t n, bool log_space) {
   for (int64_t o = 0; o < rows; o++) {
@@ -137,7 +112,7 @@ static void softmax_bwd_rows(const float *g, const float *y, float *r, int64_t r
     for (; i < n; i++) a += log_space ? (double)gr[i] : (double)gr[i] * yr[i];
     const float af = (float)a;
     if (log_space)
-      for (i = 0; i < n; i++) rr[i] = gr[i] - sm_exp_neg(yr[i]) * af;
+      for (i = 0; i < n; i++) rr[i] = gr[i] - vm_exp_neg(yr[i]) * af;
     else
       for (i = 0; i < n; i++) rr[i] = (gr[i] - af) * yr[i];
   }
@@ -175,13 +150,13 @@ static void softmax_cols(const float *x, int64_t n, int64_t rs, int64_t m, float
        no branch; the unit-stride case is its own loop to vectorise */
     if (vos == 1)
       for (int64_t j = 0; j < m; j++) {
-        float e = sm_exp_neg(row[j] - mx[j]);
+        float e = vm_exp_neg(row[j] - mx[j]);
         out[j] = e;
         sum[j] += e;
       }
     else
       for (int64_t j = 0; j < m; j++) {
-        float e = sm_exp_neg(row[j] - mx[j]);
+        float e = vm_exp_neg(row[j] - mx[j]);
         out[j * vos] = e;
         sum[j] += e;
       }

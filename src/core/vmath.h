@@ -68,6 +68,29 @@ vm_v VM_NAME(erff)(vm_v);
 VM_ARRAY(vm_tanh, tanhf)
 VM_ARRAY(vm_erf, erff)
 
+/* a * b + c, fused where the family has the instruction (the x86 AVX
+   families, aarch64), else two roundings; VM_MULADD always two */
+#if defined(__FMA__) || defined(__ARM_FEATURE_FMA)
+#define VM_FMA(a, b, c) __builtin_fmaf((a), (b), (c))
+#else
+#define VM_FMA(a, b, c) ((a) * (b) + (c))
+#endif
+#define VM_MULADD(a, b, c) ((a) * (b) + (c))
+
+#if defined(__GNUC__)
+#define VM_INLINE static inline __attribute__((always_inline))
+#else
+#define VM_INLINE static inline
+#endif
+
+/* e^r for |r| <= ln2 / 2: the Cephes expf polynomial, its steps by FMA */
+#define EXPF_POLY(r, FMA)                                                                                              \
+  (FMA(FMA(FMA(FMA(FMA(FMA(1.9875691500e-4f, (r), 1.3981999507e-3f), (r), 8.3334519073e-3f), (r), 4.1665795894e-2f),   \
+               (r), 1.6666665459e-1f),                                                                                 \
+           (r), 5.0000001201e-1f),                                                                                     \
+       (r) * (r), (r)) +                                                                                               \
+   1.0f)
+
 /* e^x in every family alike, free of calls and branches so that the
    loops using it vectorise (libmvec's expf is up to 2 ulp off the correctly
    rounded result, and half its results differ from libm's, which moved
@@ -83,13 +106,7 @@ static inline float vm_expf(float x) {
   xc = xc > 88.8f ? 88.8f : xc;
   const float k = (xc * log2e + round_magic) - round_magic;
   const float r = (xc - k * ln2_hi) - k * ln2_lo;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * (r * r) + r + 1.0f;
+  const float p = EXPF_POLY(r, VM_MULADD);
   const int32_t ki = (int32_t)(k == k ? k : 0.0f); /* NaN goes through r, never through the cast */
   const int32_t k1 = ki / 2, k2 = ki - k1;
   const uint32_t b1 = (uint32_t)(k1 + 127) << 23, b2 = (uint32_t)(k2 + 127) << 23;
@@ -101,20 +118,6 @@ static inline float vm_expf(float x) {
   e = x < -103.972084f ? 0.0f : e;
   return x != x ? x : e;
 }
-
-/* a * b + c, fused where the family has the instruction (the x86 AVX
-   families, aarch64), else two roundings */
-#if defined(__FMA__) || defined(__ARM_FEATURE_FMA)
-#define VM_FMA(a, b, c) __builtin_fmaf((a), (b), (c))
-#else
-#define VM_FMA(a, b, c) ((a) * (b) + (c))
-#endif
-
-#if defined(__GNUC__)
-#define VM_INLINE static inline __attribute__((always_inline))
-#else
-#define VM_INLINE static inline
-#endif
 
 /* 2^r on [-1/2, 1/2]: a degree-6 polynomial fitted for relative error (at
    most 1.0e-7 there, measured in float: within the 1-ulp error of an e^x).
@@ -130,7 +133,6 @@ static inline float vm_expf(float x) {
 #define EXP2_HORNER(r, FMA)                                                                                            \
   FMA(FMA(FMA(FMA(FMA(FMA(EXP2_C6, (r), EXP2_C5), (r), EXP2_C4), (r), EXP2_C3), (r), EXP2_C2), (r), EXP2_C1), (r),     \
       EXP2_C0)
-#define VM_MULADD(a, b, c) ((a) * (b) + (c))
 #define EXP2_POLY(r) EXP2_HORNER(r, VM_MULADD)
 
 /* 2^x for x <= 0 (also -inf and NaN), branch-free so loops over it
@@ -150,6 +152,32 @@ VM_INLINE float exp2_neg(float x) {
   float scale;
   memcpy(&scale, &bits, sizeof scale);
   return p * scale;
+}
+
+/* e^x for x <= 0 (-inf and NaN too), 0 below -87 where it would be
+   subnormal: vm_expf's reduction and polynomial with fused steps, about 1
+   ulp like torch's Sleef expf_u10 (softmax's exponentials, sigmoid's). */
+VM_INLINE float vm_exp_neg(float x) {
+  const float log2e = 1.44269504088896341f, ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;
+  const float round_magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
+  const float xc = x < -87.0f ? -87.0f : x;
+  const float k = VM_FMA(xc, log2e, round_magic) - round_magic;
+  const float r = VM_FMA(k, -ln2_lo, VM_FMA(k, -ln2_hi, xc));
+  const float p = EXPF_POLY(r, VM_FMA);
+  const int32_t ki = (int32_t)(k == k ? k : 0.0f); /* NaN propagates through r, never through the cast */
+  const uint32_t bits = (uint32_t)(ki + 127) << 23;
+  float scale;
+  memcpy(&scale, &bits, sizeof scale);
+  const float e = p * scale;
+  return x < -87.0f ? 0.0f : e;
+}
+
+/* 1 / (1 + e^-x) from e = e^-|x| <= 1: 1 / (1 + e) for x >= 0, e / (1 + e)
+   below, so the negative tail keeps its relative accuracy (torch's
+   1 / (1 + e^-x) has it too, by an e^-x that may overflow to inf) */
+VM_INLINE float vm_sigmoid(float x) {
+  const float e = vm_exp_neg(-fabsf(x)), s = 1.0f / (1.0f + e);
+  return x < 0.0f ? e * s : s;
 }
 
 /* Phi(x), the standard normal CDF, and e^(-x^2 / 2) in *e (for GELU and
