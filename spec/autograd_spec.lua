@@ -144,6 +144,10 @@ describe("gradients added straight into a leaf's .grad", function()
       tanh = function(t) return t:tanh() end,
       silu = function(t) return attn.F.silu(t) end,
       exp = function(t) return (t * 0.1):exp() end, -- through a mul: the exp's input is not the leaf
+      softmax = function(t) return t:softmax(-1) end,
+      log_softmax = function(t) return t:log_softmax(-1) end,
+      softmax_dim1 = function(t) return t:softmax(1) end, -- not the last dim: the strided loop
+      log_softmax_dim1 = function(t) return t:log_softmax(1) end,
     }
     for name, f in pairs(ops) do
       check(name, f, 3, 37)

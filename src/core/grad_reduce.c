@@ -420,7 +420,12 @@ static attn_status softmax_backward(attn_node *node, const attn_tensor *g_in, at
   attn_status st;
   TRY(attn_contiguous(g_in, &g));
   TRY(attn_contiguous(node->saved[0], &y));
-  TRY(attn__alloc(log_space ? "log_softmax backward" : "softmax backward", in->ndim, in->shape, &r));
+  /* straight into the leaf's .grad where the engine allows (attn__grad_into) */
+  attn_tensor *into = attn__grad_into(node, 0);
+  if (into)
+    r = attn_tensor_retain(into);
+  else
+    TRY(attn__alloc(log_space ? "log_softmax backward" : "softmax backward", in->ndim, in->shape, &r));
   int64_t outer, n, inner;
   blocks(node, &outer, &n, &inner);
   acc_bytes = (size_t)(inner ? inner : 1) * sizeof *acc;
@@ -432,7 +437,7 @@ static attn_status softmax_backward(attn_node *node, const attn_tensor *g_in, at
   const float *gp = attn_tensor_data(g), *yp = attn_tensor_data(y);
   float *rp = attn_tensor_data(r);
   if (inner == 1) { /* the last dim (the common case): the family's vectorised rows */
-    attn__kern()->softmax_bwd_rows(gp, yp, rp, outer, n, log_space);
+    attn__kern()->softmax_bwd_rows(gp, yp, rp, outer, n, log_space, into != NULL);
     outer = 0;
   }
   for (int64_t o = 0; o < outer; o++) {
@@ -448,14 +453,18 @@ static attn_status softmax_backward(attn_node *node, const attn_tensor *g_in, at
     for (int64_t i = 0; i < n; i++) {
       const float *gr = gp + base + i * inner, *yr = yp + base + i * inner;
       float *rr = rp + base + i * inner;
-      if (log_space)
-        for (int64_t j = 0; j < inner; j++) rr[j] = gr[j] - expf(yr[j]) * (float)acc[j];
-      else
-        for (int64_t j = 0; j < inner; j++) rr[j] = (gr[j] - (float)acc[j]) * yr[j];
+      for (int64_t j = 0; j < inner; j++) {
+        const float v = log_space ? gr[j] - expf(yr[j]) * (float)acc[j] : (gr[j] - (float)acc[j]) * yr[j];
+        rr[j] = into ? rr[j] + v : v;
+      }
     }
   }
-  grads[0] = r;
-  r = NULL;
+  if (into) {
+    attn__grad_added(node, 0, grads);
+  } else {
+    grads[0] = r;
+    r = NULL;
+  }
 out:
   attn__scratch_free(acc, acc_bytes);
   REL(g), REL(y), REL(r);

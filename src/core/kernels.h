@@ -46,7 +46,7 @@ typedef struct attn__kernels {
   void (*softmax_cols)(const float *x, int64_t n, int64_t rs, int64_t m, float *y, int64_t ors, int64_t vos,
                        bool log_space, float *mx, double *sum);
   /* softmax / log_softmax backward of unit-stride rows g, y [rows, n] -> r */
-  void (*softmax_bwd_rows)(const float *g, const float *y, float *r, int64_t rows, int64_t n, bool log_space);
+  void (*softmax_bwd_rows)(const float *g, const float *y, float *r, int64_t rows, int64_t n, bool log_space, bool acc);
   /* LayerNorm (norm.c, norm_kernels.h): x [rows, n] -> y, mean, rstd [rows];
      backward g, x -> dx [rows, n] (written, or added to with dx_acc), dw,
      db [n] accumulated, scratch [n] */

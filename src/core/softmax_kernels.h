@@ -95,8 +95,9 @@ INLINE void softmax_row(const float *x, int64_t rs, float *y, int64_t ys, int64_
 /* Backward of rows [rows, n] (unit stride, torch's CPU formulas) with y the
    forward's output: softmax r = (g - sum(g * y)) * y, log_softmax
    r = g - exp(y) * sum(g); sums in double lanes, exp(y) by vm_exp_neg
-   (y <= 0: a log-probability). */
-static void softmax_bwd_rows(const float *g, const float *y, float *r, int64_t rows, int64_t n, bool log_space) {
+   (y <= 0: a log-probability).  acc: r = r + that (a leaf's .grad). */
+static void softmax_bwd_rows(const float *g, const float *y, float *r, int64_t rows, int64_t n, bool log_space,
+                             bool acc) {
   for (int64_t o = 0; o < rows; o++) {
     const float *gr = g + o * n, *yr = y + o * n;
     float *rr = r + o * n;
@@ -111,8 +112,12 @@ static void softmax_bwd_rows(const float *g, const float *y, float *r, int64_t r
     double a = ((ls[0] + ls[4]) + (ls[1] + ls[5])) + ((ls[2] + ls[6]) + (ls[3] + ls[7]));
     for (; i < n; i++) a += log_space ? (double)gr[i] : (double)gr[i] * yr[i];
     const float af = (float)a;
-    if (log_space)
+    if (log_space && acc)
+      for (i = 0; i < n; i++) rr[i] = rr[i] + (gr[i] - vm_exp_neg(yr[i]) * af);
+    else if (log_space)
       for (i = 0; i < n; i++) rr[i] = gr[i] - vm_exp_neg(yr[i]) * af;
+    else if (acc)
+      for (i = 0; i < n; i++) rr[i] = rr[i] + (gr[i] - af) * yr[i];
     else
       for (i = 0; i < n; i++) rr[i] = (gr[i] - af) * yr[i];
   }
