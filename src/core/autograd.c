@@ -12,20 +12,6 @@
 /* ------------------------------------------------------------------------ */
 /* Gradient helpers                                                          */
 
-/* acc += g, out of place (g may alias saved data or the incoming grad). */
-static attn_status accumulate(attn_tensor **acc, attn_tensor *g) {
-  if (!*acc) {
-    *acc = attn_tensor_retain(g);
-    return ATTN_OK;
-  }
-  attn_tensor *sum;
-  attn_status st = attn_binary(ATTN_ADD, *acc, g, &sum);
-  if (st) return st;
-  attn_tensor_release(*acc);
-  *acc = sum;
-  return ATTN_OK;
-}
-
 /* Whether g is a plain buffer nothing else references: a fresh gradient
    the engine alone holds (one tensor reference, one storage reference, all
    of its own attn-allocated storage, contiguous). */
@@ -34,6 +20,24 @@ static bool owned_alone(const attn_tensor *g) {
   return __atomic_load_n(&g->refcount, __ATOMIC_ACQUIRE) == 1 && __atomic_load_n(&s->refcount, __ATOMIC_ACQUIRE) == 1 &&
          !g->autograd && !s->release && !s->release_ctx && g->offset == 0 && s->numel == attn_tensor_numel(g) &&
          attn_tensor_is_contiguous(g);
+}
+
+/* acc += g: in place when the running sum is a buffer nothing else holds
+   (the same bits), else out of place (acc may be g itself, an alias of
+   saved data or of the incoming grad). */
+static attn_status accumulate(attn_tensor **acc, attn_tensor *g) {
+  if (!*acc) {
+    *acc = attn_tensor_retain(g);
+    return ATTN_OK;
+  }
+  if (owned_alone(*acc) && (*acc)->storage != g->storage && attn_same_shape(*acc, g))
+    return attn_binary_(ATTN_ADD, *acc, g);
+  attn_tensor *sum;
+  attn_status st = attn_binary(ATTN_ADD, *acc, g, &sum);
+  if (st) return st;
+  attn_tensor_release(*acc);
+  *acc = sum;
+  return ATTN_OK;
 }
 
 /* leaf.grad += g: the first gradient is stored as its own contiguous
