@@ -190,7 +190,7 @@ end)
 
 describe("elementwise jobs on the thread pool", function()
   it("give the same bits on 1 and 2 threads (2^18 elements and more run in pieces of rows; softmax and "
-    .. "LayerNorm rows too)", function()
+    .. "LayerNorm rows too, LayerNorm's backward with its dw, db partials)", function()
     local function run()
       attn.manual_seed(3)
       local x, b = attn.randn(720, 512), attn.randn(512)
@@ -204,6 +204,10 @@ describe("elementwise jobs on the thread pool", function()
       local xg = x:clone():requires_grad_()
       attn.F.gelu(xg):backward(x)
       out[#out + 1] = xg.grad
+      -- LayerNorm backward: row tasks with their own dw, db partials
+      local xl, wl, bl = x:clone():requires_grad_(), b:clone():requires_grad_(), b:clone():requires_grad_()
+      attn.F.layer_norm(xl, 512, wl, bl):backward(xs)
+      out[#out + 1], out[#out + 2], out[#out + 3] = xl.grad, wl.grad, bl.grad
       return out
     end
     local before = attn.get_num_threads()

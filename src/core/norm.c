@@ -9,6 +9,8 @@
  * the row statistics mean, rstd [rows]. */
 #include "kernels.h"
 
+#include <string.h>
+
 #define TRY(expr)                                                                                                      \
   do {                                                                                                                 \
     if ((st = (expr))) goto out;                                                                                       \
@@ -34,6 +36,38 @@ static attn_status check_param(const attn_tensor *x, int k, const attn_tensor *p
                         sn);
 }
 
+/* Forward jobs of at least this many elements split their row blocks over
+   the thread pool */
+#define LN_PAR_MIN ((int64_t)1 << 18)
+
+/* Backward jobs of at least LN_PAR_MIN elements split the rows into at
+   most LN_BWD_TASKS tasks (a count fixed by the shape, never by the
+   threads), each with its own dw, db partial sums and scratch: the tasks
+   run on the thread pool and the partials are added in task order, so the
+   result has the same bits on any number of threads. */
+#define LN_BWD_TASKS 64
+
+typedef struct {
+  const attn__kernels *K;
+  const float *g, *x, *w, *mean, *rstd;
+  float *dx, *dw, *db, *scratch; /* dw, db, scratch: [tasks, n] (dw, db may be NULL) */
+  bool dx_acc;
+  int64_t rows, n, per_task, step;
+} ln_bwd_job;
+
+static void ln_bwd_range(int64_t begin, int64_t end, void *arg) {
+  const ln_bwd_job *J = arg;
+  for (int64_t t = begin; t < end; t++) {
+    const int64_t r0 = t * J->per_task, r1 = J->rows < r0 + J->per_task ? J->rows : r0 + J->per_task;
+    float *dw = J->dw ? J->dw + t * J->n : NULL, *db = J->db ? J->db + t * J->n : NULL;
+    for (int64_t r = r0; r < r1 && !attn__cancelled(); r += J->step) {
+      const int64_t m = r1 - r < J->step ? r1 - r : J->step;
+      J->K->layer_norm_bwd_rows(J->g + r * J->n, J->x + r * J->n, m, J->n, J->w, J->mean + r, J->rstd + r,
+                                J->dx ? J->dx + r * J->n : NULL, J->dx_acc, dw, db, J->scratch + t * J->n);
+    }
+  }
+}
+
 /* dx, dw, db from g (node: inputs x, w?, b? in that order; saved x, w,
    mean, rstd; iargs k, has_w, has_b). */
 static attn_status layer_norm_backward(attn_node *node, const attn_tensor *g_in, attn_tensor **grads) {
@@ -43,8 +77,16 @@ static attn_status layer_norm_backward(attn_node *node, const attn_tensor *g_in,
   const bool want_x = node->next[0].node, want_w = has_w && node->next[iw].node, want_b = has_b && node->next[ib].node;
   const int64_t rows = attn_tensor_numel(mean), n = rows ? attn_tensor_numel(x) / rows : 0;
   attn_tensor *g = NULL, *dx = NULL, *dw = NULL, *db = NULL;
+  const int64_t step = rows_per_poll(n);
+  /* one task, or up to LN_BWD_TASKS of at least `step` rows each */
+  int64_t tasks = rows * n >= LN_PAR_MIN ? (rows + step - 1) / step : 1;
+  if (tasks > LN_BWD_TASKS) tasks = LN_BWD_TASKS;
+  if (tasks < 1) tasks = 1;
+  const int64_t per_task = (rows + tasks - 1) / tasks;
+  /* scratch [tasks, n], then the partials dw, db [tasks, n] each when split */
+  const int64_t nn = n > 0 ? n : 1, parts = tasks > 1 ? (int64_t)want_w + want_b : 0;
+  const size_t scratch_bytes = (size_t)(tasks * nn * (1 + parts)) * sizeof(float);
   float *scratch = NULL;
-  const size_t scratch_bytes = (size_t)(n > 0 ? n : 1) * sizeof(float);
   attn_status st;
   TRY(attn_contiguous(g_in, &g));
   /* dx straight into x's .grad where the engine allows (attn__grad_into) */
@@ -61,22 +103,43 @@ static attn_status layer_norm_backward(attn_node *node, const attn_tensor *g_in,
     goto out;
   }
   {
-    const attn__kernels *K = attn__kern();
-    const float *gp = attn_tensor_data(g), *xp = attn_tensor_data(x), *wp = w ? attn_tensor_data(w) : NULL;
-    const float *mp = attn_tensor_data(mean), *rp = attn_tensor_data(rstd);
-    float *dxp = dx ? attn_tensor_data(dx) : NULL, *dwp = dw ? attn_tensor_data(dw) : NULL;
-    float *dbp = db ? attn_tensor_data(db) : NULL;
-    const int64_t step = rows_per_poll(n);
-    for (int64_t r = 0; r < rows; r += step) {
-      if (attn__cancelled()) {
-        if (into) attn__bump_version(into); /* rows already added */
-        st = attn__limit_error("layer_norm backward");
-        goto out;
-      }
-      const int64_t m = rows - r < step ? rows - r : step;
-      K->layer_norm_bwd_rows(gp + r * n, xp + r * n, m, n, wp, mp + r, rp + r, dxp ? dxp + r * n : NULL, into != NULL,
-                             dwp, dbp, scratch);
+    float *dwp = dw ? attn_tensor_data(dw) : NULL, *dbp = db ? attn_tensor_data(db) : NULL;
+    float *pw = dwp, *pb = dbp; /* where the tasks sum: the results, or the partials */
+    if (tasks > 1) {
+      float *p = scratch + tasks * nn;
+      if (dwp) pw = p, p += tasks * nn;
+      if (dbp) pb = p;
+      if (parts) memset(scratch + tasks * nn, 0, (size_t)(tasks * nn * parts) * sizeof(float));
     }
+    ln_bwd_job J = {attn__kern(),
+                    attn_tensor_data(g),
+                    attn_tensor_data(x),
+                    w ? attn_tensor_data(w) : NULL,
+                    attn_tensor_data(mean),
+                    attn_tensor_data(rstd),
+                    dx ? attn_tensor_data(dx) : NULL,
+                    pw,
+                    pb,
+                    scratch,
+                    into != NULL,
+                    rows,
+                    n,
+                    per_task,
+                    step};
+    if (tasks > 1)
+      attn__parallel_for(tasks, ln_bwd_range, &J);
+    else
+      ln_bwd_range(0, 1, &J);
+    if (attn__cancelled()) {
+      if (into) attn__bump_version(into); /* rows already added */
+      st = attn__limit_error("layer_norm backward");
+      goto out;
+    }
+    for (int64_t t = 0; tasks > 1 && t < tasks; t++) /* the partials, in task order */
+      for (int64_t i = 0; i < n; i++) {
+        if (dwp) dwp[i] += pw[t * nn + i];
+        if (dbp) dbp[i] += pb[t * nn + i];
+      }
   }
   if (into)
     attn__grad_added(node, 0, grads);
@@ -89,10 +152,6 @@ out:
   REL(g), REL(dx), REL(dw), REL(db);
   return st;
 }
-
-/* Forward jobs of at least this many elements split their row blocks over
-   the thread pool */
-#define LN_PAR_MIN ((int64_t)1 << 18)
 
 typedef struct {
   const attn__kernels *K;
