@@ -97,6 +97,14 @@ static attn__backward_fn backward_of(const attn_node *node) {
   return NULL;
 }
 
+/* Whether t has the shape of edge e's input. */
+static bool edge_shape(const attn__edge *e, const attn_tensor *t) {
+  if (t->ndim != e->ndim) return false;
+  for (int d = 0; d < e->ndim; d++)
+    if (t->shape[d] != e->shape[d]) return false;
+  return true;
+}
+
 /* attn__grad_into's tensor for edge e of node (whose incoming gradient is
    g), or NULL. */
 static attn_tensor *leaf_grad_into(const attn_node *node, const attn__edge *e, const attn_tensor *g) {
@@ -105,9 +113,7 @@ static attn_tensor *leaf_grad_into(const attn_node *node, const attn__edge *e, c
   if (!n || !n->leaf || n->deps != 1 || n->grad_acc) return NULL;
   const struct attn_autograd *ag = n->leaf->autograd;
   attn_tensor *gr = ag ? ag->grad : NULL;
-  if (!gr || gr->dtype != ATTN_FLOAT32 || gr->ndim != e->ndim || !attn_tensor_is_contiguous(gr)) return NULL;
-  for (int d = 0; d < e->ndim; d++)
-    if (gr->shape[d] != e->shape[d]) return NULL;
+  if (!gr || gr->dtype != ATTN_FLOAT32 || !edge_shape(e, gr) || !attn_tensor_is_contiguous(gr)) return NULL;
   if (gr->storage == g->storage) return NULL;
   for (int k = 0; k < ATTN_NODE_SAVED; k++)
     if (node->saved[k] && node->saved[k]->storage == gr->storage) return NULL;
@@ -156,9 +162,7 @@ static attn_status run_node(attn_node *node, attn_tensor *g, bool retain_graph, 
       st = attn_set_error(ATTN_ERR_STATE, "backward: %s gave no gradient for input %d", node->name, i);
       break;
     }
-    bool shape_ok = gs[i]->ndim == e->ndim;
-    for (int d = 0; shape_ok && d < e->ndim; d++) shape_ok = gs[i]->shape[d] == e->shape[d];
-    if (!shape_ok) {
+    if (!edge_shape(e, gs[i])) {
       char sa[ATTN_SHAPE_BUF], sb[ATTN_SHAPE_BUF];
       st = attn_set_error(ATTN_ERR_SHAPE, "backward: %s gave a gradient of shape %s for an input of shape %s",
                           node->name, ATTN_SHAPE(gs[i], sa), attn_shape_str(e->ndim, e->shape, sb, sizeof sb));

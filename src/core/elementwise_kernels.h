@@ -202,6 +202,7 @@ static const attn__unary_row_fn unary_rows[ATTN_UNARY_OP_COUNT] = {[ATTN_NEG] = 
   static void NAME(int64_t n, float *restrict o, int64_t os, const float *g, int64_t gs, const float *xp, int64_t xs,  \
                    const float *yp, int64_t ys, bool acc) {                                                            \
     if (os == 1 && gs == 1 && xs == 1 && ys == 1) {                                                                    \
+      /* two loops: with the select inside, GCC leaves long DERIVs scalar */                                           \
       if (acc)                                                                                                         \
         for (int64_t i = 0; i < n; i++) {                                                                              \
           const float x = xp[i], y = yp[i];                                                                            \
@@ -223,45 +224,32 @@ static const attn__unary_row_fn unary_rows[ATTN_UNARY_OP_COUNT] = {[ATTN_NEG] = 
     }                                                                                                                  \
   }
 
-/* The same around transcendental functions: t1 = F1(PRE1), t2 = F2(PRE2),
-   then the derivative from x, t1 and t2; strided rows take SCALAR(x). */
-#define VM_GRAD_ROW(NAME, PRE1, F1, PRE2, F2, DERIV, SCALAR)                                                           \
+/* The same around a transcendental function of vmath.h: t = F(PRE), then
+   the derivative from x and t; strided rows take SCALAR(x). */
+#define VM_GRAD_ROW(NAME, PRE, F, DERIV, SCALAR)                                                                       \
   static void NAME(int64_t n, float *restrict o, int64_t os, const float *g, int64_t gs, const float *xp, int64_t xs,  \
                    const float *yp, int64_t ys, bool acc) {                                                            \
     (void)yp, (void)ys;                                                                                                \
     if (os == 1 && gs == 1 && xs == 1) {                                                                               \
-      float t1[VM_BLOCK], t2[VM_BLOCK];                                                                                \
+      float t[VM_BLOCK];                                                                                               \
       for (int64_t j = 0; j < n; j += VM_BLOCK) {                                                                      \
         const int64_t m = n - j < VM_BLOCK ? n - j : VM_BLOCK;                                                         \
-        const float *xj = xp + j;                                                                                      \
+        const float *xj = xp + j, *gj = g + j;                                                                         \
+        float *oj = o + j;                                                                                             \
         for (int64_t i = 0; i < m; i++) {                                                                              \
           const float x = xj[i];                                                                                       \
-          t1[i] = (PRE1);                                                                                              \
-          t2[i] = (PRE2);                                                                                              \
+          t[i] = (PRE);                                                                                                \
         }                                                                                                              \
-        F1(m, t1, t1);                                                                                                 \
-        F2(m, t2, t2);                                                                                                 \
-        float *oj = o + j;                                                                                             \
-        const float *gj = g + j;                                                                                       \
-        if (acc)                                                                                                       \
-          for (int64_t i = 0; i < m; i++) {                                                                            \
-            const float x = xj[i], v1 = t1[i], v2 = t2[i];                                                             \
-            (void)x, (void)v2;                                                                                         \
-            oj[i] = oj[i] + gj[i] * (DERIV);                                                                           \
-          }                                                                                                            \
-        else                                                                                                           \
-          for (int64_t i = 0; i < m; i++) {                                                                            \
-            const float x = xj[i], v1 = t1[i], v2 = t2[i];                                                             \
-            (void)x, (void)v2;                                                                                         \
-            oj[i] = gj[i] * (DERIV);                                                                                   \
-          }                                                                                                            \
+        F(m, t, t);                                                                                                    \
+        for (int64_t i = 0; i < m; i++) {                                                                              \
+          const float x = xj[i], v = t[i];                                                                             \
+          GRAD_STORE(oj[i], gj[i] * (DERIV));                                                                          \
+        }                                                                                                              \
       }                                                                                                                \
     } else {                                                                                                           \
       for (int64_t i = 0; i < n; i++) GRAD_STORE(o[i * os], g[i * gs] * SCALAR(xp[i * xs]));                           \
     }                                                                                                                  \
   }
-
-static inline void vm_none(int64_t n, const float *x, float *y) { (void)n, (void)x, (void)y; }
 
 /* scalar derivatives (libm), for strided rows */
 /* Phi(x) + x phi(x), both from one vm_phi_e */
@@ -290,24 +278,16 @@ GRAD_ROW(drow_sigmoid, y *(1.0f - y))
 static void drow_relu(int64_t n, float *restrict o, int64_t os, const float *g, int64_t gs, const float *xp, int64_t xs,
                       const float *yp, int64_t ys, bool acc) {
   (void)xp, (void)xs;
-  if (os == 1 && gs == 1 && ys == 1) {
-    if (acc)
-      for (int64_t i = 0; i < n; i++) { /* g loaded unconditionally: a blend, not a masked load */
-        const float gv = g[i];
-        o[i] = o[i] + (yp[i] <= 0.0f ? 0.0f : gv);
-      }
-    else
-      for (int64_t i = 0; i < n; i++) {
-        const float gv = g[i];
-        o[i] = yp[i] <= 0.0f ? 0.0f : gv;
-      }
-  } else {
+  if (os == 1 && gs == 1 && ys == 1)
+    for (int64_t i = 0; i < n; i++) { /* g loaded unconditionally: a blend, not a masked load */
+      const float gv = g[i];
+      GRAD_STORE(o[i], yp[i] <= 0.0f ? 0.0f : gv);
+    }
+  else
     for (int64_t i = 0; i < n; i++) GRAD_STORE(o[i * os], yp[i * ys] <= 0.0f ? 0.0f : g[i * gs]);
-  }
 }
 GRAD_ROW(drow_gelu, d_gelu(x))
-VM_GRAD_ROW(drow_gelu_tanh, GELU_K *(x + GELU_C * x * x * x), vm_tanh, 0.0f, vm_none, d_gelu_tanh_th(x, v1),
-            d_gelu_tanh)
+VM_GRAD_ROW(drow_gelu_tanh, GELU_K *(x + GELU_C * x * x * x), vm_tanh, d_gelu_tanh_th(x, v), d_gelu_tanh)
 GRAD_ROW(drow_abs, x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f))
 GRAD_ROW(drow_sin, cosf(x))
 GRAD_ROW(drow_cos, -sinf(x))

@@ -302,9 +302,9 @@ static void dunary_inner(int64_t n, float **p, const int64_t *s, void *vctx) {
 static attn_status unary_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
   /* an unsaved operand is never read: g stands in for its geometry */
   const attn_tensor *x = node->saved[0] ? node->saved[0] : g, *y = node->saved[1] ? node->saved[1] : g;
-  attn_tensor *into = attn__grad_into(node, 0), *r = into;
-  attn_status st;
-  if (!r && (st = attn_empty(g->ndim, g->shape, &r))) return st;
+  attn_tensor *r;
+  attn_status st = attn__grad_out(node, 0, "backward", &r);
+  if (st) return st;
   int64_t strides[4][ATTN_MAX_DIMS];
   for (int d = 0; d < g->ndim; d++) {
     strides[0][d] = r->stride[d];
@@ -313,18 +313,10 @@ static attn_status unary_backward(attn_node *node, const attn_tensor *g, attn_te
     strides[3][d] = y->stride[d];
   }
   float *base[4] = {attn_tensor_data(r), attn_tensor_data(g), attn_tensor_data(x), attn_tensor_data(y)};
-  dunary_ctx c = {attn__kern()->unary_grad_rows[node->iargs[0]], into != NULL};
+  dunary_ctx c = {attn__kern()->unary_grad_rows[node->iargs[0]], r == attn__grad_into(node, 0)};
   bool ok = attn__foreach(g->ndim, g->shape, 4, base, (const int64_t(*)[ATTN_MAX_DIMS])strides, dunary_inner, &c);
-  if (into) {
-    attn__grad_added(node, 0, grads); /* even when cancelled: part of .grad may have changed */
-    return ok ? ATTN_OK : attn__limit_error("backward");
-  }
-  if (!ok) {
-    attn_tensor_release(r);
-    return attn__limit_error("backward");
-  }
-  grads[0] = r;
-  return ATTN_OK;
+  attn__grad_give(node, 0, r, ok, grads);
+  return ok ? ATTN_OK : attn__limit_error("backward");
 }
 
 /* ------------------------------------------------------------------------ */

@@ -412,7 +412,6 @@ out:
    are made contiguous and walked as [outer, n, inner]; sums in double,
    one accumulator per inner column. */
 static attn_status softmax_backward(attn_node *node, const attn_tensor *g_in, attn_tensor **grads) {
-  const attn__edge *in = &node->next[0];
   bool log_space = node->iargs[0] != 0;
   attn_tensor *g = NULL, *y = NULL, *r = NULL;
   double *acc = NULL;
@@ -421,11 +420,8 @@ static attn_status softmax_backward(attn_node *node, const attn_tensor *g_in, at
   TRY(attn_contiguous(g_in, &g));
   TRY(attn_contiguous(node->saved[0], &y));
   /* straight into the leaf's .grad where the engine allows (attn__grad_into) */
-  attn_tensor *into = attn__grad_into(node, 0);
-  if (into)
-    r = attn_tensor_retain(into);
-  else
-    TRY(attn__alloc(log_space ? "log_softmax backward" : "softmax backward", in->ndim, in->shape, &r));
+  TRY(attn__grad_out(node, 0, log_space ? "log_softmax backward" : "softmax backward", &r));
+  const bool into = r == attn__grad_into(node, 0);
   int64_t outer, n, inner;
   blocks(node, &outer, &n, &inner);
   acc_bytes = (size_t)(inner ? inner : 1) * sizeof *acc;
@@ -437,7 +433,7 @@ static attn_status softmax_backward(attn_node *node, const attn_tensor *g_in, at
   const float *gp = attn_tensor_data(g), *yp = attn_tensor_data(y);
   float *rp = attn_tensor_data(r);
   if (inner == 1) { /* the last dim (the common case): the family's vectorised rows */
-    attn__kern()->softmax_bwd_rows(gp, yp, rp, outer, n, log_space, into != NULL);
+    attn__kern()->softmax_bwd_rows(gp, yp, rp, outer, n, log_space, into);
     outer = 0;
   }
   for (int64_t o = 0; o < outer; o++) {
@@ -459,12 +455,8 @@ static attn_status softmax_backward(attn_node *node, const attn_tensor *g_in, at
       }
     }
   }
-  if (into) {
-    attn__grad_added(node, 0, grads);
-  } else {
-    grads[0] = r;
-    r = NULL;
-  }
+  attn__grad_give(node, 0, r, true, grads);
+  r = NULL;
 out:
   attn__scratch_free(acc, acc_bytes);
   REL(g), REL(y), REL(r);

@@ -221,7 +221,7 @@ struct attn_node {
   unsigned long epoch;
   int deps;
   attn_tensor *grad_acc;
-  bool grad_added;     /* a formula added this leaf's gradient into its .grad (attn__grad_added) */
+  bool grad_added;     /* a formula wrote this leaf's gradient into its .grad (attn__grad_give) */
   attn_budget *budget; /* charged for the node and its edges */
 };
 
@@ -368,13 +368,26 @@ static inline void attn__bump_version(attn_tensor *t) { __atomic_add_fetch(&t->s
    gradient of this backward pass, NULL otherwise.  One pass of the leaf's
    size and one allocation fewer than a new gradient that the engine then
    adds; the same bits, as long as the formula computes each element as
-   into + gradient, one rounding after the gradient's own.  A formula that
-   added reports it with attn__grad_added. */
+   into + gradient, one rounding after the gradient's own.  Formulas get
+   the tensor to write with attn__grad_out (the .grad, or a new tensor of
+   the input's shape) and hand it over with attn__grad_give. */
 static inline attn_tensor *attn__grad_into(const attn_node *node, int i) { return node->next[i].into; }
-static inline void attn__grad_added(attn_node *node, int i, attn_tensor **grads) {
+static inline attn_status attn__grad_out(const attn_node *node, int i, const char *fn, attn_tensor **out) {
   attn_tensor *into = node->next[i].into;
-  attn__bump_version(into);
-  grads[i] = attn_tensor_retain(into);
+  if (!into) return attn__alloc(fn, node->next[i].ndim, node->next[i].shape, out);
+  *out = attn_tensor_retain(into);
+  return ATTN_OK;
+}
+/* grads[i] = r, the formula's reference to attn__grad_out's tensor.  When
+   that is the leaf's .grad (the engine then sums nothing), its version is
+   bumped; so it is when ok is false (part of it may be written), and r is
+   dropped. */
+static inline void attn__grad_give(attn_node *node, int i, attn_tensor *r, bool ok, attn_tensor **grads) {
+  if (r == node->next[i].into) attn__bump_version(r);
+  if (ok)
+    grads[i] = r;
+  else
+    attn_tensor_release(r);
 }
 
 /* ------------------------------------------------------------------------ */

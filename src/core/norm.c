@@ -81,7 +81,6 @@ static attn_status layer_norm_backward(attn_node *node, const attn_tensor *g_in,
   /* one task, or up to LN_BWD_TASKS of at least `step` rows each */
   int64_t tasks = rows * n >= LN_PAR_MIN ? (rows + step - 1) / step : 1;
   if (tasks > LN_BWD_TASKS) tasks = LN_BWD_TASKS;
-  if (tasks < 1) tasks = 1;
   const int64_t per_task = (rows + tasks - 1) / tasks;
   /* scratch [tasks, n], then the partials dw, db [tasks, n] each when split */
   const int64_t nn = n > 0 ? n : 1, parts = tasks > 1 ? (int64_t)want_w + want_b : 0;
@@ -90,11 +89,8 @@ static attn_status layer_norm_backward(attn_node *node, const attn_tensor *g_in,
   attn_status st;
   TRY(attn_contiguous(g_in, &g));
   /* dx straight into x's .grad where the engine allows (attn__grad_into) */
-  attn_tensor *into = want_x ? attn__grad_into(node, 0) : NULL;
-  if (into)
-    dx = attn_tensor_retain(into);
-  else if (want_x)
-    TRY(attn__alloc("layer_norm backward", x->ndim, x->shape, &dx));
+  if (want_x) TRY(attn__grad_out(node, 0, "layer_norm backward", &dx));
+  const bool dx_acc = dx && dx == attn__grad_into(node, 0);
   if (want_w) TRY(attn_zeros(w->ndim, w->shape, &dw));
   if (want_b)
     TRY(attn_zeros(w ? w->ndim : (int)node->iargs[0], w ? w->shape : x->shape + x->ndim - node->iargs[0], &db));
@@ -121,7 +117,7 @@ static attn_status layer_norm_backward(attn_node *node, const attn_tensor *g_in,
                     pw,
                     pb,
                     scratch,
-                    into != NULL,
+                    dx_acc,
                     rows,
                     n,
                     per_task,
@@ -131,20 +127,18 @@ static attn_status layer_norm_backward(attn_node *node, const attn_tensor *g_in,
     else
       ln_bwd_range(0, 1, &J);
     if (attn__cancelled()) {
-      if (into) attn__bump_version(into); /* rows already added */
+      if (dx_acc) attn__bump_version(dx); /* rows already added */
       st = attn__limit_error("layer_norm backward");
       goto out;
     }
-    for (int64_t t = 0; tasks > 1 && t < tasks; t++) /* the partials, in task order */
-      for (int64_t i = 0; i < n; i++) {
-        if (dwp) dwp[i] += pw[t * nn + i];
-        if (dbp) dbp[i] += pb[t * nn + i];
-      }
+    if (tasks > 1) /* the partials, in task order */
+      for (int64_t t = 0; t < tasks; t++)
+        for (int64_t i = 0; i < n; i++) {
+          if (dwp) dwp[i] += pw[t * nn + i];
+          if (dbp) dbp[i] += pb[t * nn + i];
+        }
   }
-  if (into)
-    attn__grad_added(node, 0, grads);
-  else
-    grads[0] = dx, dx = NULL;
+  if (dx) attn__grad_give(node, 0, dx, true, grads), dx = NULL;
   if (has_w) grads[iw] = dw, dw = NULL;
   if (has_b) grads[ib] = db, db = NULL;
 out:

@@ -44,11 +44,12 @@ typedef struct {
 
 /* tensor bytes between full collections at least (attnL_gc_debt) */
 #define GC_FLOOR ((int64_t)16 << 20)
-/* tensor bytes between young collections (pace_collect), and the most one
-   may take before the binding stops asking for them until the next full
-   collection */
+/* young_collect: tensor bytes between steps; the most a step may take
+   before it counts as slow; the slow steps in a row that switch the steps
+   off; the tensor bytes after which they are tried again */
 #define YOUNG_STEP ((int64_t)2 << 20)
 #define YOUNG_STEP_MAX_S 50e-6
+#define YOUNG_SLOW_OFF 3
 #define YOUNG_RETRY ((int64_t)64 << 20)
 
 struct attnL_state {
@@ -64,7 +65,6 @@ struct attnL_state {
   int64_t used_after_collect; /* the budget's use after the last full collection */
   int64_t since_step;         /* bytes of new tensors since the last young collection */
   int slow_steps;             /* steps in a row that took longer than a young collection does */
-  bool steps_off;             /* three such: no steps for a while (young_collect) */
 };
 
 typedef struct {
@@ -185,16 +185,14 @@ static int64_t live_bytes(lua_State *L);
    collector for any value a script can still name. */
 static void young_collect(lua_State *L, attnL_state *S) {
   if (S->since_step < YOUNG_STEP) return;
-  if (S->steps_off) {
+  if (S->slow_steps >= YOUNG_SLOW_OFF) { /* off: try again after YOUNG_RETRY bytes */
     if (S->since_step < YOUNG_RETRY) return;
-    S->steps_off = false; /* try again: one more slow step switches them off again */
-    S->slow_steps = 2;
+    S->slow_steps = YOUNG_SLOW_OFF - 1; /* one more slow step switches them off again */
   }
   S->since_step = 0;
   const double t0 = attn_clock_now();
   if (lua_gc(L, LUA_GCSTEP, 0) < 0) return; /* inside a finalizer */
   S->slow_steps = attn_clock_now() - t0 > YOUNG_STEP_MAX_S ? S->slow_steps + 1 : 0;
-  if (S->slow_steps == 3) S->steps_off = true;
 }
 
 static void pace_collect(lua_State *L, attnL_state *S) {
@@ -205,7 +203,6 @@ static void pace_collect(lua_State *L, attnL_state *S) {
   if (lua_gc(L, LUA_GCCOLLECT) < 0) return;
   S->since_collect = S->since_step = 0;
   S->slow_steps = 0;
-  S->steps_off = false;
   int64_t live = live_bytes(L), at = live > GC_FLOOR ? live : GC_FLOOR;
   attn_budget *b = attn_budget_current();
   if (b) {
