@@ -158,6 +158,36 @@ describe("gradients added straight into a leaf's .grad", function()
     check("layer_norm without affine", function(t) return attn.F.layer_norm(t, 37) end, 3, 37)
   end)
 
+  it("give the bits of a separate add for attention's q, k and v (each backward path)", function()
+    -- [B, H, L, E] shapes: 8 kv batches and S <= 512 (the forward keeps its
+    -- scores), 8 kv batches and S > 512 (one pass, recomputed), 2 kv batches
+    -- (two passes); causal and not; grouped-query
+    local cases = {
+      {q = {2, 4, 40, 16}, kv = {2, 4, 33, 16}}, {q = {2, 4, 40, 16}, kv = {2, 4, 33, 16}, causal = true},
+      {q = {1, 8, 5, 8}, kv = {1, 8, 520, 8}}, {q = {1, 2, 70, 16}, kv = {1, 2, 70, 16}, causal = true},
+      {q = {2, 8, 9, 16}, kv = {2, 4, 12, 16}, gqa = true},
+    }
+    for n, c in ipairs(cases) do
+      attn.manual_seed(n)
+      local opts = {is_causal = c.causal, enable_gqa = c.gqa}
+      local q, k, v = attn.randn(table.unpack(c.q)), attn.randn(table.unpack(c.kv)), attn.randn(table.unpack(c.kv))
+      local g1, g2 = attn.randn(table.unpack(c.q)), attn.randn(table.unpack(c.q))
+      local function leaves() return q:clone():requires_grad_(), k:clone():requires_grad_(), v:clone():requires_grad_() end
+      local a = {leaves()}
+      attn.scaled_dot_product_attention(a[1], a[2], a[3], opts):backward(g1)
+      local first = {a[1].grad:clone(), a[2].grad:clone(), a[3].grad:clone()}
+      local held = a[1].grad
+      local b = {leaves()}
+      attn.scaled_dot_product_attention(b[1], b[2], b[3], opts):backward(g2)
+      attn.scaled_dot_product_attention(a[1], a[2], a[3], opts):backward(g2)
+      for i, name in ipairs({"q", "k", "v"}) do
+        local want = attn.no_grad(function() return first[i] + b[i].grad end)
+        assert(attn.eq(a[i].grad, want):all():item(), ("case %d: d%s is not the bits of a separate add"):format(n, name))
+      end
+      assert(attn.eq(held, a[1].grad):all():item(), ("case %d: the held q.grad was replaced"):format(n))
+    end
+  end)
+
   it("leave a leaf used twice, or a .grad of another shape, to the separate add", function()
     -- the two gradients are summed first, then added (torch's order)
     check("relu + tanh of one leaf", function(t) return t:relu() + t:tanh() end, 40, 100)

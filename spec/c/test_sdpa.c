@@ -215,9 +215,13 @@ static int64_t work_total;
 
 static void test_random_configs(int n) {
   int failures_before = check_failed;
+  const int64_t keep_max = attn__sdpa_keep_scores_max;
   for (int cfg = 0; cfg < n; cfg++) {
     config c;
     random_config(&c, cfg);
+    /* every other config recomputes the scores in the backward, where the
+       shape would have the forward keep them */
+    attn__sdpa_keep_scores_max = cfg % 2 ? 0 : keep_max;
     int64_t qs[ATTN_MAX_DIMS], ks[ATTN_MAX_DIMS], vs[ATTN_MAX_DIMS], os[ATTN_MAX_DIMS];
     int64_t hq = c.nd > 2 ? c.lead[c.nd - 3] : 1;
     shape_of(&c, c.L, c.E, hq, qs);
@@ -254,6 +258,7 @@ static void test_random_configs(int n) {
     attn_tensor_release(q), attn_tensor_release(k), attn_tensor_release(v), attn_tensor_release(dout);
     attn_tensor_release(c.mask);
   }
+  attn__sdpa_keep_scores_max = keep_max;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -375,10 +380,60 @@ static void test_memory(void) {
   CHECK(peaks[2] <= peaks[1] + nt * tile_bound);
 }
 
+/* With a short key sequence and enough kv batches the forward keeps its
+   scores and the backward needs no product to recompute them: the same
+   output bits, gradients within rounding of the recomputing backward, and
+   the kept bytes show in the kernel's memory counter. */
+static void test_kept_scores(void) {
+  const int64_t keep_max = attn__sdpa_keep_scores_max;
+  struct {
+    int64_t B, Hq, Hkv, L, S, E, Ev;
+    bool causal;
+  } cases[] = {{2, 4, 4, 130, 130, 32, 32, false},
+               {2, 4, 4, 130, 97, 24, 40, true},
+               {2, 8, 4, 70, 45, 24, 40, false},
+               {1, 8, 8, 3, 512, 16, 16, true}};
+  for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+    int64_t qs[4] = {cases[c].B, cases[c].Hq, cases[c].L, cases[c].E},
+            ks[4] = {cases[c].B, cases[c].Hkv, cases[c].S, cases[c].E},
+            vs[4] = {cases[c].B, cases[c].Hkv, cases[c].S, cases[c].Ev},
+            os[4] = {cases[c].B, cases[c].Hq, cases[c].L, cases[c].Ev};
+    attn_tensor *q = randn(4, qs), *k = randn(4, ks), *v = randn(4, vs), *dout = randn(4, os);
+    attn_requires_grad_(q, true), attn_requires_grad_(k, true), attn_requires_grad_(v, true);
+    attn_sdpa_opts o;
+    attn_sdpa_opts_init(&o);
+    o.enable_gqa = cases[c].Hq != cases[c].Hkv;
+    o.is_causal = cases[c].causal;
+    attn_tensor *outs[2] = {0}, *grads[2][3] = {{0}};
+    int64_t peaks[2];
+    for (int keep = 0; keep < 2; keep++) {
+      attn__sdpa_keep_scores_max = keep ? keep_max : 0;
+      attn__sdpa_mem_reset();
+      int64_t before = attn__sdpa_mem_peak();
+      CHECK_OK(run_one(true, q, k, v, &o, dout, &outs[keep], grads[keep]));
+      peaks[keep] = attn__sdpa_mem_peak() - before;
+    }
+    int64_t Lw = (cases[c].L + 15) / 16 * 16, S4 = (cases[c].S + 3) / 4 * 4;
+    int64_t kept = cases[c].B * cases[c].Hq * Lw * S4 * (int64_t)sizeof(float);
+    /* the path was taken: the forward counted the kept bytes */
+    CHECK(peaks[1] >= kept && peaks[1] > peaks[0]);
+    CHECK(close_to(outs[1], outs[0], 0, 0, "out, kept vs recomputed", (int)c));
+    const char *names[3] = {"dq, kept vs recomputed", "dk, kept vs recomputed", "dv, kept vs recomputed"};
+    for (int i = 0; i < 3; i++) CHECK(close_to(grads[1][i], grads[0][i], 2e-5, 2e-5, names[i], (int)c));
+    for (int r = 0; r < 2; r++) {
+      attn_tensor_release(outs[r]);
+      for (int i = 0; i < 3; i++) attn_tensor_release(grads[r][i]);
+    }
+    attn_tensor_release(q), attn_tensor_release(k), attn_tensor_release(v), attn_tensor_release(dout);
+  }
+  attn__sdpa_keep_scores_max = keep_max;
+}
+
 /* The result does not depend on the number of threads (the backward has
    no reductions across threads), and the pool survives resizing. */
 /* kvh kv heads (x 2 batches): 2 takes the two-pass backward, 4 (8 kv
-   batches) the one-pass one where dQ sums in the dK/dV tasks. */
+   batches) the one-pass one where dQ sums in the dK/dV tasks, or the one
+   from the kept scores. */
 static void test_threads_kv(int64_t kvh) {
   int64_t qs[4] = {2, 2 * kvh, 300, 64}, ks[4] = {2, kvh, 257, 64}, vs[4] = {2, kvh, 257, 40},
           os[4] = {2, 2 * kvh, 300, 40};
@@ -409,8 +464,12 @@ static void test_threads_kv(int64_t kvh) {
 }
 
 static void test_threads(void) {
+  const int64_t keep_max = attn__sdpa_keep_scores_max;
   test_threads_kv(2);
-  test_threads_kv(4);
+  test_threads_kv(4); /* the forward keeps its scores (S = 257) */
+  attn__sdpa_keep_scores_max = 0;
+  test_threads_kv(4); /* recomputed */
+  attn__sdpa_keep_scores_max = keep_max;
 }
 
 /* out:sum():backward() style gradients: dO with every stride 0. */
@@ -650,6 +709,7 @@ int main(int argc, char **argv) {
   test_mask_grad();
   test_expanded_grad();
   test_random_configs(n);
+  test_kept_scores();
   test_threads();
   test_memory();
   return check_summary();

@@ -190,7 +190,7 @@ typedef struct attn_node attn_node;
 typedef attn_status (*attn__backward_fn)(attn_node *node, const attn_tensor *grad, attn_tensor **grads);
 
 /* 6: the fused attention backward keeps q, k, v, out, lse and the mask. */
-#define ATTN_NODE_SAVED 6
+#define ATTN_NODE_SAVED 7
 #define ATTN_NODE_IARGS (2 * ATTN_MAX_DIMS + 4)
 
 typedef struct attn__edge {
@@ -420,6 +420,9 @@ attn_status attn__sdpa_fused(const attn_tensor *q, const attn_tensor *k, const a
 void attn__sdpa_mem_add(int64_t bytes);
 void attn__sdpa_mem_reset(void);
 int64_t attn__sdpa_mem_peak(void);
+/* The most bytes of scores the fused attention's forward keeps for its
+   backward (sdpa.c keep_scores; 0: always recompute them).  Tests only. */
+extern int64_t attn__sdpa_keep_scores_max;
 
 /* The hot kernels exist once per instruction set: kernels.h. */
 

@@ -36,8 +36,9 @@ typedef struct attn__kernels {
   const char *name; /* "avx512", "avx2", "portable" */
   /* Fused attention (sdpa_tiles.h): ctx is sdpa_plan.h's plan.
      fwd: tasks (batch, query block); bwd_kv: (kv batch, key block);
-     bwd_q: (batch, query block); bwd_kvq: dK, dV and dQ, tasks kv batches. */
-  attn__range_fn sdpa_fwd, sdpa_bwd_kv, sdpa_bwd_q, sdpa_bwd_kvq;
+     bwd_q: (batch, query block); bwd_kvq: dK, dV and dQ, tasks kv batches;
+     bwd_saved: the same from the forward's kept scores. */
+  attn__range_fn sdpa_fwd, sdpa_bwd_kv, sdpa_bwd_q, sdpa_bwd_kvq, sdpa_bwd_saved;
   /* softmax / log_softmax of a block x [n, m] -> y [n, m] (softmax.c):
      rows: m rows of n elements (row stride vs, element stride rs);
      cols: n rows of m unit-stride elements, scratch mx [m], sum [m]. */
@@ -83,10 +84,10 @@ typedef struct attn__kernels {
 #define ATTN__KERNEL_TABLE(family)                                                                                     \
   {                                                                                                                    \
     .name = family, .sdpa_fwd = sdpa_fwd_range, .sdpa_bwd_kv = sdpa_kv_range, .sdpa_bwd_q = sdpa_q_range,              \
-    .sdpa_bwd_kvq = sdpa_kvq_range, .softmax_rows = softmax_rows, .softmax_cols = softmax_cols,                        \
-    .reduce_rows = block_rows, .reduce_cols = block_cols, .cumsum_rows = cumsum_rows, .cumsum_cols = cumsum_cols,      \
-    .binary_rows = binary_rows, .unary_rows = unary_rows, .unary_grad_rows = unary_grad_rows,                          \
-    .softmax_bwd_rows = softmax_bwd_rows, .layer_norm_rows = layer_norm_rows,                                          \
+    .sdpa_bwd_kvq = sdpa_kvq_range, .sdpa_bwd_saved = sdpa_saved_range, .softmax_rows = softmax_rows,                  \
+    .softmax_cols = softmax_cols, .reduce_rows = block_rows, .reduce_cols = block_cols, .cumsum_rows = cumsum_rows,    \
+    .cumsum_cols = cumsum_cols, .binary_rows = binary_rows, .unary_rows = unary_rows,                                  \
+    .unary_grad_rows = unary_grad_rows, .softmax_bwd_rows = softmax_bwd_rows, .layer_norm_rows = layer_norm_rows,      \
     .layer_norm_bwd_rows = layer_norm_bwd_rows, .clamp_inner = clamp_inner, .gemm = gemm_small, .gemm_mr = GEMM_MR,    \
     .gemm_nr = GEMM_NR,                                                                                                \
   }

@@ -37,9 +37,17 @@ typedef struct {
   bool causal;
   int64_t causal_off; /* query i sees key j iff j <= i + causal_off */
   operand q, k, v, m, o, dout;
-  float *out, *lse, *D; /* [nbq, L, Ev], [nbq, L, 2] (m, log l), [nbq, L] contiguous */
-  float *dq, *dk, *dv;  /* contiguous, shapes of q, k, v */
-  int failed;           /* a worker could not get its tiles */
+  float *out, *lse, *D;        /* [nbq, L, Ev], [nbq, L, 2] (m, log l), [nbq, L] contiguous */
+  float *dq, *dk, *dv;         /* contiguous, shapes of q, k, v */
+  bool acc_dq, acc_dk, acc_dv; /* add to them (a leaf's .grad) instead of writing */
+  /* The forward's masked scores, kept for the backward (short key
+     sequences, sdpa.c): per batch b and query block (i0, width w =
+     round_up(min(BQ, L - i0), SDPA_PAD)) a panel [S4, w] of keys x queries
+     at scores + (b * Lw + i0) * S4; Lw = round_up(L, SDPA_PAD), S4 =
+     round_up(S, 4).  NULL: recomputed. */
+  float *scores;
+  int64_t Lw, S4;
+  int failed; /* a worker could not get its tiles */
 } plan;
 
 /* idx of the flat index b over shape (nb dims) */
@@ -79,6 +87,9 @@ static inline int64_t sdpa_key_end(const plan *P, int64_t i0, int64_t nq) {
   int64_t e = i0 + nq - 1 + P->causal_off + 1;
   return e < 0 ? 0 : e > P->S ? P->S : e;
 }
+
+/* Where batch b's query block at i0 keeps its scores (plan.scores). */
+static inline float *sdpa_panel(const plan *P, int64_t b, int64_t i0) { return P->scores + (b * P->Lw + i0) * P->S4; }
 
 /* 64-byte aligned scratch counted by the kernel's memory counter (sdpa.c),
    NULL when out of memory; free with the same count. */

@@ -10,7 +10,8 @@
  * and SDPA_VQ (16, 8 or 4): the softmax loops over query columns run on
  * vectors of that many floats, the rest is left to the compiler's
  * vectoriser at the family's width.  Defines the static task functions
- * sdpa_fwd_range, sdpa_kv_range, sdpa_q_range and sdpa_kvq_range. */
+ * sdpa_fwd_range, sdpa_kv_range, sdpa_q_range, sdpa_kvq_range and
+ * sdpa_saved_range. */
 #include "sdpa_plan.h"
 #include "vmath.h"
 
@@ -79,7 +80,13 @@ INLINE void pack_rows(float *restrict dst, int64_t ldd, int64_t rows4, const flo
    columns rows..ldd-1.  Done once per task, so it may be plain. */
 INLINE void pack_t(float *restrict dst, int64_t ldd, const float *restrict src, int64_t rows, int64_t rs, int64_t cs,
                    int64_t ncols, float alpha) {
-  for (int64_t r = 0; r < rows; r++) {
+  /* 8 source rows at a time: each destination row gets 32 contiguous
+     bytes, not one float per cache line */
+  int64_t r0 = 0;
+  for (; r0 + 8 <= rows; r0 += 8)
+    for (int64_t c = 0; c < ncols; c++)
+      for (int r = 0; r < 8; r++) dst[c * ldd + r0 + r] = alpha * src[(r0 + r) * rs + c * cs];
+  for (int64_t r = r0; r < rows; r++) {
     const float *s = src + r * rs;
     for (int64_t c = 0; c < ncols; c++) dst[c * ldd + r] = alpha * s[c * cs];
   }
@@ -117,15 +124,16 @@ INLINE void mask_tile(const plan *P, float *s, int64_t nq, int64_t i0, int64_t j
   }
 }
 
-/* The same for a transposed tile st [nk, BQ] (row j: key j0 + j, column
+/* The same for a transposed tile st [nk, ld] (row j: key j0 + j, column
    i: query i0 + i); only rows < nk and columns < nq are touched. */
-INLINE void mask_tile_t(const plan *P, float *st, int64_t nq, int64_t i0, int64_t j0, int64_t nk, const float *mb) {
+INLINE void mask_tile_t(const plan *P, float *st, int64_t ld, int64_t nq, int64_t i0, int64_t j0, int64_t nk,
+                        const float *mb) {
   if (P->mask_kind != MASK_NONE) {
     const int64_t rs = P->m.rs, cs = P->m.cs;
     const bool is_bool = P->mask_kind == MASK_BOOL;
     if (rs == 0) { /* one value per key (padding masks): whole rows */
       for (int64_t j = 0; j < nk; j++) {
-        float val = mb[(j0 + j) * cs], *row = st + j * BQ;
+        float val = mb[(j0 + j) * cs], *row = st + j * ld;
         if (is_bool) {
           if (val == 0.0f)
             for (int64_t i = 0; i < nq; i++) row[i] = -INFINITY;
@@ -138,9 +146,9 @@ INLINE void mask_tile_t(const plan *P, float *st, int64_t nq, int64_t i0, int64_
         const float *mr = mb + (i0 + i) * rs + j0 * cs;
         float *col = st + i;
         if (is_bool)
-          for (int64_t j = 0; j < nk; j++) col[j * BQ] = mr[j * cs] != 0.0f ? col[j * BQ] : -INFINITY;
+          for (int64_t j = 0; j < nk; j++) col[j * ld] = mr[j * cs] != 0.0f ? col[j * ld] : -INFINITY;
         else
-          for (int64_t j = 0; j < nk; j++) col[j * BQ] += mr[j * cs];
+          for (int64_t j = 0; j < nk; j++) col[j * ld] += mr[j * cs];
       }
     }
   }
@@ -148,8 +156,25 @@ INLINE void mask_tile_t(const plan *P, float *st, int64_t nq, int64_t i0, int64_
     for (int64_t j = 0; j < nk; j++) {
       int64_t hidden = j0 + j - P->causal_off - i0; /* queries i < hidden cannot see key j0 + j */
       if (hidden > nq) hidden = nq;
-      for (int64_t i = 0; i < hidden; i++) st[j * BQ + i] = -INFINITY;
+      for (int64_t i = 0; i < hidden; i++) st[j * ld + i] = -INFINITY;
     }
+}
+
+/* dst [n] = src [n] * scale, or added to dst with acc (a leaf's .grad):
+   each element .grad + gradient, the gradient rounded on its own as in the
+   engine's separate add (the empty asm keeps FMA contraction out). */
+INLINE void put_row(float *restrict dst, const float *restrict src, int64_t n, float scale, bool acc) {
+  if (!acc) {
+    for (int64_t c = 0; c < n; c++) dst[c] = src[c] * scale;
+    return;
+  }
+  float x[64];
+  for (int64_t c0 = 0; c0 < n; c0 += 64) {
+    const int64_t m = n - c0 < 64 ? n - c0 : 64;
+    for (int64_t c = 0; c < m; c++) x[c] = src[c0 + c] * scale;
+    __asm__ volatile("" : : "r"(x) : "memory");
+    for (int64_t c = 0; c < m; c++) dst[c0 + c] += x[c];
+  }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -157,7 +182,7 @@ INLINE void mask_tile_t(const plan *P, float *st, int64_t nq, int64_t i0, int64_
 
 /* Per-thread tiles, one block each; carved from one aligned allocation. */
 typedef struct {
-  float *t[12];
+  float *t[14];
   float *base;
   int64_t n;
 } tiles;
@@ -211,9 +236,13 @@ INLINE void fwd_block(const plan *P, const tiles *T, int64_t b, int64_t qb) {
       vb = bp.v + j0 * P->v.rs, ldv = P->v.rs;
     else
       pack_rows(vr, Evp, nk, bp.v + j0 * P->v.rs, nk, P->v.rs, P->v.cs, Ev, 1.0f);
-    /* st [nk4, nqw] = k rows [nk4, E] @ qt [E, nqw] (row stride BQ) */
-    tile_gemm(nk4, nqw, E, ka, lda, 1, qt, BQ, st, BQ, false);
-    mask_tile_t(P, st, nq, i0, j0, nk, bp.m);
+    /* sc [nk4, nqw] = k rows [nk4, E] @ qt [E, nqw]: the scores, in st or,
+       kept for the backward, in this block's rows of the panel */
+    float *sc = st;
+    int64_t ldsc = BQ;
+    if (P->scores) sc = sdpa_panel(P, b, i0) + j0 * nqw, ldsc = nqw;
+    tile_gemm(nk4, nqw, E, ka, lda, 1, qt, BQ, sc, ldsc, false);
+    mask_tile_t(P, sc, ldsc, nq, i0, j0, nk, bp.m);
     /* online softmax down the columns (query columns nq..nqw-1 are
        padding: computed, never read back) */
     for (int i = 0; i < nqw; i += SDPA_VQ) { /* SDPA_VQ queries at a time, held in registers */
@@ -221,18 +250,18 @@ INLINE void fwd_block(const plan *P, const tiles *T, int64_t b, int64_t qb) {
       vq mx0 = vq_set(-INFINITY), mx1 = mx0, mx2 = mx0, mx3 = mx0, sum = vq_set(0.0f);
       int64_t j = 0;
       for (; j + 4 <= nk; j += 4) {
-        mx0 = max_nan_v(mx0, vq_load(st + j * BQ + i));
-        mx1 = max_nan_v(mx1, vq_load(st + (j + 1) * BQ + i));
-        mx2 = max_nan_v(mx2, vq_load(st + (j + 2) * BQ + i));
-        mx3 = max_nan_v(mx3, vq_load(st + (j + 3) * BQ + i));
+        mx0 = max_nan_v(mx0, vq_load(sc + j * ldsc + i));
+        mx1 = max_nan_v(mx1, vq_load(sc + (j + 1) * ldsc + i));
+        mx2 = max_nan_v(mx2, vq_load(sc + (j + 2) * ldsc + i));
+        mx3 = max_nan_v(mx3, vq_load(sc + (j + 3) * ldsc + i));
       }
-      for (; j < nk; j++) mx0 = max_nan_v(mx0, vq_load(st + j * BQ + i));
+      for (; j < nk; j++) mx0 = max_nan_v(mx0, vq_load(sc + j * ldsc + i));
       const vq mx = max_nan_v(max_nan_v(mx0, mx1), max_nan_v(mx2, mx3));
       const vq mold = vq_load(m + i), mnew = max_nan_v(mold, mx);
       const vq mu = vq_sel(mnew == -INFINITY, vq_set(0.0f), mnew); /* nothing visible yet: every p is 0 */
       const vq al = exp2_neg_v((mold - mu) * log2e_f);
       for (int64_t j = 0; j < nk; j++) {
-        vq e = exp2_neg_v((vq_load(st + j * BQ + i) - mu) * log2e_f);
+        vq e = exp2_neg_v((vq_load(sc + j * ldsc + i) - mu) * log2e_f);
         vq_store(st + j * BQ + i, e);
         sum += e;
       }
@@ -369,8 +398,8 @@ INLINE void kv_block(const plan *P, const tiles *T, int64_t kvb, int64_t kb, flo
   }
   float *gk = P->dk + (kvb * P->S + j0) * E, *gv = P->dv + (kvb * P->S + j0) * Ev;
   for (int64_t j = 0; j < nk; j++) {
-    for (int64_t c = 0; c < E; c++) gk[j * E + c] = dk[j * Ep + c] * sscale;
-    memcpy(gv + j * Ev, dv + j * Evp, (size_t)Ev * sizeof(float));
+    put_row(gk + j * E, dk + j * Ep, E, sscale, P->acc_dk);
+    put_row(gv + j * Ev, dv + j * Evp, Ev, 1.0f, P->acc_dv);
   }
 }
 
@@ -404,7 +433,7 @@ INLINE void q_block(const plan *P, const tiles *T, int64_t b, int64_t qb) {
     pack_rows(vr, Evp, nk4, bp.v + j0 * P->v.rs, nk, P->v.rs, P->v.cs, Ev, 1.0f);
     /* st [nk4, BQ] = kr @ qt;  dpt [nk4, BQ] = vr @ dot */
     tile_gemm(nk4, nqw, E, kr, Ep, 1, qt, BQ, st, BQ, false);
-    mask_tile_t(P, st, nq, i0, j0, nk, bp.m);
+    mask_tile_t(P, st, BQ, nq, i0, j0, nk, bp.m);
     tile_gemm(nk4, nqw, Ev, vr, Evp, 1, dot, BQ, dpt, BQ, false);
     for (int i = 0; i < nqw; i += SDPA_VQ) {
       const vq mv = vq_load(mi + i), gv = vq_load(gi + i), dv = vq_load(di + i);
@@ -417,8 +446,7 @@ INLINE void q_block(const plan *P, const tiles *T, int64_t b, int64_t qb) {
     tile_gemm(nq4, Ep, nk, dpt, 1, BQ, kr, Ep, dq, Ep, true);
   }
   float *g = P->dq + (b * P->L + i0) * E;
-  for (int64_t r = 0; r < nq; r++)
-    for (int64_t c = 0; c < E; c++) g[r * E + c] = dq[r * Ep + c] * P->scale;
+  for (int64_t r = 0; r < nq; r++) put_row(g + r * E, dq + r * Ep, E, P->scale, P->acc_dq);
 }
 
 static void sdpa_kv_range(int64_t begin, int64_t end, void *ctx) {
@@ -463,10 +491,143 @@ static void sdpa_kvq_range(int64_t begin, int64_t end, void *ctx) {
       if (P->nb) qidx[P->nb - 1] = idx[P->nb - 1] * P->group + g;
       float *out = P->dq + sdpa_offset_of(P->nb, qidx, cstride) * P->L * P->E;
       const float *acc = dqb + g * Lp * P->Ep;
-      for (int64_t i = 0; i < P->L; i++)
-        for (int64_t c = 0; c < P->E; c++) out[i * P->E + c] = acc[i * P->Ep + c] * P->scale;
+      for (int64_t i = 0; i < P->L; i++) put_row(out + i * P->E, acc + i * P->Ep, P->E, P->scale, P->acc_dq);
     }
   }
+  attn__sdpa_scratch_free(T.base, T.n);
+}
+
+/* dK, dV and dQ from the scores the forward kept (plan.scores): no
+   product recomputes them, so a tile pair costs four products, not five.
+   Tasks [begin, end) are whole kv batches, walked in a fixed order (so the
+   sums do not depend on the thread count).  K and V rows are read in
+   place or packed once per task ([S4, Ep], [S4, Evp], zero rows past S);
+   per query head, the q and dO rows likewise ([L4, Ep], [L4, Evp]), dO^T
+   [Ev, Lw] (zero columns past L) and the rows' (m, log2 l) and D.  Key
+   blocks outside, query blocks inside; per pair: dpt [nk4, w] = V rows @
+   dO^T (dP^T, keys along rows like the panel), then p = exp(s - lse) into
+   pt and dS^T = p (dP^T - D) into dpt, both vectorised over queries;
+   dV += pt @ dO rows, dK += dS^T @ q rows, dQ += dS @ K rows (dS^T read in
+   place).  dK and dV sum in [S4, E(v)p] over the group's heads, dQ in the
+   head's [L4, Ep]. */
+enum { C_K, C_V, C_Q, C_DO, C_DOT, C_PT, C_DPT, C_DK, C_DV, C_DQ, C_M, C_G, C_D, C_COUNT };
+
+INLINE void saved_kv_batch(const plan *P, const tiles *T, int64_t kvb) {
+  const int64_t E = P->E, Ep = P->Ep, Ev = P->Ev, Evp = P->Evp, L = P->L, S = P->S, S4 = P->S4, Lw = P->Lw;
+  const int64_t L4 = sdpa_round_up(L, 4);
+  float *restrict k4 = T->t[C_K], *restrict v4 = T->t[C_V], *restrict q4 = T->t[C_Q], *restrict do4 = T->t[C_DO],
+                  *restrict dot = T->t[C_DOT], *restrict pt = T->t[C_PT], *restrict dpt = T->t[C_DPT],
+                  *restrict dk = T->t[C_DK], *restrict dv = T->t[C_DV], *restrict dq = T->t[C_DQ];
+  float *restrict mi = T->t[C_M], *restrict gi = T->t[C_G], *restrict di = T->t[C_D];
+  const bool want_q = P->dq != NULL, want_kv = P->dk != NULL;
+  int64_t kvshape[ATTN_MAX_DIMS], idx[ATTN_MAX_DIMS], cstride[ATTN_MAX_DIMS];
+  memcpy(kvshape, P->bshape, sizeof kvshape);
+  if (P->nb) kvshape[P->nb - 1] /= P->group;
+  sdpa_unflatten(P->nb, kvshape, kvb, idx);
+  attn__contiguous_strides(P->nb, P->bshape, cstride);
+  if (want_kv) {
+    memset(dk, 0, (size_t)(S4 * Ep) * sizeof(float));
+    memset(dv, 0, (size_t)(S4 * Evp) * sizeof(float));
+  }
+  const float *kr = k4, *va = v4;
+  int64_t ldk = Ep, vrs = Evp, vcs = 1;
+  for (int64_t g = 0; g < P->group; g++) {
+    int64_t qidx[ATTN_MAX_DIMS];
+    memcpy(qidx, idx, sizeof qidx);
+    if (P->nb) qidx[P->nb - 1] = idx[P->nb - 1] * P->group + g;
+    const int64_t b = sdpa_offset_of(P->nb, qidx, cstride);
+    batch_ptrs bp;
+    sdpa_batch_at(P, b, &bp);
+    /* rows read in place where their layout allows: k, q and dO rows as
+       the right operand (unit-stride, nothing to pad), v rows as the left
+       one (any strides; whole rows of 4) */
+    if (g == 0) {
+      if (P->k.cs == 1 && E == Ep)
+        kr = bp.k, ldk = P->k.rs;
+      else
+        pack_rows(k4, Ep, S4, bp.k, S, P->k.rs, P->k.cs, E, 1.0f);
+      if (S == S4)
+        va = bp.v, vrs = P->v.rs, vcs = P->v.cs;
+      else
+        pack_rows(v4, Evp, S4, bp.v, S, P->v.rs, P->v.cs, Ev, 1.0f);
+    }
+    const float *qr = q4, *dor = do4;
+    int64_t ldq = Ep, ldo = Evp;
+    if (P->q.cs == 1 && E == Ep)
+      qr = bp.q, ldq = P->q.rs;
+    else
+      pack_rows(q4, Ep, L4, bp.q, L, P->q.rs, P->q.cs, E, 1.0f);
+    if (P->dout.cs == 1 && Ev == Evp)
+      dor = bp.dout, ldo = P->dout.rs;
+    else
+      pack_rows(do4, Evp, L4, bp.dout, L, P->dout.rs, P->dout.cs, Ev, 1.0f);
+    pack_t(dot, Lw, bp.dout, L, P->dout.rs, P->dout.cs, Ev, 1.0f);
+    const float *lse = P->lse + 2 * b * L, *D = P->D + b * L;
+    for (int64_t i = 0; i < Lw; i++) { /* padding columns: m = +inf makes their p 0 */
+      mi[i] = i < L ? lse[2 * i] : INFINITY;
+      gi[i] = i < L ? lse[2 * i + 1] : 0.0f;
+      di[i] = i < L ? D[i] : 0.0f;
+    }
+    if (want_q) memset(dq, 0, (size_t)(L4 * Ep) * sizeof(float));
+    /* key blocks outside, so a block's dK and dV sums stay in cache while
+       the query blocks stream past */
+    for (int64_t j0 = 0; j0 < S; j0 += BK) {
+      const int64_t nk = S - j0 < BK ? S - j0 : BK, nk4 = sdpa_round_up(nk, 4);
+      for (int64_t qb = 0; qb < P->nqb; qb++) {
+        const int64_t i0 = qb * BQ, nq = L - i0 < BQ ? L - i0 : BQ, nq4 = sdpa_round_up(nq, 4);
+        const int64_t w = sdpa_round_up(nq, SDPA_PAD);
+        if (j0 >= sdpa_key_end(P, i0, nq)) continue; /* causal: the forward never got here */
+        const float *sc = sdpa_panel(P, b, i0) + j0 * w;
+        /* dpt [nk4, w] = v rows [nk4, Ev] @ dO^T [Ev, w] */
+        tile_gemm(nk4, w, Ev, va + j0 * vrs, vrs, vcs, dot + i0, Lw, dpt, BQ, false);
+        for (int64_t i = 0; i < w; i += SDPA_VQ) {
+          const vq mv = vq_load(mi + i0 + i), gv = vq_load(gi + i0 + i), dvv = vq_load(di + i0 + i);
+          for (int64_t j = 0; j < nk; j++) {
+            vq p = exp2_neg_v((vq_load(sc + j * w + i) - mv) * log2e_f - gv);
+            vq_store(pt + j * BQ + i, p);
+            vq_store(dpt + j * BQ + i, p * (vq_load(dpt + j * BQ + i) - dvv));
+          }
+        }
+        for (int64_t j = nk; j < nk4; j++) { /* rows past the keys: 0 */
+          memset(pt + j * BQ, 0, (size_t)w * sizeof(float));
+          memset(dpt + j * BQ, 0, (size_t)w * sizeof(float));
+        }
+        if (want_kv) {
+          /* dv [nk4, Evp] += pt [nk4, nq] @ dO rows [nq, Evp];
+             dk [nk4, Ep] += dS^T [nk4, nq] @ q rows [nq, Ep] */
+          tile_gemm(nk4, Evp, nq, pt, BQ, 1, dor + i0 * ldo, ldo, dv + j0 * Evp, Evp, true);
+          tile_gemm(nk4, Ep, nq, dpt, BQ, 1, qr + i0 * ldq, ldq, dk + j0 * Ep, Ep, true);
+        }
+        /* dq [nq4, Ep] += dS [nq4, nk] (dpt read transposed) @ k rows [nk, Ep] */
+        if (want_q) tile_gemm(nq4, Ep, nk, dpt, 1, BQ, kr + j0 * ldk, ldk, dq + i0 * Ep, Ep, true);
+      }
+    }
+    if (want_q) {
+      float *out = P->dq + b * L * E;
+      for (int64_t r = 0; r < L; r++) put_row(out + r * E, dq + r * Ep, E, P->scale, P->acc_dq);
+    }
+  }
+  if (want_kv) {
+    float *gk = P->dk + kvb * S * E, *gv = P->dv + kvb * S * Ev;
+    for (int64_t j = 0; j < S; j++) {
+      put_row(gk + j * E, dk + j * Ep, E, P->scale, P->acc_dk);
+      put_row(gv + j * Ev, dv + j * Evp, Ev, 1.0f, P->acc_dv);
+    }
+  }
+}
+
+static void sdpa_saved_range(int64_t begin, int64_t end, void *ctx) {
+  plan *P = ctx;
+  const int64_t L4 = sdpa_round_up(P->L, 4);
+  const int64_t sizes[C_COUNT] = {P->S4 * P->Ep, P->S4 * P->Evp, L4 * P->Ep,    L4 * P->Evp,    P->Ev * P->Lw,
+                                  BK * BQ,       BK * BQ,        P->S4 * P->Ep, P->S4 * P->Evp, L4 * P->Ep,
+                                  P->Lw,         P->Lw,          P->Lw};
+  tiles T;
+  if (!tiles_alloc(&T, C_COUNT, sizes)) {
+    __atomic_store_n(&P->failed, 1, __ATOMIC_RELAXED);
+    return;
+  }
+  for (int64_t kvb = begin; kvb < end && !attn__cancelled(); kvb++) saved_kv_batch(P, &T, kvb);
   attn__sdpa_scratch_free(T.base, T.n);
 }
 
