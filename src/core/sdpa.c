@@ -35,7 +35,12 @@
  * order and also sums dQ += dS K into a [L, E] buffer per query head: no
  * recomputation, still independent of the thread count.
  *
- * Extra memory: (m, log l) and D ([..., L, 2] and [..., L] floats) plus per-thread tiles of fixed
+ * Short key sequences (S <= 512, keep_scores) are the exception: there the
+ * forward keeps its masked scores, [..., L, S] rounded up, and the backward
+ * reads them instead of recomputing Qs K^T (one pass per kv batch, four
+ * tile products per tile pair instead of five).
+ *
+ * Extra memory otherwise: (m, log l) and D ([..., L, 2] and [..., L] floats) plus per-thread tiles of fixed
  * size (BQ, BK times E or Ev), whatever S is.
  *
  * Layout: a task transposes only what stays fixed during its loop (the
@@ -236,10 +241,14 @@ static attn_status check_args(const attn_tensor *q, const attn_tensor *k, const 
    the one-pass backward needs, and under attn__sdpa_keep_scores_max bytes
    (the tests set 0 to compare with the recomputing path).  Decided by the
    shapes alone: the bits do not depend on the thread count. */
-static bool keep_scores(plan *P) {
-  if (P->S > SDPA_KEEP_MAX_S || P->L == 0 || P->S == 0 || P->nbkv < SDPA_ONE_PASS_MIN_KV) return false;
+static void score_panels(plan *P) {
   P->Lw = round_up(P->L, SDPA_PAD);
   P->S4 = round_up(P->S, 4);
+}
+
+static bool keep_scores(plan *P) {
+  if (P->S > SDPA_KEEP_MAX_S || P->L == 0 || P->S == 0 || P->nbkv < SDPA_ONE_PASS_MIN_KV) return false;
+  score_panels(P);
   return (double)P->nbq * (double)P->Lw * (double)P->S4 * sizeof(float) <= (double)attn__sdpa_keep_scores_max;
 }
 
@@ -309,7 +318,7 @@ static attn_status sdpa_backward(attn_node *node, const attn_tensor *g, attn_ten
      thread count. */
   const bool one_pass = want_q && want_kv && P.L > 0 && P.S > 0 && P.nbkv >= SDPA_ONE_PASS_MIN_KV;
   if (scores) { /* the forward kept its scores (keep_scores): one pass, dQ and dK/dV as wanted */
-    keep_scores(&P);
+    score_panels(&P);
     P.scores = attn_tensor_data(scores);
     P.dq = dq ? attn_tensor_data(dq) : NULL;
     P.dk = dk ? attn_tensor_data(dk) : NULL;
