@@ -420,6 +420,28 @@ static void test_kept_scores(void) {
     CHECK(close_to(outs[1], outs[0], 0, 0, "out, kept vs recomputed", (int)c));
     const char *names[3] = {"dq, kept vs recomputed", "dk, kept vs recomputed", "dv, kept vs recomputed"};
     for (int i = 0; i < 3; i++) CHECK(close_to(grads[1][i], grads[0][i], 2e-5, 2e-5, names[i], (int)c));
+    /* only some inputs wanting a gradient (frozen q, or frozen k and v):
+       the same gradients for the others */
+    attn__sdpa_keep_scores_max = keep_max;
+    for (int frozen = 0; frozen < 2; frozen++) {
+      attn_tensor *in[3] = {q, k, v};
+      for (int i = 0; i < 3; i++) {
+        attn_set_grad(in[i], NULL);
+        attn_requires_grad_(in[i], frozen == 0 ? i != 0 : i == 0);
+      }
+      attn_tensor *out = NULL;
+      CHECK_OK(attn__sdpa_fused(q, k, v, &o, &out));
+      if (out) CHECK_OK(attn_backward(out, dout, false));
+      for (int i = 0; i < 3; i++) {
+        const attn_tensor *gi = attn_grad(in[i]);
+        if (attn_requires_grad(in[i]))
+          CHECK(close_to(gi, grads[1][i], 0, 0, "grad with some inputs frozen", (int)c));
+        else
+          CHECK(gi == NULL);
+        attn_requires_grad_(in[i], true);
+      }
+      attn_tensor_release(out);
+    }
     for (int r = 0; r < 2; r++) {
       attn_tensor_release(outs[r]);
       for (int i = 0; i < 3; i++) attn_tensor_release(grads[r][i]);

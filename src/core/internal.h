@@ -189,7 +189,8 @@ typedef struct attn_node attn_node;
    others NULL.  Runs with gradient mode off. */
 typedef attn_status (*attn__backward_fn)(attn_node *node, const attn_tensor *grad, attn_tensor **grads);
 
-/* 6: the fused attention backward keeps q, k, v, out, lse and the mask. */
+/* 7: the fused attention backward keeps q, k, v, out, lse, the mask and the
+   forward's scores (short key sequences). */
 #define ATTN_NODE_SAVED 7
 #define ATTN_NODE_IARGS (2 * ATTN_MAX_DIMS + 4)
 

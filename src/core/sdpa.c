@@ -234,8 +234,8 @@ static attn_status check_args(const attn_tensor *q, const attn_tensor *k, const 
 
 /* Whether the forward keeps its masked scores (plan.scores) for the
    backward, which then needs four tile products per tile pair instead of
-   five (a seventh of the work; 1.6 ms -> 1.3 ms at B = 1, H = 8, L = S =
-   128, E = 64).  Only for short key sequences (S <= 512: at most 2 KB per
+   five (a seventh of the work; forward + backward at B = 1, H = 8, L = S =
+   128, E = 64: 1.64 -> 1.45 ms).  Only for short key sequences (S <= 512: at most 2 KB per
    query row and head, so long sequences keep the O(L) memory of the
    recomputing backward), with the kv batches to share among threads that
    the one-pass backward needs, and under attn__sdpa_keep_scores_max bytes
@@ -353,8 +353,7 @@ out:
     attn__grad_give(node, 2, dv, !st, grads);
   else
     attn_tensor_release(dv);
-  if (st) return st;
-  return ATTN_OK;
+  return st;
 }
 
 /* ------------------------------------------------------------------------ */
