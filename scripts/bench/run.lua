@@ -24,8 +24,10 @@
 -- one process per thread count, with torch.set_num_threads(n),
 -- OPENBLAS_NUM_THREADS=n and OPENBLAS_CORETYPE = attn.info().blas_core.
 -- Timing: one warm-up call, then the best of repeated calls (about 1 s of
--- them, at most 40; the same count on both sides, per case; a first call
--- over 5 s is the only one).  Memory: peak
+-- them, at most 1000 for cases 1, 2 and 10 and 100-200 for the whole
+-- programs; the same rule on both sides; a first call over 5 s is the only
+-- one).  Calls of a few ms need the whole budget: this machine's slow spells
+-- last longer than 40 of them.  Memory: peak
 -- RSS growth, VmHWM after minus VmRSS before, with VmHWM reset through
 -- /proc/self/clear_refs (same in the Python process).
 -- Kernel families: case 1 runs once per family in --isa (default: every
@@ -358,7 +360,7 @@ for _, th in ipairs(thread_list) do
         local fl = 4.0 * L * L * E * H * (causal and 0.5 or 1)
         local opts = {is_causal = causal}
         local t, m, note, cpu = attn.no_grad(function()
-          return bench(function() return attn.scaled_dot_product_attention(q, k, v, opts) end, 1.5, 40)
+          return bench(function() return attn.scaled_dot_product_attention(q, k, v, opts) end, 1.5, 1000)
         end)
         local key = ("sdpa_fwd_L%d_c%d"):format(L, c)
         local tt, tm, tn = tget(tr, key)
@@ -367,7 +369,7 @@ for _, th in ipairs(thread_list) do
         local qg, kg, vg = q:clone():requires_grad_(), k:clone():requires_grad_(), v:clone():requires_grad_()
         t, m, note, cpu = bench(function()
           attn.scaled_dot_product_attention(qg, kg, vg, opts):sum():backward()
-        end, 1.5, 40)
+        end, 1.5, 1000)
         key = ("sdpa_fwdbwd_L%d_c%d"):format(L, c)
         tt, tm, tn = tget(tr, key)
         add(1, ("sdpa fwd+bwd%s L=%d"):format(causal and " causal" or "", L), th, t, tt, fl * 3.5, m, tm,
@@ -387,7 +389,7 @@ for _, th in ipairs(thread_list) do
     for _, L in ipairs(lengths) do
       local x = attn.randn(1, L, 512)
       local t, m, note = attn.no_grad(function()
-        return bench(function() return mha(x, x, x, {need_weights = false}) end)
+        return bench(function() return mha(x, x, x, {need_weights = false}) end, 1.0, 1000)
       end)
       local tt, tm, tn = tget(tr, "mha_fwd_L" .. L)
       add(2, "mha fwd L=" .. L, th, t, tt, nil, m, tm, join(note, tn))
@@ -395,7 +397,7 @@ for _, th in ipairs(thread_list) do
       t, m, note = bench(function()
         local o = mha(xg, xg, xg, {need_weights = false})
         o:sum():backward()
-      end)
+      end, 1.0, 1000)
       tt, tm, tn = tget(tr, "mha_fwdbwd_L" .. L)
       add(2, "mha fwd+bwd L=" .. L, th, t, tt, nil, m, tm, join(note, tn))
     end
@@ -515,12 +517,12 @@ for _, th in ipairs(thread_list) do
     }
     for _, o in ipairs(ops) do
       local xg = x0:clone():requires_grad_()
-      local t, m, note = bench(function() o[2](xg):backward(g) end, 1.0, 100)
+      local t, m, note = bench(function() o[2](xg):backward(g) end, 1.0, 1000)
       local tt, tm, tn = tget(tr, "ew_" .. o[1])
       add(10, o[1] .. " fwd+bwd [720,512]", th, t, tt, nil, m, tm, join(note, tn))
     end
     local xg = x0:clone():requires_grad_()
-    local t, m, note = bench(function() F.cross_entropy(xg, tgt):backward() end, 1.0, 100)
+    local t, m, note = bench(function() F.cross_entropy(xg, tgt):backward() end, 1.0, 1000)
     local tt, tm, tn = tget(tr, "ew_cross_entropy")
     add(10, "cross_entropy fwd+bwd [720,512]", th, t, tt, nil, m, tm, join(note, tn))
   end

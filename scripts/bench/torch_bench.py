@@ -113,7 +113,7 @@ def main():
                 c = int(causal)
                 q, k, v = (torch.randn(1, H, L, E) for _ in range(3))
                 with torch.no_grad():
-                    t, m, note = bench(lambda: sdpa(q, k, v, causal), 1.5, 40)
+                    t, m, note = bench(lambda: sdpa(q, k, v, causal), 1.5, 1000)
                 emit(f"sdpa_fwd_L{L}_c{c}", t, m, note)
                 if t * 3.5 > 60:
                     emit(f"sdpa_fwdbwd_L{L}_c{c}", float("nan"), 0, "skipped: over a minute")
@@ -122,7 +122,7 @@ def main():
 
                 def fb():
                     sdpa(qg, kg, vg, causal).sum().backward()
-                t, m, note = bench(fb, 1.5, 40)
+                t, m, note = bench(fb, 1.5, 1000)
                 emit(f"sdpa_fwdbwd_L{L}_c{c}", t, m, note)
                 del q, k, v, qg, kg, vg
 
@@ -131,13 +131,13 @@ def main():
         for L in lengths:
             x = torch.randn(1, L, 512)
             with torch.no_grad():
-                t, m, note = bench(lambda: mha(x, x, x, need_weights=False))
+                t, m, note = bench(lambda: mha(x, x, x, need_weights=False), 1.0, 1000)
             emit(f"mha_fwd_L{L}", t, m, note)
             xg = x.clone().requires_grad_()
 
             def fb():
                 mha(xg, xg, xg, need_weights=False)[0].sum().backward()
-            t, m, note = bench(fb)
+            t, m, note = bench(fb, 1.0, 1000)
             emit(f"mha_fwdbwd_L{L}", t, m, note)
 
     if 3 in cases:
@@ -222,10 +222,10 @@ def main():
             xg = x0.clone().requires_grad_()
             def fb(f=f, xg=xg):
                 f(xg).backward(g)
-            t, m, note = bench(fb, 1.0, 100)
+            t, m, note = bench(fb, 1.0, 1000)
             emit(f"ew_{name}", t, m, note)
         xg = x0.clone().requires_grad_()
-        t, m, note = bench(lambda: nnf.cross_entropy(xg, tgt).backward(), 1.0, 100)
+        t, m, note = bench(lambda: nnf.cross_entropy(xg, tgt).backward(), 1.0, 1000)
         emit("ew_cross_entropy", t, m, note)
 
     if 6 in cases:
