@@ -572,6 +572,7 @@ INLINE void saved_kv_batch(const plan *P, const tiles *T, int64_t kvb) {
     /* key blocks outside, so a block's dK and dV sums stay in cache while
        the query blocks stream past */
     for (int64_t j0 = 0; j0 < S; j0 += BK) {
+      if (attn__cancelled()) return; /* between key blocks: a kv batch can be long (large L or E) */
       const int64_t nk = S - j0 < BK ? S - j0 : BK, nk4 = sdpa_round_up(nk, 4);
       for (int64_t qb = 0; qb < P->nqb; qb++) {
         const int64_t i0 = qb * BQ, nq = L - i0 < BQ ? L - i0 : BQ, nq4 = sdpa_round_up(nq, 4);
