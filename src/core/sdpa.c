@@ -235,7 +235,7 @@ static attn_status check_args(const attn_tensor *q, const attn_tensor *k, const 
 /* Whether the forward keeps its masked scores (plan.scores) for the
    backward, which then needs four tile products per tile pair instead of
    five (a seventh of the work; forward + backward at B = 1, H = 8, L = S =
-   128, E = 64: 1.64 -> 1.45 ms).  Only for short key sequences (S <= 512: at most 2 KB per
+   128, E = 64: 1.66 -> 1.41 ms).  Only for short key sequences (S <= 512: at most 2 KB per
    query row and head, so long sequences keep the O(L) memory of the
    recomputing backward), with the kv batches to share among threads that
    the one-pass backward needs, and under attn__sdpa_keep_scores_max bytes
