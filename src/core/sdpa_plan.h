@@ -64,6 +64,11 @@ static inline int64_t sdpa_offset_of(int nb, const int64_t *idx, const int64_t *
   return o;
 }
 
+/* q's flat batch of the g-th query head reading kv batch kvb: the head is
+   the last leading dim and query head h reads kv head h / group, so kv
+   batch kvb serves q batches kvb * group .. kvb * group + group - 1. */
+static inline int64_t sdpa_q_batch(const plan *P, int64_t kvb, int64_t g) { return kvb * P->group + g; }
+
 /* Base pointers of q's batch b: q, mask, dout, o; k and v of its kv head. */
 typedef struct {
   const float *q, *k, *v, *m, *o, *dout;

@@ -336,18 +336,8 @@ INLINE void kv_block(const plan *P, const tiles *T, int64_t kvb, int64_t kb, flo
   const bool q_direct = P->q.cs == 1 && E == Ep && P->mask_kind != MASK_ADD && P->scale > 0.0f && isfinite(P->scale);
   const bool do_direct = P->dout.cs == 1 && Ev == Evp;
   const float sscale = q_direct ? P->scale : 1.0f;
-  /* the q batches of this kv batch: its index with the head multiplied
-     out by group */
-  int64_t kvshape[ATTN_MAX_DIMS], idx[ATTN_MAX_DIMS], cstride[ATTN_MAX_DIMS];
-  memcpy(kvshape, P->bshape, sizeof kvshape);
-  if (P->nb) kvshape[P->nb - 1] /= P->group;
-  sdpa_unflatten(P->nb, kvshape, kvb, idx);
-  attn__contiguous_strides(P->nb, P->bshape, cstride);
   for (int64_t g = 0; g < P->group; g++) {
-    int64_t qidx[ATTN_MAX_DIMS];
-    memcpy(qidx, idx, sizeof qidx);
-    if (P->nb) qidx[P->nb - 1] = idx[P->nb - 1] * P->group + g;
-    const int64_t b = sdpa_offset_of(P->nb, qidx, cstride);
+    const int64_t b = sdpa_q_batch(P, kvb, g);
     batch_ptrs bp;
     sdpa_batch_at(P, b, &bp);
     if (g == 0) {
@@ -477,19 +467,11 @@ static void sdpa_kvq_range(int64_t begin, int64_t end, void *ctx) {
     return;
   }
   float *dqb = T.t[A_COUNT];
-  int64_t kvshape[ATTN_MAX_DIMS], idx[ATTN_MAX_DIMS], cstride[ATTN_MAX_DIMS];
-  memcpy(kvshape, P->bshape, sizeof kvshape);
-  if (P->nb) kvshape[P->nb - 1] /= P->group;
-  attn__contiguous_strides(P->nb, P->bshape, cstride);
   for (int64_t kvb = begin; kvb < end && !attn__cancelled(); kvb++) {
     memset(dqb, 0, (size_t)ndq * sizeof(float));
     for (int64_t kb = 0; kb < P->nkb && !attn__cancelled(); kb++) kv_block(P, &T, kvb, kb, dqb);
-    sdpa_unflatten(P->nb, kvshape, kvb, idx);
     for (int64_t g = 0; g < P->group; g++) {
-      int64_t qidx[ATTN_MAX_DIMS];
-      memcpy(qidx, idx, sizeof qidx);
-      if (P->nb) qidx[P->nb - 1] = idx[P->nb - 1] * P->group + g;
-      float *out = P->dq + sdpa_offset_of(P->nb, qidx, cstride) * P->L * P->E;
+      float *out = P->dq + sdpa_q_batch(P, kvb, g) * P->L * P->E;
       const float *acc = dqb + g * Lp * P->Ep;
       for (int64_t i = 0; i < P->L; i++) put_row(out + i * P->E, acc + i * P->Ep, P->E, P->scale, P->acc_dq);
     }
@@ -520,11 +502,6 @@ INLINE void saved_kv_batch(const plan *P, const tiles *T, int64_t kvb) {
                   *restrict dk = T->t[C_DK], *restrict dv = T->t[C_DV], *restrict dq = T->t[C_DQ];
   float *restrict mi = T->t[C_M], *restrict gi = T->t[C_G], *restrict di = T->t[C_D];
   const bool want_q = P->dq != NULL, want_kv = P->dk != NULL;
-  int64_t kvshape[ATTN_MAX_DIMS], idx[ATTN_MAX_DIMS], cstride[ATTN_MAX_DIMS];
-  memcpy(kvshape, P->bshape, sizeof kvshape);
-  if (P->nb) kvshape[P->nb - 1] /= P->group;
-  sdpa_unflatten(P->nb, kvshape, kvb, idx);
-  attn__contiguous_strides(P->nb, P->bshape, cstride);
   if (want_kv) {
     memset(dk, 0, (size_t)(S4 * Ep) * sizeof(float));
     memset(dv, 0, (size_t)(S4 * Evp) * sizeof(float));
@@ -532,10 +509,7 @@ INLINE void saved_kv_batch(const plan *P, const tiles *T, int64_t kvb) {
   const float *kr = k4, *va = v4;
   int64_t ldk = Ep, vrs = Evp, vcs = 1;
   for (int64_t g = 0; g < P->group; g++) {
-    int64_t qidx[ATTN_MAX_DIMS];
-    memcpy(qidx, idx, sizeof qidx);
-    if (P->nb) qidx[P->nb - 1] = idx[P->nb - 1] * P->group + g;
-    const int64_t b = sdpa_offset_of(P->nb, qidx, cstride);
+    const int64_t b = sdpa_q_batch(P, kvb, g);
     batch_ptrs bp;
     sdpa_batch_at(P, b, &bp);
     /* rows read in place where their layout allows: k, q and dO rows as
