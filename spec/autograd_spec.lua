@@ -188,6 +188,57 @@ describe("gradients added straight into a leaf's .grad", function()
     end
   end)
 
+  it("add linear and matmul gradients into a held .grad (weights and inputs, each product size)", function()
+    -- small and medium products are computed apart and added: the bits of
+    -- the separate add; those that go to sgemm add through its beta = 1,
+    -- which sums each of its blocks of the reduction (the batch rows) into
+    -- .grad in turn: the same bits while the rows fit one block, else the
+    -- separate add's value up to summation order
+    local cases = {{nin = 5, nout = 3, rows = 4, bits = true}, {nin = 64, nout = 64, rows = 512, bits = true},
+      {nin = 512, nout = 384, rows = 96}, {nin = 256, nout = 256, rows = 1500}}
+    for _, c in ipairs(cases) do
+      local what = ("[%d,%d] weight, %d rows"):format(c.nout, c.nin, c.rows)
+      attn.manual_seed(c.rows)
+      local w, bias = attn.randn(c.nout, c.nin), attn.randn(c.nout)
+      local x1, x2 = attn.randn(c.rows, c.nin), attn.randn(c.rows, c.nin)
+      local g1, g2 = attn.randn(c.rows, c.nout), attn.randn(c.rows, c.nout)
+      local ops = {
+        linear = function(x, wt, b) return attn.linear(x, wt, b) end,
+        ["x @ w^T"] = function(x, wt) return x:matmul(wt:t()) end,
+        ["x @ w (w [in, out])"] = function(x, wt) return x:matmul(wt) end,
+      }
+      for name, f in pairs(ops) do
+        local wl = name == "x @ w (w [in, out])" and w:t():contiguous() or w
+        local function close_to(got, want, which)
+          if c.bits then
+            assert(attn.eq(got, want):all():item(), ("%s %s, %s: not the bits of a separate add"):format(name, what, which))
+          else
+            local err = (got - want):abs():max():item() / want:abs():max():item()
+            assert(err < 1e-6, ("%s %s, %s: off the separate add by %g"):format(name, what, which, err))
+          end
+        end
+        -- the weight: a second pass adds into the .grad of the first
+        local a, fresh = wl:clone():requires_grad_(), wl:clone():requires_grad_()
+        f(x1, a, bias):backward(g1)
+        local first, held = a.grad:clone(), a.grad
+        f(x2, a, bias):backward(g2)
+        f(x2, fresh, bias):backward(g2)
+        local want = attn.no_grad(function() return first + fresh.grad end)
+        close_to(a.grad, want, "weight")
+        assert(attn.eq(held, a.grad):all():item(), ("%s %s: the held weight .grad was replaced"):format(name, what))
+        -- the input: a leaf with a .grad set beforehand
+        local xa, xf = x2:clone():requires_grad_(), x2:clone():requires_grad_()
+        local r = attn.randn(c.rows, c.nin)
+        xa.grad = r:clone()
+        local xheld = xa.grad
+        f(xa, wl, bias):backward(g2)
+        f(xf, wl, bias):backward(g2)
+        close_to(xa.grad, attn.no_grad(function() return r + xf.grad end), "input")
+        assert(attn.eq(xheld, xa.grad):all():item(), ("%s %s: the held input .grad was replaced"):format(name, what))
+      end
+    end
+  end)
+
   it("leave a leaf used twice, or a .grad of another shape, to the separate add", function()
     -- the two gradients are summed first, then added (torch's order)
     check("relu + tanh of one leaf", function(t) return t:relu() + t:tanh() end, 40, 100)

@@ -107,12 +107,10 @@ local function check_bool(v, fn, name)
   return v
 end
 
--- x @ w^T + b over any leading dims; w [out, in], b [out] or nil
-local function linear(x, w, b)
-  local y = attn.matmul(x, w:t())
-  if b ~= nil then y = y + b end
-  return y
-end
+-- x @ w^T + b over any leading dims; w [out, in], b [out] or nil: the
+-- core's one-node linear (same arithmetic as matmul(x, w:t()) + b; its
+-- backward adds a leaf weight's gradient straight into .grad)
+local linear = attn.linear
 
 local function has_boolean(t)
   for _, v in ipairs(t) do

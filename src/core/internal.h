@@ -369,7 +369,11 @@ static inline void attn__bump_version(attn_tensor *t) { __atomic_add_fetch(&t->s
    gradient of this backward pass, NULL otherwise.  One pass of the leaf's
    size and one allocation fewer than a new gradient that the engine then
    adds; the same bits, as long as the formula computes each element as
-   into + gradient, one rounding after the gradient's own.  Formulas get
+   into + gradient, one rounding after the gradient's own.  The exception
+   is linear's and matmul's products that go to sgemm: beta = 1 adds each
+   of sgemm's blocks of the reduction into .grad in turn (the same bits
+   while the batch rows fit one block, else the same sum in another
+   order), and saves sgemm's pass that zeroes its output.  Formulas get
    the tensor to write with attn__grad_out (the .grad, or a new tensor of
    the input's shape) and hand it over with attn__grad_give. */
 static inline attn_tensor *attn__grad_into(const attn_node *node, int i) { return node->next[i].into; }

@@ -84,10 +84,16 @@ typedef struct {
   int64_t rs, cs; /* strides of the matrix dims */
 } mat;
 
-static attn_status gemm_one(mat A, mat B, int64_t m, int64_t n, int64_t k, float *c, bool reference) {
+/* c [m, n] (contiguous) = A [m, k] @ B [k, n], or with acc c += A @ B (a
+   gradient added straight into a leaf's .grad).  Products that go to
+   sgemm add through its beta = 1, which saves the pass that zeroes c
+   (sgemm's beta = 0) and the pass that adds a new gradient; the smaller
+   ones are computed into scratch and added, each element rounded on its
+   own first, as the engine's separate add would. */
+static attn_status gemm_one(mat A, mat B, int64_t m, int64_t n, int64_t k, float *c, bool reference, bool acc) {
   if (m == 0 || n == 0) return ATTN_OK;
   if (k == 0) {
-    memset(c, 0, (size_t)(m * n) * sizeof(float));
+    if (!acc) memset(c, 0, (size_t)(m * n) * sizeof(float));
     return ATTN_OK;
   }
   bool ta, tb;
@@ -96,7 +102,25 @@ static attn_status gemm_one(mat A, mat B, int64_t m, int64_t n, int64_t k, float
     gemm_naive(m, n, k, A.data, A.rs, A.cs, B.data, B.rs, B.cs, c, n);
     return ATTN_OK;
   }
-  if (m * n * k <= SMALL_GEMM_FLOPS) {
+  const attn__kernels *K = attn__kern();
+  const int64_t np = (n + K->gemm_nr - 1) / K->gemm_nr * K->gemm_nr;
+  const bool b_in_place = B.cs == 1 && n == np;
+  const bool small = m * n * k <= SMALL_GEMM_FLOPS;
+  /* Medium products go to the kernel family's own tiles (gemm_kernels.h)
+     when B needs no copy, or when A has enough rows to repay B's copy. */
+  const bool mid = !small && m * n * k <= MID_GEMM_MACS && k * np <= MID_GEMM_PANEL &&
+                   (b_in_place || m >= MID_GEMM_PACK_ROWS || k * np <= SMALL_GEMM_PANEL);
+  if (acc && (small || mid)) {
+    const size_t bytes = (size_t)(m * n) * sizeof(float);
+    float *t = attn__scratch_alloc(bytes);
+    if (!t) return attn__nomem("matmul", (int64_t)bytes);
+    attn_status st = gemm_one(A, B, m, n, k, t, false, false);
+    if (!st)
+      for (int64_t i = 0; i < m * n; i++) c[i] += t[i];
+    attn__scratch_free(t, bytes);
+    return st;
+  }
+  if (small) {
     if (B.cs == 1) {
       gemm_small_rows(m, n, k, A.data, A.rs, A.cs, B.data, B.rs, c);
     } else { /* B's rows gathered first (k * n <= SMALL_GEMM_FLOPS floats) */
@@ -107,13 +131,7 @@ static attn_status gemm_one(mat A, mat B, int64_t m, int64_t n, int64_t k, float
     }
     return ATTN_OK;
   }
-  /* Medium products go to the kernel family's own tiles (gemm_kernels.h)
-     when B needs no copy, or when A has enough rows to repay B's copy. */
-  const attn__kernels *K = attn__kern();
-  const int64_t np = (n + K->gemm_nr - 1) / K->gemm_nr * K->gemm_nr;
-  const bool b_in_place = B.cs == 1 && n == np;
-  if (m * n * k <= MID_GEMM_MACS && k * np <= MID_GEMM_PANEL &&
-      (b_in_place || m >= MID_GEMM_PACK_ROWS || k * np <= SMALL_GEMM_PANEL)) {
+  if (mid) {
     const size_t bytes = (size_t)(K->gemm_mr * K->gemm_nr + k * np) * sizeof(float);
     float *scratch = attn__scratch_alloc(bytes);
     if (!scratch) return attn__nomem("matmul", (int64_t)bytes);
@@ -143,7 +161,7 @@ static attn_status gemm_one(mat A, mat B, int64_t m, int64_t n, int64_t k, float
     B = (mat){pb, n, 1};
     tb = false, ldb = n;
   }
-  attn_status st = attn_sgemm(ta, tb, m, n, k, 1.0f, A.data, lda, B.data, ldb, 0.0f, c, n);
+  attn_status st = attn_sgemm(ta, tb, m, n, k, 1.0f, A.data, lda, B.data, ldb, acc ? 1.0f : 0.0f, c, n);
   if (pa) attn__scratch_free(pa, (size_t)(m * k) * sizeof(float));
   if (pb) attn__scratch_free(pb, (size_t)(k * n) * sizeof(float));
   return st;
@@ -217,7 +235,7 @@ static attn_status matmul_impl(const char *fn, const attn_tensor *a_in, const at
     }
     if (foldable) {
       mat F = {A.data, A.rs, A.cs};
-      st = gemm_one(F, B, nb * m, n, k, c, false);
+      st = gemm_one(F, B, nb * m, n, k, c, false, false);
       if (st)
         attn_tensor_release(o);
       else
@@ -236,7 +254,7 @@ static attn_status matmul_impl(const char *fn, const attn_tensor *a_in, const at
       return attn__limit_error(fn);
     }
     mat Ai = {A.data + aoff, A.rs, A.cs}, Bi = {B.data + boff, B.rs, B.cs};
-    st = gemm_one(Ai, Bi, m, n, k, c + bi * m * n, reference);
+    st = gemm_one(Ai, Bi, m, n, k, c + bi * m * n, reference, false);
     if (st) {
       attn_tensor_release(o);
       return st;
@@ -258,6 +276,13 @@ static attn_status matmul_impl(const char *fn, const attn_tensor *a_in, const at
 
 /* ------------------------------------------------------------------------ */
 /* Backward                                                                  */
+
+/* c (contiguous, a leaf's .grad from attn__grad_into) += a [m, k] @ b [k,
+   n], both 2-d; c's numel is m * n. */
+static attn_status gemm_into(const attn_tensor *a, const attn_tensor *b, attn_tensor *c) {
+  mat A = {attn_tensor_data(a), a->stride[0], a->stride[1]}, B = {attn_tensor_data(b), b->stride[0], b->stride[1]};
+  return gemm_one(A, B, a->shape[0], b->shape[1], a->shape[1], attn_tensor_data(c), false, true);
+}
 
 /* x as a matrix stack: a 1-d x becomes [1, k] (left) or [k, 1] (right). */
 static attn_status promote(const attn_tensor *x, bool left, attn_tensor **out) {
@@ -315,8 +340,14 @@ static attn_status matmul_backward(attn_node *node, const attn_tensor *g_in, att
         if ((st = attn_transpose(g2, 0, 1, &t)) == ATTN_OK && (st = attn_matmul(t, a2, &gbt)) == ATTN_OK &&
             (st = attn_transpose(gbt, 0, 1, &r)) == ATTN_OK)
           st = attn_reshape(r, b_in->ndim, b_in->shape, &grads[1]);
-      } else if ((st = attn_transpose(a2, 0, 1, &t)) == ATTN_OK && (st = attn_matmul(t, g2, &r)) == ATTN_OK) {
-        st = attn_reshape(r, b_in->ndim, b_in->shape, &grads[1]);
+      } else if ((st = attn_transpose(a2, 0, 1, &t)) == ATTN_OK) {
+        attn_tensor *into = attn__grad_into(node, 1);
+        if (into) { /* b's .grad [k, n] (or [k]) += a2^T @ g2 */
+          st = gemm_into(t, g2, into);
+          attn__grad_give(node, 1, attn_tensor_retain(into), !st, grads);
+        } else if ((st = attn_matmul(t, g2, &r)) == ATTN_OK) {
+          st = attn_reshape(r, b_in->ndim, b_in->shape, &grads[1]);
+        }
       }
     }
     attn_tensor_release(a2), attn_tensor_release(g2), attn_tensor_release(gbt);
@@ -482,15 +513,31 @@ static attn_status linear_backward(attn_node *node, const attn_tensor *g, attn_t
   const attn_tensor *x = node->saved[0], *w = node->saved[1];
   attn_tensor *g2 = NULL, *x2 = NULL, *gt = NULL;
   attn_status st = ATTN_OK;
-  if (node->next[0].node && (st = attn_matmul(g, w, &grads[0]))) goto out;
+  const int64_t nout = w->shape[0], nin = w->shape[1];
+  int64_t rows = 1; /* x's leading dims: exact even when nout or nin is 0 */
+  for (int i = 0; i < x->ndim - 1; i++) rows *= x->shape[i];
+  const int64_t gs[2] = {rows, nout}, xs[2] = {rows, nin};
+  if ((node->next[0].node || node->next[1].node) && (st = attn_reshape(g, 2, gs, &g2))) goto out;
+  if (node->next[0].node) {
+    attn_tensor *into = attn__grad_into(node, 0);
+    if (into) { /* x's .grad [rows, in] += g2 @ w */
+      st = gemm_into(g2, w, into);
+      attn__grad_give(node, 0, attn_tensor_retain(into), !st, grads);
+    } else {
+      st = attn_matmul(g, w, &grads[0]);
+    }
+    if (st) goto out;
+  }
   if (node->next[1].node) {
-    int64_t nout = w->shape[0], nin = w->shape[1];
-    int64_t rows = 1; /* x's leading dims: exact even when nout or nin is 0 */
-    for (int i = 0; i < x->ndim - 1; i++) rows *= x->shape[i];
-    int64_t gs[2] = {rows, nout}, xs[2] = {rows, nin};
-    if ((st = attn_reshape(g, 2, gs, &g2)) || (st = attn_reshape(x, 2, xs, &x2)) ||
-        (st = attn_transpose(g2, 0, 1, &gt)) || (st = attn_matmul(gt, x2, &grads[1])))
-      goto out;
+    attn_tensor *into = attn__grad_into(node, 1);
+    if ((st = attn_reshape(x, 2, xs, &x2)) || (st = attn_transpose(g2, 0, 1, &gt))) goto out;
+    if (into) { /* w's .grad [out, in] += g2^T @ x2: sgemm's beta = 1 where it runs */
+      st = gemm_into(gt, x2, into);
+      attn__grad_give(node, 1, attn_tensor_retain(into), !st, grads);
+    } else {
+      st = attn_matmul(gt, x2, &grads[1]);
+    }
+    if (st) goto out;
   }
   if (node->n_next > 2 && node->next[2].node)
     st = attn__sum_to_shape(g, node->next[2].ndim, node->next[2].shape, &grads[2]);
