@@ -5,9 +5,10 @@
 --                              [--out FILE.csv]
 --
 -- Cases: 1 SDPA forward and forward+backward (B = 1, H = 8, E = 64, L = S,
--- causal and not); 2 nn.MultiheadAttention(512, 8, batch_first) self-
--- attention; 3 tiny ops (microseconds per call from a Lua loop vs a Python
--- loop); 4 a training step of a 1-layer causal self-attention char model;
+-- causal and not; and forward+backward at B = 4 for L <= 512, issue 16's
+-- shape); 2 nn.MultiheadAttention(512, 8, batch_first) self-attention
+-- (B = 1, and forward+backward at B = 4 for L <= 512); 3 tiny ops
+-- (microseconds per call from a Lua loop vs a Python loop); 4 a training step of a 1-layer causal self-attention char model;
 -- 5 whole seed scripts (process wall time) vs the notebooks' code as Python
 -- scripts; 6 sgemm 2048^3 and the FMA peak of each kernel family the CPU has
 -- (a C loop compiled with cc for that family: AVX-512, AVX2 + FMA, portable);
@@ -382,6 +383,19 @@ for _, th in ipairs(thread_list) do
     end
     attn.set_isa(isa_default)
     cur_isa = isa_default
+    -- issue 16's small-sequence shape: B = 4, forward + backward
+    for _, L in ipairs(lengths) do
+      if L <= 512 then
+        local qg, kg, vg = attn.randn(4, H, L, E):requires_grad_(), attn.randn(4, H, L, E):requires_grad_(),
+          attn.randn(4, H, L, E):requires_grad_()
+        local t, m, note, cpu = bench(function()
+          attn.scaled_dot_product_attention(qg, kg, vg):sum():backward()
+        end, 3.0, 1000)
+        local tt, tm, tn = tget(tr, ("sdpa_fwdbwd_B4_L%d"):format(L))
+        add(1, ("sdpa fwd+bwd B=4 L=%d"):format(L), th, t, tt, 4.0 * L * L * E * H * 4 * 3.5, m, tm, join(note, tn))
+        rows[#rows].cpu_s = cpu
+      end
+    end
   end
 
   if cases[2] then
@@ -400,6 +414,17 @@ for _, th in ipairs(thread_list) do
       end, 1.0, 1000)
       tt, tm, tn = tget(tr, "mha_fwdbwd_L" .. L)
       add(2, "mha fwd+bwd L=" .. L, th, t, tt, nil, m, tm, join(note, tn))
+    end
+    for _, L in ipairs(lengths) do -- issue 16's shape: B = 4
+      if L <= 512 then
+        local xg = attn.randn(4, L, 512):requires_grad_()
+        local t, m, note = bench(function()
+          local o = mha(xg, xg, xg, {need_weights = false})
+          o:sum():backward()
+        end, 3.0, 1000)
+        local tt, tm, tn = tget(tr, "mha_fwdbwd_B4_L" .. L)
+        add(2, "mha fwd+bwd B=4 L=" .. L, th, t, tt, nil, m, tm, join(note, tn))
+      end
     end
   end
 
@@ -661,6 +686,15 @@ for _, L in ipairs(lengths) do
           "met" or "NOT met")
       end
     end
+  end
+end
+-- Issue 16's small-sequence target: SDPA and MHA forward+backward at B = 4,
+-- L = 128 and 512, 1 thread >= 1.5x torch.
+for _, r in ipairs(rows) do
+  if (r.case == 1 or r.case == 2) and r.threads == 1 and r.name:match(" B=4 ") and r.attn_s and r.torch_s then
+    local x = r.torch_s / r.attn_s
+    checks[#checks + 1] = ("%s 1T: %.2fx torch (target >= 1.5x, issue 16): %s"):format(r.name, x, x >= 1.5 and "met"
+      or "NOT met")
   end
 end
 -- Issue 16's elementwise target: relu, gelu and LayerNorm forward+backward

@@ -125,6 +125,15 @@ def main():
                 t, m, note = bench(fb, 1.5, 1000)
                 emit(f"sdpa_fwdbwd_L{L}_c{c}", t, m, note)
                 del q, k, v, qg, kg, vg
+        # issue 16's small-sequence shape: B = 4, forward + backward
+        for L in (x for x in lengths if x <= 512):
+            qg, kg, vg = (torch.randn(4, H, L, E).requires_grad_() for _ in range(3))
+
+            def fb4():
+                sdpa(qg, kg, vg, False).sum().backward()
+            t, m, note = bench(fb4, 3.0, 1000)
+            emit(f"sdpa_fwdbwd_B4_L{L}", t, m, note)
+            del qg, kg, vg
 
     if 2 in cases:
         mha = nn.MultiheadAttention(512, 8, batch_first=True)
@@ -139,6 +148,13 @@ def main():
                 mha(xg, xg, xg, need_weights=False)[0].sum().backward()
             t, m, note = bench(fb, 1.0, 1000)
             emit(f"mha_fwdbwd_L{L}", t, m, note)
+        for L in (x for x in lengths if x <= 512):  # issue 16's shape: B = 4
+            xg = torch.randn(4, L, 512).requires_grad_()
+
+            def fb4():
+                mha(xg, xg, xg, need_weights=False)[0].sum().backward()
+            t, m, note = bench(fb4, 3.0, 1000)
+            emit(f"mha_fwdbwd_B4_L{L}", t, m, note)
 
     if 3 in cases:
         a, b = torch.randn(6, 3), torch.randn(3, 2)
