@@ -153,6 +153,9 @@ static inline bool attn__poll_work(int64_t *acc, int64_t n) {
 
 /* Allocation that never aborts. */
 void *attn__malloc(size_t n);
+/* Asks for transparent huge pages for a fresh block of n bytes at p when it
+   is big (base.c); call before touching it. */
+void attn__advise_huge(void *p, size_t n);
 void *attn__calloc(size_t n, size_t size);
 
 /* Memory made on behalf of a state counts against its budget (the

@@ -74,26 +74,28 @@
 #define SDPA_KEEP_MAX_S 512
 int64_t attn__sdpa_keep_scores_max = (int64_t)64 << 20;
 
-/* Kept scores pay only while the backward finds them in the last-level
-   cache: half of it (the forward's output and the gradients use the
-   rest).  Measured on Zen 3 (32 MB L3), B x 8 heads, E = 64, forward +
-   backward at 1 thread: 16 MB of scores (B = 2, L = 512; B = 8, L = 256;
-   B = 32, L = 128) 8-12% faster kept, 32 MB (B = 4, L = 512) 12% slower.
-   The size is Linux's for the L3 that cpu 0 shares (sysfs): glibc's
-   sysconf can give the whole package's (256 MB on that EPYC, 8 of them);
-   16 MB where it cannot be read. */
+/* Kept scores pay only while the backward finds most of them in the
+   last-level cache: up to three quarters of it (the rest holds the
+   operands and gradients).  Measured on Zen 3 (32 MB L3), B x 8 heads, E =
+   64, forward + backward at 1 thread, 4 interleaved runs each: 16 MB of
+   scores (B = 2, L = 512; B = 8, L = 256; B = 32, L = 128) 8-12% faster
+   kept, 24 MB (B = 3, L = 512) 69-73 ms kept against 78-97 recomputed,
+   32 MB (B = 4, L = 512) 92-105 against 95-98.  The size is Linux's for
+   the L3 that cpu 0 shares (sysfs): glibc's sysconf can give the whole
+   package's (256 MB on that EPYC, 8 of them); 24 MB where it cannot be
+   read. */
 static int64_t keep_scores_cache_bytes(void) {
   static int64_t bytes; /* computed once; a race computes the same value */
   int64_t b = __atomic_load_n(&bytes, __ATOMIC_RELAXED);
   if (b) return b;
-  b = (int64_t)16 << 20;
+  b = (int64_t)24 << 20;
   FILE *f = fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r");
   if (f) {
     long long kb = 0;
     char unit = 0;
     if (fscanf(f, "%lld%c", &kb, &unit) >= 1 && kb >= 1024) {
       if (unit == 'M') kb *= 1024;
-      b = (int64_t)kb * 1024 / 2;
+      b = (int64_t)kb * 1024 / 4 * 3;
     }
     fclose(f);
   }
@@ -265,8 +267,8 @@ static attn_status check_args(const attn_tensor *q, const attn_tensor *k, const 
    128, E = 64: 1.66 -> 1.41 ms).  Only for short key sequences (S <= 512: at most 2 KB per
    query row and head, so long sequences keep the O(L) memory of the
    recomputing backward), with the kv batches to share among threads that
-   the one-pass backward needs, under half the last-level cache
-   (keep_scores_cache_bytes) and under attn__sdpa_keep_scores_max bytes
+   the one-pass backward needs, under three quarters of the last-level
+   cache (keep_scores_cache_bytes) and under attn__sdpa_keep_scores_max bytes
    (the tests set 0 to compare with the recomputing path).  Decided by the
    shapes and the cache size: the bits do not depend on the thread count. */
 static void score_panels(plan *P) {

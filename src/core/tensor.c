@@ -184,8 +184,8 @@ static attn_storage *storage_new(int64_t numel, attn_dtype dt, bool *over) {
   attn_storage *s = NULL;
   if (bytes <= SMALL_STORAGE_BYTES)
     s = cache_get(1, sizeof *s + 64 + SMALL_STORAGE_BYTES);
-  else if (bytes <= SIZE_MAX - sizeof *s - 64)
-    s = malloc(sizeof *s + 64 + bytes);
+  else if (bytes <= SIZE_MAX - sizeof *s - 64 && (s = malloc(sizeof *s + 64 + bytes)))
+    attn__advise_huge(s, sizeof *s + 64 + bytes);
   if (!s) {
     if (budget) attn_budget_credit(budget, (int64_t)(bytes + sizeof(attn_storage)));
     return NULL;
