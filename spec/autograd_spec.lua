@@ -239,6 +239,38 @@ describe("gradients added straight into a leaf's .grad", function()
     end
   end)
 
+  it("add into a non-leaf's running sum: split pieces, and no sum shared by two inputs of one op", function()
+    attn.manual_seed(5)
+    local x = attn.randn(4, 3, 12):requires_grad_()
+    local a, b, c = attn.randn(4, 3, 4), attn.randn(4, 3, 4), attn.randn(4, 3, 4)
+    local d = attn.randn(4, 3, 12)
+    local y = x * 1.5
+    local parts = y:chunk(3, -1)
+    -- y * d first gives y's node a sum, which the pieces then add into
+    ;((parts[1] * a + parts[2] * b + parts[3]:tanh() * c):sum() + (y * d):sum()):backward()
+    local want = attn.no_grad(function()
+      local t3 = parts[3]:detach():tanh()
+      return (d + attn.cat({a, b, (1 - t3 * t3) * c}, -1)) * 1.5
+    end)
+    local err = (x.grad - want):abs():max():item()
+    assert(err < 1e-6, "the chunks' gradients were not added to the sum: off by " .. err)
+    -- q = k = v = y, whose sum already holds another consumer's gradient:
+    -- no input of the attention gets that sum to write into (with threads,
+    -- dQ and dK/dV are written at once)
+    local function run(shared)
+      local x2 = x:detach():clone():requires_grad_()
+      local y2 = (x2 * 1.0):reshape(1, 4, 3, 12)
+      local q, k, v = y2, y2, y2
+      if not shared then q, k, v = y2 * 1.0, y2 * 1.0, y2 * 1.0 end
+      local loss = attn.scaled_dot_product_attention(q, k, v):sum() + (y2 * y2):sum()
+      loss:backward()
+      return x2.grad
+    end
+    local g1, g2 = run(true), run(false)
+    local err = (g1 - g2):abs():max():item()
+    assert(err < 1e-5, "q = k = v with a running sum: off by " .. err)
+  end)
+
   it("leave a leaf used twice, or a .grad of another shape, to the separate add", function()
     -- the two gradients are summed first, then added (torch's order)
     check("relu + tanh of one leaf", function(t) return t:relu() + t:tanh() end, 40, 100)

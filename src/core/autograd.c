@@ -106,11 +106,20 @@ static bool edge_shape(const attn__edge *e, const attn_tensor *t) {
 }
 
 /* attn__grad_into's tensor for edge e of node (whose incoming gradient is
-   g), or NULL. */
+   g), or NULL: the leaf's .grad, or a non-leaf input's running sum. */
 static attn_tensor *leaf_grad_into(const attn_node *node, const attn__edge *e, const attn_tensor *g) {
   const attn_node *n = e->node;
+  if (!n) return NULL;
+  if (!n->leaf) {
+    /* a node's running sum, when it has one the engine alone holds: the
+       formula adds into it what accumulate would add (the same bits) */
+    attn_tensor *acc = n->grad_acc;
+    if (!acc || acc->dtype != ATTN_FLOAT32 || !owned_alone(acc) || !edge_shape(e, acc)) return NULL;
+    if (acc->storage == g->storage) return NULL;
+    return acc;
+  }
   /* the leaf's last edge still to come, and nothing summed for it yet */
-  if (!n || !n->leaf || n->deps != 1 || n->grad_acc) return NULL;
+  if (n->deps != 1 || n->grad_acc) return NULL;
   const struct attn_autograd *ag = n->leaf->autograd;
   attn_tensor *gr = ag ? ag->grad : NULL;
   if (!gr || gr->dtype != ATTN_FLOAT32 || !edge_shape(e, gr) || !attn_tensor_is_contiguous(gr)) return NULL;
@@ -147,13 +156,20 @@ static attn_status run_node(attn_node *node, attn_tensor *g, bool retain_graph, 
   attn_tensor **gs = node->n_next <= 64 ? grads : attn__calloc((size_t)node->n_next, sizeof *gs);
   if (!gs) return attn_set_error(ATTN_ERR_NOMEM, "backward: out of memory");
   attn__backward_fn fn = backward_of(node);
-  for (int i = 0; i < node->n_next; i++) node->next[i].into = leaf_grad_into(node, &node->next[i], g);
+  for (int i = 0; i < node->n_next; i++) {
+    /* none where two inputs are one node (q = k = v): each gradient would
+       be added into the same sum while the others are computed */
+    bool shared = false;
+    for (int j = 0; j < node->n_next && !shared; j++)
+      shared = j != i && node->next[j].node && node->next[j].node == node->next[i].node;
+    node->next[i].into = shared ? NULL : leaf_grad_into(node, &node->next[i], g);
+  }
   st = fn ? fn(node, g, gs) : attn_set_error(ATTN_ERR_STATE, "backward: %s has no backward formula", node->name);
   for (int i = 0; i < node->n_next && st == ATTN_OK; i++) {
     attn__edge *e = &node->next[i];
     if (!e->node) continue;
-    if (gs[i] && gs[i] == e->into) { /* added into the leaf's .grad: nothing to sum */
-      e->node->grad_added = true;
+    if (gs[i] && gs[i] == e->into) { /* added into the leaf's .grad or the node's sum: nothing to sum */
+      if (e->node->leaf) e->node->grad_added = true;
       if (--e->node->deps == 0 && !vec_push(ready, e->node))
         st = attn_set_error(ATTN_ERR_NOMEM, "backward: out of memory");
       continue;

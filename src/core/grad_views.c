@@ -19,23 +19,33 @@ static attn_status view_backward(attn_node *node, const attn_tensor *g, attn_ten
   case ATTN__VIEW_EXPAND: return attn__sum_to_shape(g, in->ndim, in->shape, &grads[0]);
   case ATTN__VIEW_IDENTITY: grads[0] = attn_tensor_retain((attn_tensor *)g); return ATTN_OK;
   case ATTN__VIEW_SLICE: /* iargs: dim, start, end, step */
-    if ((st = attn_zeros(in->ndim, in->shape, &z))) return st;
-    st = attn_slice(z, (int)node->iargs[1], node->iargs[2], node->iargs[3], node->iargs[4], &v);
-    break;
-  case ATTN__VIEW_SELECT: /* iargs: dim, index */
-    if ((st = attn_zeros(in->ndim, in->shape, &z))) return st;
-    st = attn_select(z, (int)node->iargs[1], node->iargs[2], &v);
-    break;
+  case ATTN__VIEW_SELECT: /* iargs: dim, index */ {
+    /* Where the input's gradient already has a sum to add to (the other
+       chunks of a split, a .grad), g goes into its slice of that sum: no
+       full-size zeros and no full-size add per piece. */
+    attn_tensor *into = attn__grad_into(node, 0);
+    if (into)
+      z = attn_tensor_retain(into);
+    else if ((st = attn_zeros(in->ndim, in->shape, &z)))
+      return st;
+    st = node->iargs[0] == ATTN__VIEW_SLICE
+             ? attn_slice(z, (int)node->iargs[1], node->iargs[2], node->iargs[3], node->iargs[4], &v)
+             : attn_select(z, (int)node->iargs[1], node->iargs[2], &v);
+    if (st == ATTN_OK) st = into ? attn_binary_(ATTN_ADD, v, g) : attn_copy_(v, g);
+    attn_tensor_release(v);
+    if (into) {
+      attn__grad_give(node, 0, z, st == ATTN_OK, grads);
+      return st;
+    }
+    if (st) {
+      attn_tensor_release(z);
+      return st;
+    }
+    grads[0] = z;
+    return ATTN_OK;
+  }
   default: return attn_set_error(ATTN_ERR_STATE, "backward: unknown view kind in %s", node->name);
   }
-  if (st == ATTN_OK) st = attn_copy_(v, g);
-  attn_tensor_release(v);
-  if (st) {
-    attn_tensor_release(z);
-    return st;
-  }
-  grads[0] = z;
-  return ATTN_OK;
 }
 
 /* This file's formulas by id: forward ops record the id (record.c) and

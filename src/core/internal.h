@@ -369,7 +369,9 @@ static inline void attn__bump_version(attn_tensor *t) { __atomic_add_fetch(&t->s
    attn__grad_into(node, i) returns instead of allocating it: a leaf's
    existing .grad (float32, contiguous, input i's shape, sharing no storage
    with g or the saved tensors) when this node gives that leaf its only
-   gradient of this backward pass, NULL otherwise.  One pass of the leaf's
+   gradient of this backward pass, or the sum of the gradients a non-leaf
+   input got so far (when the engine alone holds it), NULL otherwise, and
+   NULL for two inputs that are one node.  One pass of the leaf's
    size and one allocation fewer than a new gradient that the engine then
    adds; the same bits, as long as the formula computes each element as
    into + gradient, one rounding after the gradient's own.  The exception
