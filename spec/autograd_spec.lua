@@ -267,8 +267,8 @@ describe("gradients added straight into a leaf's .grad", function()
       return x2.grad
     end
     local g1, g2 = run(true), run(false)
-    local err = (g1 - g2):abs():max():item()
-    assert(err < 1e-5, "q = k = v with a running sum: off by " .. err)
+    local err2 = (g1 - g2):abs():max():item()
+    assert(err2 < 1e-5, "q = k = v with a running sum: off by " .. err2)
   end)
 
   it("leave a leaf used twice, or a .grad of another shape, to the separate add", function()

@@ -8,10 +8,11 @@
 -- causal and not; and forward+backward at B = 4 for L <= 512, issue 16's
 -- shape); 2 nn.MultiheadAttention(512, 8, batch_first) self-attention
 -- (B = 1, and forward+backward at B = 4 for L <= 512); 3 tiny ops
--- (microseconds per call from a Lua loop vs a Python loop); 4 a training step of a 1-layer causal self-attention char model;
--- 5 whole seed scripts (process wall time) vs the notebooks' code as Python
--- scripts; 6 sgemm 2048^3 and the FMA peak of each kernel family the CPU has
--- (a C loop compiled with cc for that family: AVX-512, AVX2 + FMA, portable);
+-- (microseconds per call from a Lua loop vs a Python loop); 4 a training
+-- step of a 1-layer causal self-attention char model; 5 whole seed scripts
+-- (process wall time) vs the notebooks' code as Python scripts; 6 sgemm
+-- 2048^3 and the FMA peak of each kernel family the CPU has (a C loop
+-- compiled with cc for that family: AVX-512, AVX2 + FMA, portable);
 -- 7 start-up time of `attn -e ''` vs `python3 -c 'import torch'`; 8 a
 -- training step of the character GPT of Karpathy's lecture
 -- (scripts/bench/models/char_gpt.lua and .py, same seed, weights and batch);

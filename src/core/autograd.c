@@ -157,12 +157,12 @@ static attn_status run_node(attn_node *node, attn_tensor *g, bool retain_graph, 
   if (!gs) return attn_set_error(ATTN_ERR_NOMEM, "backward: out of memory");
   attn__backward_fn fn = backward_of(node);
   for (int i = 0; i < node->n_next; i++) {
+    attn_tensor *into = leaf_grad_into(node, &node->next[i], g);
     /* none where two inputs are one node (q = k = v): each gradient would
        be added into the same sum while the others are computed */
-    bool shared = false;
-    for (int j = 0; j < node->n_next && !shared; j++)
-      shared = j != i && node->next[j].node && node->next[j].node == node->next[i].node;
-    node->next[i].into = shared ? NULL : leaf_grad_into(node, &node->next[i], g);
+    for (int j = 0; j < node->n_next && into; j++)
+      if (j != i && node->next[j].node == node->next[i].node) into = NULL;
+    node->next[i].into = into;
   }
   st = fn ? fn(node, g, gs) : attn_set_error(ATTN_ERR_STATE, "backward: %s has no backward formula", node->name);
   for (int i = 0; i < node->n_next && st == ATTN_OK; i++) {

@@ -85,7 +85,8 @@ typedef struct {
 } mat;
 
 /* c [m, n] (contiguous) = A [m, k] @ B [k, n], or with acc c += A @ B (a
-   gradient added straight into a leaf's .grad).  Products that go to
+   gradient added straight into a leaf's .grad or a running sum,
+   attn__grad_into).  Products that go to
    sgemm add through its beta = 1, which saves the pass that zeroes c
    (sgemm's beta = 0) and the pass that adds a new gradient; the smaller
    ones are computed into scratch and added, each element rounded on its
@@ -277,8 +278,8 @@ static attn_status matmul_impl(const char *fn, const attn_tensor *a_in, const at
 /* ------------------------------------------------------------------------ */
 /* Backward                                                                  */
 
-/* c (contiguous, a leaf's .grad from attn__grad_into) += a [m, k] @ b [k,
-   n], both 2-d; c's numel is m * n. */
+/* c (contiguous: attn__grad_into's leaf .grad or running sum) += a [m, k]
+   @ b [k, n], both 2-d; c's numel is m * n. */
 static attn_status gemm_into(const attn_tensor *a, const attn_tensor *b, attn_tensor *c) {
   mat A = {attn_tensor_data(a), a->stride[0], a->stride[1]}, B = {attn_tensor_data(b), b->stride[0], b->stride[1]};
   return gemm_one(A, B, a->shape[0], b->shape[1], a->shape[1], attn_tensor_data(c), false, true);
