@@ -107,16 +107,14 @@ static bool edge_shape(const attn__edge *e, const attn_tensor *t) {
 
 /* attn__grad_into's tensor for edge e of node (whose incoming gradient is
    g), or NULL: the leaf's .grad, or a non-leaf input's running sum. */
-static attn_tensor *leaf_grad_into(const attn_node *node, const attn__edge *e, const attn_tensor *g) {
+static attn_tensor *grad_into_target(const attn_node *node, const attn__edge *e, const attn_tensor *g) {
   const attn_node *n = e->node;
   if (!n) return NULL;
   if (!n->leaf) {
     /* a node's running sum, when it has one the engine alone holds: the
        formula adds into it what accumulate would add (the same bits) */
-    attn_tensor *acc = n->grad_acc;
-    if (!acc || acc->dtype != ATTN_FLOAT32 || !owned_alone(acc) || !edge_shape(e, acc)) return NULL;
-    if (acc->storage == g->storage) return NULL;
-    return acc;
+    attn_tensor *acc = n->grad_acc; /* owned alone: no storage shared with g or saved tensors */
+    return acc && acc->dtype == ATTN_FLOAT32 && owned_alone(acc) && edge_shape(e, acc) ? acc : NULL;
   }
   /* the leaf's last edge still to come, and nothing summed for it yet */
   if (n->deps != 1 || n->grad_acc) return NULL;
@@ -157,7 +155,7 @@ static attn_status run_node(attn_node *node, attn_tensor *g, bool retain_graph, 
   if (!gs) return attn_set_error(ATTN_ERR_NOMEM, "backward: out of memory");
   attn__backward_fn fn = backward_of(node);
   for (int i = 0; i < node->n_next; i++) {
-    attn_tensor *into = leaf_grad_into(node, &node->next[i], g);
+    attn_tensor *into = grad_into_target(node, &node->next[i], g);
     /* none where two inputs are one node (q = k = v): each gradient would
        be added into the same sum while the others are computed */
     for (int j = 0; j < node->n_next && into; j++)

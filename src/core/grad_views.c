@@ -33,16 +33,13 @@ static attn_status view_backward(attn_node *node, const attn_tensor *g, attn_ten
              : attn_select(z, (int)node->iargs[1], node->iargs[2], &v);
     if (st == ATTN_OK) st = into ? attn_binary_(ATTN_ADD, v, g) : attn_copy_(v, g);
     attn_tensor_release(v);
-    if (into) {
+    if (into)
       attn__grad_give(node, 0, z, st == ATTN_OK, grads);
-      return st;
-    }
-    if (st) {
+    else if (st == ATTN_OK)
+      grads[0] = z;
+    else
       attn_tensor_release(z);
-      return st;
-    }
-    grads[0] = z;
-    return ATTN_OK;
+    return st;
   }
   default: return attn_set_error(ATTN_ERR_STATE, "backward: unknown view kind in %s", node->name);
   }
