@@ -110,9 +110,9 @@ local flags = os.getenv("ATTN_MPIEXEC_FLAGS") or ""
 local lua = os.getenv("ATTN_LUA") or "lua5.4"
 local src = os.getenv("ATTN_SOURCE_DIR") or "."
 
-local function run(script, np, prog)
+local function run(script, np, prog, env)
   local t0 = attn.now()
-  local cmd = ("%s %s -np %d %s %s 2>&1"):format(mpiexec, flags, np or 2, prog or lua,
+  local cmd = ("%s%s %s -np %d %s %s 2>&1"):format(env and env .. " " or "", mpiexec, flags, np or 2, prog or lua,
     script:find("/") and script or src .. "/spec/mpi/" .. script)
   local p = io.popen(cmd)
   local out = p:read("a")
@@ -160,7 +160,33 @@ describe("attn.dist jobs under mpirun", function()
   it("a rank whose peer never joins fails after the timeout", function()
     local ok, _, out, secs = run("timeout.lua")
     assert.is_falsy(ok, out)
-    assert.matches("allreduce %(rank 0 of 2%): timed out after 1 s", out)
+    -- the watchdog of a blocking call says how long it measured
+    local waited = tonumber(out:match("allreduce %(rank 0 of 2%): timed out after (%d+%.%d) s waiting for the other ranks"))
+    assert.is_not_nil(waited, out)
+    assert.is_true(waited >= 1 and waited < 2.5, out)
     assert.is_true(secs < 30, ("took %.1f s"):format(secs))
+  end)
+
+  -- One deadline per operation: the DDP backward's buckets share it, so a
+  -- stopped peer fails the backward after the timeout, not after the
+  -- timeout once per bucket (7 x 4 s before), and the message gives the
+  -- time measured.
+  it("a stopped rank fails a DDP backward after one timeout, not one per bucket", function()
+    local T = 3
+    local ok, _, out, secs = run("ddp_stall.lua", 2, nil, "ATTN_DIST_TIMEOUT=" .. T)
+    assert.is_falsy(ok, out)
+    local nb = tonumber(out:match("buckets (%d+)"))
+    assert.is_true(nb and nb >= 4, out)
+    local took, msg = out:match("backward failed after (%S+) s: ([^\n]*)")
+    took = tonumber(took)
+    assert.is_not_nil(took, out)
+    assert.is_true(took >= T and took < T + 1, ("backward took %s s with %d buckets: %s"):format(took, nb, out))
+    assert.matches("DistributedDataParallel: averaging the gradients %(bucket %d+ of " .. nb .. "%): allreduce "
+      .. "%(rank 0 of 2%): timed out after %d+%.%d s waiting for the other ranks", msg)
+    local waited = tonumber(msg:match("timed out after (%d+%.%d) s"))
+    assert.is_true(waited >= T and waited <= took + 0.05, msg)
+    local collected = tonumber(out:match("collected after (%S+) s"))
+    assert.is_true(collected and collected < 1, out) -- pending handles are not waited for once more
+    assert.is_true(secs < T + 12, ("the job took %.1f s"):format(secs))
   end)
 end)

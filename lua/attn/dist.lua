@@ -38,7 +38,9 @@
 -- every wait is bounded by a timeout (default 300 s; set_timeout(s) or
 -- ATTN_DIST_TIMEOUT=s): h:wait() on an async operation raises an error at
 -- the deadline; a blocking call (which MPI cannot cancel) prints the same
--- message and aborts the job.
+-- message and aborts the job.  The message gives the time measured; the
+-- waits of one operation (a DDP backward's gradient buckets, a ring
+-- attention pass) share one deadline.
 -- A rank whose script raises an error ends with a non-zero status, and attn
 -- then aborts the whole MPI job (MPI_Abort), so the other ranks stop at
 -- once.

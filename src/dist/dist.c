@@ -221,6 +221,7 @@ struct attn_dist_work {
   bool complete;    /* MPI is done with the buffers */
   bool finished;    /* post-processing ran; status is final */
   bool stuck;       /* timed out: MPI may still write the buffers, so they are never freed */
+  int peer;         /* send / recv: the other rank; -1 for collectives */
   attn_status status;
   char msg[512];
 #ifdef ATTN_HAVE_MPI
@@ -235,6 +236,7 @@ static attn_status work_new(int kind, attn_dist_work **out) {
   attn_dist_work *w = calloc(1, sizeof *w);
   if (!w) return fail(ATTN_ERR_NOMEM, work_names[kind], "out of memory");
   w->kind = kind;
+  w->peer = -1;
 #ifdef ATTN_HAVE_MPI
   w->req = MPI_REQUEST_NULL;
 #endif
@@ -310,7 +312,24 @@ bool attn_dist_test(attn_dist_work *w) {
 #endif
 }
 
-attn_status attn_dist_wait(attn_dist_work *w) {
+/* Set once a wait of this process timed out: a peer is gone or stopped. */
+static int stalled_flag;
+
+bool attn_dist_stalled(void) { return __atomic_load_n(&stalled_flag, __ATOMIC_RELAXED) != 0; }
+
+/* "waiting for rank 1" (send, recv) or "waiting for the other ranks". */
+static const char *waiting_for(int peer, char *buf, size_t n) {
+  if (peer < 0) return "waiting for the other ranks";
+  snprintf(buf, n, "waiting for rank %d", peer);
+  return buf;
+}
+
+attn_dist_deadline attn_dist_deadline_make(void) {
+  attn_dist_deadline d = {attn_dist_timeout(), 0.0};
+  return d;
+}
+
+attn_status attn_dist_wait_within(attn_dist_work *w, attn_dist_deadline *d) {
   if (!w) return attn_set_error(ATTN_ERR_ARG, "wait: no work");
   if (w->stuck)
     return fail(ATTN_ERR_STATE, work_names[w->kind], "an earlier wait timed out; the operation cannot complete");
@@ -320,36 +339,59 @@ attn_status attn_dist_wait(attn_dist_work *w) {
   }
 #ifdef ATTN_HAVE_MPI
   /* Poll MPI_Test (which drives the progress of non-blocking collectives):
-     spin for the first 20 ms (yielding now and then), then sleep with a growing back-off up
-     to 1 ms, until the timeout. */
-  const double limit = attn_dist_timeout(), start = now_s();
+     spin for the first 20 ms (yielding now and then), then sleep with a
+     growing back-off up to 1 ms, until d's budget is spent.  The budget is
+     checked after a test, so a wait whose budget is already spent still
+     sees an operation that has completed. */
+  const double start = now_s();
   long sleep_ns = 10000, spins = 0;
   for (;;) {
     if (attn_dist_test(w)) break;
     double el = now_s() - start;
-    if (el > limit) {
+    if (d->waited + el >= d->limit) {
+      d->waited += el;
       w->stuck = true;
+      __atomic_store_n(&stalled_flag, 1, __ATOMIC_RELAXED);
+      char pb[48];
       return fail(ATTN_ERR_STATE, work_names[w->kind],
-                  "timed out after %g s waiting for the other ranks (did a rank die or skip this call? the limit "
-                  "is attn.dist.set_timeout / ATTN_DIST_TIMEOUT)",
-                  limit);
+                  "timed out after %.1f s %s (did a rank die, stop or skip this call? the limit is %g s, set by "
+                  "attn.dist.set_timeout / ATTN_DIST_TIMEOUT)",
+                  d->waited, waiting_for(w->peer, pb, sizeof pb), d->limit);
     }
     if (el < 0.02) {
       if (++spins % 64 == 0) sched_yield(); /* let a rank sharing this core run */
     } else {
-      struct timespec ts = {0, sleep_ns};
+      double left = d->limit - d->waited - el; /* > 0: do not sleep past the deadline */
+      long ns = left * 1e9 < (double)sleep_ns ? (long)(left * 1e9) + 1 : sleep_ns;
+      struct timespec ts = {0, ns};
       nanosleep(&ts, NULL);
       if (sleep_ns < 1000000) sleep_ns *= 2;
     }
   }
+  d->waited += now_s() - start;
+#else
+  (void)d;
 #endif
   work_finish(w);
   return work_result(w);
 }
 
+attn_status attn_dist_wait(attn_dist_work *w) {
+  attn_dist_deadline d = attn_dist_deadline_make();
+  return attn_dist_wait_within(w, &d);
+}
+
 void attn_dist_work_free(attn_dist_work *w) {
   if (!w) return;
-  if (!w->complete && !w->stuck) attn_dist_wait(w); /* MPI still owns the buffers */
+  if (!w->complete && !w->stuck) {
+    /* MPI still owns the buffers: wait for it, unless a wait already timed
+       out (a peer is gone): then give the buffers up to MPI rather than
+       wait once more per pending operation. */
+    if (!attn_dist_stalled())
+      attn_dist_wait(w);
+    else if (!attn_dist_test(w))
+      w->stuck = true;
+  }
   work_drop(w);
 }
 
@@ -422,7 +464,8 @@ static attn_status started(attn_dist_work *w, int rc, attn_dist_work **out) {
    nothing to return to).  Async forms time out in attn_dist_wait instead,
    with an error. */
 typedef struct wd_slot {
-  double deadline;
+  double start, deadline;
+  int peer;
   const char *op;
   struct wd_slot *prev, *next;
 } wd_slot;
@@ -446,10 +489,12 @@ static void *wd_main(void *arg) {
       if (x->deadline < first->deadline) first = x;
     double now = now_s();
     if (now >= first->deadline) {
+      char pb[48];
       fprintf(stderr,
-              "%s (rank %d of %d): timed out after %g s waiting for the other ranks (did a rank die or skip this "
-              "call? the limit is attn.dist.set_timeout / ATTN_DIST_TIMEOUT); aborting the job\n",
-              first->op, world_rank, world_size, attn_dist_timeout());
+              "%s (rank %d of %d): timed out after %.1f s %s (did a rank die, stop or skip this call? the limit is "
+              "%g s, set by attn.dist.set_timeout / ATTN_DIST_TIMEOUT); aborting the job\n",
+              first->op, world_rank, world_size, now - first->start, waiting_for(first->peer, pb, sizeof pb),
+              first->deadline - first->start);
       fflush(stderr);
       MPI_Abort(MPI_COMM_WORLD, 1);
       _exit(1);
@@ -480,11 +525,13 @@ static void wd_start(void) {
   pthread_attr_destroy(&ta);
 }
 
-static void wd_enter(wd_slot *slot, const char *op) {
+static void wd_enter(wd_slot *slot, const char *op, int peer) {
   pthread_once(&wd_once, wd_start);
   if (!wd_ok) return;
   slot->op = op;
-  slot->deadline = now_s() + attn_dist_timeout();
+  slot->peer = peer;
+  slot->start = now_s();
+  slot->deadline = slot->start + attn_dist_timeout();
   pthread_mutex_lock(&wd_mu);
   slot->prev = NULL;
   slot->next = wd_head;
@@ -516,7 +563,7 @@ static attn_status ran(attn_dist_work *w, int rc, attn_dist_work **out) {
 #define BLOCKING(w, call, out)                                                                                         \
   do {                                                                                                                 \
     wd_slot slot_;                                                                                                     \
-    wd_enter(&slot_, work_names[(w)->kind]);                                                                           \
+    wd_enter(&slot_, work_names[(w)->kind], (w)->peer);                                                                \
     int rc_ = (call);                                                                                                  \
     wd_leave(&slot_);                                                                                                  \
     return ran((w), rc_, (out));                                                                                       \
@@ -672,6 +719,7 @@ attn_status attn_dist_isend(const attn_tensor *t, int dst, int tag, attn_dist_wo
   if (tag < 0) return fail(ATTN_ERR_ARG, "send", "tag must be >= 0, got %d", tag);
   attn_dist_work *w = NULL;
   if ((st = work_new(W_SEND, &w))) return st;
+  w->peer = dst;
   if ((st = stage(w, (attn_tensor *)t, true))) return abandon(w, st);
 #ifdef ATTN_HAVE_MPI
   if (use_mpi) {
@@ -694,6 +742,7 @@ attn_status attn_dist_irecv(attn_tensor *t, int src, int tag, attn_dist_work **o
   if (tag < 0) return fail(ATTN_ERR_ARG, "recv", "tag must be >= 0, got %d", tag);
   attn_dist_work *w = NULL;
   if ((st = work_new(W_RECV, &w))) return st;
+  w->peer = src;
   if ((st = stage(w, t, false))) return abandon(w, st);
 #ifdef ATTN_HAVE_MPI
   if (use_mpi) {

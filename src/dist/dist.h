@@ -17,7 +17,15 @@
  * async operation polls it and fails with an error at the deadline; the
  * blocking forms call MPI's blocking collectives (faster) under a watchdog
  * thread that prints the same message and aborts the job at the deadline,
- * since a started collective cannot be cancelled.  A process that exits
+ * since a started collective cannot be cancelled.  An operation made of
+ * several waits (a DDP backward's gradient buckets, a ring attention pass)
+ * waits through one attn_dist_deadline, so all its waits together last at
+ * most the timeout, not the timeout once per wait.  Timeout messages give
+ * the measured time waited ("allreduce (rank 0 of 2): timed out after
+ * 4.0 s waiting for the other ranks ...").  Once a wait of this process
+ * has timed out, freeing an unfinished operation no longer waits for it
+ * (its buffers are leaked to MPI instead), so cleanup after a timeout
+ * cannot add a timeout per pending operation.  A process that exits
  * with a non-zero status after MPI was initialised aborts the job
  * (MPI_Abort), so a rank whose script failed stops the others at once.
  *
@@ -55,6 +63,21 @@ typedef struct attn_dist_work attn_dist_work;
 /* Waits for completion (bounded by the timeout); a second wait returns the
    first one's status. */
 attn_status attn_dist_wait(attn_dist_work *w);
+
+/* The wait budget of one operation made of several waits: every wait
+   through it counts against one limit (the timeout when it was made), so
+   they wait at most that long in all, and the one that runs out reports
+   the total time waited.  Waits that follow one another with no work in
+   between share, in effect, one deadline computed once. */
+typedef struct attn_dist_deadline {
+  double limit;  /* seconds of waiting allowed */
+  double waited; /* seconds waited through it so far */
+} attn_dist_deadline;
+attn_dist_deadline attn_dist_deadline_make(void);
+/* attn_dist_wait within d's remaining budget (adds the time waited to d). */
+attn_status attn_dist_wait_within(attn_dist_work *w, attn_dist_deadline *d);
+/* Whether a wait of this process has timed out (the world is stalled). */
+bool attn_dist_stalled(void);
 /* Whether it completed (drives MPI's progress); errors count as complete. */
 bool attn_dist_test(attn_dist_work *w);
 /* Frees w; an operation still running is waited for first (its buffers

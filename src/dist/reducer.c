@@ -9,6 +9,7 @@
  * thread running backward, and call no Lua. */
 #include "dist/dist.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -95,17 +96,27 @@ static attn_status start_bucket(attn_dist_reducer *r, int bi) {
   return attn_dist_iallreduce(b->flat, ATTN_DIST_AVG, &b->work);
 }
 
-/* Waits for every started bucket and writes the averages back. */
+/* Waits for every started bucket and writes the averages back.  The
+   buckets' waits share one deadline, computed once here: a stalled peer
+   fails the pass after the timeout, not after the timeout once per bucket
+   (once it has run out, the buckets left are tested, not waited for). */
 static attn_status complete(attn_dist_reducer *r) {
   attn_status st = ATTN_OK;
+  char msg[512] = "";
+  attn_dist_deadline dl = attn_dist_deadline_make();
   for (int bi = 0; bi < r->nb; bi++) {
     rbucket *b = &r->buckets[bi];
     if (!b->work) continue;
-    attn_status s = attn_dist_wait(b->work);
-    if (s == ATTN_OK || !st) st = st ? st : s;
+    attn_status s = attn_dist_wait_within(b->work, &dl);
+    if (s && !st) {
+      st = s;
+      snprintf(msg, sizeof msg, "DistributedDataParallel: averaging the gradients (bucket %d of %d): %s", bi + 1, r->nb,
+               attn_last_error());
+    }
     attn_dist_work_free(b->work);
     b->work = NULL;
   }
+  if (st) attn_set_error(st, "%s", msg);
   for (int i = 0; i < r->n && st == ATTN_OK; i++) st = copy_grad_out(&r->params[i]);
   for (int i = 0; i < r->n; i++) r->params[i].ready = false;
   for (int bi = 0; bi < r->nb; bi++) r->buckets[bi].pending = r->buckets[bi].nparams;

@@ -107,17 +107,23 @@ static void add_rows(attn_tensor *acc, int64_t r0, const attn_tensor *part) {
     }
 }
 
-/* Waits for and frees up to n works; returns the first failure. */
-static attn_status wait_all(attn_dist_work **w, int n) {
+/* Waits for and frees up to n works within dl (the budget of the whole
+   forward or backward pass: its waits together last at most the timeout);
+   returns the first failure. */
+static attn_status wait_all(attn_dist_work **w, int n, attn_dist_deadline *dl) {
   attn_status st = ATTN_OK;
+  char msg[512] = "";
   for (int i = 0; i < n; i++) {
     if (!w[i]) continue;
-    attn_status s = attn_dist_wait(w[i]);
-    if (s && !st) st = s;
+    attn_status s = attn_dist_wait_within(w[i], dl);
+    if (s && !st) {
+      st = s;
+      snprintf(msg, sizeof msg, "%s", attn_last_error());
+    }
     attn_dist_work_free(w[i]);
     w[i] = NULL;
   }
-  if (st) attn_set_error(st, "%s", attn_last_error());
+  if (st) attn_set_error(st, "%s", msg);
   return st;
 }
 
@@ -162,6 +168,7 @@ static attn_status ring_backward(void *p, const attn_tensor *g, attn_tensor **gr
      it is computed on or sent */
   attn_tensor *kcur = c->k, *vcur = c->v, *kbuf[2] = {0}, *vbuf[2] = {0}, *knext = NULL, *vnext = NULL;
   attn_dist_work *w[4] = {0}, *wd[4] = {0};
+  attn_dist_deadline dl = attn_dist_deadline_make();
   attn_status st;
   if (c->q->storage->version != c->version[0] || c->k->storage->version != c->version[1] ||
       c->v->storage->version != c->version[2]) {
@@ -207,7 +214,7 @@ static attn_status ring_backward(void *p, const attn_tensor *g, attn_tensor **gr
       for (size_t j = 0; j < sizeof all / sizeof *all; j++) attn_tensor_release(all[j]);
     }
     if (!st && s > 0) { /* the accumulators of block src, from the previous rank */
-      st = wait_all(wd, 4);
+      st = wait_all(wd, 4, &dl);
       if (!st) {
         swap(&dk, &dk_in);
         swap(&dv, &dv_in);
@@ -223,11 +230,11 @@ static attn_status ring_backward(void *p, const attn_tensor *g, attn_tensor **gr
         ((st = attn_dist_irecv(dk_in, prev, TAG_DK, &wd[0])) || (st = attn_dist_irecv(dv_in, prev, TAG_DV, &wd[1])) ||
          (st = attn_dist_isend(dk, next, TAG_DK, &wd[2])) || (st = attn_dist_isend(dv, next, TAG_DV, &wd[3]))))
       goto done;
-    if ((st = wait_all(w, 4))) goto done;
+    if ((st = wait_all(w, 4, &dl))) goto done;
     kcur = knext, vcur = vnext;
   }
   if (P > 1) { /* the last hop: this rank's own accumulators come home */
-    if ((st = wait_all(wd, 4))) goto done;
+    if ((st = wait_all(wd, 4, &dl))) goto done;
     swap(&dk, &dk_in);
     swap(&dv, &dv_in);
   }
@@ -281,6 +288,7 @@ attn_status attn_dist_ring_attention(const attn_tensor *q, const attn_tensor *k,
   attn_tensor *qc = NULL, *kc = NULL, *vc = NULL, *acc = NULL, *lacc = NULL, *kcur = NULL, *vcur = NULL;
   attn_tensor *kbuf[2] = {0}, *vbuf[2] = {0}, *knext = NULL, *vnext = NULL, *alias = NULL;
   attn_dist_work *w[4] = {0};
+  attn_dist_deadline dl = attn_dist_deadline_make();
   int64_t oshape[ATTN_MAX_DIMS];
   memcpy(oshape, q->shape, sizeof oshape);
   oshape[nd - 1] = v->shape[nd - 1];
@@ -322,7 +330,7 @@ attn_status attn_dist_ring_attention(const attn_tensor *q, const attn_tensor *k,
       attn_tensor_release(ob), attn_tensor_release(lb);
     }
     if (st) goto done;
-    if ((st = wait_all(w, 4))) goto done;
+    if ((st = wait_all(w, 4, &dl))) goto done;
     kcur = knext, vcur = vnext;
   }
   attn_set_grad_enabled(prev_mode);
