@@ -118,6 +118,85 @@ describe("indexing keys", function()
     assert.has_error(function() return x[{1, 2, 3}] end, "index: 3 indices for a 2-d tensor")
     assert.has_error(function() x[ids({1})] = attn.ones(3) end)
   end)
+  it("writes numbers into int64 and bool tensors by torch's rules (issue 27)", function()
+    local function I() return attn.tensor({1, 2, 3}, {dtype = "int64"}) end
+    local m = attn.tensor({true, false, true})
+    local fits = "value .* does not fit in int64 %(an int64 tensor holds the integers from math.mininteger"
+    local bad_writes = {
+      function(a) a[1] = 2 ^ 63 end, function(a) a[1] = 0 / 0 end, function(a) a[{2}] = -math.huge end,
+      function(a) a[{{1, 2}}] = 1e300 end, function(a) a[m] = 0 / 0 end, function(a) a[ids({2})] = 2 ^ 64 end,
+      function(a) a:fill_(2 ^ 63) end, function(a) a:masked_fill_(m, math.huge) end,
+      function(a) return a:masked_fill(m, 0 / 0) end,
+    }
+    for i, w in ipairs(bad_writes) do
+      local a = I()
+      local ok, err = pcall(w, a)
+      assert.is_false(ok, "write " .. i)
+      assert.matches(fits, err)
+      assert.matches("indexing_spec.lua:%d+:", err) -- at the caller's line
+      assert.same({1, 2, 3}, a:totable(), "write " .. i .. " changed nothing")
+    end
+    assert.matches("value nan does", select(2, pcall(function() I()[1] = 0 / 0 end)))
+    local a = I()
+    a[1] = -2.7 -- truncates toward zero like torch
+    a[m] = 9.5
+    a[{{2, 2}}] = math.maxinteger
+    assert.same({9, math.maxinteger, 9}, a:totable())
+    a[m] = (1 << 53) + 1 -- Lua integers stay exact
+    assert.same({(1 << 53) + 1, math.maxinteger, (1 << 53) + 1}, a:totable())
+    a:copy_(attn.tensor({1.7, -2.7, 3.2})) -- copy_ converts (torch truncates)
+    assert.same({1, -2, 3}, a:totable())
+    local b = attn.zeros(4, {dtype = "bool"})
+    b[1] = 5
+    b[{2}] = 0.5
+    b[ids({3})] = 0 / 0
+    assert.same({true, true, true, false}, b:totable()) -- nonzero is true
+    assert.same({true, false, true}, attn.zeros(3, {dtype = "bool"}):masked_fill(m, 0.5):totable())
+  end)
+  it("index puts take the tensor's dtype like torch's index_put", function()
+    local a = attn.tensor({1, 2, 3}, {dtype = "int64"})
+    local m = attn.tensor({true, false, true})
+    assert.has_error(function() a[m] = attn.tensor({1.5, 2.5}) end,
+      "newindex: index put requires the value's dtype to match the tensor's: got a float32 value for a int64 tensor "
+        .. "(convert it with value:to(\"int64\"))")
+    a[m] = {4, 5} -- a Lua table takes the tensor's dtype
+    a[ids({2})] = attn.tensor(7.9) -- a 0-d value is cast (torch)
+    assert.same({4, 7, 5}, a:totable())
+    local big = attn.tensor({(1 << 53) + 1, 0, 0}, {dtype = "int64"})
+    big[attn.tensor({false, true, true})] = 3 -- the other entries keep their exact values
+    assert.same({(1 << 53) + 1, 3, 3}, big:totable())
+  end)
+  it("a value that does not fit the masked elements is told in torch's words", function()
+    local y = attn.zeros(2, 3)
+    local mask = attn.tensor({{true, false, true}, {false, true, false}})
+    local ok, err = pcall(function() y[mask] = attn.tensor({1, 2}) end)
+    assert.is_false(ok)
+    assert.matches("indexing_spec.lua:%d+: newindex: shape mismatch: value tensor of shape %[2%] cannot be "
+      .. "broadcast to indexing result of shape %[3%] %(give one value per selected element, or a single value "
+      .. "for all%)", err)
+    -- torch's rules: rows per true entry, one value for all, or values per element
+    y[mask] = attn.tensor({1, 2, 3})
+    assert.same({{1, 0, 2}, {0, 3, 0}}, y:totable())
+    y[attn.tensor({false, true})] = attn.tensor({7, 8, 9})
+    assert.same({{1, 0, 2}, {7, 8, 9}}, y:totable())
+    assert.has_error(function() y[attn.tensor({true, false})] = attn.tensor({1, 2}) end,
+      "newindex: shape mismatch: value tensor of shape [2] cannot be broadcast to indexing result of shape [1,3] "
+        .. "(give one value per selected element, or a single value for all)")
+    assert.has_error(function() y[ids({1, 2, 1})] = attn.ones(2) end)
+  end)
+  it("a 0/1 float or int64 tensor used as an index says masks must be bool", function()
+    local x = attn.arange(3.0)
+    for _, m in ipairs({attn.tensor({1.0, 0.0, 1.0}), attn.tensor({1, 0, 1}, {dtype = "int64"})}) do
+      local ok, err = pcall(function() return x[m] end)
+      assert.is_false(ok)
+      assert.matches("indexing_spec.lua:%d+: index: the %a+%d* index tensor holds 0s and 1s and is read as 1%-based "
+        .. "ids %(0 is out of range%): a mask must be a bool tensor, write t%[mask:bool%(%)%]", err)
+      ok, err = pcall(function() x[m] = 0 end)
+      assert.matches("newindex: the .* a mask must be a bool tensor", err)
+      assert.same({0, 2}, x[m:bool()]:totable())
+    end
+    assert.same({0, 0}, x[attn.tensor({1, 1})]:totable()) -- 1s alone are ids
+  end)
   it("exposes shape, ndim, dtype, T and mT as properties", function()
     local x = attn.randn(2, 3, 4)
     assert.are.equal(2, x.shape[1])

@@ -821,11 +821,12 @@ static attn_status masked_fill_int(const char *fn, attn_tensor *o, const attn_te
   if (!fits)
     return attn_set_error(ATTN_ERR_SHAPE, "%s: mask of shape %s cannot be broadcast to the tensor's shape %s", fn,
                           ATTN_SHAPE(mask, sa), ATTN_SHAPE(t, sb));
+  if ((st = attn__check_value(fn, o->dtype, value))) return st;
   if (attn_tensor_numel(t) == 0) return ATTN_OK;
   const attn_tensor *ts[3] = {o, t, mask};
   bc_iter it;
   bc_init(&it, ndim, shape, 3, ts);
-  int64_t vi = (int64_t)value;
+  int64_t vi = o->dtype == ATTN_BOOL ? value != 0 : (int64_t)value; /* bool: nonzero (0.5, nan) is true */
   do {
     bool m = attn__load_f64(mask->storage, it.pos[2]) != 0;
     int64_t v = m ? vi : attn__load_i64(t->storage, it.pos[1]);

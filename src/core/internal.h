@@ -30,6 +30,10 @@ attn_status attn__alloc_dtype(const char *fn, attn_dtype dt, int ndim, const int
 /* The element at storage position pos of s, converted (any dtype). */
 double attn__load_f64(const attn_storage *s, int64_t pos);
 int64_t attn__load_i64(const attn_storage *s, int64_t pos);
+/* ATTN_OK when the number v can be written into a tensor of dtype dt (an
+   int64 takes a finite v in [-2^63, 2^63), truncated toward zero like
+   torch; float32 and bool take any v); else an error naming fn and v. */
+attn_status attn__check_value(const char *fn, attn_dtype dt, double v);
 attn_status attn__check_dim(const char *fn, const attn_tensor *t, int dim);
 
 /* Iterates the flat row-major positions of a tensor: calls body with the

@@ -672,11 +672,24 @@ attn_status attn_full_i64(int ndim, const int64_t *shape, int64_t value, attn_te
   return ATTN_OK;
 }
 
+attn_status attn__check_value(const char *fn, attn_dtype dt, double v) {
+  if (dt != ATTN_INT64 || (v >= -9.2233720368547758e18 && v < 9.2233720368547758e18)) return ATTN_OK;
+  char vs[32];
+  if (v != v)
+    snprintf(vs, sizeof vs, "nan");
+  else
+    snprintf(vs, sizeof vs, "%g", v);
+  return attn_set_error(ATTN_ERR_ARG,
+                        "%s: value %s does not fit in int64 (an int64 tensor holds the integers from "
+                        "math.mininteger to math.maxinteger; nan and inf have no int64 value: use a float32 tensor)",
+                        fn, vs);
+}
+
 attn_status attn_full_dtype(attn_dtype dt, int ndim, const int64_t *shape, double value, attn_tensor **out) {
   if (dt == ATTN_FLOAT32) return full_named("full", ndim, shape, (float)value, out);
   if (dt == ATTN_INT64) {
-    if (!(value == value) || value >= 9.2233720368547758e18 || value < -9.2233720368547758e18)
-      return attn_set_error(ATTN_ERR_ARG, "full: value %g does not fit in int64", value);
+    attn_status st = attn__check_value("full", dt, value);
+    if (st) return st;
     return attn_full_i64(ndim, shape, (int64_t)value, out);
   }
   attn_tensor *t;

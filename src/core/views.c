@@ -91,7 +91,8 @@ attn_status attn_fill_i64_(attn_tensor *t, int64_t value) {
 
 attn_status attn_fill_f64_(attn_tensor *t, double value) {
   if (t->dtype == ATTN_FLOAT32) return attn_fill_(t, (float)value);
-  return attn__fill_raw_f64(t, value);
+  attn_status st = attn__check_value("fill_", t->dtype, value);
+  return st ? st : attn__fill_raw_f64(t, value);
 }
 
 /* ------------------------------------------------------------------------ */

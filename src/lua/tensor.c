@@ -840,6 +840,27 @@ static attn_tensor *ix_view(lua_State *L, int tidx, const ix_key *k, int *adv_di
 /* The int64 0-based index of the IX_TENSOR entry for a dim of size n
    (pushed), checked against n. */
 static attn_tensor *ix_index(lua_State *L, const ix_key *k, int64_t n, const char *fn) {
+  /* a float or int64 tensor of 0s and 1s holding a 0 is a mask in the wrong
+     dtype (torch's x[m] with m a 0/1 float mask fails too): say so, not
+     only that id 0 is out of range.  Any 0 is an error anyway, so the
+     look stops at the first other value, or after 2^20 (an expanded index
+     may hold 2^40 elements). */
+  const attn_tensor *it = attnL_test(L, k->e[k->adv].slot);
+  if (it) {
+    int64_t total = attn_tensor_numel(it);
+    if (total > ((int64_t)1 << 20)) total = (int64_t)1 << 20;
+    bool zero = false, only01 = total > 0;
+    for (int64_t i = 0; only01 && i < total; i++) {
+      double v = attn_tensor_get_flat_f64(it, i);
+      only01 = v == 0 || v == 1;
+      zero = zero || v == 0;
+    }
+    if (only01 && zero)
+      attnL_raise(L,
+                  "%s: the %s index tensor holds 0s and 1s and is read as 1-based ids (0 is out of range): "
+                  "a mask must be a bool tensor, write t[mask:bool()] (or t[mask:eq(1)])",
+                  fn, attn_dtype_name(it->dtype));
+  }
   return attnL_checkindex(L, k->e[k->adv].slot, n, fn, "index");
 }
 
@@ -939,6 +960,49 @@ static void ix_read(lua_State *L, int tidx, int kidx, const char *fn) {
    with copy_ (recorded like torch's index_put/copy_ on t). */
 static int ix_write_error(lua_State *L);
 
+/* The value of t[key] = value as a tensor for a write into dtype dt (pushed,
+   or the converted tensor in its own slot): a number or a boolean becomes a
+   0-d tensor of dt (int64 keeps Lua integers exact, truncates floats toward
+   zero like torch and refuses nan, inf and values beyond int64; bool takes
+   any nonzero as true); a 0-d tensor is converted to dt (torch casts it).
+   A larger tensor must already be of dt (torch's index_put refuses to cast)
+   unless `cast` (a write through basic indexing is torch's copy_, which
+   converts). */
+static attn_tensor *ix_value(lua_State *L, int vidx, attn_dtype dt, bool cast, const char *fn) {
+  int ty = lua_type(L, vidx);
+  if (ty == LUA_TNUMBER || ty == LUA_TBOOLEAN) {
+    attn_tensor **b = attnL_newbox(L);
+    attn_status st =
+        dt == ATTN_INT64 && lua_isinteger(L, vidx)
+            ? attn_full_i64(0, NULL, (int64_t)lua_tointeger(L, vidx), b)
+            : attn_full_dtype(dt, 0, NULL, ty == LUA_TBOOLEAN ? lua_toboolean(L, vidx) : lua_tonumber(L, vidx), b);
+    if (st) ix_write_error(L);
+    attnL_account(L, b);
+    return *b;
+  }
+  if (ty == LUA_TTABLE && !attnL_test(L, vidx)) return attnL_table_to_tensor(L, vidx, (int)dt, fn, "value");
+  attn_tensor *v = attnL_totensor(L, vidx, fn, "value");
+  if (v->dtype == dt || cast) return v;
+  if (v->ndim > 0)
+    attnL_raise(L,
+                "%s: index put requires the value's dtype to match the tensor's: got a %s value for a %s tensor "
+                "(convert it with value:to(\"%s\"))",
+                fn, attn_dtype_name(v->dtype), attn_dtype_name(dt), attn_dtype_name(dt));
+  attn_tensor **b = attnL_newbox(L);
+  attnL_result(L, attn_to_dtype(v, dt, b));
+  return *b;
+}
+
+/* The message of a value that does not broadcast to the elements a key
+   selects (torch's words), with what to write instead. */
+static void ix_shape_mismatch(lua_State *L, const attn_tensor *v, int nd, const int64_t *shape, const char *fn) {
+  char sa[64], sb[64];
+  attnL_raise(L,
+              "%s: shape mismatch: value tensor of shape %s cannot be broadcast to indexing result of shape %s "
+              "(give one value per selected element, or a single value for all)",
+              fn, attn_shape_str(v->ndim, v->shape, sa, sizeof sa), attn_shape_str(nd, shape, sb, sizeof sb));
+}
+
 static void ix_write_graph(lua_State *L, int tidx, int kidx, int vidx, const char *fn) {
   attn_tensor *t = attnL_check(L, tidx);
   int64_t total = attn_tensor_numel(t);
@@ -957,13 +1021,9 @@ static void ix_write_graph(lua_State *L, int tidx, int kidx, int vidx, const cha
     P = attnL_check(L, -1);
   }
   int64_t m = attn_tensor_numel(P);
-  attn_tensor *v = attnL_totensor(L, vidx, fn, "value");
+  attn_tensor *v = ix_value(L, vidx, t->dtype, false, fn);
   attn_tensor **ve = attnL_newbox(L);
-  if (attn_expand(v, P->ndim, P->shape, ve)) {
-    char sa[64], sb[64];
-    attnL_raise(L, "%s: value of shape %s cannot be broadcast to the indexed shape %s", fn,
-                attn_shape_str(v->ndim, v->shape, sa, sizeof sa), attn_shape_str(P->ndim, P->shape, sb, sizeof sb));
-  }
+  if (attn_expand(v, P->ndim, P->shape, ve)) ix_shape_mismatch(L, v, P->ndim, P->shape, fn);
   attnL_account(L, ve);
   attn_tensor **vf = attnL_newbox(L);
   attnL_result(L, attn_reshape(*ve, 1, &m, vf));
@@ -995,8 +1055,9 @@ static int ix_write_error(lua_State *L) {
   return attnL_raise(L, "newindex: %s", rest ? rest + 2 : msg);
 }
 
-/* t[mask] = value: a number fills; a tensor broadcasts to t's shape, or is
-   [n, rest...] with one row per true entry (torch's index_put). */
+/* t[mask] = value: a number fills; a tensor broadcasts to the indexing
+   result [number of true entries, t's dims after the mask's...] (torch's
+   index_put): row j of it goes to the j-th true entry. */
 static void ix_write_mask(lua_State *L, int tidx, int kidx, int vidx, const char *fn) {
   attn_tensor *t = attnL_check(L, tidx), *mask = attnL_check(L, kidx);
   ix_check_mask(L, t, mask, fn);
@@ -1005,42 +1066,33 @@ static void ix_write_mask(lua_State *L, int tidx, int kidx, int vidx, const char
   for (int d = 0; d < t->ndim; d++) mshape[d] = d < mask->ndim ? mask->shape[d] : 1;
   attn_tensor **mb = attnL_newbox(L);
   attnL_result(L, attn_reshape(mask, t->ndim, mshape, mb));
-  int mslot = lua_gettop(L);
-  if (lua_type(L, vidx) == LUA_TNUMBER || lua_type(L, vidx) == LUA_TBOOLEAN) {
-    float v = lua_type(L, vidx) == LUA_TBOOLEAN ? (float)lua_toboolean(L, vidx) : (float)lua_tonumber(L, vidx);
-    attn_status st = t->dtype == ATTN_INT64 && lua_isinteger(L, vidx) ? ATTN_OK : attn_masked_fill_(t, *mb, v);
-    if (t->dtype == ATTN_INT64 && lua_isinteger(L, vidx)) {
-      /* exact: through where with an int64 0-d value */
-      attn_tensor **s = attnL_newbox(L);
-      attnL_result(L, attn_full_i64(0, NULL, (int64_t)lua_tointeger(L, vidx), s));
-      attn_tensor **w = attnL_newbox(L);
-      attnL_result(L, attn_where(*mb, *s, t, w));
-      st = attn_copy_(t, *w);
-    }
-    if (st) ix_write_error(L);
+  int ty = lua_type(L, vidx);
+  if ((ty == LUA_TNUMBER || ty == LUA_TBOOLEAN) && t->dtype == ATTN_FLOAT32) {
+    float v = ty == LUA_TBOOLEAN ? (float)lua_toboolean(L, vidx) : (float)lua_tonumber(L, vidx);
+    if (attn_masked_fill_(t, *mb, v)) ix_write_error(L);
     return;
   }
-  attn_tensor *v = attnL_totensor(L, vidx, fn, "value");
+  attn_tensor *v = ix_value(L, vidx, t->dtype, false, fn);
   int64_t npos = 0, total = attn_tensor_numel(mask);
   for (int64_t i = 0; i < total; i++) npos += attn_tensor_get_flat_i64(mask, i) != 0;
-  bool rows = v->ndim >= 1 && v->shape[0] == npos && v->ndim == t->ndim - mask->ndim + 1 && npos != 1;
-  if (!rows) {
-    /* broadcast to t: where(mask, v, t) */
-    attn_tensor **w = attnL_newbox(L);
-    attnL_result(L, attn_where(*mb, v, t, w));
-    if (attn_copy_(t, *w)) ix_write_error(L);
-    return;
-  }
-  /* one row of v per true entry: inv[p] = its row (0 elsewhere), then
-     where(mask, v[inv], t) */
-  (void)mslot;
+  /* the indexing result's shape */
+  int64_t rshape[ATTN_MAX_DIMS];
+  int rnd = 0;
+  rshape[rnd++] = npos;
+  for (int d = mask->ndim; d < t->ndim; d++) rshape[rnd++] = t->shape[d];
+  attn_tensor **ve = attnL_newbox(L);
+  if (attn_expand(v, rnd, rshape, ve)) ix_shape_mismatch(L, v, rnd, rshape, fn);
+  attnL_account(L, ve);
+  if (npos == 0) return;
+  /* one row of the value per true entry: inv[p] = its row (0 elsewhere),
+     then where(mask, value[inv], t) */
   attn_tensor **inv = attnL_newbox(L);
   if (attn_empty_dtype(ATTN_INT64, 1, &total, inv)) attnL_error(L);
   attnL_account(L, inv);
   int64_t *ip = attn_tensor_i64(*inv);
   for (int64_t i = 0, j = 0; i < total; i++) ip[i] = attn_tensor_get_flat_i64(mask, i) ? j++ : 0;
   attn_tensor **full = attnL_newbox(L);
-  attnL_result(L, attn_index_select(v, 0, *inv, full));
+  attnL_result(L, attn_index_select(*ve, 0, *inv, full));
   attn_tensor **shaped = attnL_newbox(L);
   attnL_result(L, attn_reshape(*full, t->ndim, t->shape, shaped));
   attn_tensor **w = attnL_newbox(L);
@@ -1067,18 +1119,7 @@ static void ix_write(lua_State *L, int tidx, int kidx, int vidx, const char *fn)
   attn_tensor *cur = ix_view(L, tidx, &k, &adv, fn);
   int cslot = lua_gettop(L);
   if (adv < 0) {
-    attn_tensor *src;
-    if (lua_type(L, vidx) == LUA_TBOOLEAN) {
-      attn_tensor **b = attnL_newbox(L);
-      attnL_result(L, attn_scalar_dtype(ATTN_BOOL, lua_toboolean(L, vidx), b));
-      src = *b;
-    } else if (lua_isinteger(L, vidx) && cur->dtype == ATTN_INT64) {
-      attn_tensor **b = attnL_newbox(L);
-      attnL_result(L, attn_full_i64(0, NULL, (int64_t)lua_tointeger(L, vidx), b));
-      src = *b;
-    } else {
-      src = attnL_totensor(L, vidx, fn, "value");
-    }
+    attn_tensor *src = ix_value(L, vidx, cur->dtype, true, fn);
     if (attn_copy_(attnL_check(L, cslot), src)) ix_write_error(L);
     return;
   }
@@ -1090,13 +1131,9 @@ static void ix_write(lua_State *L, int tidx, int kidx, int vidx, const char *fn)
   /* the selected shape: cur's with dim adv replaced by [n] */
   int64_t sshape[ATTN_MAX_DIMS];
   for (int d = 0; d < cur->ndim; d++) sshape[d] = d == adv ? n : cur->shape[d];
-  attn_tensor *v = attnL_totensor(L, vidx, fn, "value");
+  attn_tensor *v = ix_value(L, vidx, cur->dtype, false, fn);
   attn_tensor **ve = attnL_newbox(L);
-  if (attn_expand(v, cur->ndim, sshape, ve)) {
-    char sa[64], sb[64];
-    attnL_raise(L, "%s: value of shape %s cannot be broadcast to the indexed shape %s", fn,
-                attn_shape_str(v->ndim, v->shape, sa, sizeof sa), attn_shape_str(cur->ndim, sshape, sb, sizeof sb));
-  }
+  if (attn_expand(v, cur->ndim, sshape, ve)) ix_shape_mismatch(L, v, cur->ndim, sshape, fn);
   attnL_account(L, ve);
   attn_tensor **inv = attnL_newbox(L), **hit = attnL_newbox(L);
   if (attn_empty_dtype(ATTN_INT64, 1, &m, inv) || attn_empty_dtype(ATTN_BOOL, 1, &m, hit)) attnL_error(L);
