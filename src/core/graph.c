@@ -237,9 +237,18 @@ attn_tensor *attn_grad(const attn_tensor *t) { return t->autograd ? t->autograd-
 
 attn_status attn_set_grad(attn_tensor *t, attn_tensor *g) {
   char sa[ATTN_SHAPE_BUF], sb[ATTN_SHAPE_BUF];
+  /* torch's two checks: an optimizer would step with an int64 or bool .grad,
+     and backward could not add a float gradient into it */
+  if (g && g->dtype != t->dtype)
+    return attn_set_error(ATTN_ERR_ARG,
+                          "set_grad: assigned grad has data of a different type: %s for a %s tensor (assign "
+                          "g:to(x.dtype), e.g. g:float())",
+                          attn_dtype_name(g->dtype), attn_dtype_name(t->dtype));
   if (g && !attn_same_shape(t, g))
-    return attn_set_error(ATTN_ERR_SHAPE, "set_grad: gradient of shape %s for a tensor of shape %s", ATTN_SHAPE(g, sa),
-                          ATTN_SHAPE(t, sb));
+    return attn_set_error(ATTN_ERR_SHAPE,
+                          "set_grad: assigned grad has data of a different size: gradient of shape %s for a tensor of "
+                          "shape %s (assign a gradient of the tensor's shape)",
+                          ATTN_SHAPE(g, sa), ATTN_SHAPE(t, sb));
   if (!g && !t->autograd) return ATTN_OK;
   /* The gradient is kept as a detached alias of g (same storage, no
      autograd record): t.grad = t, or a g whose grad or graph leads back to
