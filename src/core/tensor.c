@@ -838,7 +838,11 @@ attn_status attn_arange(double start, double end, double step, attn_tensor **out
                           "arange: upper bound and step sign are inconsistent (start %g, end %g, step %g)", start, end,
                           step);
   double n = ceil((end - start) / step);
-  if (n > (double)ATTN_MAX_NUMEL) return attn_set_error(ATTN_ERR_NOMEM, "arange: too many elements");
+  if (!(n <= (double)ATTN_MAX_NUMEL))
+    return attn_set_error(ATTN_ERR_NOMEM,
+                          "arange: start %g, end %g and step %g give %g elements, more than a tensor holds (at most "
+                          "2^56): narrow the range or take a larger step",
+                          start, end, step, n);
   int64_t shape[1] = {(int64_t)n};
   attn_tensor *t;
   attn_status st = attn__alloc("arange", 1, shape, &t);
@@ -855,18 +859,25 @@ attn_status attn_arange_i64(int64_t start, int64_t end, int64_t step, attn_tenso
     return attn_set_error(ATTN_ERR_ARG,
                           "arange: upper bound and step sign are inconsistent (start %lld, end %lld, step %lld)",
                           (long long)start, (long long)end, (long long)step);
-  /* in long double: end - start may overflow int64 */
-  long double span = (long double)end - (long double)start;
-  long double nd = span / (long double)step;
-  int64_t n = (int64_t)nd;
-  if ((long double)n < nd) n++;
-  if (n > ATTN_MAX_NUMEL) return attn_set_error(ATTN_ERR_NOMEM, "arange: too many elements");
+  /* the count in unsigned arithmetic: end - start and start + i * step
+     may overflow int64 (arange(math.mininteger, math.maxinteger)), their
+     true values never overflow uint64 */
+  uint64_t span = step > 0 ? (uint64_t)end - (uint64_t)start : (uint64_t)start - (uint64_t)end;
+  uint64_t ustep = step > 0 ? (uint64_t)step : 0 - (uint64_t)step;
+  uint64_t un = span / ustep + (span % ustep != 0);
+  if (un > (uint64_t)ATTN_MAX_NUMEL)
+    return attn_set_error(ATTN_ERR_NOMEM,
+                          "arange: start %lld, end %lld and step %lld give %llu elements, more than a tensor holds "
+                          "(at most 2^56): narrow the range or take a larger step",
+                          (long long)start, (long long)end, (long long)step, (unsigned long long)un);
+  int64_t n = (int64_t)un;
   int64_t shape[1] = {n};
   attn_tensor *t;
   attn_status st = attn__alloc_dtype("arange", ATTN_INT64, 1, shape, &t);
   if (st) return st;
   int64_t *p = attn_tensor_i64(t);
-  for (int64_t i = 0; i < n; i++) p[i] = start + i * step;
+  /* wraps mod 2^64 on the way; each element itself lies in [start, end) */
+  for (int64_t i = 0; i < n; i++) p[i] = (int64_t)((uint64_t)start + (uint64_t)i * (uint64_t)step);
   *out = t;
   return ATTN_OK;
 }
