@@ -697,29 +697,44 @@ function M.pad(x, pad, mode, value)
     if mode ~= "constant" and pad[i] < 0 then
       error(("%s: pad[%d] = %d is negative (only mode \"constant\" crops)"):format(fn, i, pad[i]), 2)
     end
+    if pad[i] > 1 << 56 then -- no size arithmetic below can overflow
+      error(("%s: pad[%d] = %d is more than a dim can hold (at most 2^56 elements)"):format(fn, i, pad[i]), 2)
+    end
+  end
+  -- the padding takes x's dtype (torch): a value it cannot hold is refused here
+  if x.dtype == M.attn.int64 and not (value >= -0x1p63 and value < 0x1p63) then
+    error(("%s: value %s does not fit in the input's dtype int64 (pad it as a float tensor: x:float())"):format(
+      fn, value ~= value and "nan" or tostring(value)), 2)
   end
   local fresh = false
+  local filled = {dtype = x.dtype}
   for p = 1, #pad // 2 do
     local d = nd - p + 1
     local left, right = math.tointeger(pad[2 * p - 1]), math.tointeger(pad[2 * p])
     local n = x:size(d)
     if mode == "constant" then
+      if left < -n then -- not -left > n: -math.mininteger overflows
+        error(("%s: pad[%d] = %d crops more than size %d of dim %d (a negative count crops at most the dim's "
+          .. "size: %d..-1)"):format(fn, 2 * p - 1, left, n, d, -n), 2)
+      end
       if left < 0 then
-        if -left > n then error(("%s: pad %d crops more than size %d of dim %d"):format(fn, left, n, d), 2) end
         x = x:narrow(d, -left + 1, n + left)
         n = n + left
         left = 0
       end
+      if right < -n then
+        error(("%s: pad[%d] = %d crops more than size %d of dim %d (a negative count crops at most the dim's "
+          .. "size: %d..-1)"):format(fn, 2 * p, right, n, d, -n), 2)
+      end
       if right < 0 then
-        if -right > n then error(("%s: pad %d crops more than size %d of dim %d"):format(fn, right, n, d), 2) end
         x = x:narrow(d, 1, n + right)
         right = 0
       end
       local parts = {}
       local s = x:shape()
-      if left > 0 then s[d] = left; parts[#parts + 1] = M.attn.full(s, value) end
+      if left > 0 then s[d] = left; parts[#parts + 1] = M.attn.full(s, value, filled) end
       parts[#parts + 1] = x
-      if right > 0 then s[d] = right; parts[#parts + 1] = M.attn.full(s, value) end
+      if right > 0 then s[d] = right; parts[#parts + 1] = M.attn.full(s, value, filled) end
       if #parts > 1 then x = M.attn.cat(parts, d); fresh = true end
     else
       if n == 0 then error(("%s: cannot pad dim %d of size 0 in mode \"%s\""):format(fn, d, mode), 2) end
