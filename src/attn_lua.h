@@ -49,10 +49,13 @@
  * Threads: a lua_State and everything reachable from it must be used by one
  * thread at a time; independent states run concurrently in separate
  * threads (no global state here; attn's core is thread-safe for distinct
- * tensors).  Process-wide: attn's default random generator (attn.manual_seed
- * seeds it for every state; pass an attn.Generator for independent
- * streams), the thread count of OpenBLAS and attn's pool, and the live
- * object counters of attn.debug_counts().
+ * tensors).  Process-wide: attn's default random generator of states
+ * without the sandbox (attn.manual_seed seeds it for every such state, as
+ * torch's does for a process; pass an attn.Generator for independent
+ * streams; a sandbox has its own, see below), the kernel family
+ * (attn.set_isa), the thread count of OpenBLAS and attn's pool, the live
+ * object counters of attn.debug_counts(), and attn.dist (MPI and its
+ * timeout).  Grad mode belongs to each state.
  */
 #ifndef ATTN_LUA_H
 #define ATTN_LUA_H
@@ -78,8 +81,27 @@ extern "C" {
  * package.preload (attn and its submodules): no io, no debug, no
  * package.loadlib, searchpath or path/cpath searchers, so no C module and
  * no file can be loaded.  attn's own file and process functions (attn.save,
- * attn.load, attn.safetensors_info, attn.set_num_threads, plotting) raise
- * "not available in a sandbox".  The metatables of attn's userdata are
+ * attn.load, attn.safetensors_info, plotting) raise "not available in a
+ * sandbox", and so does everything that would set or observe what the
+ * whole process shares, saying why: attn.set_isa ("it changes the kernel
+ * family of the whole process"), attn.set_num_threads, attn.debug_counts.
+ * What a script needs is made the state's own instead, so a sandboxed
+ * script can neither change nor observe another state's settings:
+ *  - the default random generator: a sandbox has its own, seeded like a
+ *    fresh process (torch's default seed 67280421310721), which
+ *    attn.manual_seed, seed, initial_seed, get_rng_state, set_rng_state
+ *    and every sampler without an explicit attn.Generator use (torch's
+ *    semantics within the state; the trusted states' stream is untouched);
+ *  - grad mode (attn.set_grad_enabled, no_grad, enable_grad): per state,
+ *    kept across the state's calls, the thread's restored after each;
+ *  - attn.dist: a 1-rank world without MPI (rank 0 of 1, collectives the
+ *    identity with the usual argument checks, send/recv without a peer,
+ *    ring attention the fused SDPA, DistributedDataParallel a thin
+ *    wrapper, backend() "none (sandbox)"); nothing starts or touches MPI,
+ *    and dist.set_timeout sets the state's own value.
+ * spec/c/test_host_isolation.c lists every such function and fails on a
+ * new one that looks process-wide until it is refused or made per state.
+ * The metatables of attn's userdata are
  * protected (getmetatable gives a stand-in table holding only __name), so
  * their finalizers and methods stay in place; so is the string metatable
  * (getmetatable("") gives a stand-in holding __index = string).  Scripts

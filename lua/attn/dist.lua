@@ -51,7 +51,137 @@
 -- is in the environment, or when the host program initialised MPI itself.
 local core = require "attn.core"
 local error = require("attn.core")._error -- raises at the user's line (the first caller outside attn)
-local C = core._dist
+
+-- In a sandbox (attn_lua.h) attn.core has no _dist: MPI and its timeout
+-- belong to the whole process, and a script there must neither start MPI
+-- nor talk to other processes.  It gets the 1-rank world a script sees
+-- when not started by mpirun, written here in Lua so that nothing
+-- process-wide is touched: rank 0 of 1, collectives are the identity (with
+-- the C side's checks), send/recv have no peer, ring_attention is the
+-- fused SDPA, DDP's reducer has nothing to average, and set_timeout only
+-- sets this state's (unused) value.  backend() says "none (sandbox)".
+local function sandbox_world()
+  local W = {}
+  local timeout = 300
+  local function shape(t) return "[" .. table.concat(core.shape(t), ",") .. "]" end
+  local function fail(fn, msg) error(("%s (rank 0 of 1): %s"):format(fn, msg), 4) end
+  local function count(fn, t)
+    if t:numel() > 0x7fffffff then
+      fail(fn, ("tensor %s has %d elements; MPI counts stop at 2^31-1 (split it)"):format(shape(t), t:numel()))
+    end
+  end
+  local function writable(fn, t)
+    local sz, st = core.shape(t), t:stride()
+    for d = 1, #sz do
+      if st[d] == 0 and sz[d] > 1 then
+        fail(fn, ("the tensor %s is an expanded view whose elements share memory; clone it before writing in place")
+          :format(shape(t)))
+      end
+    end
+  end
+  local Handle = {}
+  Handle.__index = Handle
+  Handle.__name = "attn.DistWork"
+  function Handle:wait() return self.result end
+  function Handle:is_completed() return true end
+  Handle.__close = function() end
+  local function done(async, result)
+    if async then return setmetatable({result = result}, Handle) end
+    return result
+  end
+  local function fresh(t) -- a new contiguous tensor holding t's values, outside autograd
+    return core.no_grad(function() return t:detach():contiguous():clone() end)
+  end
+  function W.init() end
+  function W.rank() return 0 end
+  function W.size() return 1 end
+  function W.local_rank() return 0 end
+  function W.compiled() return false end
+  function W.uses_mpi() return false end
+  function W.backend() return "none (sandbox)" end
+  function W.set_timeout(s) timeout = s end
+  function W.timeout() return timeout end
+  function W.barrier(async) return done(async) end
+  function W.allreduce(t, op, async)
+    count("allreduce", t)
+    if t.dtype == core.bool then error("allreduce: bool tensors cannot be reduced (convert with :long())", 3) end
+    if op == "avg" and t.dtype ~= core.float32 then
+      error(("allreduce: avg needs a floating tensor, got %s"):format(t.dtype.name), 3)
+    end
+    writable("allreduce", t)
+    return done(async)
+  end
+  function W.broadcast(t, _, async)
+    count("broadcast", t)
+    writable("broadcast", t)
+    return done(async)
+  end
+  function W.allgather(t, async)
+    if t:dim() < 1 then
+      fail("allgather", ("needs a tensor of at least 1 dim (gathered along dim 1), got %s"):format(shape(t)))
+    end
+    count("allgather", t)
+    return done(async, fresh(t))
+  end
+  function W.reduce_scatter(t, _, async)
+    if t:dim() < 1 then
+      fail("reduce_scatter", ("dim 1 of the tensor %s must be divisible by the world size 1 (each rank gets one "
+        .. "slice)"):format(shape(t)))
+    end
+    count("reduce_scatter", t)
+    return done(async, fresh(t))
+  end
+  function W.send() fail("send", "a 1-rank world has no peer to send to (a sandbox has no MPI)") end
+  function W.recv() fail("recv", "a 1-rank world has no peer to receive from (a sandbox has no MPI)") end
+  function W.ring_attention(q, k, v, causal, scale)
+    local nd = q:dim()
+    local same = nd >= 2 and k:dim() == nd and v:dim() == nd
+    if not same then
+      fail("ring_attention", ("query %s, key %s and value %s must have the same number of dims, at least 2")
+        :format(shape(q), shape(k), shape(v)))
+    end
+    for d = 1, nd - 1 do
+      same = same and k:size(d) == q:size(d) and v:size(d) == q:size(d)
+    end
+    if not same then
+      fail("ring_attention", ("query %s, key %s and value %s must have the same leading dims and local sequence "
+        .. "length (dim -2)"):format(shape(q), shape(k), shape(v)))
+    end
+    if causal and q:size(-2) % 2 ~= 0 then
+      fail("ring_attention", ("causal ring attention needs an even local length (two zigzag chunks per rank), "
+        .. "got %d in query %s"):format(q:size(-2), shape(q)))
+    end
+    if scale == 0 or scale ~= scale then scale = nil end
+    return core.scaled_dot_product_attention(q, k, v, {is_causal = causal, scale = scale})
+  end
+  -- DDP's reducer: the same buckets as the C one (reverse order, about
+  -- bytes each), nothing to average with one rank
+  local Reducer = {}
+  Reducer.__index = Reducer
+  Reducer.__name = "attn.DistReducer"
+  function Reducer:enable() end
+  function Reducer:finish() end
+  function Reducer:pending() return false end
+  function Reducer:buckets() return self.nb end
+  function Reducer:overlapped() return 0 end
+  function W.reducer(params, bytes)
+    if bytes <= 0 then error("DistributedDataParallel: bucket size must be > 0", 3) end
+    local cap, fill, nb = bytes // 4, 0, 0
+    for i = #params, 1, -1 do
+      local p = params[i]
+      if not core.is_tensor(p) then
+        error(("DistributedDataParallel: parameter %d is not a tensor"):format(i), 3)
+      end
+      local n = p:numel()
+      if nb == 0 or (fill > 0 and fill + n > cap) then nb, fill = nb + 1, 0 end
+      fill = fill + n
+    end
+    return setmetatable({nb = nb}, Reducer)
+  end
+  return W
+end
+
+local C = core._dist or sandbox_world()
 
 local dist = {}
 

@@ -151,7 +151,8 @@ static int embedded_loader(lua_State *L) {
 }
 
 static int refused(lua_State *L) {
-  return luaL_error(L, "attn.%s is not available in a sandbox", lua_tostring(L, lua_upvalueindex(1)));
+  return luaL_error(L, "attn.%s is not available in a sandbox: %s", lua_tostring(L, lua_upvalueindex(1)),
+                    lua_tostring(L, lua_upvalueindex(2)));
 }
 
 static int not_a_tty(lua_State *L) {
@@ -159,27 +160,58 @@ static int not_a_tty(lua_State *L) {
   return 1;
 }
 
+/* What a sandbox refuses: functions that touch files, or that set (or
+   observe) something shared by the whole process, and why.  The rest of
+   attn's process-wide state is made the state's own instead: the default
+   random generator (attnL_own_default_generator below), grad mode (the
+   binding keeps it per state), attn.dist (a 1-rank world in Lua, see
+   lua/attn/dist.lua; its C side, which can start MPI, is not there).
+   spec/c/test_host_isolation.c lists them all and fails on any new
+   function of attn.core whose name looks like a process-wide setter and
+   is in neither list. */
+static const char *const denied[][2] = {
+    {"save", "it writes files"},
+    {"load", "it reads files"},
+    {"safetensors_info", "it reads files"},
+    {"set_num_threads", "it changes the thread count of the whole process (OpenBLAS and attn's pool)"},
+    {"set_isa", "it changes the kernel family of the whole process"},
+    {"debug_counts", "it counts the live objects of the whole process, every state's"},
+    {NULL, NULL}};
+
+/* Internal helpers kept in a sandbox: the method table the Lua side
+   extends, _error (the package's modules raise through it; it only
+   raises) and pure tensor functions the package calls.  Every other
+   "_" entry goes (_plot writes files, _dist can start MPI). */
+static const char *const kept_internal[] = {"_methods",    "_error", "_adam_update", "_check_class_targets",
+                                            "_layer_norm", NULL};
+
+static bool is_kept_internal(const char *k) {
+  for (int i = 0; kept_internal[i]; i++)
+    if (strcmp(k, kept_internal[i]) == 0) return true;
+  return false;
+}
+
 /* attn.core for a sandbox: the binding's module minus what touches files
-   or the whole process, with its metatables locked. */
+   or the whole process, with its own default generator and its metatables
+   locked. */
 static int open_core_sandboxed(lua_State *L) {
-  static const char *const denied[] = {"save", "load", "safetensors_info", "set_num_threads", NULL};
   luaopen_attn_core(L);
   int module = lua_gettop(L);
-  for (int i = 0; denied[i]; i++) {
-    lua_pushstring(L, denied[i]);
-    lua_pushcclosure(L, refused, 1);
-    lua_setfield(L, module, denied[i]);
+  attnL_own_default_generator(L);
+  for (int i = 0; denied[i][0]; i++) {
+    lua_pushstring(L, denied[i][0]);
+    lua_pushstring(L, denied[i][1]);
+    lua_pushcclosure(L, refused, 2);
+    lua_setfield(L, module, denied[i][0]);
   }
-  /* Internal tables and helpers ("_plot" writes files) go, except the
-     method table the Lua side extends, _error (the package's modules raise
-     through it; it only raises) and the terminal test, which can only ever
-     say no here. */
+  /* Internal tables and helpers go, except those above and the terminal
+     test, which can only ever say no here. */
   lua_pushnil(L);
   while (lua_next(L, module)) {
     lua_pop(L, 1);
     if (lua_type(L, -1) == LUA_TSTRING) {
       const char *k = lua_tostring(L, -1);
-      if (k[0] == '_' && strcmp(k, "_methods") != 0 && strcmp(k, "_error") != 0) {
+      if (k[0] == '_' && !is_kept_internal(k)) {
         lua_pushvalue(L, -1);
         lua_pushnil(L);
         lua_rawset(L, module); /* clearing an existing field during lua_next is allowed */

@@ -146,6 +146,7 @@ static int l_sdpa(lua_State *L) {
       o.generator = b->g;
     }
   }
+  if (!o.generator) o.generator = attnL_default_generator(L); /* a sandbox's own */
   attn_tensor **out = attnL_newbox(L);
   attn_tensor **w = need_weights ? attnL_newbox(L) : NULL;
   if (attn_sdpa(q, k, v, &o, out, w)) return attnL_error(L);

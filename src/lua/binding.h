@@ -61,6 +61,11 @@ void attnL_leave(lua_State *L, attnL_state *S, uintptr_t frame, const attnL_save
 /* Frees a generator at once, or when the state's running calls are over
    (a finalizer called by hand while a call holds it). */
 void attnL_free_generator(lua_State *L, attn_generator *g);
+/* The state's default generator (random.c): a sandbox's own (given by
+   attnL_own_default_generator), else NULL, the process-wide one.  Never
+   raises. */
+attn_generator *attnL_default_generator(lua_State *L);
+void attnL_own_default_generator(lua_State *L);
 /* Grad mode belongs to the state: set it through these. */
 void attnL_set_grad_enabled(lua_State *L, bool enabled);
 bool attnL_grad_enabled(lua_State *L);

@@ -2,8 +2,11 @@
 /* Lua binding: random numbers (torch 1.13's CPU generator, bit for bit).
  *
  * Every sampler takes an optional trailing attn.Generator; without one the
- * process-wide default generator (attn.manual_seed's) is used.  Indices
- * (randperm, multinomial) are 1-based here; the core is 0-based.
+ * state's default generator (attn.manual_seed's) is used: the process-wide
+ * one, except in a sandbox, which has its own (attnL_own_default_generator)
+ * so that an untrusted script can neither set nor observe the stream of the
+ * other states.  Indices (randperm, multinomial) are 1-based here; the core
+ * is 0-based.
  */
 #include "binding.h"
 #include "openers.h"
@@ -20,6 +23,19 @@ typedef struct {
 } gen_box;
 
 /* ------------------------------------------------------------------------ */
+/* The state's default generator                                             */
+
+/* Registry key of a state's own default generator (a Generator userdata). */
+static const char state_gen_key = 0;
+
+attn_generator *attnL_default_generator(lua_State *L) {
+  attn_generator *g = NULL;
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &state_gen_key) == LUA_TUSERDATA) g = ((gen_box *)lua_touserdata(L, -1))->g;
+  lua_pop(L, 1);
+  return g; /* NULL: the process-wide one */
+}
+
+/* ------------------------------------------------------------------------ */
 /* Arguments                                                                 */
 
 /* The generator at the end of the arguments, if any; *top becomes the last
@@ -29,7 +45,7 @@ static attn_generator *opt_gen(lua_State *L, int *top) {
   *top = lua_gettop(L);
   while (*top > 0 && lua_isnil(L, *top)) (*top)--; /* trailing nils are absent arguments */
   gen_box *b = luaL_testudata(L, *top, ATTN_GENERATOR_MT);
-  if (!b) return NULL; /* the default generator */
+  if (!b) return attnL_default_generator(L);
   if (!b->g) luaL_argerror(L, *top, "generator is closed");
   (*top)--;
   return b->g;
@@ -78,13 +94,13 @@ static uint64_t os_seed(void) {
 /* Seeds, generators, states                                                 */
 
 static int l_manual_seed(lua_State *L) {
-  attn_generator_seed(NULL, check_seed(L, 1, "manual_seed"));
+  attn_generator_seed(attnL_default_generator(L), check_seed(L, 1, "manual_seed"));
   return 0;
 }
 
 static int l_seed(lua_State *L) {
   uint64_t s = os_seed();
-  attn_generator_seed(NULL, s);
+  attn_generator_seed(attnL_default_generator(L), s);
   lua_pushinteger(L, (lua_Integer)s);
   return 1;
 }
@@ -92,7 +108,7 @@ static int l_seed(lua_State *L) {
 /* Seeds are pushed as Lua integers: seeds >= 2^63 read back negative, so
    manual_seed(-1) round-trips. */
 static int l_initial_seed(lua_State *L) {
-  lua_pushinteger(L, (lua_Integer)attn_generator_initial_seed(NULL));
+  lua_pushinteger(L, (lua_Integer)attn_generator_initial_seed(attnL_default_generator(L)));
   return 1;
 }
 
@@ -102,15 +118,31 @@ static gen_box *check_gen(lua_State *L, int arg) {
   return b;
 }
 
-/* attn.Generator([seed]): torch.Generator().manual_seed(seed) */
-static int l_generator(lua_State *L) {
-  uint64_t seed = lua_isnoneornil(L, 1) ? (uint64_t)TORCH_DEFAULT_SEED : check_seed(L, 1, "Generator");
+static int new_generator(lua_State *L, uint64_t seed) {
   gen_box *b = lua_newuserdatauv(L, sizeof *b, 0);
   b->g = NULL; /* safe for __gc before the core call */
   luaL_setmetatable(L, ATTN_GENERATOR_MT);
   if (attn_generator_new(seed, &b->g)) return attnL_error(L);
   attnL_gc_debt(L, NULL, (int64_t)attn_generator_bytes());
   return 1;
+}
+
+/* attn.Generator([seed]): torch.Generator().manual_seed(seed) */
+static int l_generator(lua_State *L) {
+  return new_generator(L, lua_isnoneornil(L, 1) ? (uint64_t)TORCH_DEFAULT_SEED : check_seed(L, 1, "Generator"));
+}
+
+/* Gives L a default generator of its own, seeded like a fresh process's
+   (torch's default seed); a second call keeps the first.  Raises on
+   failure (run it protected: the sandbox opener does). */
+void attnL_own_default_generator(lua_State *L) {
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &state_gen_key) == LUA_TUSERDATA) {
+    lua_pop(L, 1);
+    return;
+  }
+  lua_pop(L, 1);
+  new_generator(L, (uint64_t)TORCH_DEFAULT_SEED);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &state_gen_key);
 }
 
 static int g_gc(lua_State *L) {
@@ -175,8 +207,12 @@ static int g_set_state(lua_State *L) {
   lua_settop(L, 1);
   return 1;
 }
-static int l_get_rng_state(lua_State *L) { return push_state(L, attn_default_generator()); }
-static int l_set_rng_state(lua_State *L) { return set_state(L, attn_default_generator(), 1); }
+static attn_generator *state_default(lua_State *L) {
+  attn_generator *g = attnL_default_generator(L);
+  return g ? g : attn_default_generator();
+}
+static int l_get_rng_state(lua_State *L) { return push_state(L, state_default(L)); }
+static int l_set_rng_state(lua_State *L) { return set_state(L, state_default(L), 1); }
 
 /* ------------------------------------------------------------------------ */
 /* Factories                                                                 */
