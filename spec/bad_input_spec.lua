@@ -1093,6 +1093,29 @@ E("attn.arange", {K.num(0, {finite = true}), K.num(5, {finite = true}), K.num(1,
     {"a backward range with a positive step", function() return {5, 0, 1} end, "error"},
     {"an empty range", function() return {3, 3} end, "ok", function(t) assert(t:numel() == 0) end},
     {"one argument", function() return {4} end, "ok", function(t) assert(t:numel() == 4) end},
+    -- issue 27: integer bounds at the ends of int64 (UBSan ran on signed overflow); torch 1.13 overflows
+    -- itself here (arange(-2^63, 2^63-1, 2^63-1) gives an empty tensor): attn gives the true elements
+    {"mininteger to maxinteger by maxinteger", function() return {math.mininteger, math.maxinteger, math.maxinteger} end,
+      "ok", function(t)
+        assert(t.dtype == attn.int64)
+        local v = t:totable()
+        assert(#v == 3 and v[1] == math.mininteger and v[2] == -1 and v[3] == math.maxinteger - 1)
+      end},
+    {"maxinteger to mininteger by mininteger", function() return {math.maxinteger, math.mininteger, math.mininteger} end,
+      "ok", function(t)
+        local v = t:totable()
+        assert(#v == 2 and v[1] == math.maxinteger and v[2] == -1)
+      end},
+    {"mininteger to maxinteger by 2^62", function() return {math.mininteger, math.maxinteger, 1 << 62} end, "ok",
+      function(t) assert(t:numel() == 4 and t:totable()[4] == 1 << 62) end},
+    {"the last two int64 values", function() return {math.maxinteger - 2, math.maxinteger} end, "ok",
+      function(t) assert(t:totable()[2] == math.maxinteger - 1) end},
+    {"the first two int64 values", function() return {math.mininteger, math.mininteger + 2} end, "ok",
+      function(t) assert(t:totable()[1] == math.mininteger) end},
+    {"all of int64 (2^64 - 1 elements)", function() return {math.mininteger, math.maxinteger} end, "error"},
+    {"all of int64 backwards", function() return {math.maxinteger, math.mininteger, -1} end, "error"},
+    {"0 to maxinteger", function() return {math.maxinteger} end, "error"},
+    {"a step of mininteger upwards", function() return {0, math.maxinteger, math.mininteger} end, "error"},
   },
   -- arange(start, end, -0.0): zero step; 0.5 steps are fine
   override = {[3] = {["-0"] = "error", ["0"] = "error", ["-1"] = "error", ["1e-300"] = "error",
