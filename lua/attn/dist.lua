@@ -296,6 +296,8 @@ dist.uses_mpi = C.uses_mpi
 dist.backend = C.backend
 --- set_timeout(seconds): how long any later wait may take before it raises
 -- (a positive finite number; the default is 300 s or ATTN_DIST_TIMEOUT).
+-- An operation made of several waits (a DDP backward's gradient buckets,
+-- a ring attention pass) waits at most that long in all.
 function dist.set_timeout(seconds)
   if type(seconds) ~= "number" or not (seconds > 0) or seconds == math.huge then -- luacheck: ignore 581 (NaN must fail)
     error(("set_timeout (%s): seconds must be a positive finite number, got %s"):format(where(), tostring(seconds)), 2)
