@@ -63,6 +63,18 @@ static attn_status check_binary(attn_binary_op op) {
   return ATTN_OK;
 }
 
+/* torch refuses a - b with a bool operand and pow of two bools; b_bool is
+   false for a number operand. */
+static attn_status check_bool_operands(attn_binary_op op, bool a_bool, bool b_bool, bool b_number) {
+  if (op == ATTN_SUB && (a_bool || b_bool))
+    return attn_set_error(ATTN_ERR_ARG, "sub: subtraction with a bool tensor is not supported (as in torch): for "
+                                        "masks use a:logical_xor(b) or a:logical_and(b:logical_not()), else convert "
+                                        "with :long() first");
+  if (op == ATTN_POW && a_bool && b_bool && !b_number)
+    return attn_set_error(ATTN_ERR_ARG, "pow: not supported for two bool tensors (convert with :long() first)");
+  return ATTN_OK;
+}
+
 attn_status attn__binary_raw(attn_binary_op op, const attn_tensor *a, const attn_tensor *b, attn_tensor **out) {
   attn_status st = check_binary(op);
   if (st) return st;
@@ -523,6 +535,7 @@ static attn_status binary_int(attn_binary_op op, const attn_tensor *a, const att
 
 attn_status attn_binary(attn_binary_op op, const attn_tensor *a, const attn_tensor *b, attn_tensor **out) {
   attn_status st = check_binary(op);
+  if (!st) st = check_bool_operands(op, a->dtype == ATTN_BOOL, b->dtype == ATTN_BOOL, false);
   if (st) return st;
   attn_dtype rt = attn_promote_types(a->dtype, b->dtype);
   if (rt != ATTN_FLOAT32 && int_capable(op)) return binary_int(op, a, b, out);
@@ -558,6 +571,7 @@ static attn_status commit_into(const char *fn, attn_tensor *a, attn_tensor *r) {
 
 attn_status attn_binary_(attn_binary_op op, attn_tensor *a, const attn_tensor *b) {
   attn_status st = check_binary(op);
+  if (!st) st = check_bool_operands(op, a->dtype == ATTN_BOOL, b->dtype == ATTN_BOOL, false);
   if (st) return st;
   char name[32];
   snprintf(name, sizeof name, "%s_", binary_names[op]);
@@ -641,6 +655,7 @@ static attn_status binary_scalar_int_exact(attn_binary_op op, const attn_tensor 
 
 attn_status attn_binary_scalar(attn_binary_op op, const attn_tensor *a, float s, bool reversed, attn_tensor **out) {
   attn_status st = check_binary(op);
+  if (!st) st = check_bool_operands(op, a->dtype == ATTN_BOOL, false, true);
   if (st) return st;
   if (a->dtype != ATTN_FLOAT32) {
     /* torch: int tensor op int scalar stays int64, comparisons give bool;
@@ -684,9 +699,11 @@ static bool unary_int_capable(attn_unary_op op) {
 
 static attn_status unary_int(attn_unary_op op, const attn_tensor *a, attn_tensor **out) {
   const char *fn = unary_names[op];
-  if (a->dtype == ATTN_BOOL && (op == ATTN_NEG || op == ATTN_SIGN || op == ATTN_SQUARE))
-    return attn_set_error(ATTN_ERR_ARG, "%s: not supported for bool tensors (convert with :long() first)", fn);
-  attn_dtype rt = a->dtype == ATTN_BOOL ? ATTN_BOOL : ATTN_INT64;
+  /* torch: sign keeps a bool a bool, square makes it int64, the others refuse it */
+  if (a->dtype == ATTN_BOOL && op != ATTN_SIGN && op != ATTN_SQUARE)
+    return attn_set_error(ATTN_ERR_ARG, "%s: not supported for bool tensors (convert with :long() first%s)", fn,
+                          op == ATTN_NEG ? ", or invert a mask with :logical_not()" : "");
+  attn_dtype rt = a->dtype == ATTN_BOOL && op == ATTN_SIGN ? ATTN_BOOL : ATTN_INT64;
   attn_tensor *o;
   attn_status st = attn__alloc_dtype(fn, rt, a->ndim, a->shape, &o);
   if (st) return st;
@@ -719,6 +736,9 @@ attn_status attn_unary(attn_unary_op op, const attn_tensor *a, attn_tensor **out
   if ((unsigned)op >= ATTN_UNARY_OP_COUNT) return attn_set_error(ATTN_ERR_ARG, "unary: unknown op %d", (int)op);
   if (a->dtype == ATTN_FLOAT32) return unary_f32(op, a, out);
   if (unary_int_capable(op)) return unary_int(op, a, out);
+  if (op == ATTN_GELU || op == ATTN_GELU_TANH || op == ATTN_SILU) /* torch: not implemented for integers */
+    return attn_set_error(ATTN_ERR_ARG, "%s: expected a floating tensor, got %s (convert with :float() first)",
+                          unary_names[op], attn_dtype_name(a->dtype));
   attn_tensor *fa;
   attn_status st = as_float(a, &fa);
   if (st) return st;
@@ -739,8 +759,33 @@ attn_status attn_unary_(attn_unary_op op, attn_tensor *a) {
   return commit_into(name, a, r);
 }
 
+/* clamp of an int64 or bool tensor between integral bounds (nan: open):
+   int64, like torch's clamp with integer scalars. */
+static attn_status clamp_int(const attn_tensor *a, float lo, float hi, attn_tensor **out) {
+  attn_tensor *o;
+  attn_status st = attn__alloc_dtype("clamp", ATTN_INT64, a->ndim, a->shape, &o);
+  if (st) return st;
+  /* bounds beyond int64 clamp nothing on their side */
+  bool has_lo = lo == lo && lo > -9.2233720368547758e18f, has_hi = hi == hi && hi < 9.2233720368547758e18f;
+  int64_t l = has_lo ? (lo >= 9.2233720368547758e18f ? INT64_MAX : (int64_t)lo) : INT64_MIN;
+  int64_t h = has_hi ? (hi <= -9.2233720368547758e18f ? INT64_MIN : (int64_t)hi) : INT64_MAX;
+  if (attn_tensor_numel(a) > 0) {
+    attn__iter it;
+    attn__iter_init(&it, a);
+    int64_t *p = attn_tensor_i64(o), i = 0;
+    do {
+      int64_t x = attn__load_i64(a->storage, it.pos);
+      x = x < l ? l : x;
+      p[i++] = x > h ? h : x; /* torch: max wins when min > max */
+    } while (attn__iter_next(&it));
+  }
+  *out = o;
+  return ATTN_OK;
+}
+
 attn_status attn_clamp(const attn_tensor *a, float lo, float hi, attn_tensor **out) {
   if (a->dtype == ATTN_FLOAT32) return clamp_f32(a, lo, hi, out);
+  if ((lo != lo || lo == floorf(lo)) && (hi != hi || hi == floorf(hi))) return clamp_int(a, lo, hi, out);
   attn_tensor *fa;
   attn_status st = as_float(a, &fa);
   if (st) return st;
@@ -987,7 +1032,11 @@ static attn_status float_divmod(bool rem, const attn_tensor *a, const attn_tenso
     *out = fq;
     return ATTN_OK;
   }
-  if (!(st = attn_binary(ATTN_MUL, fq, b, &m))) st = attn_binary(ATTN_SUB, a, m, out);
+  /* a - floor(a / b) * b, with a bool a as float (sub refuses bools; it carries no gradient) */
+  attn_tensor *fa = NULL;
+  if (!(st = attn_binary(ATTN_MUL, fq, b, &m)) && !(a->dtype == ATTN_BOOL && (st = as_float(a, &fa))))
+    st = attn_binary(ATTN_SUB, fa ? fa : a, m, out);
+  attn_tensor_release(fa);
   attn_tensor_release(fq);
   attn_tensor_release(m);
   return st;
@@ -1014,6 +1063,7 @@ attn_status attn_remainder(const attn_tensor *a, const attn_tensor *b, attn_tens
 attn_status attn_binary_scalar_i64(attn_binary_op op, const attn_tensor *a, int64_t s, bool reversed,
                                    attn_tensor **out) {
   attn_status st = check_binary(op);
+  if (!st) st = check_bool_operands(op, a->dtype == ATTN_BOOL, false, true);
   if (st) return st;
   if (a->dtype != ATTN_FLOAT32 && int_capable(op)) return binary_scalar_int_exact(op, a, s, reversed, out);
   return attn_binary_scalar(op, a, (float)s, reversed, out);

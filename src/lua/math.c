@@ -18,7 +18,7 @@ static int binary_number(lua_State *L, attn_binary_op op, attn_tensor *t, int nu
     return attnL_result(L, attn_binary_scalar_i64(op, t, (int64_t)lua_tointeger(L, num), reversed, box));
   }
   float s = (float)lua_tonumber(L, num);
-  if (t->dtype != ATTN_FLOAT32) {
+  if (t->dtype != ATTN_FLOAT32 && !(t->dtype == ATTN_BOOL && op == ATTN_SUB)) { /* bool - x: the core refuses */
     attn_tensor **fb = attnL_newbox(L);
     if (attn_to_dtype(t, ATTN_FLOAT32, fb)) return attnL_error(L);
     attnL_account(L, fb);
@@ -181,6 +181,14 @@ static int lm_clamp(lua_State *L) {
   float lo, hi;
   clamp_bounds(L, &lo, &hi);
   attn_tensor **box = attnL_newbox(L);
+  /* torch: integer bounds keep an int64/bool input integer, a float bound makes it float32 */
+  bool float_bound = (lua_type(L, 2) == LUA_TNUMBER && !lua_isinteger(L, 2)) ||
+                     (lua_type(L, 3) == LUA_TNUMBER && !lua_isinteger(L, 3));
+  if (a->dtype != ATTN_FLOAT32 && float_bound) {
+    attnL_result(L, attn_to_dtype(a, ATTN_FLOAT32, box));
+    a = *box;
+    box = attnL_newbox(L);
+  }
   return attnL_result(L, attn_clamp(a, lo, hi, box));
 }
 
@@ -188,6 +196,12 @@ static int lm_clamp_(lua_State *L) {
   attn_tensor *a = attnL_check(L, 1);
   float lo, hi;
   clamp_bounds(L, &lo, &hi);
+  if (a->dtype != ATTN_FLOAT32 && ((lua_type(L, 2) == LUA_TNUMBER && !lua_isinteger(L, 2)) ||
+                                   (lua_type(L, 3) == LUA_TNUMBER && !lua_isinteger(L, 3))))
+    return attnL_raise(L,
+                       "clamp_: result type float32 can't be cast to the destination's dtype %s (use integer "
+                       "bounds, or clamp a float copy: x:float():clamp_(...))",
+                       attn_dtype_name(a->dtype));
   if (attn_clamp_(a, lo, hi)) return attnL_error(L);
   lua_settop(L, 1);
   return 1;
@@ -196,7 +210,7 @@ static int lm_clamp_(lua_State *L) {
 /* A Lua integer beside an int64 tensor becomes an int64 0-d tensor (torch
    types Python scalars by the tensor); other numbers become float32. */
 static attn_tensor *scalar_beside(lua_State *L, int arg, const attn_tensor *other, const char *fn, const char *name) {
-  if (lua_isinteger(L, arg) && other && other->dtype == ATTN_INT64) {
+  if (lua_isinteger(L, arg) && other && other->dtype != ATTN_FLOAT32) { /* bool + 2 is int64 too */
     attn_tensor **box = attnL_newbox(L);
     if (attn_full_i64(0, NULL, (int64_t)lua_tointeger(L, arg), box)) attnL_error(L);
     attnL_account(L, box);
