@@ -584,11 +584,27 @@ static attn_dtype float_result_dtype(attn_reduce_op op) {
   return ATTN_FLOAT32;
 }
 
+/* torch refuses mean, var, std and norm of int64 and bool tensors (no
+   output dtype to infer) and argmax/argmin of bools. */
+static attn_status check_reduce_dtype(attn_reduce_op op, const attn_tensor *t) {
+  if (t->dtype == ATTN_FLOAT32) return ATTN_OK;
+  if (op == ATTN_MEAN || op == ATTN_VAR || op == ATTN_STD || op == ATTN_NORM)
+    return attn_set_error(ATTN_ERR_ARG,
+                          "%s: expected a floating tensor, got %s (torch cannot infer the output dtype either: "
+                          "convert first, e.g. x:float():%s())",
+                          reduce_names[op], attn_dtype_name(t->dtype), reduce_names[op]);
+  if (t->dtype == ATTN_BOOL && (op == ATTN_ARGMAX || op == ATTN_ARGMIN))
+    return attn_set_error(ATTN_ERR_ARG, "%s: not supported for bool tensors (convert with :long() first)",
+                          reduce_names[op]);
+  return ATTN_OK;
+}
+
 attn_status attn_reduce_dim(attn_reduce_op op, const attn_tensor *t, int dim, bool keepdim,
                             const attn_reduce_opts *opts, attn_tensor **out) {
   attn_status st;
   attn_tensor *r;
   if ((unsigned)op >= ATTN_REDUCE_OP_COUNT) return attn_set_error(ATTN_ERR_ARG, "reduce: unknown op %d", (int)op);
+  if ((st = check_reduce_dtype(op, t))) return st;
   if (t->dtype != ATTN_FLOAT32) {
     if (int_reducible(op)) {
       bool arg = op == ATTN_ARGMAX || op == ATTN_ARGMIN;
@@ -608,6 +624,7 @@ attn_status attn_reduce_all(attn_reduce_op op, const attn_tensor *t, const attn_
   attn_status st;
   attn_tensor *r;
   if ((unsigned)op >= ATTN_REDUCE_OP_COUNT) return attn_set_error(ATTN_ERR_ARG, "reduce: unknown op %d", (int)op);
+  if ((st = check_reduce_dtype(op, t))) return st;
   if (t->dtype != ATTN_FLOAT32) {
     if (int_reducible(op)) {
       bool arg = op == ATTN_ARGMAX || op == ATTN_ARGMIN;
