@@ -251,6 +251,9 @@ static int like_fill(lua_State *L, const char *fn, int normal) {
   attn_generator *g = opt_gen(L, &top);
   attn_tensor *t = attnL_check(L, 1);
   check_no_extra(L, 2, top, fn);
+  if (t->dtype != ATTN_FLOAT32) /* torch draws in t's dtype and refuses integers and bools */
+    return attnL_raise(L, "%s: expected a floating tensor, got %s (write %s(x:float()), or attn.%s(x:shape()))", fn,
+                       attn_dtype_name(t->dtype), fn, normal ? "randn" : "rand");
   int nd = t->ndim, order[ATTN_MAX_DIMS], inv[ATTN_MAX_DIMS];
   for (int i = 0; i < nd; i++) order[i] = i;
   /* dims by decreasing stride (stable), as the fill visits them */
