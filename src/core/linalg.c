@@ -473,7 +473,19 @@ attn_status attn_dot(const attn_tensor *a, const attn_tensor *b, attn_tensor **o
 attn_status attn_outer(const attn_tensor *a, const attn_tensor *b, attn_tensor **out) {
   char sa[ATTN_SHAPE_BUF], sb[ATTN_SHAPE_BUF];
   if (a->dtype != ATTN_FLOAT32 || b->dtype != ATTN_FLOAT32) {
-    /* torch.outer is a broadcast multiply: integer and bool operands promote */
+    if (a->ndim != 1 || b->ndim != 1)
+      return attn_set_error(ATTN_ERR_SHAPE, "outer: expects two 1-d tensors, got %s and %s", ATTN_SHAPE(a, sa),
+                            ATTN_SHAPE(b, sb));
+    /* torch.outer is a broadcast multiply: integers stay int64, bools bool, a float operand promotes */
+    if (attn_promote_types(a->dtype, b->dtype) != ATTN_FLOAT32) {
+      int64_t col[2] = {a->shape[0], 1}, row[2] = {1, b->shape[0]};
+      attn_tensor *ca = NULL, *rb = NULL;
+      attn_status st = attn_reshape(a, 2, col, &ca);
+      if (!st && !(st = attn_reshape(b, 2, row, &rb))) st = attn_binary(ATTN_MUL, ca, rb, out);
+      attn_tensor_release(ca);
+      attn_tensor_release(rb);
+      return st;
+    }
     attn_tensor *fa = NULL, *fb = NULL;
     attn_status st = attn_to_dtype(a, ATTN_FLOAT32, &fa);
     if (!st && !(st = attn_to_dtype(b, ATTN_FLOAT32, &fb))) st = attn_outer(fa, fb, out);

@@ -578,7 +578,6 @@ attn_status attn_masked_select(const attn_tensor *t, const attn_tensor *mask, at
   int nd;
   int64_t shape[ATTN_MAX_DIMS];
   attn_status st = attn_broadcast_shape("masked_select", t, mask, &nd, shape);
-  if (!st) st = attn__float_only("masked_select", "input", t);
   if (st) return st;
   attn_tensor *te = NULL, *me = NULL, *o = NULL;
   TRY(attn_expand(t, nd, shape, &te));
@@ -590,15 +589,16 @@ attn_status attn_masked_select(const attn_tensor *t, const attn_tensor *mask, at
     do count += attn__mask_at(me, it.pos);
     while (attn__iter_next(&it));
   }
-  TRY(attn__alloc("masked_select", 1, &count, &o));
+  TRY(attn__alloc_dtype("masked_select", t->dtype, 1, &count, &o)); /* any dtype, kept (torch) */
   if (count > 0) {
-    float *op = attn_tensor_data(o);
-    const float *tb = (const float *)te->storage->data;
+    const size_t es = attn_dtype_size(t->dtype);
+    char *op = attn_tensor_ptr(o);
+    const char *tb = (const char *)te->storage->data;
     int64_t k = 0;
     attn__iter_init(&it, me);
     attn__iter_init(&jt, te);
     do {
-      if (attn__mask_at(me, it.pos)) op[k++] = tb[jt.pos];
+      if (attn__mask_at(me, it.pos)) memcpy(op + es * (size_t)k++, tb + es * (size_t)jt.pos, es);
       attn__iter_next(&jt);
     } while (attn__iter_next(&it));
   }

@@ -946,10 +946,12 @@ attn_status attn_one_hot(const attn_tensor *indices, int64_t num_classes, attn_t
   for (int i = 0; i < indices->ndim; i++) shape[i] = indices->shape[i];
   shape[indices->ndim] = num_classes;
   attn_tensor *t;
-  st = full_named("one_hot", indices->ndim + 1, shape, 0.0f, &t);
+  /* int64, like torch.nn.functional.one_hot (x:float() for a float matrix) */
+  st = attn__alloc_dtype("one_hot", ATTN_INT64, indices->ndim + 1, shape, &t);
   if (st) return st;
-  float *p = attn_tensor_data(t);
-  for (int64_t i = 0; i < n; i++) p[i * num_classes + attn_tensor_get_flat_i64(indices, i)] = 1.0f;
+  int64_t *p = attn_tensor_i64(t);
+  memset(p, 0, (size_t)attn_tensor_numel(t) * sizeof *p);
+  for (int64_t i = 0; i < n; i++) p[i * num_classes + attn_tensor_get_flat_i64(indices, i)] = 1;
   *out = t;
   return ATTN_OK;
 }
