@@ -111,9 +111,19 @@ end
 
 -- Element-wise losses take input and target of the same shape after
 -- broadcasting (torch warns and broadcasts; we broadcast).
-local function pair(input, target, fn)
+local function pair(input, target, fn, need)
   input = as_tensor(input, fn, "input")
   target = as_tensor(target, fn, "target")
+  -- a loss needs a floating operand (torch refuses two integer or bool
+  -- tensors); a mixed pair is computed in float32, as torch's mse_loss does.
+  -- need = "both" or "input": torch's kernels that want those floating.
+  local fi, ft = input:is_floating_point(), target:is_floating_point()
+  if not (fi or ft) or (need == "both" and not (fi and ft)) or (need == "input" and not fi) then
+    error(("%s: expected floating tensors, got input %s and target %s (convert with :float())"):format(fn,
+      tostring(input.dtype):gsub("^attn%.", ""), (tostring(target.dtype):gsub("^attn%.", ""))), 3)
+  end
+  if not fi then input = input:float() end
+  if not ft then target = target:float() end
   return input, target
 end
 
@@ -471,7 +481,7 @@ function F.huber_loss(input, target, opts)
   local reduction = check_reduction(opts.reduction, "huber_loss")
   local delta = check_number(opts.delta, 1.0, "huber_loss", "delta")
   if delta <= 0 then error("huber_loss: delta must be positive", 2) end
-  input, target = pair(input, target, "huber_loss")
+  input, target = pair(input, target, "huber_loss", "input")
   local z = (input - target):abs()
   return reduce(attn.where(z:lt(delta), z * z * 0.5, (z - 0.5 * delta) * delta), reduction)
 end
@@ -486,7 +496,7 @@ function F.binary_cross_entropy(input, target, opts)
   local fn = "binary_cross_entropy"
   opts = check_opts(opts, fn, set("weight", "reduction"))
   local reduction = check_reduction(opts.reduction, fn)
-  input, target = pair(input, target, fn)
+  input, target = pair(input, target, fn, "both")
   if not same_shape(input:shape(), target:shape()) then
     error(("%s: target size %s differs from input size %s"):format(fn, fmt_shape(target:shape()),
       fmt_shape(input:shape())), 2)
@@ -522,7 +532,7 @@ function F.binary_cross_entropy_with_logits(input, target, opts)
   local fn = "binary_cross_entropy_with_logits"
   opts = check_opts(opts, fn, set("weight", "pos_weight", "reduction"))
   local reduction = check_reduction(opts.reduction, fn)
-  input, target = pair(input, target, fn)
+  input, target = pair(input, target, fn, "both")
   if not same_shape(input:shape(), target:shape()) then
     error(("%s: target size %s differs from input size %s"):format(fn, fmt_shape(target:shape()),
       fmt_shape(input:shape())), 2)
@@ -555,7 +565,7 @@ function F.kl_div(input, target, opts)
   local fn = "kl_div"
   opts = check_opts(opts, fn, set("reduction", "log_target"))
   local reduction = check_reduction(opts.reduction, fn, "batchmean")
-  input, target = pair(input, target, fn)
+  input, target = pair(input, target, fn, "both")
   local out
   if check_bool(opts.log_target, false, fn, "log_target") then
     out = target:exp() * (target - input)

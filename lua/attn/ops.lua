@@ -143,6 +143,10 @@ local function amax_like(name, is_min)
       if x:dim() == 0 then break end
       m = (is_min and m:min(d, true) or m:max(d, true))
     end
+    if not x:is_floating_point() then -- no gradient to share: the extreme itself, in x's dtype (torch)
+      if not keepdim then m = drop_dims(m, desc) end
+      return m
+    end
     local hit = x:detach():eq(m)
     local count = hit
     local picked = x:masked_fill(hit:eq(0), 0)
@@ -555,6 +559,10 @@ function M.cdist(x1, x2, p, opts)
   local fn = "cdist"
   x1 = as_tensor(x1, fn, "x1", 2)
   x2 = as_tensor(x2, fn, "x2", 2)
+  if not (x1:is_floating_point() and x2:is_floating_point()) then -- torch: floating inputs only
+    error(("%s: expected floating tensors, got x1 %s and x2 %s (convert with :float())"):format(fn,
+      tostring(x1.dtype):gsub("^attn%.", ""), (tostring(x2.dtype):gsub("^attn%.", ""))), 2)
+  end
   if type(p) == "table" then p, opts = p.p, p end
   if opts ~= nil then check_opts(opts, fn, {p = true, compute_mode = true}, 2) end
   p = p == nil and 2 or p
@@ -770,6 +778,13 @@ function M.cosine_similarity(x1, x2, dim, eps)
   local fn = "cosine_similarity"
   x1 = as_tensor(x1, fn, "x1", 2)
   x2 = as_tensor(x2, fn, "x2", 2)
+  -- torch: a floating operand is needed; a mixed pair is computed in float32
+  if not (x1:is_floating_point() or x2:is_floating_point()) then
+    error(("%s: expected a floating tensor, got x1 %s and x2 %s (convert with :float())"):format(fn,
+      tostring(x1.dtype):gsub("^attn%.", ""), (tostring(x2.dtype):gsub("^attn%.", ""))), 2)
+  end
+  if not x1:is_floating_point() then x1 = x1:float() end
+  if not x2:is_floating_point() then x2 = x2:float() end
   if type(dim) == "table" then
     check_opts(dim, fn, {dim = true, eps = true}, 2)
     dim, eps = dim.dim, dim.eps
