@@ -342,6 +342,13 @@ describe("x.grad = g (issue 27)", function()
     assert.are.equal(attn.float32, w.grad.dtype)
     opt:step()
     assert.same({0.5, 0, -0.5}, w:detach():totable())
+    -- an int64 or bool seed is cast to the output's dtype, as torch does
+    local v = attn.ones(2):requires_grad_()
+    local z = v * 2
+    z:backward(I({1, 2}), true)
+    z:backward(attn.tensor({true, false}))
+    assert.are.equal(attn.float32, v.grad.dtype)
+    assert.same({4, 4}, v.grad:totable())
   end)
 end)
 

@@ -182,6 +182,12 @@ static attn_status run_node(attn_node *node, attn_tensor *g, bool retain_graph, 
                           node->name, ATTN_SHAPE(gs[i], sa), attn_shape_str(e->ndim, e->shape, sb, sizeof sb));
       break;
     }
+    if (gs[i]->dtype != ATTN_FLOAT32) { /* a custom C backward's int64/bool gradient: cast like torch */
+      attn_tensor *f;
+      if ((st = attn_to_dtype(gs[i], ATTN_FLOAT32, &f))) break;
+      attn_tensor_release(gs[i]);
+      gs[i] = f;
+    }
     if ((st = accumulate(&e->node->grad_acc, gs[i]))) break;
     if (--e->node->deps == 0 && !vec_push(ready, e->node))
       st = attn_set_error(ATTN_ERR_NOMEM, "backward: out of memory");
@@ -214,7 +220,12 @@ attn_status attn_backward(attn_tensor *t, const attn_tensor *grad, bool retain_g
     if (!attn_same_shape(grad, t))
       return attn_set_error(ATTN_ERR_SHAPE, "backward: gradient of shape %s for a tensor of shape %s",
                             ATTN_SHAPE(grad, sa), ATTN_SHAPE(t, sb));
-    seed = attn_tensor_retain((attn_tensor *)grad);
+    if (grad->dtype != t->dtype) { /* torch casts the given gradient to t's dtype: an int64 seed never
+                                      reaches a float .grad */
+      if ((st = attn_to_dtype(grad, t->dtype, &seed))) return st;
+    } else {
+      seed = attn_tensor_retain((attn_tensor *)grad);
+    }
   } else {
     if (attn_tensor_numel(t) != 1)
       return attn_set_error(ATTN_ERR_SHAPE,
