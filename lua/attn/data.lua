@@ -435,7 +435,8 @@ end
 -- Tensors
 
 --- data.one_hot(ids, n) -> tensor of shape ids.shape .. {n}: 1 at each
--- 1-based id, 0 elsewhere.  ids is a tensor or a (nested) list of ids.
+-- 1-based id, 0 elsewhere (int64, as torch's).  ids is a tensor or a
+-- (nested) list of ids.
 function data.one_hot(ids, n)
   if not (attn.is_tensor(ids) or type(ids) == "table") then
     fail("one_hot", "ids must be a tensor or a list of integers (got %s)", type(ids))

@@ -262,7 +262,7 @@ F.cosine_similarity = require("attn.ops").cosine_similarity
 
 --- one_hot(ids, num_classes): ids hold 1-based class numbers; the result
 -- has a trailing dim of num_classes (default: the largest id) with 1 at
--- each id (a float tensor, where torch's is int64).
+-- each id (an int64 tensor, as torch's; :float() for a float matrix).
 function F.one_hot(ids, num_classes) return attn.one_hot(ids, num_classes) end
 
 ---------------------------------------------------------------------------
