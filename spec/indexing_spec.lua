@@ -144,6 +144,8 @@ describe("indexing keys", function()
     assert.same({9, math.maxinteger, 9}, a:totable())
     a[m] = (1 << 53) + 1 -- Lua integers stay exact
     assert.same({(1 << 53) + 1, math.maxinteger, (1 << 53) + 1}, a:totable())
+    assert.same({(1 << 53) + 1, 2, (1 << 53) + 1}, I():masked_fill(m, (1 << 53) + 1):totable())
+    assert.same({(1 << 40) + 1, 2, (1 << 40) + 1}, I():masked_fill_(m, (1 << 40) + 1):totable())
     a:copy_(attn.tensor({1.7, -2.7, 3.2})) -- copy_ converts (torch truncates)
     assert.same({1, -2, 3}, a:totable())
     local b = attn.zeros(4, {dtype = "bool"})

@@ -243,9 +243,26 @@ static float fill_value(lua_State *L, int arg) {
   return (float)luaL_checknumber(L, arg);
 }
 
+/* An int64 tensor filled with a Lua integer: exact (a float value rounds
+   beyond 2^24), through where with an int64 0-d value; pushes the result. */
+static bool masked_fill_exact(lua_State *L, attn_tensor *t, attn_tensor *m) {
+  if (t->dtype != ATTN_INT64 || !lua_isinteger(L, 3)) return false;
+  int nd;
+  int64_t shape[ATTN_MAX_DIMS];
+  bool fits = attn_broadcast_shape("masked_fill", t, m, &nd, shape) == ATTN_OK && nd == t->ndim;
+  for (int d = 0; fits && d < nd; d++) fits = shape[d] == t->shape[d];
+  if (!fits) return false; /* the core names the mismatch */
+  attn_tensor **s = attnL_newbox(L);
+  attnL_result(L, attn_full_i64(0, NULL, (int64_t)lua_tointeger(L, 3), s));
+  attn_tensor **box = attnL_newbox(L);
+  attnL_result(L, attn_where(m, *s, t, box));
+  return true;
+}
+
 static int lm_masked_fill(lua_State *L) {
   attn_tensor *t = attnL_totensor(L, 1, "masked_fill", "self");
   attn_tensor *m = attnL_totensor(L, 2, "masked_fill", "mask");
+  if (masked_fill_exact(L, t, m)) return 1;
   float v = fill_value(L, 3);
   attn_tensor **box = attnL_newbox(L);
   return attnL_result(L, attn_masked_fill(t, m, v, box));
@@ -254,6 +271,11 @@ static int lm_masked_fill(lua_State *L) {
 static int lm_masked_fill_(lua_State *L) {
   attn_tensor *t = attnL_check(L, 1);
   attn_tensor *m = attnL_totensor(L, 2, "masked_fill_", "mask");
+  if (masked_fill_exact(L, t, m)) {
+    if (attn_copy_(t, attnL_check(L, -1))) return attnL_error(L);
+    lua_settop(L, 1);
+    return 1;
+  }
   float v = fill_value(L, 3);
   if (attn_masked_fill_(t, m, v)) return attnL_error(L);
   lua_settop(L, 1);
