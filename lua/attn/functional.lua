@@ -276,6 +276,12 @@ function F.one_hot(ids, num_classes) return attn.one_hot(ids, num_classes) end
 -- message names it when the caller gave it).  Returns whether some target
 -- is the ignore class.
 local function check_classes(target, C, ignore, fn, explicit)
+  if target:dtype() == attn.bool then
+    error(("%s: a class target must hold class numbers, got a bool tensor (torch: expected scalar type Long but " ..
+      "found Bool); write target:long() + 1 for classes 1 (false) and 2 (true), or use " ..
+      "F.binary_cross_entropy_with_logits(input, target:float()) for a 0/1 target")
+      :format(fn), 4)
+  end
   if target:numel() == 0 then return false end
   -- one pass in C: whole numbers in 1..C, or the ignore_index
   local ignored, bad = core._check_class_targets(target, 1, C, ignore)

@@ -918,8 +918,9 @@ function Embedding:init(num_embeddings, embedding_dim, opts)
   if pad ~= nil then
     pad = type(pad) == "number" and math.tointeger(pad) or pad
     if math.type(pad) ~= "integer" or pad == 0 or pad > self.num_embeddings or pad < -self.num_embeddings then
-      error(("Embedding: padding_idx must be within 1..%d or -%d..-1 (got %s)")
-        :format(self.num_embeddings, self.num_embeddings, tostring(pad)), 2)
+      error(("Embedding: padding_idx must be within 1..%d or -%d..-1 (got %s)%s")
+        :format(self.num_embeddings, self.num_embeddings, tostring(pad),
+          pad == 0 and " (ids are 1-based: torch's padding_idx=0 is padding_idx=1 here)" or ""), 2)
     end
     if pad < 0 then pad = self.num_embeddings + 1 + pad end
   end

@@ -76,7 +76,9 @@ local function lengths_list(lengths, fn, level)
     local v = list[i]
     local n = type(v) == "number" and math.tointeger(v)
     if not n then
-      fail(("%s: lengths[%d] must be an integer (got %s)"):format(fn, i, tostring(v)), level)
+      local got = type(v) == "string" and ("the string %q; write %s, a number, not a string"):format(v,
+        math.tointeger(tonumber(v)) or "a whole number") or tostring(v)
+      fail(("%s: lengths[%d] must be an integer (got %s)"):format(fn, i, got), level)
     end
     out[i] = n
   end
@@ -136,6 +138,18 @@ end
 
 local function is_packed(x) return getmetatable(x) == Packed end
 M.is_packed = is_packed
+
+-- What to say about a value that should be a PackedSequence: a plain table
+-- with a data field is a hand-made one, which lacks the batch sizes.
+local function not_packed(x)
+  if type(x) == "table" and getmetatable(x) == nil then
+    return "a plain table; a PackedSequence is not a table of fields but what " ..
+      "nn.utils.rnn.pack_padded_sequence(x, lengths) or pack_sequence(list) returns (data plus the batch sizes " ..
+      "of every step)"
+  end
+  return type(x)
+end
+M._not_packed = not_packed
 
 --- Whether x is a PackedSequence (made by pack_padded_sequence,
 -- pack_sequence or a packed RNN output).  Also attn.rnn.utils.is_packed
@@ -366,7 +380,7 @@ end
 function utils.pad_packed_sequence(sequence, ...)
   local fn = "pad_packed_sequence"
   if not is_packed(sequence) then
-    fail(("%s: sequence must be a PackedSequence (got %s)"):format(fn, type(sequence)), 2)
+    fail(("%s: sequence must be a PackedSequence (got %s)"):format(fn, not_packed(sequence)), 2)
   end
   local o = opts_or_positional(fn, 2, {...}, {"batch_first", "padding_value", "total_length"})
   local batch_first = check_bool(o.batch_first, false, fn, "batch_first", 2)
@@ -659,7 +673,7 @@ function RNNBase:forward(input, hx)
     batched = true
   else
     if not is_tensor(input) then
-      fail(("%s: input must be a tensor or a PackedSequence (got %s)"):format(name, type(input)), 2)
+      fail(("%s: input must be a tensor or a PackedSequence (got %s)"):format(name, not_packed(input)), 2)
     end
     local d = input:dim()
     if d ~= 2 and d ~= 3 then
