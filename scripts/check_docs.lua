@@ -159,7 +159,7 @@ local function public_api()
       elseif not private and k ~= "super" then
         local name = prefix .. "." .. k
         if type(v) == "function" then
-          add(name, v)
+          add(name, attn._misuse.unwrap_method(v)) -- a method's guard stands for the method (lua/attn/base.lua)
         elseif type(v) == "table" then
           walk(name, v, depth + 1)
         end

@@ -208,7 +208,8 @@ describe("attn.optim optimisers", function()
       "SGD: Nesterov momentum requires a momentum and zero dampening")
     assert.has_error(function() optim.Adam(ps, {betas = {1.0, 0.9}}) end,
       "Adam: Invalid beta parameter at index 1: 1.0")
-    assert.has_error(function() optim.Adam(ps, {lrr = 1}) end, "Adam: unknown option 'lrr'")
+    assert.has_error(function() optim.Adam(ps, {lrr = 1}) end,
+      "Adam: unknown option 'lrr' (did you mean 'lr'?); valid options: amsgrad, betas, eps, lr, maximize, weight_decay")
     assert.has_error(function() optim.RMSprop(ps, {alpha = -0.5}) end, "RMSprop: Invalid alpha value: -0.5")
     assert.has_error(function() optim.Adam({ps[1] * 2}) end,
       "Adam: params[1] is not a leaf tensor; cannot optimize it")

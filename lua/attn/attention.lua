@@ -1277,4 +1277,7 @@ end
 --- The KV cache class, for isinstance-like checks: getmetatable(c) == M.KVCacheClass
 M.KVCacheClass = KVCache
 
+-- cache.append(k, v) for cache:append(k, v) says to write ':'.
+attn._misuse.guard_class(KVCache, "cache")
+
 return M

@@ -22,7 +22,155 @@ local methods = core._methods
 --- t:type(): "attn.Tensor", like the userdata's __name.
 function methods.type() return "attn.Tensor" end
 
+--------------------------------------------------------------------------
+-- Misuse checks shared by the package's classes and options tables.
+
+local error = core._error -- positioned at the user's line
+--- Internal: the misuse checks (guards against m.f() for m:f(), options).
+attn._misuse = {}
+local getlocal, getinfo = debug and debug.getlocal, debug and debug.getinfo
+local guards = setmetatable({}, {__mode = "k"}) -- wrapper -> the method it guards
+
+-- The message for obj.name(...) where obj:name(...) was meant.
+local function dot_message(name, recv, f)
+  local args = "..."
+  if getinfo and getinfo(f, "u").nparams <= 1 and not getinfo(f, "u").isvararg then args = "" end
+  return ("%s: call it as %s:%s(%s) (with ':'); %s.%s(...) with '.' passes no %s"):format(name, recv, name,
+    args, recv, name, recv)
+end
+
+--- Internal: f(self, ...) guarded against a call without self (the
+-- PyTorch habit m.parameters() for m:parameters()): is_self(v) tells
+-- whether v can be self; otherwise the call raises at the caller's line,
+-- saying to write recv:name(...).  A tail call, so that f's own error
+-- levels still reach its caller.  f is returned as is when it already is
+-- a guard.
+function attn._misuse.guard_method(name, f, recv, is_self)
+  if guards[f] then return f end
+  local msg = dot_message(name, recv, f)
+  local g = function(self, ...)
+    if not is_self(self) then error(msg, 2) end
+    return f(self, ...)
+  end
+  guards[g] = f
+  return g
+end
+
+--- Internal: whether f is a method guarded by attn._misuse.guard_method.
+function attn._misuse.is_guarded(f) return guards[f] ~= nil end
+
+--- Internal: the function a method guard (or a C tensor method's closure)
+-- stands for, else f: for tools that name functions by identity (the docs
+-- and bad-input checks).
+function attn._misuse.unwrap_method(f)
+  local g = guards[f]
+  if g ~= nil then return g end
+  return core._unwrap_method(f)
+end
+
+--- Internal: whether a Lua function's first parameter is named self
+-- (what `function Cls:name()` gives): a method, not a static function.
+function attn._misuse.takes_self(f)
+  return type(f) == "function" and getlocal ~= nil and getlocal(f, 1) == "self"
+end
+
+-- Whether v is an instance of cls: cls is v's metatable or lies on the
+-- chain of __index tables above it.
+local function instance_of(cls)
+  return function(v)
+    if type(v) ~= "table" then return false end
+    local mt = getmetatable(v)
+    for _ = 1, 16 do
+      if type(mt) ~= "table" then return false end
+      if mt == cls or rawget(mt, "__index") == cls then return true end
+      local up = getmetatable(mt)
+      mt = up and rawget(up, "__index")
+    end
+    return false
+  end
+end
+attn._misuse.instance_of = instance_of
+
+--- Internal: guards every method of class table cls (the functions whose
+-- first parameter is self, metamethods aside) with attn._misuse.guard_method;
+-- recv names an instance in the message ("opt", "cache").  is_self
+-- defaults to being an instance of cls.  Returns cls.
+function attn._misuse.guard_class(cls, recv, is_self)
+  is_self = is_self or instance_of(cls)
+  local names = {}
+  for k, f in pairs(cls) do
+    if type(k) == "string" and k:sub(1, 2) ~= "__" and attn._misuse.takes_self(f) then names[#names + 1] = k end
+  end
+  for _, k in ipairs(names) do rawset(cls, k, attn._misuse.guard_method(k, rawget(cls, k), recv, is_self)) end
+  return cls
+end
+
+-- Levenshtein distance of two short strings (for "did you mean").
+local function distance(a, b)
+  local prev = {}
+  for j = 0, #b do prev[j] = j end
+  for i = 1, #a do
+    local cur = {[0] = i}
+    for j = 1, #b do
+      local cost = a:byte(i) == b:byte(j) and 0 or 1
+      cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+    end
+    prev = cur
+  end
+  return prev[#b]
+end
+
+--- Internal: the message for an unknown option key of function fn whose
+-- valid keys are the list (or set) known: names them all, sorted, and the
+-- closest one when it is near ("did you mean 'lr'?").
+function attn._misuse.unknown_option(fn, key, known)
+  local names = {}
+  for k, v in pairs(known) do names[#names + 1] = tostring(type(k) == "number" and v or k) end
+  table.sort(names)
+  local hint = ""
+  if type(key) == "string" then
+    local best, bd = nil, math.huge
+    for _, n in ipairs(names) do
+      local d = distance(key:lower(), n:lower())
+      if d < bd then best, bd = n, d end
+    end
+    if best and (bd <= math.max(1, #key // 3) or best:find(key, 1, true) or key:find(best, 1, true)) then
+      hint = (" (did you mean '%s'?)"):format(best)
+    end
+  end
+  return ("%s: unknown option '%s'%s; valid options: %s"):format(fn, tostring(key), hint,
+    #names > 0 and table.concat(names, ", ") or "none")
+end
+
+--- Internal: raises, at the given level above the caller, when the options
+-- table opts holds a key that known (a set {name = true} or a list of
+-- names) lacks.  Returns opts.
+function attn._misuse.check_options(fn, opts, known, level)
+  if type(opts) ~= "table" then return opts end
+  local set = known
+  if known[1] ~= nil then
+    set = {}
+    for _, n in ipairs(known) do set[n] = true end
+  end
+  for k in pairs(opts) do
+    if not set[k] then error(attn._misuse.unknown_option(fn, k, known), (level or 1) + 1) end
+  end
+  return opts
+end
+
 -- einsum, multi-dim reductions, roll, diag, cdist, ... (attn/ops.lua)
 require("attn.ops")._install(attn, methods)
+
+-- x.sum() for x:sum(): the tensor methods written in Lua say to write ':'
+-- like the C ones (whose closures know they are methods; binding.c).
+do
+  local names = {}
+  for name, f in pairs(methods) do
+    if getinfo and getinfo(f, "S").what == "Lua" then names[#names + 1] = name end
+  end
+  for _, name in ipairs(names) do
+    methods[name] = attn._misuse.guard_method(name, methods[name], "x", attn.is_tensor)
+  end
+end
 
 return attn

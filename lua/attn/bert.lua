@@ -941,4 +941,7 @@ BertModel.from_pretrained = function(dir, opts)
   return bert.from_pretrained(dir, opts)
 end
 
+-- A call of a Source method with '.' says to write ':'.
+attn._misuse.guard_class(Source, "source")
+
 return bert

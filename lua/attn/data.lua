@@ -847,4 +847,10 @@ function DistributedSampler:iter()
   end
 end
 
+-- vocab.encode(s) for vocab:encode(s) (and every other method) says to write ':'.
+attn._misuse.guard_class(Vocab, "vocab")
+attn._misuse.guard_class(CharTable, "chars")
+attn._misuse.guard_class(Progress, "progress")
+attn._misuse.guard_class(DistributedSampler, "sampler")
+
 return data

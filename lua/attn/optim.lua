@@ -99,7 +99,7 @@ local function class(name, defaults, validate)
     for k, v in pairs(defaults) do d[k] = v end
     for k, v in pairs(opts) do
       if defaults[k] == nil then
-        error(("%s: unknown option '%s'"):format(name, tostring(k)), 3)
+        error(attn._misuse.unknown_option(name, k, defaults), 3)
       end
       d[k] = copy_value(v)
     end
@@ -751,6 +751,15 @@ function optim.clip_grad_value_(parameters, clip_value)
   local grads = grads_of(parameters, "clip_grad_value_")
   local _ <close> = attn.no_grad()
   for _, g in ipairs(grads) do g:clamp_(-clip_value, clip_value) end
+end
+
+-- opt.step() for opt:step() (and every other method) says to write ':'.
+attn._misuse.guard_class(Optimizer, "opt")
+attn._misuse.guard_class(Scheduler, "sched")
+for _, cls in pairs(optim) do
+  local mt = type(cls) == "table" and getmetatable(cls)
+  if mt and mt.__index == Optimizer then attn._misuse.guard_class(cls, "opt")
+  elseif mt and cls ~= Scheduler and rawget(cls, "__index") == cls then attn._misuse.guard_class(cls, "sched") end
 end
 
 return optim

@@ -805,4 +805,7 @@ for _, k in ipairs({"pad_sequence", "pack_padded_sequence", "pad_packed_sequence
   M[k] = utils[k]
 end
 
+-- A call of a PackedSequence method with '.' says to write ':'.
+attn._misuse.guard_class(Packed, "packed")
+
 return M

@@ -1306,4 +1306,7 @@ function WordPiece:encode_batch(items, opts)
   return assemble(self, fn, rows, padding, max_length, multiple)
 end
 
+-- tok.encode(s) for tok:encode(s) (and every other method) says to write ':'.
+attn._misuse.guard_class(WordPiece, "tok")
+
 return text

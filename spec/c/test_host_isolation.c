@@ -156,8 +156,15 @@ static const setter setters[] = {
 
 /* Internal helpers the sandbox keeps (pure tensor functions the package
    calls, the method table, the error function). */
-static const char *const kept_internal[] = {"_methods", "_error", "_adam_update", "_check_class_targets", "_layer_norm",
-                                            "_isatty",  NULL};
+static const char *const kept_internal[] = {"_methods",
+                                            "_error",
+                                            "_adam_update",
+                                            "_check_class_targets",
+                                            "_layer_norm",
+                                            "_isatty",
+                                            "_misuse" /* misuse checks: pure */,
+                                            "_unwrap_method",
+                                            NULL};
 /* Internal entries the sandbox removes, and why (for the walk). */
 static const char *const removed_internal[] = {"_plot" /* writes files */, "_dist" /* starts MPI */, NULL};
 

@@ -75,6 +75,9 @@ typedef struct {
 typedef struct {
   attnL_state *S;
   lua_CFunction fn;
+  const char *method; /* a method's name (t:name()), NULL for a function */
+  const char *recv;   /* how the dot-call message names the receiver: "x", "g" */
+  bool tensor;        /* a tensor method: self must be a tensor, else a userdata */
 } bound_fn;
 
 static const char state_key = 0;
@@ -240,9 +243,14 @@ void attnL_leave(lua_State *L, attnL_state *S, uintptr_t frame, const attnL_save
   attn_set_grad_enabled(saved->grad_enabled);
 }
 
+static attn_tensor **test_box(lua_State *L, int idx);
+static int dot_call_error(lua_State *L, const bound_fn *b);
+
 /* Every function of the binding runs through here (see attnL_pushfn). */
 static int call_bound(lua_State *L) {
   const bound_fn *b = lua_touserdata(L, lua_upvalueindex(1));
+  /* a method called with '.' (x.sum() for x:sum()): no self */
+  if (b->method && (b->tensor ? !test_box(L, 1) : lua_type(L, 1) != LUA_TUSERDATA)) return dot_call_error(L, b);
   uintptr_t frame = ATTNL_FRAME();
   attnL_saved saved;
   attnL_enter(L, b->S, frame, &saved);
@@ -251,12 +259,67 @@ static int call_bound(lua_State *L) {
   return n;
 }
 
-void attnL_pushfn(lua_State *L, lua_CFunction fn) {
+/* plain: the function form of a method (attn.sum for x.sum), kept as the
+   method's second upvalue for attnL_unwrap_method; 0: none. */
+static void push_bound(lua_State *L, lua_CFunction fn, const char *method, const char *recv, bool tensor, int plain) {
   attnL_state *S = state_get(L);
+  if (plain) plain = lua_absindex(L, plain);
   bound_fn *b = lua_newuserdatauv(L, sizeof *b, 0);
   b->S = S;
   b->fn = fn;
-  lua_pushcclosure(L, call_bound, 1);
+  b->method = method;
+  b->recv = recv;
+  b->tensor = tensor;
+  if (plain) lua_pushvalue(L, plain);
+  lua_pushcclosure(L, call_bound, plain ? 2 : 1);
+}
+
+int attnL_unwrap_method(lua_State *L) {
+  lua_settop(L, 1);
+  if (lua_tocfunction(L, 1) == call_bound && lua_getupvalue(L, 1, 2)) return 1;
+  lua_settop(L, 1);
+  return 1;
+}
+
+/* The name of the running binding function when it is a method, else
+   NULL (for messages raised where no name is passed). */
+static const char *running_method(lua_State *L) {
+  lua_Debug ar;
+  if (!lua_getstack(L, 0, &ar) || !lua_getinfo(L, "f", &ar)) return NULL;
+  const bound_fn *b = NULL;
+  if (lua_tocfunction(L, -1) == call_bound && lua_getupvalue(L, -1, 1)) {
+    b = lua_touserdata(L, -1);
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  return b ? b->method : NULL;
+}
+
+void attnL_pushfn(lua_State *L, lua_CFunction fn) { push_bound(L, fn, NULL, NULL, false, 0); }
+
+/* The method form of a function whose self is missing: x.matmul(y) for
+   x:matmul(y) passes y as self and nothing after it, x.sum() nothing at
+   all.  Called before the call scope opens: raises at the caller's line. */
+static int dot_call_error(lua_State *L, const bound_fn *b) {
+  return attnL_raise(L, "%s: call it as %s:%s(...) (with ':'); %s.%s(...) with '.' passes no %s", b->method, b->recv,
+                     b->method, b->recv, b->method, b->recv);
+}
+
+/* The running binding function when it is a method called with '.' (or
+   through a local), for a message about a missing argument: NULL
+   otherwise.  Only on the error path (lua_getinfo's "n" decodes the
+   caller's code). */
+static const bound_fn *dot_called_method(lua_State *L) {
+  lua_Debug ar;
+  if (!lua_getstack(L, 0, &ar) || !lua_getinfo(L, "nf", &ar)) return NULL;
+  const bound_fn *b = NULL;
+  if (lua_tocfunction(L, -1) == call_bound && lua_getupvalue(L, -1, 1)) {
+    b = lua_touserdata(L, -1);
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  if (!b || !b->method || (ar.namewhat && strcmp(ar.namewhat, "method") == 0)) return NULL;
+  return b;
 }
 
 /* Keeps t alive until the running binding function returns or raises,
@@ -422,9 +485,17 @@ int attnL_raise(lua_State *L, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   attnL_where(L);
-  lua_pushvfstring(L, fmt, ap);
+  const char *msg = lua_pushvfstring(L, fmt, ap);
   va_end(ap);
-  lua_concat(L, 2);
+  const bound_fn *b;
+  if (strstr(msg, "got no value") && (b = dot_called_method(L)) != NULL) /* x.matmul(y): y became self */
+    lua_pushfstring(L,
+                    " (if you wrote %s.%s(...), call it as %s:%s(...) with ':'; with '.' the first argument is "
+                    "taken as %s)",
+                    b->recv, b->method, b->recv, b->method, b->recv);
+  else
+    lua_pushliteral(L, "");
+  lua_concat(L, 3);
   return lua_error(L);
 }
 
@@ -462,7 +533,11 @@ attn_tensor *attnL_test(lua_State *L, int idx) {
 
 attn_tensor *attnL_check(lua_State *L, int idx) {
   attn_tensor **box = attnL_checkbox(L, idx);
-  if (!*box) luaL_argerror(L, idx, "tensor is closed");
+  if (!*box) {
+    const char *m = running_method(L); /* a method closure is in no loaded table: luaL_argerror finds no name */
+    if (m) attnL_raise(L, "bad argument #%d to '%s' (tensor is closed)", idx, m);
+    luaL_argerror(L, idx, "tensor is closed");
+  }
   pin(L, *box);
   return *box;
 }
@@ -796,6 +871,63 @@ int attnL_checktensorlist(lua_State *L, int arg, const attn_tensor ***list, cons
 }
 
 /* ------------------------------------------------------------------------ */
+/* Options tables                                                            */
+
+/* Edit distance of two short keys, for "did you mean" (0..255 chars). */
+static size_t key_distance(const char *a, const char *b) {
+  size_t na = strlen(a), nb = strlen(b);
+  if (na > 64 || nb > 64) return (size_t)-1;
+  size_t prev[65], cur[65];
+  for (size_t j = 0; j <= nb; j++) prev[j] = j;
+  for (size_t i = 1; i <= na; i++) {
+    cur[0] = i;
+    for (size_t j = 1; j <= nb; j++) {
+      size_t sub = prev[j - 1] + (tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]));
+      size_t del = prev[j] + 1, ins = cur[j - 1] + 1;
+      cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+    }
+    memcpy(prev, cur, sizeof cur);
+  }
+  return prev[nb];
+}
+
+int attnL_unknown_option(lua_State *L, const char *fn, int key, const char *const *known) {
+  key = lua_absindex(L, key);
+  const char *k = lua_type(L, key) == LUA_TSTRING ? lua_tostring(L, key) : NULL;
+  const char *best = NULL;
+  size_t bd = (size_t)-1;
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  for (const char *const *p = known; *p; p++) {
+    if (p != known) luaL_addstring(&b, ", ");
+    luaL_addstring(&b, *p);
+    size_t d = k ? key_distance(k, *p) : (size_t)-1;
+    if (d < bd) bd = d, best = *p;
+  }
+  luaL_pushresult(&b);
+  size_t nk = k ? strlen(k) : 0, lim = nk / 3 > 1 ? nk / 3 : 1;
+  const char *near = best && (bd <= lim || strstr(best, k) || strstr(k, best)) ? best : NULL;
+  const char *shown = luaL_tolstring(L, key, NULL);
+  if (near)
+    return attnL_raise(L, "%s: unknown option '%s' (did you mean '%s'?); valid options: %s", fn, shown, near,
+                       lua_tostring(L, -2));
+  return attnL_raise(L, "%s: unknown option '%s'; valid options: %s", fn, shown, lua_tostring(L, -2));
+}
+
+void attnL_checkoptions(lua_State *L, int idx, const char *fn, const char *const *known) {
+  idx = lua_absindex(L, idx);
+  if (lua_type(L, idx) != LUA_TTABLE) return;
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    lua_pop(L, 1);
+    bool ok = false;
+    if (lua_type(L, -1) == LUA_TSTRING)
+      for (const char *const *p = known; *p && !ok; p++) ok = strcmp(*p, lua_tostring(L, -1)) == 0;
+    if (!ok) attnL_unknown_option(L, fn, -1, known);
+  }
+}
+
+/* ------------------------------------------------------------------------ */
 /* Registration                                                              */
 
 void attnL_setfuncs(lua_State *L, const luaL_Reg *fns) {
@@ -805,11 +937,20 @@ void attnL_setfuncs(lua_State *L, const luaL_Reg *fns) {
   }
 }
 
+void attnL_setmethods(lua_State *L, const luaL_Reg *fns, const char *recv) {
+  for (; fns->name; fns++) {
+    push_bound(L, fns->func, fns->name, recv, false, 0);
+    lua_setfield(L, -2, fns->name);
+  }
+}
+
+/* The method is a closure of its own, which knows it is one: t.name(...)
+   without self is told apart from attn.name(...). */
 void attnL_register(lua_State *L, int module, int methods, const luaL_Reg *fns) {
   for (; fns->name; fns++) {
     attnL_pushfn(L, fns->func);
     if (methods) {
-      lua_pushvalue(L, -1);
+      push_bound(L, fns->func, fns->name, "x", true, -1);
       lua_setfield(L, methods, fns->name);
     }
     lua_setfield(L, module, fns->name);

@@ -131,8 +131,21 @@ void attnL_pushelem(lua_State *L, const attn_tensor *t, int64_t pos);
 attn_dtype attnL_checkdtype(lua_State *L, int arg, const char *fn);
 /* The dtype field of an options table at arg (def when absent or not a table). */
 attn_dtype attnL_optdtype_field(lua_State *L, int arg, attn_dtype def, const char *fn);
+/* The creation functions' options {dtype =, requires_grad =}: after the
+   new tensor is on top, sets its requires_grad when the table at opt asks
+   (opt <= 0 or not a table: nothing); returns 1.  attnL_optdtype_field
+   checks the keys. */
+int attnL_creation_grad(lua_State *L, int opt);
 /* Pushes the dtype object attn.<name>. */
 void attnL_pushdtype(lua_State *L, attn_dtype dt);
+
+/* Options tables (one trailing table of torch's keywords): raises at the
+   user's line for a key of the table at idx that the NULL-ended list known
+   lacks, naming every valid option and the nearest one ("did you mean");
+   nothing when idx is not a table.  attnL_unknown_option raises that
+   message for the key at stack index key. */
+void attnL_checkoptions(lua_State *L, int idx, const char *fn, const char *const *known);
+int attnL_unknown_option(lua_State *L, const char *fn, int key, const char *const *known);
 
 /* Optional boolean argument. */
 int attnL_optbool(lua_State *L, int arg, int def);
@@ -148,6 +161,12 @@ int attnL_checktensorlist(lua_State *L, int arg, const attn_tensor ***list, cons
 void attnL_register(lua_State *L, int module, int methods, const luaL_Reg *fns);
 /* luaL_setfuncs without upvalues, through attnL_pushfn. */
 void attnL_setfuncs(lua_State *L, const luaL_Reg *fns);
+/* core._unwrap_method(f): the function form of a tensor method (attn.sum
+   for attn._methods.sum, which is a closure of its own), else f itself. */
+int attnL_unwrap_method(lua_State *L);
+/* The same for the methods of a userdata class (a generator's, recv "g"):
+   a call without self (g.seed() for g:seed()) says to write ':'. */
+void attnL_setmethods(lua_State *L, const luaL_Reg *fns, const char *recv);
 
 /* Makes the state's context and the tensor metatable (registered, for
    the openers to fill); module.c calls it first. */

@@ -310,7 +310,7 @@ void attnL_open_dist(lua_State *L, int module, int methods) {
                                  {NULL, NULL}};
   if (luaL_newmetatable(L, WORK_MT)) {
     lua_newtable(L);
-    attnL_setfuncs(L, work_methods);
+    attnL_setmethods(L, work_methods, "work");
     lua_setfield(L, -2, "__index");
     lua_pushcfunction(L, work_gc);
     lua_setfield(L, -2, "__gc");
@@ -320,7 +320,7 @@ void attnL_open_dist(lua_State *L, int module, int methods) {
   lua_pop(L, 1);
   if (luaL_newmetatable(L, REDUCER_MT)) {
     lua_newtable(L);
-    attnL_setfuncs(L, reducer_methods);
+    attnL_setmethods(L, reducer_methods, "reducer");
     lua_setfield(L, -2, "__index");
     lua_pushcfunction(L, reducer_gc);
     lua_setfield(L, -2, "__gc");

@@ -41,6 +41,8 @@ int luaopen_attn_core(lua_State *L) {
   for (size_t i = 0; i < sizeof openers / sizeof openers[0]; i++) openers[i](L, module, methods);
   attnL_pushfn(L, l_error);
   lua_setfield(L, module, "_error");
+  lua_pushcfunction(L, attnL_unwrap_method);
+  lua_setfield(L, module, "_unwrap_method");
   /* attn.version: the VERSION file's number (attn_version.h via attn.h). */
   lua_pushliteral(L, ATTN_VERSION);
   lua_setfield(L, module, "version");

@@ -228,16 +228,46 @@ static int factory_result(lua_State *L, attn_status st, const char *fn) {
   return attnL_result(L, st);
 }
 
-/* attn.rand(shape...[, gen]) / attn.randn(shape...[, gen]) */
+/* The factories' last argument may instead be torch's keywords
+   {generator =, requires_grad =} (at first_opt or later: a table before it
+   is a shape): the table's slot then holds the generator (or nil) for
+   opt_gen.  *rg: requires_grad. */
+static attn_generator *factory_opts(lua_State *L, int *top, int first_opt, const char *fn, int *rg) {
+  static const char *const keys[] = {"generator", "requires_grad", NULL};
+  *rg = 0;
+  int n = lua_gettop(L);
+  while (n > 0 && lua_isnil(L, n)) n--;
+  if (n >= first_opt && lua_type(L, n) == LUA_TTABLE && lua_rawlen(L, n) == 0) {
+    attnL_checkoptions(L, n, fn, keys);
+    lua_getfield(L, n, "requires_grad");
+    if (!lua_isnil(L, -1) && !lua_isboolean(L, -1))
+      attnL_raise(L, "%s: requires_grad must be a boolean (got %s)", fn, luaL_typename(L, -1));
+    *rg = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    lua_getfield(L, n, "generator");
+    lua_replace(L, n);
+    lua_settop(L, n);
+  }
+  return opt_gen(L, top);
+}
+
+/* A factory's result with requires_grad set when asked. */
+static int factory_done(lua_State *L, attn_status st, const char *fn, int rg) {
+  factory_result(L, st, fn);
+  if (rg && attn_requires_grad_(*attnL_checkbox(L, -1), true)) attnL_error(L);
+  return 1;
+}
+
+/* attn.rand(shape...[, gen | opts]) / attn.randn(shape...[, gen | opts]) */
 static int fresh_fill(lua_State *L, const char *fn, int normal) {
-  int top;
-  attn_generator *g = opt_gen(L, &top);
+  int top, rg;
+  attn_generator *g = factory_opts(L, &top, 2, fn, &rg);
   int64_t shape[ATTN_MAX_DIMS];
   int nd = shape_args(L, 1, top, shape, fn);
   attn_tensor **box = attnL_newbox(L);
   attn_status st = attn_empty(nd, shape, box);
   if (!st) st = normal ? attn_normal_(*box, 0, 1, g) : attn_uniform_(*box, 0, 1, g);
-  return factory_result(L, st, fn);
+  return factory_done(L, st, fn, rg);
 }
 static int l_rand(lua_State *L) { return fresh_fill(L, "rand", 0); }
 static int l_randn(lua_State *L) { return fresh_fill(L, "randn", 1); }
@@ -247,8 +277,8 @@ static int l_randn(lua_State *L) { return fresh_fill(L, "randn", 1); }
    memory order, so build the same layout: a contiguous block in t's memory
    order, permuted back to t's dims. */
 static int like_fill(lua_State *L, const char *fn, int normal) {
-  int top;
-  attn_generator *g = opt_gen(L, &top);
+  int top, rg;
+  attn_generator *g = factory_opts(L, &top, 2, fn, &rg);
   attn_tensor *t = attnL_check(L, 1);
   check_no_extra(L, 2, top, fn);
   if (t->dtype != ATTN_FLOAT32) /* torch draws in t's dtype and refuses integers and bools */
@@ -285,7 +315,9 @@ static int like_fill(lua_State *L, const char *fn, int normal) {
   attn_tensor **box = attnL_newbox(L);
   st = attn_permute(*block, inv, box);
   if (!st) st = normal ? attn_normal_(*box, 0, 1, g) : attn_uniform_(*box, 0, 1, g);
-  return attnL_result(L, st);
+  attnL_result(L, st);
+  if (rg && attn_requires_grad_(*box, true)) attnL_error(L);
+  return 1;
 }
 static int l_rand_like(lua_State *L) { return like_fill(L, "rand_like", 0); }
 static int l_randn_like(lua_State *L) { return like_fill(L, "randn_like", 1); }
@@ -293,8 +325,8 @@ static int l_randn_like(lua_State *L) { return like_fill(L, "randn_like", 1); }
 /* attn.randint(low, high, shape...[, gen]) or randint(high, {shape}[, gen]):
    integer values in [low, high) */
 static int l_randint(lua_State *L) {
-  int top;
-  attn_generator *g = opt_gen(L, &top);
+  int top, rg;
+  attn_generator *g = factory_opts(L, &top, 3, "randint", &rg);
   int64_t low = 0, high, shape[ATTN_MAX_DIMS];
   int nd;
   if (lua_type(L, 2) == LUA_TTABLE) {
@@ -308,7 +340,7 @@ static int l_randint(lua_State *L) {
   attn_tensor **box = attnL_newbox(L);
   attn_status st = attn_empty_dtype(ATTN_INT64, nd, shape, box); /* torch.randint gives int64 */
   if (!st) st = attn_random_int_(*box, low, high, g);
-  return factory_result(L, st, "randint");
+  return factory_done(L, st, "randint", rg);
 }
 
 /* Adds 1 to a fresh contiguous index tensor (core indices are 0-based). */
@@ -465,7 +497,7 @@ void attnL_open_random(lua_State *L, int module, int methods) {
   attnL_pushfn(L, g_tostring);
   lua_setfield(L, -2, "__tostring");
   lua_newtable(L);
-  attnL_setfuncs(L, generator_methods);
+  attnL_setmethods(L, generator_methods, "g");
   lua_setfield(L, -2, "__index");
   lua_pop(L, 1);
 }

@@ -70,8 +70,18 @@ attn_dtype attnL_checkdtype(lua_State *L, int arg, const char *fn) {
   return ATTN_FLOAT32;
 }
 
+/* The options of the creation functions (zeros, ones, full, tensor,
+   arange, linspace, eye, *_like; rand & co in random.c): torch's dtype and
+   requires_grad (the others, device or layout, have no meaning here). */
+static const char *const creation_keys[] = {"dtype", "requires_grad", NULL};
+
 attn_dtype attnL_optdtype_field(lua_State *L, int arg, attn_dtype def, const char *fn) {
   if (lua_type(L, arg) != LUA_TTABLE || dtype_of_object(L, arg) >= 0) return def;
+  attnL_checkoptions(L, arg, fn, creation_keys);
+  lua_getfield(L, arg, "requires_grad");
+  if (!lua_isnil(L, -1) && !lua_isboolean(L, -1))
+    attnL_raise(L, "%s: requires_grad must be a boolean (got %s)", fn, luaL_typename(L, -1));
+  lua_pop(L, 1);
   lua_getfield(L, arg, "dtype");
   if (lua_isnil(L, -1)) {
     lua_pop(L, 1);
@@ -142,6 +152,17 @@ static void open_dtypes(lua_State *L, int module) {
 /* ------------------------------------------------------------------------ */
 /* Creation                                                                  */
 
+/* The new tensor on top gets requires_grad = true when the options table
+   at opt asks (torch.zeros(3, requires_grad=True)); returns 1. */
+int attnL_creation_grad(lua_State *L, int opt) {
+  if (opt <= 0 || lua_type(L, opt) != LUA_TTABLE) return 1;
+  lua_getfield(L, opt, "requires_grad");
+  int rg = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  if (rg && attn_requires_grad_(*attnL_checkbox(L, -1), true)) attnL_error(L);
+  return 1;
+}
+
 /* Converts the tensor box on top to dt in place (a fresh result). */
 static void convert_top(lua_State *L, attn_dtype dt) {
   attn_tensor **box = attnL_checkbox(L, -1);
@@ -169,27 +190,28 @@ static int l_tensor(lua_State *L) {
   if (!src) {
     if (lua_type(L, 1) == LUA_TTABLE && has_dt) {
       attnL_table_to_tensor(L, 1, (int)dt, "tensor", "data");
-      return 1;
+      return attnL_creation_grad(L, 2);
     }
     if (lua_type(L, 1) == LUA_TBOOLEAN) {
       attn_tensor **box = attnL_newbox(L);
       attnL_result(L, attn_scalar_dtype(ATTN_BOOL, lua_toboolean(L, 1), box));
       if (has_dt) convert_top(L, dt);
-      return 1;
+      return attnL_creation_grad(L, 2);
     }
     if (lua_type(L, 1) == LUA_TNUMBER && has_dt && dt == ATTN_INT64 && lua_isinteger(L, 1)) {
       attn_tensor **box = attnL_newbox(L);
-      return attnL_result(L, attn_full_i64(0, NULL, (int64_t)lua_tointeger(L, 1), box));
+      attnL_result(L, attn_full_i64(0, NULL, (int64_t)lua_tointeger(L, 1), box));
+      return attnL_creation_grad(L, 2);
     }
     attnL_totensor(L, 1, "tensor", "data");
     lua_pushvalue(L, 1); /* the conversion is already fresh */
     if (has_dt) convert_top(L, dt);
-    return 1;
+    return attnL_creation_grad(L, 2);
   }
   attn_tensor **box = attnL_newbox(L);
   attnL_result(L, attn_clone(src, box));
   if (has_dt) convert_top(L, dt);
-  return 1;
+  return attnL_creation_grad(L, 2);
 }
 
 typedef attn_status (*fill_fn)(int, const int64_t *, attn_tensor **);
@@ -199,16 +221,17 @@ static int make_filled(lua_State *L, const char *fn, fill_fn f) {
   int nd = attnL_checkshape(L, 1, shape, 0, fn);
   int used = lua_type(L, 1) == LUA_TTABLE ? 1 : nd;
   attn_dtype dt = ATTN_FLOAT32;
+  int opt = 0;
   if (lua_type(L, used + 1) == LUA_TTABLE) {
     dt = attnL_optdtype_field(L, used + 1, ATTN_FLOAT32, fn);
-    used++;
+    opt = ++used;
   }
   if (lua_gettop(L) > used && !lua_isnil(L, used + 1))
     return attnL_raise(L, "%s: unexpected argument #%d (%s) after the shape", fn, used + 1, luaL_typename(L, used + 1));
   attn_tensor **box = attnL_newbox(L);
   attnL_result(L, f(nd, shape, box));
   convert_top(L, dt);
-  return 1;
+  return attnL_creation_grad(L, opt);
 }
 
 static int l_zeros(lua_State *L) { return make_filled(L, "zeros", attn_zeros); }
@@ -248,8 +271,10 @@ static int l_full(lua_State *L) {
     v = luaL_checknumber(L, value_arg);
   attn_tensor **box = attnL_newbox(L);
   if (dt == ATTN_INT64 && lua_isinteger(L, value_arg))
-    return attnL_result(L, attn_full_i64(nd, shape, (int64_t)lua_tointeger(L, value_arg), box));
-  return attnL_result(L, attn_full_dtype(dt, nd, shape, v, box));
+    attnL_result(L, attn_full_i64(nd, shape, (int64_t)lua_tointeger(L, value_arg), box));
+  else
+    attnL_result(L, attn_full_dtype(dt, nd, shape, v, box));
+  return attnL_creation_grad(L, value_arg + 1);
 }
 
 /* zeros_like & co keep the input's dtype (torch) unless {dtype = } says */
@@ -261,8 +286,10 @@ static int like(lua_State *L, const char *fn, int kind) {
   attn_dtype dt = attnL_optdtype_field(L, opt, t->dtype, fn);
   attn_tensor **box = attnL_newbox(L);
   if (dt == ATTN_INT64 && kind == 2 && lua_isinteger(L, 2))
-    return attnL_result(L, attn_full_i64(t->ndim, t->shape, (int64_t)lua_tointeger(L, 2), box));
-  return attnL_result(L, attn_full_dtype(dt, t->ndim, t->shape, v, box));
+    attnL_result(L, attn_full_i64(t->ndim, t->shape, (int64_t)lua_tointeger(L, 2), box));
+  else
+    attnL_result(L, attn_full_dtype(dt, t->ndim, t->shape, v, box));
+  return attnL_creation_grad(L, opt);
 }
 static int l_zeros_like(lua_State *L) { return like(L, "zeros_like", 0); }
 static int l_ones_like(lua_State *L) { return like(L, "ones_like", 1); }
@@ -273,18 +300,28 @@ static int l_empty_like(lua_State *L) { return like(L, "empty_like", 0); }
 /* With only integer (Lua integer subtype) arguments the result is int64,
    like torch.arange(5); any float argument (5.0) gives float32.  An
    options table {dtype = ...} may end the arguments. */
+static int arange_body(lua_State *L, int top, int has_dt, attn_dtype dt);
+
 static int l_arange(lua_State *L) {
-  double start = 0, end, step = 1;
   int top = lua_gettop(L);
-  int has_dt = 0;
+  int has_dt = 0, rg = 0;
   attn_dtype dt = ATTN_FLOAT32;
   if (top >= 1 && lua_type(L, top) == LUA_TTABLE) {
     lua_getfield(L, top, "dtype");
     has_dt = !lua_isnil(L, -1);
     lua_pop(L, 1);
     dt = attnL_optdtype_field(L, top, ATTN_FLOAT32, "arange");
+    lua_getfield(L, top, "requires_grad");
+    rg = lua_toboolean(L, -1);
     lua_settop(L, --top);
   }
+  arange_body(L, top, has_dt, dt);
+  if (rg && attn_requires_grad_(*attnL_checkbox(L, -1), true)) attnL_error(L);
+  return 1;
+}
+
+static int arange_body(lua_State *L, int top, int has_dt, attn_dtype dt) {
+  double start = 0, end, step = 1;
   int ints = 1;
   for (int i = 1; i <= top && i <= 3; i++) ints = ints && lua_isinteger(L, i);
   if (lua_isnoneornil(L, 2)) {
@@ -314,20 +351,29 @@ static int l_arange(lua_State *L) {
   return 1;
 }
 
+/* linspace(start, end, steps [, opts]) */
 static int l_linspace(lua_State *L) {
   double a = luaL_checknumber(L, 1), b = luaL_checknumber(L, 2);
   int64_t n = attnL_checkint(L, 3, "linspace", "steps");
+  attn_dtype dt = attnL_optdtype_field(L, 4, ATTN_FLOAT32, "linspace");
   attn_tensor **box = attnL_newbox(L);
-  return attnL_result(L, attn_linspace(a, b, n, box));
+  attnL_result(L, attn_linspace(a, b, n, box));
+  convert_top(L, dt);
+  return attnL_creation_grad(L, 4);
 }
 
+/* eye(n [, m] [, opts]) */
 static int l_eye(lua_State *L) {
+  int opt = lua_type(L, 2) == LUA_TTABLE ? 2 : 3;
   int64_t n = attnL_checkint(L, 1, "eye", "n");
-  int64_t m = lua_isnoneornil(L, 2) ? n : attnL_checkint(L, 2, "eye", "m");
+  int64_t m = opt == 2 || lua_isnoneornil(L, 2) ? n : attnL_checkint(L, 2, "eye", "m");
   if (n < 0 || m < 0)
     return attnL_raise(L, "eye: sizes must be non-negative (got %I, %I)", (lua_Integer)n, (lua_Integer)m);
+  attn_dtype dt = attnL_optdtype_field(L, opt, ATTN_FLOAT32, "eye");
   attn_tensor **box = attnL_newbox(L);
-  return attnL_result(L, attn_eye(n, m, box));
+  attnL_result(L, attn_eye(n, m, box));
+  convert_top(L, dt);
+  return attnL_creation_grad(L, opt);
 }
 
 /* attn.one_hot(ids, num_classes): ids are 1-based class numbers */
