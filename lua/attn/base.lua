@@ -45,12 +45,26 @@ end
 -- saying to write recv:name(...).  A tail call, so that f's own error
 -- levels still reach its caller.  f is returned as is when it already is
 -- a guard.
+-- is_self may instead be a string: the name of a field every instance
+-- holds as a raw field (a module's "_parameters"): the check is then one
+-- table read and no function call (a C call such as getmetatable costs
+-- more than the rest of the guard).  A number as self still raises Lua's
+-- "attempt to index a number value" there.
 function attn._misuse.guard_method(name, f, recv, is_self)
   if guards[f] then return f end
   local msg = dot_message(name, recv, f)
-  local g = function(self, ...)
-    if not is_self(self) then error(msg, 2) end
-    return f(self, ...)
+  local g
+  if type(is_self) == "string" then
+    local field = is_self
+    g = function(self, ...)
+      if not self or self[field] == nil then error(msg, 2) end
+      return f(self, ...)
+    end
+  else
+    g = function(self, ...)
+      if not is_self(self) then error(msg, 2) end
+      return f(self, ...)
+    end
   end
   guards[g] = f
   return g
@@ -94,7 +108,8 @@ attn._misuse.instance_of = instance_of
 --- Internal: guards every method of class table cls (the functions whose
 -- first parameter is self, metamethods aside) with attn._misuse.guard_method;
 -- recv names an instance in the message ("opt", "cache").  is_self
--- defaults to being an instance of cls.  Returns cls.
+-- (a function, or a raw field's name: see guard_method) defaults to being
+-- an instance of cls.  Returns cls.
 function attn._misuse.guard_class(cls, recv, is_self)
   is_self = is_self or instance_of(cls)
   local names = {}

@@ -185,14 +185,13 @@ end
 ClassMeta.__tostring = function(cls)
   return "attn.nn." .. cls.__name .. " (class)"
 end
-local function is_instance(v) return getmetatable(v) == Instance end
 --- `function Cls:name() ... end` on a class: every method (a function whose
 -- first parameter is self) is guarded, so that m.name() (torch's habit)
 -- says to write m:name() instead of failing inside it.  The guard is one
 -- metatable comparison and a tail call (see attn._misuse.guard_method).
 ClassMeta.__newindex = function(cls, k, v)
   if type(k) == "string" and k:sub(1, 2) ~= "__" and attn._misuse.takes_self(v) then
-    v = attn._misuse.guard_method(k, v, "m", is_instance)
+    v = attn._misuse.guard_method(k, v, "m", "_parameters") -- a raw field of every instance
   end
   rawset(cls, k, v)
 end

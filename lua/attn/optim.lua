@@ -754,12 +754,15 @@ function optim.clip_grad_value_(parameters, clip_value)
 end
 
 -- opt.step() for opt:step() (and every other method) says to write ':'.
-attn._misuse.guard_class(Optimizer, "opt")
-attn._misuse.guard_class(Scheduler, "sched")
+-- The check reads a raw field every instance holds (param_groups, optimizer).
+attn._misuse.guard_class(Optimizer, "opt", "param_groups")
+attn._misuse.guard_class(Scheduler, "sched", "optimizer")
 for _, cls in pairs(optim) do
   local mt = type(cls) == "table" and getmetatable(cls)
-  if mt and mt.__index == Optimizer then attn._misuse.guard_class(cls, "opt")
-  elseif mt and cls ~= Scheduler and rawget(cls, "__index") == cls then attn._misuse.guard_class(cls, "sched") end
+  if mt and mt.__index == Optimizer then attn._misuse.guard_class(cls, "opt", "param_groups")
+  elseif mt and cls ~= Scheduler and rawget(cls, "__index") == cls then
+    attn._misuse.guard_class(cls, "sched", "optimizer")
+  end
 end
 
 return optim
