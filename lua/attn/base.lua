@@ -49,7 +49,8 @@ end
 -- holds as a raw field (a module's "_parameters"): the check is then one
 -- table read and no function call (a C call such as getmetatable costs
 -- more than the rest of the guard).  A number as self still raises Lua's
--- "attempt to index a number value" there.
+-- "attempt to index a number value" there: where a number is a likely
+-- mistake, give a function.
 function attn._misuse.guard_method(name, f, recv, is_self)
   if guards[f] then return f end
   local msg = dot_message(name, recv, f)
@@ -83,9 +84,11 @@ function attn._misuse.unwrap_method(f)
 end
 
 --- Internal: whether a Lua function's first parameter is named self
--- (what `function Cls:name()` gives): a method, not a static function.
+-- (what `function Cls:name()` gives) or _: a method, not a static function.
 function attn._misuse.takes_self(f)
-  return type(f) == "function" and getlocal ~= nil and getlocal(f, 1) == "self"
+  if type(f) ~= "function" or getlocal == nil then return false end
+  local first = getlocal(f, 1)
+  return first == "self" or first == "_" -- `_`: a method that ignores self (Identity.forward)
 end
 
 -- Whether v is an instance of cls: cls is v's metatable or lies on the

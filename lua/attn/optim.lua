@@ -754,14 +754,17 @@ function optim.clip_grad_value_(parameters, clip_value)
 end
 
 -- opt.step() for opt:step() (and every other method) says to write ':'.
--- The check reads a raw field every instance holds (param_groups, optimizer).
-attn._misuse.guard_class(Optimizer, "opt", "param_groups")
-attn._misuse.guard_class(Scheduler, "sched", "optimizer")
+-- The check reads a raw field every instance holds (param_groups,
+-- optimizer); a number as self (sched.step(3)) is told too.
+local function is_optimizer(v) return type(v) == "table" and rawget(v, "param_groups") ~= nil end
+local function is_scheduler(v) return type(v) == "table" and rawget(v, "optimizer") ~= nil end
+attn._misuse.guard_class(Optimizer, "opt", is_optimizer)
+attn._misuse.guard_class(Scheduler, "sched", is_scheduler)
 for _, cls in pairs(optim) do
   local mt = type(cls) == "table" and getmetatable(cls)
-  if mt and mt.__index == Optimizer then attn._misuse.guard_class(cls, "opt", "param_groups")
+  if mt and mt.__index == Optimizer then attn._misuse.guard_class(cls, "opt", is_optimizer)
   elseif mt and cls ~= Scheduler and rawget(cls, "__index") == cls then
-    attn._misuse.guard_class(cls, "sched", "optimizer")
+    attn._misuse.guard_class(cls, "sched", is_scheduler)
   end
 end
 
