@@ -83,10 +83,18 @@ function attn._misuse.unwrap_method(f)
   return core._unwrap_method(f)
 end
 
---- Internal: whether a Lua function's first parameter is named self
--- (what `function Cls:name()` gives) or _: a method, not a static function.
-function attn._misuse.takes_self(f)
-  if type(f) ~= "function" or getlocal == nil then return false end
+--- Internal: whether a Lua function (stored under name) is a method: its
+-- first parameter is named self (what `function Cls:name()` gives) or _,
+-- not a static function.
+-- Without the debug library (a sandbox loads the package without it),
+-- every function of a class is a method but the private ones (_name) and
+-- these static functions and constructors.
+local STATIC = {extend = true, new = true, from_pretrained = true, generate_square_subsequent_mask = true}
+function attn._misuse.takes_self(f, name)
+  if type(f) ~= "function" then return false end
+  if getlocal == nil then
+    return type(name) == "string" and not STATIC[name] and name:sub(1, 1) ~= "_"
+  end
   local first = getlocal(f, 1)
   return first == "self" or first == "_" -- `_`: a method that ignores self (Identity.forward)
 end
@@ -117,7 +125,7 @@ function attn._misuse.guard_class(cls, recv, is_self)
   is_self = is_self or instance_of(cls)
   local names = {}
   for k, f in pairs(cls) do
-    if type(k) == "string" and k:sub(1, 2) ~= "__" and attn._misuse.takes_self(f) then names[#names + 1] = k end
+    if type(k) == "string" and k:sub(1, 2) ~= "__" and attn._misuse.takes_self(f, k) then names[#names + 1] = k end
   end
   for _, k in ipairs(names) do rawset(cls, k, attn._misuse.guard_method(k, rawget(cls, k), recv, is_self)) end
   return cls
@@ -184,7 +192,7 @@ require("attn.ops")._install(attn, methods)
 do
   local names = {}
   for name, f in pairs(methods) do
-    if getinfo and getinfo(f, "S").what == "Lua" then names[#names + 1] = name end
+    if core._unwrap_method(f) == f then names[#names + 1] = name end -- a Lua function (C ones are method closures)
   end
   for _, name in ipairs(names) do
     methods[name] = attn._misuse.guard_method(name, methods[name], "x", attn.is_tensor)

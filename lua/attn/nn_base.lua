@@ -190,7 +190,7 @@ end
 -- says to write m:name() instead of failing inside it.  The guard is one
 -- metatable comparison and a tail call (see attn._misuse.guard_method).
 ClassMeta.__newindex = function(cls, k, v)
-  if type(k) == "string" and k:sub(1, 2) ~= "__" and attn._misuse.takes_self(v) then
+  if type(k) == "string" and k:sub(1, 2) ~= "__" and attn._misuse.takes_self(v, k) then
     v = attn._misuse.guard_method(k, v, "m", "_parameters") -- a raw field of every instance
   end
   rawset(cls, k, v)

@@ -579,8 +579,28 @@ function M.cdist(x1, x2, p, opts)
   return (x1:unsqueeze(-2) - x2:unsqueeze(-3)):norm(p, -1)
 end
 
--- The index of repeat_interleave is a Lua list: a bound on its length.
+-- The most slices repeat_interleave makes (its counts are read as a Lua list).
 local MAX_REPEAT = 1 << 24
+
+-- The 1-based int64 index [total] that repeats i counts[i] times, built as
+-- a tensor (under the memory budget, whose refusal names the cap), not as
+-- a Lua list of total entries: each i with a count starts a run; at the
+-- run's start goes i minus the previous run's i, and the running sum gives
+-- every position its i.
+local function run_index(counts, total)
+  local starts, steps, pos, prev = {}, {}, 1, 0
+  for i = 1, #counts do
+    local c = counts[i]
+    if c > 0 then
+      starts[#starts + 1], steps[#steps + 1] = pos, i - prev
+      pos, prev = pos + c, i
+    end
+  end
+  local attn = M.attn
+  local marks = attn.zeros(total, {dtype = "int64"})
+  marks[attn.tensor(starts, {dtype = "int64"})] = attn.tensor(steps, {dtype = "int64"}) -- starts are distinct
+  return marks:cumsum(1)
+end
 
 --- repeat_interleave(x, repeats, dim): each element (slice along dim)
 -- repeated; repeats a number or one count per element; without dim x is
@@ -591,15 +611,15 @@ function M.repeat_interleave(x, repeats, dim, opts)
   if repeats == nil then
     local counts = as_tensor(x, fn, "repeats", 2)
     if counts:dim() > 1 then error(fn .. ": repeats must be 1-d", 2) end
-    local idx, total = {}, 0
+    local total = 0
     local list = counts:dim() == 0 and {counts:item()} or counts:totable()
     for i, c in ipairs(list) do
       if not is_int(c) or c < 0 then error(("%s: repeats[%d] = %s is not a count"):format(fn, i, tostring(c)), 2) end
       total = total + c
       if total > MAX_REPEAT then error(("%s: the counts add up to more than %d"):format(fn, MAX_REPEAT), 2) end
     end
-    for i, c in ipairs(list) do for _ = 1, c do idx[#idx + 1] = i end end
-    return #idx > 0 and M.attn.tensor(idx) or M.attn.zeros(0)
+    if total == 0 then return M.attn.zeros(0) end
+    return run_index(list, total):float() -- float32 ids, as before (torch: int64)
   end
   x = as_tensor(x, fn, "input", 2)
   if type(dim) == "table" and not is_tensor(dim) then dim, opts = dim.dim, dim end
@@ -623,7 +643,7 @@ function M.repeat_interleave(x, repeats, dim, opts)
       error(("%s: repeats has %d entries for size %d of dim %d"):format(fn, #reps, n, dim), 2)
     end
   end
-  local idx, total = {}, 0
+  local total = 0
   for i = 1, n do
     local c = reps[i]
     if not is_int(c) or c < 0 then error(("%s: repeats[%d] = %s is not a count"):format(fn, i, tostring(c)), 2) end
@@ -633,12 +653,15 @@ function M.repeat_interleave(x, repeats, dim, opts)
         fn, tostring(total), dim, MAX_REPEAT), 2)
     end
   end
-  for i = 1, n do for _ = 1, reps[i] do idx[#idx + 1] = i end end
-  if #idx == 0 then
+  if total == 0 then
     local s = x:shape(); s[dim] = 0
-    return M.attn.zeros(s)
+    return M.attn.zeros(s, {dtype = x:dtype()})
   end
-  return x:index_select(dim, idx)
+  -- The index is built as a tensor (under the memory budget, whose refusal
+  -- names the cap), not as a Lua list of total entries: each slice i with a
+  -- count starts a run; at the run's start goes i minus the previous run's
+  -- slice, and the running sum gives every position its slice.
+  return x:index_select(dim, run_index(reps, total))
 end
 
 --- clamp(x, min, max) where min or max may be tensors (broadcast): the

@@ -182,8 +182,13 @@ static const char *const denied[][2] = {
    extends, _error (the package's modules raise through it; it only
    raises) and pure tensor functions the package calls.  Every other
    "_" entry goes (_plot writes files, _dist can start MPI). */
-static const char *const kept_internal[] = {"_methods",    "_error", "_adam_update", "_check_class_targets",
-                                            "_layer_norm", NULL};
+static const char *const kept_internal[] = {"_methods",
+                                            "_error",
+                                            "_adam_update",
+                                            "_check_class_targets",
+                                            "_layer_norm",
+                                            "_unwrap_method" /* pure: a method's function form */,
+                                            NULL};
 
 static bool is_kept_internal(const char *k) {
   for (int i = 0; kept_internal[i]; i++)
