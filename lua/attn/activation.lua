@@ -160,7 +160,7 @@ local function ctor_args(name, args, names)
     for _, n in ipairs(names) do known[n] = true end
     for k in pairs(first) do
       if not known[k] then
-        fail(("%s: unknown option '%s' (expected %s)"):format(name, tostring(k), table.concat(names, ", ")))
+        fail(attn._misuse.unknown_option(name, k, names))
       end
     end
     return first

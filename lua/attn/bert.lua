@@ -453,8 +453,7 @@ local function check_options(opts, fn, known)
   if type(opts) ~= "table" then error(("%s: options must be a table (got %s)"):format(fn, type(opts)), 3) end
   for k in pairs(opts) do
     if not known[k] then
-      error(("%s: unknown option '%s' (expected %s)"):format(fn, tostring(k),
-        table.concat(sorted_keys(known), ", ")), 3)
+      error(attn._misuse.unknown_option(fn, k, known), 3)
     end
   end
   return opts

@@ -178,7 +178,7 @@ function M.conv1d(input, weight, bias, stride, padding, dilation, groups)
     local o = stride
     for k in pairs(o) do
       if k ~= "stride" and k ~= "padding" and k ~= "dilation" and k ~= "groups" then
-        fail(("%s: unknown option '%s' (expected dilation, groups, padding, stride)"):format(fn, tostring(k)))
+        fail(attn._misuse.unknown_option(fn, k, {"dilation", "groups", "padding", "stride"}))
       end
     end
     stride, padding, dilation, groups = o.stride, o.padding, o.dilation, o.groups
@@ -221,7 +221,7 @@ function Conv1d:init(in_channels, out_channels, kernel_size, ...)
       local ok = false
       for _, n in ipairs(conv_options) do if n == k then ok = true end end
       if not ok then
-        fail(("%s: unknown option '%s' (expected %s)"):format(fn, tostring(k), table.concat(conv_options, ", ")))
+        fail(attn._misuse.unknown_option(fn, k, conv_options))
       end
     end
   else

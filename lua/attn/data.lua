@@ -85,7 +85,7 @@ local function check_opts(fn, opts, known)
   for k in pairs(opts) do
     local ok = false
     for _, name in ipairs(known) do ok = ok or k == name end
-    if not ok then fail(fn, "unknown option '%s' (expected %s)", tostring(k), table.concat(known, ", ")) end
+    if not ok then fail(fn, "%s", attn._misuse.unknown_option(fn, k, known):sub(#fn + 3)) end
   end
   return opts
 end
@@ -774,7 +774,7 @@ function data.DistributedSampler(n, opts)
     rank = "integer"}
   for k, v in pairs(opts) do
     local kind = kinds[k]
-    if not kind then error(("DistributedSampler: unknown option '%s'"):format(tostring(k)), 2) end
+    if not kind then error(attn._misuse.unknown_option("DistributedSampler", k, kinds), 2) end
     if kind == "boolean" and type(v) ~= "boolean" then
       error(("DistributedSampler: option %s must be a boolean, got %s"):format(k, type(v)), 2)
     end

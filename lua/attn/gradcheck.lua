@@ -244,7 +244,7 @@ function M.gradcheck(fn, inputs, opts)
     error(("gradcheck: options must be a table (got %s)"):format(type(opts)), 2)
   end
   for k, v in pairs(opts or {}) do
-    if defaults[k] == nil then error(("gradcheck: unknown option '%s'"):format(tostring(k)), 2) end
+    if defaults[k] == nil then error(attn._misuse.unknown_option("gradcheck", k, defaults), 2) end
     if type(v) ~= type(defaults[k]) or v ~= v then
       error(("gradcheck: option '%s' must be a %s (got %s)"):format(k, type(defaults[k]), tostring(v)), 2)
     end

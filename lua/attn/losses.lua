@@ -75,10 +75,7 @@ local function parse(fn, known, a, b)
   end
   for k in pairs(opts) do
     if not known[k] then
-      local names = {}
-      for n in pairs(known) do names[#names + 1] = n end
-      table.sort(names)
-      error(("%s: unknown option '%s' (expected %s)"):format(fn, tostring(k), table.concat(names, ", ")), 4)
+      error(attn._misuse.unknown_option(fn, k, known), 4)
     end
   end
   local r = opts.reduction

@@ -653,7 +653,7 @@ function Module:state_dict(opts)
   end
   for k in pairs(opts) do
     if k ~= "prefix" and k ~= "keep_vars" then
-      error(("state_dict: unknown option '%s' (expected keep_vars, prefix)"):format(tostring(k)), 2)
+      error(attn._misuse.unknown_option("state_dict", k, {"keep_vars", "prefix"}), 2)
     end
   end
   opt_prefix(opts.prefix, "state_dict")
@@ -846,10 +846,7 @@ local function check_options(opts, fn, known)
   if type(opts) ~= "table" then error(("%s: options must be a table (got %s)"):format(fn, type(opts)), 3) end
   for k in pairs(opts) do
     if not known[k] then
-      local names = {}
-      for n in pairs(known) do names[#names + 1] = n end
-      table.sort(names)
-      error(("%s: unknown option '%s' (expected %s)"):format(fn, tostring(k), table.concat(names, ", ")), 3)
+      error(attn._misuse.unknown_option(fn, k, known), 3)
     end
   end
   return opts
@@ -1705,7 +1702,7 @@ function DDP:init(module, opts)
         error("DistributedDataParallel: broadcast_buffers must be a boolean, got " .. type_name(v), 3)
       end
     else
-      error(("DistributedDataParallel: unknown option '%s'"):format(tostring(k)), 3)
+      error(attn._misuse.unknown_option("DistributedDataParallel", k, {"broadcast_buffers", "bucket_mb"}), 3)
     end
   end
   local dist = require "attn.dist"

@@ -177,7 +177,7 @@ local function kaiming_args(fn, a, mode, nonlinearity, gen)
     local o = a
     for k in pairs(o) do
       if k ~= "a" and k ~= "mode" and k ~= "nonlinearity" and k ~= "generator" then
-        error(("init.%s: unknown option '%s' (expected a, mode, nonlinearity, generator)"):format(fn, tostring(k)), 3)
+        error(attn._misuse.unknown_option("init." .. fn, k, {"a", "mode", "nonlinearity", "generator"}), 3)
       end
     end
     a, mode, nonlinearity, gen = o.a, o.mode, o.nonlinearity, o.generator

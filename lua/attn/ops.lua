@@ -71,10 +71,7 @@ end
 local function check_opts(opts, fn, known, level)
   for k in pairs(opts) do
     if not known[k] then
-      local names = {}
-      for n in pairs(known) do names[#names + 1] = n end
-      table.sort(names)
-      error(("%s: unknown option '%s' (expected %s)"):format(fn, tostring(k), table.concat(names, ", ")), level + 1)
+      error(M.attn._misuse.unknown_option(fn, k, known), level + 1)
     end
   end
 end

@@ -672,7 +672,7 @@ setmetatable(optim.NoamLR, {__index = optim.LambdaLR, __call = function(cls, opt
   end
   for k in pairs(opts) do
     if k ~= "d_model" and k ~= "warmup" and k ~= "factor" then
-      error(("NoamLR: unknown option '%s' (expected d_model, factor, warmup)"):format(tostring(k)), 2)
+      error(attn._misuse.unknown_option("NoamLR", k, {"d_model", "factor", "warmup"}), 2)
     end
   end
   if opts.factor ~= nil and type(opts.factor) ~= "number" then

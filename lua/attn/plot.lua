@@ -89,7 +89,10 @@ local function options(fn, opts)
   local out = {}
   for k, v in pairs(opts) do
     if not (common[k] or specific[fn][k]) then
-      error(("%s: unknown option '%s'"):format(fn, tostring(k)), 3)
+      local valid = {}
+      for n in pairs(common) do valid[n] = true end
+      for n in pairs(specific[fn]) do valid[n] = true end
+      error(require("attn.base")._misuse.unknown_option(fn, k, valid), 3)
     end
     out[k] = v
   end

@@ -232,8 +232,7 @@ local function opts_or_positional(fn, level, args, names)
       local known = false
       for _, n in ipairs(names) do if n == k then known = true end end
       if not known then
-        fail(("%s: unknown option '%s' (expected %s)"):format(fn, tostring(k), table.concat(names, ", ")),
-          level + 1)
+        fail(attn._misuse.unknown_option(fn, k, names), level + 1)
       end
     end
     return first
@@ -476,10 +475,10 @@ local function base_init(self, name, mode, input_size, hidden_size, a, b)
       if n == k and (n ~= "proj_size" or mode == "LSTM") and (n ~= "nonlinearity" or name == "RNN") then ok = true end
     end
     if not ok then
-      fail(("%s: unknown option '%s' (expected %s)"):format(name, tostring(k),
-        name == "RNN" and "num_layers, bias, batch_first, dropout, bidirectional, nonlinearity"
-        or name == "LSTM" and "num_layers, bias, batch_first, dropout, bidirectional, proj_size"
-        or "num_layers, bias, batch_first, dropout, bidirectional"), 3)
+      local valid = {"num_layers", "bias", "batch_first", "dropout", "bidirectional"}
+      if name == "RNN" then valid[#valid + 1] = "nonlinearity" end
+      if name == "LSTM" then valid[#valid + 1] = "proj_size" end
+      fail(attn._misuse.unknown_option(name, k, valid), 3)
     end
   end
   if name == "RNN" then

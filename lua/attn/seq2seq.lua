@@ -57,10 +57,7 @@ local function check_options(opts, fn, known)
   end
   for k in pairs(opts) do
     if not known[k] then
-      local names = {}
-      for n in pairs(known) do names[#names + 1] = n end
-      table.sort(names)
-      error(("%s: unknown option '%s' (expected %s)"):format(fn, tostring(k), table.concat(names, ", ")), 3)
+      error(attn._misuse.unknown_option(fn, k, known), 3)
     end
   end
   return opts

@@ -91,10 +91,7 @@ local function check_opts(fn, opts, known)
   if type(opts) ~= "table" then fail(fn, "options must be a table (got %s)", type(opts)) end
   for k in pairs(opts) do
     if not known[k] then
-      local names = {}
-      for name in pairs(known) do names[#names + 1] = name end
-      table.sort(names)
-      fail(fn, "unknown option '%s' (expected one of %s)", tostring(k), table.concat(names, ", "))
+      fail(fn, "%s", attn._misuse.unknown_option(fn, k, known):sub(#fn + 3))
     end
   end
   return opts

@@ -102,11 +102,7 @@ local function parse_args(fn, names, args, first, level)
       end
       for key, val in pairs(v) do
         if not known[key] then
-          local list = {}
-          for _, n in ipairs(names) do list[#list + 1] = n end
-          table.sort(list)
-          error(("%s: unknown option '%s' (expected %s)"):format(fn, tostring(key), table.concat(list, ", ")),
-            level)
+          error(attn._misuse.unknown_option(fn, key, names), level)
         end
         if out[key] ~= nil then
           error(("%s: %s given both by position and in the options table"):format(fn, key), level)

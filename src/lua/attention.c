@@ -40,25 +40,7 @@ static const char *const sdpa_keys[] = {"attn_mask", "attn_mask_kind", "is_causa
                                         "dropout_p", "generator",      "enable_gqa", "need_weights",     NULL};
 
 /* Raises for keys of the options table that are not options. */
-static void check_keys(lua_State *L, int t) {
-  lua_pushnil(L);
-  while (lua_next(L, t)) {
-    lua_pop(L, 1);
-    bool known = false;
-    if (lua_type(L, -1) == LUA_TSTRING) {
-      const char *k = lua_tostring(L, -1);
-      for (int i = 0; sdpa_keys[i] && !known; i++) known = strcmp(k, sdpa_keys[i]) == 0;
-    }
-    if (!known) {
-      lua_pushvalue(L, -1);
-      const char *k = luaL_tolstring(L, -1, NULL);
-      attnL_raise(L,
-                  FN ": unknown option '%s' (expected attn_mask, attn_mask_kind, is_causal, causal_alignment, "
-                     "scale, dropout_p, generator, enable_gqa, need_weights)",
-                  k);
-    }
-  }
-}
+static void check_keys(lua_State *L, int t) { attnL_checkoptions(L, t, FN, sdpa_keys); }
 
 /* opts[key] as a boolean (absent: false) */
 static bool opt_bool(lua_State *L, int t, const char *key) {

@@ -56,24 +56,7 @@ static void index_result(attn_tensor *t) {
    that are not in known. */
 static int opts_at(lua_State *L, int arg, const char *fn, const char *const *known) {
   if (lua_type(L, arg) != LUA_TTABLE || attnL_test(L, arg)) return 0;
-  lua_pushnil(L);
-  while (lua_next(L, arg)) {
-    lua_pop(L, 1);
-    bool ok = false;
-    if (lua_type(L, -1) == LUA_TSTRING)
-      for (const char *const *k = known; *k && !ok; k++) ok = strcmp(*k, lua_tostring(L, -1)) == 0;
-    if (!ok) {
-      const char *key = luaL_tolstring(L, -1, NULL); /* the key as text, pushed */
-      luaL_Buffer b;
-      luaL_buffinit(L, &b);
-      for (const char *const *k = known; *k; k++) {
-        if (k != known) luaL_addstring(&b, ", ");
-        luaL_addstring(&b, *k);
-      }
-      luaL_pushresult(&b);
-      return attnL_raise(L, "%s: unknown option '%s' (known: %s)", fn, key, lua_tostring(L, -1));
-    }
-  }
+  attnL_checkoptions(L, arg, fn, known);
   return arg;
 }
 
