@@ -80,6 +80,8 @@ local CATALOGUE = {
     "GRU: unknown option 'batchfirst'", "did you mean 'batch_first'%?%); valid options: batch_first, bias"},
   {function() local r = F.cross_entropy(x23, attn.tensor({1, 2}), {reduce_mode = "sum"}); return r end,
     "cross_entropy: unknown option 'reduce_mode'", "valid options: ignore_index, label_smoothing, reduction, weight"},
+  {function() local r = x23:sum({dim = 2}); return r end,
+    "sum: dim must be a dim or a list of dims, got a table with the key 'dim'", "write x:sum%(2%)"},
   {function() local r = attn.full({2}, 1, {requires_grad = "yes"}); return r end,
     "full: requires_grad must be a boolean", "boolean"},
 }

@@ -96,6 +96,11 @@ local function multi_dim(name, c_fn, combine)
       if keepdim ~= nil and type(keepdim) ~= "boolean" then
         error(("%s: keepdim must be a boolean (got %s)"):format(name, type(keepdim)), 2)
       end
+      local key = next(dim)
+      if #dim == 0 and key ~= nil then -- x:sum({dim = 2}): torch's keywords are positional here
+        error(("%s: dim must be a dim or a list of dims, got a table with the key '%s' (write x:%s(2) or " ..
+          "x:%s({1, 2}, true) for dims and keepdim)"):format(name, tostring(key), name, name), 2)
+      end
       if #dim == 0 then return c_fn(x, nil, keepdim) end -- torch: an empty list reduces every dim
       local desc = dim_list(x, dim, name, 2)
       local r = combine(x, desc)
