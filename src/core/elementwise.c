@@ -725,7 +725,10 @@ static attn_status unary_int(attn_unary_op op, const attn_tensor *a, attn_tensor
         attn_tensor_bool(o)[i] = r != 0;
       else
         attn_tensor_i64(o)[i] = r;
-      i++;
+      if ((++i & 0xffff) == 0 && attn__cancelled()) {
+        attn_tensor_release(o);
+        return attn__limit_error(fn);
+      }
     } while (attn__iter_next(&it));
   }
   *out = o;
@@ -777,6 +780,10 @@ static attn_status clamp_int(const attn_tensor *a, float lo, float hi, attn_tens
       int64_t x = attn__load_i64(a->storage, it.pos);
       x = x < l ? l : x;
       p[i++] = x > h ? h : x; /* torch: max wins when min > max */
+      if ((i & 0xffff) == 0 && attn__cancelled()) {
+        attn_tensor_release(o);
+        return attn__limit_error("clamp");
+      }
     } while (attn__iter_next(&it));
   }
   *out = o;
@@ -978,6 +985,10 @@ static attn_status classify(int kind, const attn_tensor *a, attn_tensor **out) {
     do {
       float x = base[it.pos];
       p[i++] = kind == 0 ? isnan(x) : kind == 1 ? isinf(x) : isfinite(x);
+      if ((i & 0xffff) == 0 && attn__cancelled()) {
+        attn_tensor_release(o);
+        return attn__limit_error(names[kind]);
+      }
     } while (attn__iter_next(&it));
   }
   *out = o;

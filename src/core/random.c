@@ -666,11 +666,9 @@ attn_status attn_bernoulli_tensor(const attn_tensor *probs, attn_generator *g, a
   if (!probs) return attn_set_error(ATTN_ERR_ARG, "bernoulli: probs is NULL");
   if (probs->dtype != ATTN_FLOAT32) return attn_check_float("bernoulli", "probs", probs);
   int64_t n = attn_tensor_numel(probs);
-  for (int64_t i = 0; i < n; i++) {
-    float p = attn_tensor_get_flat(probs, i);
-    if (!(p >= 0.0f && p <= 1.0f))
-      return attn_set_error(ATTN_ERR_ARG, "bernoulli: probabilities must be in [0, 1], found %g", (double)p);
-  }
+  /* allocate, gather, then check: the checking pass reads the contiguous
+     copy, so its work is the bytes the budget allowed (an expanded probs
+     is refused by the cap or stopped by the gather's deadline polls) */
   attn_tensor *r;
   attn_status st = attn__alloc("bernoulli", probs->ndim, probs->shape, &r);
   if (st) return st;
@@ -678,6 +676,13 @@ attn_status attn_bernoulli_tensor(const attn_tensor *probs, attn_generator *g, a
   if (!attn__gather_contiguous(probs, dst)) {
     attn_tensor_release(r);
     return attn__limit_error("bernoulli");
+  }
+  for (int64_t i = 0; i < n; i++) {
+    float p = dst[i];
+    if (!(p >= 0.0f && p <= 1.0f)) {
+      attn_tensor_release(r);
+      return attn_set_error(ATTN_ERR_ARG, "bernoulli: probabilities must be in [0, 1], found %g", (double)p);
+    }
   }
   /* bernoulli_distribution<float>: a float uniform compared in float */
   g = gen_lock(g);

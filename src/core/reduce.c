@@ -667,7 +667,7 @@ attn_status attn_cumsum(const attn_tensor *t, int dim, attn_tensor **out) {
     attn__iter it;
     attn__iter_init(&it, &outer);
     int64_t *y = attn_tensor_i64(o);
-    int64_t n = t->shape[dim], i = 0;
+    int64_t n = t->shape[dim], i = 0, work = 0;
     do {
       /* the output position of this row's first element */
       int64_t opos = 0;
@@ -676,6 +676,10 @@ attn_status attn_cumsum(const attn_tensor *t, int dim, attn_tensor **out) {
       for (int64_t k = 0; k < n; k++) {
         acc = (int64_t)((uint64_t)acc + (uint64_t)attn__load_i64(t->storage, it.pos + k * t->stride[dim]));
         y[opos + k * ostride[dim]] = acc;
+      }
+      if (attn__poll_work(&work, n)) {
+        attn_tensor_release(o);
+        return attn__limit_error("cumsum");
       }
       i++;
     } while (attn__iter_next(&it));

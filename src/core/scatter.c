@@ -521,8 +521,12 @@ attn_status attn_nonzero(const attn_tensor *t, attn_tensor **out) {
   attn__iter it;
   if (total > 0) {
     attn__iter_init(&it, t);
-    do count += attn__mask_at(t, it.pos);
-    while (attn__iter_next(&it));
+    do {
+      count += attn__mask_at(t, it.pos);
+      /* an expanded mask counts 2^40 elements in no memory: poll */
+      if (attn__poll_work(&work, 1)) return attn__limit_error("nonzero");
+    } while (attn__iter_next(&it));
+    work = 0;
   }
   attn_tensor *o;
   attn_status st = attn__index_new("nonzero", 2, (int64_t[]){count, t->ndim}, &o);
@@ -562,6 +566,10 @@ static attn_status masked_select_backward(attn_node *node, const attn_tensor *g,
       do {
         if (attn__mask_at(m, it.pos)) zp[i] = gp[k++];
         i++;
+        if ((i & 0xffff) == 0 && attn__cancelled()) {
+          st = attn__limit_error("masked_select backward");
+          goto out;
+        }
       } while (attn__iter_next(&it));
     }
   }
@@ -582,12 +590,18 @@ attn_status attn_masked_select(const attn_tensor *t, const attn_tensor *mask, at
   attn_tensor *te = NULL, *me = NULL, *o = NULL;
   TRY(attn_expand(t, nd, shape, &te));
   TRY(attn_expand(mask, nd, shape, &me));
-  int64_t count = 0, total = attn__shape_numel(nd, shape);
+  int64_t count = 0, total = attn__shape_numel(nd, shape), work = 0;
   attn__iter it, jt;
   if (total > 0) {
     attn__iter_init(&it, me);
-    do count += attn__mask_at(me, it.pos);
-    while (attn__iter_next(&it));
+    do {
+      count += attn__mask_at(me, it.pos);
+      /* an expanded mask counts 2^40 elements in no memory: poll */
+      if (attn__poll_work(&work, 1)) {
+        st = attn__limit_error("masked_select");
+        goto out;
+      }
+    } while (attn__iter_next(&it));
   }
   TRY(attn__alloc_dtype("masked_select", t->dtype, 1, &count, &o)); /* any dtype, kept (torch) */
   if (count > 0) {
@@ -600,6 +614,10 @@ attn_status attn_masked_select(const attn_tensor *t, const attn_tensor *mask, at
     do {
       if (attn__mask_at(me, it.pos)) memcpy(op + es * (size_t)k++, tb + es * (size_t)jt.pos, es);
       attn__iter_next(&jt);
+      if (attn__poll_work(&work, 1)) {
+        st = attn__limit_error("masked_select");
+        goto out;
+      }
     } while (attn__iter_next(&it));
   }
   if (attn__ag_needed(1, &t)) {
@@ -688,6 +706,7 @@ attn_status attn_check_class_targets(const attn_tensor *t, int64_t lo, int64_t h
     bool ign = false;
     int64_t bad = -1;
     for (int64_t i = 0; i < n; i++) {
+      if ((i & 0xffff) == 0 && i && attn__cancelled()) return attn__limit_error("check_class_targets");
       const bool is_ignored = has_ignore && v[i] == ignore;
       ign |= is_ignored;
       if (bad < 0 && !is_ignored && (v[i] < lo || v[i] > hi)) bad = i;
@@ -696,6 +715,8 @@ attn_status attn_check_class_targets(const attn_tensor *t, int64_t lo, int64_t h
     return ATTN_OK;
   }
   for (int64_t i = 0; i < n; i++) { /* floats must hold whole numbers */
+    /* an expanded target is checked in no memory: poll */
+    if ((i & 0xffff) == 0 && i && attn__cancelled()) return attn__limit_error("check_class_targets");
     const double x = attn_tensor_get_flat_f64(t, i);
     const bool is_ignored = has_ignore && x == (double)ignore;
     *any_ignored |= is_ignored;

@@ -500,8 +500,10 @@ attn_status attn_padding_mask(const attn_tensor *lengths, int64_t S, attn_tensor
   if (lengths->ndim != 1)
     return attn_set_error(ATTN_ERR_SHAPE, "padding_mask: lengths must be 1-d [B], got %s", ATTN_SHAPE(lengths, sb));
   if (S < 0) return attn_set_error(ATTN_ERR_ARG, "padding_mask: S must be >= 0, got %lld", (long long)S);
-  int64_t B = lengths->shape[0];
+  int64_t B = lengths->shape[0], work = 0;
   for (int64_t b = 0; b < B; b++) {
+    /* an expanded lengths tensor is checked in no memory: poll */
+    if (attn__poll_work(&work, 1)) return attn__limit_error("padding_mask");
     double len = attn_tensor_get_flat_f64(lengths, b);
     if (!(len == floor(len)) || len < 0 || len > (double)S)
       return attn_set_error(ATTN_ERR_ARG, "padding_mask: lengths must be integers in [0, S = %lld], found %g",

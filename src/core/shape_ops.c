@@ -405,7 +405,10 @@ static attn_status gather_any(const attn_tensor *t, int dim, const attn_tensor *
     for (int d = 0; d < t->ndim; d++)
       tpos += (d == dim ? attn__load_i64(index->storage, it.pos) : it.idx[d]) * t->stride[d];
     memcpy(dst + i * (int64_t)es, (const char *)t->storage->data + tpos * (int64_t)es, es);
-    i++;
+    if ((++i & 0xffff) == 0 && attn__cancelled()) {
+      attn_tensor_release(o);
+      return attn__limit_error("gather");
+    }
   } while (attn__iter_next(&it));
   return finish(attn__record_gather(t, dim, index, o), o, out);
 }

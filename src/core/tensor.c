@@ -596,9 +596,11 @@ attn_status attn__check_index(const char *fn, const attn_tensor *index, int64_t 
   if (attn_tensor_numel(index) == 0) return ATTN_OK;
   attn__iter it;
   attn__iter_init(&it, index);
+  int64_t work = 0; /* an expanded index is checked in no memory: poll */
   if (index->dtype == ATTN_INT64) {
     const int64_t *base = index->storage->data;
     do {
+      if (attn__poll_work(&work, 1)) return attn__limit_error(fn);
       int64_t v = base[it.pos];
       if (v < 0 || v >= limit)
         return attn_set_error(ATTN_ERR_INDEX, "%s: index %lld out of range [0, %lld)", fn, (long long)v,
@@ -611,6 +613,7 @@ attn_status attn__check_index(const char *fn, const attn_tensor *index, int64_t 
                           attn_dtype_name(index->dtype));
   const float *base = index->storage->data;
   do {
+    if (attn__poll_work(&work, 1)) return attn__limit_error(fn);
     float v = base[it.pos];
     if (!(v == floorf(v))) return attn_set_error(ATTN_ERR_ARG, "%s: index %g is not an integer", fn, (double)v);
     if (v < 0 || v >= (float)limit)
