@@ -634,6 +634,12 @@ function M.repeat_interleave(x, repeats, dim, opts)
   end
   if x:dim() == 0 then x = x:reshape(1) end
   local n = x:size(dim)
+  -- the counts are a Lua list of n entries: refuse a dim longer than the
+  -- most slices before building it (an expanded input has 2^40)
+  if n > MAX_REPEAT then
+    error(("%s: size %d of dim %d is more than the %d slices it repeats (narrow the input)")
+      :format(fn, n, dim, MAX_REPEAT), 2)
+  end
   local reps
   if type(repeats) == "number" then
     reps = {}

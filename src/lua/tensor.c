@@ -4,6 +4,7 @@
 #include "binding.h"
 #include "openers.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -464,9 +465,29 @@ static void push_table(lua_State *L, const attn_tensor *t, int dim, int64_t pos)
   }
 }
 
-/* Nested Lua tables (a number for a 0-d tensor). */
+/* Nested Lua tables (a number for a 0-d tensor).  The tables' size is
+   checked first: an expanded tensor of 2^40 elements would otherwise grow
+   Lua's heap until its allocator fails with a bare "not enough memory". */
 static int m_totable(lua_State *L) {
+  char sb[128];
   attn_tensor *t = attnL_check(L, 1);
+  double n = (double)attn_tensor_numel(t), tables = 1;
+  for (int d = 0; d + 1 < t->ndim; d++) tables *= (double)t->shape[d];
+  for (int d = 0; d < t->ndim; d++)
+    if (t->shape[d] > INT_MAX)
+      return attnL_raise(L, "totable: dim %d of %s has more entries than a Lua table holds", d + 1,
+                         attn_shape_str(t->ndim, t->shape, sb, sizeof sb));
+  /* a value slot is 16 bytes, a table header 56 (Lua 5.4, 64-bit) */
+  double need = 16.0 * n + 56.0 * tables;
+  attn_budget *b = attn_budget_current();
+  if (b) {
+    int64_t used = attn_budget_used(b), limit = attn_budget_limit(b);
+    if (need > (double)(limit - used))
+      return attnL_raise(L,
+                         "not enough memory: totable needs %.0f MB for %s as Lua tables, cap %.0f MB (%.2f MB in use)",
+                         need / 1048576.0, attn_shape_str(t->ndim, t->shape, sb, sizeof sb), (double)limit / 1048576.0,
+                         (double)used / 1048576.0);
+  }
   if (t->ndim == 0)
     attnL_pushelem(L, t, t->offset);
   else
