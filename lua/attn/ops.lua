@@ -535,10 +535,12 @@ function M.diag(x, k)
   if x:dim() == 1 then
     local n = x:size(1)
     local N = n + math.abs(k)
+    -- the result first: its size check and the memory cap refuse a huge
+    -- input before the position list is built (N * N could wrap)
+    local z = M.attn.zeros({N, N}):reshape(-1)
+    if n == 0 then return z:reshape({N, N}) end
     local pos = {}
     for i = 0, n - 1 do pos[#pos + 1] = (r0 + i) * N + (c0 + i) + 1 end
-    local z = M.attn.zeros(N * N)
-    if n == 0 then return z:reshape({N, N}) end
     return z:index_copy(1, pos, x):reshape({N, N})
   elseif x:dim() == 2 then
     local R, C = x:size(1), x:size(2)
