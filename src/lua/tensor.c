@@ -931,16 +931,30 @@ static attn_tensor *ix_index(lua_State *L, const ix_key *k, int64_t n, const cha
   return attnL_checkindex(L, k->e[k->adv].slot, n, fn, "index");
 }
 
-/* Flat 0-based positions of the true entries of a bool mask (pushed, [n]). */
-static attn_tensor *ix_positions(lua_State *L, const attn_tensor *mask) {
+/* Raises "fn: time limit reached" (ATTN_ERR_LIMIT, as a kernel would). */
+static attn_tensor *ix_limit(lua_State *L, const char *fn) {
+  attn_set_error(ATTN_ERR_LIMIT, "%s: time limit reached", fn);
+  attnL_error(L);
+  return NULL;
+}
+
+/* Flat 0-based positions of the true entries of a bool mask (pushed, [n]).
+   An expanded mask has 2^40 elements in no memory: both passes poll the
+   deadline every 2^16 elements, as the core's kernels do. */
+static attn_tensor *ix_positions(lua_State *L, const attn_tensor *mask, const char *fn) {
   int64_t total = attn_tensor_numel(mask), n = 0;
-  for (int64_t i = 0; i < total; i++) n += attn_tensor_get_flat_i64(mask, i) != 0;
+  for (int64_t i = 0; i < total; i++) {
+    if ((i & 0xffff) == 0xffff && attn_deadline_passed()) return ix_limit(L, fn);
+    n += attn_tensor_get_flat_i64(mask, i) != 0;
+  }
   attn_tensor **box = attnL_newbox(L);
   if (attn_empty_dtype(ATTN_INT64, 1, &n, box)) attnL_error(L);
   attnL_account(L, box);
   int64_t *p = attn_tensor_i64(*box);
-  for (int64_t i = 0, j = 0; i < total; i++)
+  for (int64_t i = 0, j = 0; i < total; i++) {
+    if ((i & 0xffff) == 0xffff && attn_deadline_passed()) return ix_limit(L, fn);
     if (attn_tensor_get_flat_i64(mask, i)) p[j++] = i;
+  }
   return *box;
 }
 
@@ -973,7 +987,7 @@ static attn_tensor *ix_flat_lead(lua_State *L, attn_tensor *t, int lead) {
 static void ix_read_mask(lua_State *L, int tidx, int kidx, const char *fn) {
   attn_tensor *t = attnL_check(L, tidx), *mask = attnL_check(L, kidx);
   ix_check_mask(L, t, mask, fn);
-  attn_tensor *pos = ix_positions(L, mask);
+  attn_tensor *pos = ix_positions(L, mask, fn);
   attn_tensor *flat = ix_flat_lead(L, t, mask->ndim);
   attn_tensor **box = attnL_newbox(L);
   attnL_result(L, attn_index_select(flat, 0, pos, box));
