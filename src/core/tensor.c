@@ -867,6 +867,8 @@ attn_status attn_arange_i64(int64_t start, int64_t end, int64_t step, attn_tenso
      true values never overflow uint64 */
   uint64_t span = step > 0 ? (uint64_t)end - (uint64_t)start : (uint64_t)start - (uint64_t)end;
   uint64_t ustep = step > 0 ? (uint64_t)step : 0 - (uint64_t)step;
+  /* step == 0 was refused above, so ustep >= 1 */
+  // cppcheck-suppress zerodivcond
   uint64_t un = span / ustep + (span % ustep != 0);
   if (un > (uint64_t)ATTN_MAX_NUMEL)
     return attn_set_error(ATTN_ERR_NOMEM,
