@@ -68,7 +68,7 @@ static void test_repeat_interleave_cap(void) {
                  "local out = {} for i = 1, r:numel() do out[i] = ('%d'):format(r[i]) end\n"
                  "return table.concat(out, ' ')",
                  fine, NULL);
-  lua_close(L);
+  attn_lua_close(L);
 }
 
 static void test_misuse_in_sandbox(void) {
@@ -107,7 +107,7 @@ static void test_misuse_in_sandbox(void) {
                  "return tostring(attn.zeros(2, {requires_grad = true}).requires_grad) .. ' ' ..\n"
                  "  tostring(attn.zeros(2).requires_grad)",
                  grad, NULL);
-  lua_close(L);
+  attn_lua_close(L);
 }
 
 int main(void) {
