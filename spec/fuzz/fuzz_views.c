@@ -682,8 +682,12 @@ static bool step(state *s) {
     st = attn_fill_(target, v);
     if (st == ATTN_OK) {
       int64_t n = attn_tensor_numel(target);
+      /* the value in the target's dtype, as torch stores it: int64
+         truncates toward zero, bool takes any nonzero as true */
+      float want = target->dtype == ATTN_INT64 ? truncf(v) : target->dtype == ATTN_BOOL ? (float)(v != 0) : v;
       for (int64_t i = 0; i < n && i < FULL_CHECK; i++)
-        FZ_CHECK(same_bits(attn_tensor_get_flat(target, i), v), "fill_: element %lld", (long long)i);
+        FZ_CHECK(same_bits(attn_tensor_get_flat(target, i), want), "fill_: element %lld is %g, want %g (dtype %d)",
+                 (long long)i, (double)attn_tensor_get_flat(target, i), (double)want, (int)target->dtype);
     } else {
       FZ_CHECK(attn_last_error()[0], "fill_ failed without a message");
     }

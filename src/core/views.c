@@ -81,7 +81,10 @@ attn_status attn_fill_(attn_tensor *t, float value) {
     attn_tensor_release(one);
     return st ? st : attn__ag_inplace_commit(t, r);
   }
-  return attn__fill_raw(t, value);
+  /* an int64 or bool target refuses what it cannot hold (nan, inf, beyond
+     int64), as attn_fill_f64_ and torch do */
+  attn_status st = attn__check_value("fill_", t->dtype, value);
+  return st ? st : attn__fill_raw(t, value);
 }
 
 attn_status attn_fill_i64_(attn_tensor *t, int64_t value) {
