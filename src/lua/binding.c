@@ -281,17 +281,25 @@ int attnL_unwrap_method(lua_State *L) {
   return 1;
 }
 
-/* The name of the running binding function when it is a method, else
-   NULL (for messages raised where no name is passed). */
-static const char *running_method(lua_State *L) {
-  lua_Debug ar;
-  if (!lua_getstack(L, 0, &ar) || !lua_getinfo(L, "f", &ar)) return NULL;
+/* The running binding function's record (NULL when the running function
+   is not one), with what (lua_getinfo's options besides "f") filled into
+   *ar. */
+static const bound_fn *running_bound(lua_State *L, const char *what, lua_Debug *ar) {
+  if (!lua_getstack(L, 0, ar) || !lua_getinfo(L, what, ar)) return NULL;
   const bound_fn *b = NULL;
   if (lua_tocfunction(L, -1) == call_bound && lua_getupvalue(L, -1, 1)) {
     b = lua_touserdata(L, -1);
     lua_pop(L, 1);
   }
   lua_pop(L, 1);
+  return b;
+}
+
+/* The name of the running binding function when it is a method, else
+   NULL (for messages raised where no name is passed). */
+static const char *running_method(lua_State *L) {
+  lua_Debug ar;
+  const bound_fn *b = running_bound(L, "f", &ar);
   return b ? b->method : NULL;
 }
 
@@ -311,13 +319,7 @@ static int dot_call_error(lua_State *L, const bound_fn *b) {
    caller's code). */
 static const bound_fn *dot_called_method(lua_State *L) {
   lua_Debug ar;
-  if (!lua_getstack(L, 0, &ar) || !lua_getinfo(L, "nf", &ar)) return NULL;
-  const bound_fn *b = NULL;
-  if (lua_tocfunction(L, -1) == call_bound && lua_getupvalue(L, -1, 1)) {
-    b = lua_touserdata(L, -1);
-    lua_pop(L, 1);
-  }
-  lua_pop(L, 1);
+  const bound_fn *b = running_bound(L, "nf", &ar);
   if (!b || !b->method || (ar.namewhat && strcmp(ar.namewhat, "method") == 0)) return NULL;
   return b;
 }
