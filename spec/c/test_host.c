@@ -18,6 +18,7 @@
 
 #include "attn_lua.h"
 #include "check.h"
+#include "check_host.h"
 
 static double now(void) {
   struct timespec ts;
@@ -26,18 +27,7 @@ static double now(void) {
 }
 
 static lua_State *new_state(bool sandbox, int64_t mem, uint64_t instr, double secs) {
-  attn_lua_opts o;
-  attn_lua_opts_init(&o);
-  o.sandbox = sandbox;
-  o.memory_limit = mem;
-  o.instruction_limit = instr;
-  o.time_limit = secs;
-  lua_State *L = NULL;
-  if (attn_lua_newstate(&o, &L) != ATTN_OK) {
-    fprintf(stderr, "attn_lua_newstate: %s\n", attn_last_error());
-    exit(1);
-  }
-  return L;
+  return check_host_state(sandbox, mem, instr, secs);
 }
 
 /* Runs code returning one value; the status, and the value (or message)

@@ -25,22 +25,11 @@
 
 #include "attn_lua.h"
 #include "check.h"
+#include "check_host.h"
 
 #define CAP (64 << 20)
 
-static lua_State *new_state(bool sandbox, int64_t mem, double secs) {
-  attn_lua_opts o;
-  attn_lua_opts_init(&o);
-  o.sandbox = sandbox;
-  o.memory_limit = mem;
-  o.time_limit = secs;
-  lua_State *L = NULL;
-  if (attn_lua_newstate(&o, &L) != ATTN_OK) {
-    fprintf(stderr, "attn_lua_newstate: %s\n", attn_last_error());
-    exit(1);
-  }
-  return L;
-}
+static lua_State *new_state(bool sandbox, int64_t mem, double secs) { return check_host_state(sandbox, mem, 0, secs); }
 
 /* Runs code that must return true. */
 static void expect_true(lua_State *L, const char *code, int line) {

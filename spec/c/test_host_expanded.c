@@ -25,6 +25,7 @@
 
 #include "attn_lua.h"
 #include "check.h"
+#include "check_host.h"
 
 #define DRIVER "spec/support/expanded_cases.lua"
 #define BUDGET 1.0
@@ -37,16 +38,7 @@ static double slack(void) {
 }
 
 static lua_State *new_state(double secs) {
-  attn_lua_opts o;
-  attn_lua_opts_init(&o);
-  o.sandbox = true;
-  o.memory_limit = (int64_t)256 << 20;
-  o.time_limit = secs;
-  lua_State *L = NULL;
-  if (attn_lua_newstate(&o, &L) != ATTN_OK) {
-    fprintf(stderr, "attn_lua_newstate: %s\n", attn_last_error());
-    exit(1);
-  }
+  lua_State *L = check_host_state(true, (int64_t)256 << 20, 0, secs);
   /* the driver, loaded by the host (the sandbox cannot read files) */
   if (attn_lua_dofile(L, DRIVER, 0, 1) != ATTN_OK) {
     fprintf(stderr, "%s: %s\n", DRIVER, lua_tostring(L, -1));

@@ -25,21 +25,10 @@
 
 #include "attn_lua.h"
 #include "check.h"
+#include "check_host.h"
 
 static lua_State *new_state(bool sandbox) {
-  attn_lua_opts o;
-  attn_lua_opts_init(&o);
-  o.sandbox = sandbox;
-  if (sandbox) {
-    o.memory_limit = 256 << 20;
-    o.time_limit = 20;
-  }
-  lua_State *L = NULL;
-  if (attn_lua_newstate(&o, &L) != ATTN_OK) {
-    fprintf(stderr, "attn_lua_newstate: %s\n", attn_last_error());
-    exit(1);
-  }
-  return L;
+  return sandbox ? check_host_state(true, 256 << 20, 0, 20) : check_host_state(false, 0, 0, 0);
 }
 
 /* Runs code; on success the first result as a string (a copy; "" for nil),

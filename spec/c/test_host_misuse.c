@@ -16,20 +16,9 @@
 
 #include "attn_lua.h"
 #include "check.h"
+#include "check_host.h"
 
-static lua_State *new_state(int64_t mem) {
-  attn_lua_opts o;
-  attn_lua_opts_init(&o);
-  o.sandbox = true;
-  o.memory_limit = mem;
-  o.time_limit = 20;
-  lua_State *L = NULL;
-  if (attn_lua_newstate(&o, &L) != ATTN_OK) {
-    fprintf(stderr, "attn_lua_newstate: %s\n", attn_last_error());
-    exit(1);
-  }
-  return L;
-}
+static lua_State *new_state(int64_t mem) { return check_host_state(true, mem, 0, 20); }
 
 /* Runs code, which returns a string; checks that it holds every one of
    the NULL-ended parts and none of the refused ones. */
