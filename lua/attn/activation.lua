@@ -40,7 +40,7 @@ end
 
 local function check_tensor(x, fn)
   if not is_tensor(x) then fail(("%s: input must be a tensor (got %s)"):format(fn, type(x))) end
-  if not x:is_floating_point() then -- torch: not implemented for integers and bools
+  if not x:is_floating_point() then -- torch refuses integers and bools too
     fail(("%s: expected a floating tensor, got %s (convert with :float() first)"):format(fn,
       tostring(x.dtype):gsub("^attn%.", "")))
   end

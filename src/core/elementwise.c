@@ -739,7 +739,7 @@ attn_status attn_unary(attn_unary_op op, const attn_tensor *a, attn_tensor **out
   if ((unsigned)op >= ATTN_UNARY_OP_COUNT) return attn_set_error(ATTN_ERR_ARG, "unary: unknown op %d", (int)op);
   if (a->dtype == ATTN_FLOAT32) return unary_f32(op, a, out);
   if (unary_int_capable(op)) return unary_int(op, a, out);
-  if (op == ATTN_GELU || op == ATTN_GELU_TANH || op == ATTN_SILU) /* torch: not implemented for integers */
+  if (op == ATTN_GELU || op == ATTN_GELU_TANH || op == ATTN_SILU) /* torch refuses integers too */
     return attn_set_error(ATTN_ERR_ARG, "%s: expected a floating tensor, got %s (convert with :float() first)",
                           unary_names[op], attn_dtype_name(a->dtype));
   attn_tensor *fa;

@@ -313,7 +313,7 @@ attn_status attn_topk(const attn_tensor *t, int64_t k, int dim, bool largest, at
   char sb[ATTN_SHAPE_BUF];
   attn_status st = check_sort_dim("topk", t, dim);
   if (st) return st;
-  if (t->dtype == ATTN_BOOL) /* torch: not implemented for 'Bool' */
+  if (t->dtype == ATTN_BOOL) /* torch refuses bool too */
     return attn_set_error(ATTN_ERR_ARG, "topk: not supported for bool tensors (convert with :long() first)");
   int64_t n = t->ndim ? t->shape[dim] : 1;
   if (k < 0 || k > n || (t->ndim == 0 && k != 1))
@@ -338,7 +338,7 @@ attn_status attn_kthvalue(const attn_tensor *t, int64_t k, int dim, bool keepdim
   char sb[ATTN_SHAPE_BUF];
   attn_status st = check_sort_dim("kthvalue", t, dim);
   if (st) return st;
-  if (t->dtype == ATTN_BOOL) /* torch: not implemented for 'Bool' */
+  if (t->dtype == ATTN_BOOL) /* torch refuses bool too */
     return attn_set_error(ATTN_ERR_ARG, "kthvalue: not supported for bool tensors (convert with :long() first)");
   int64_t n = t->ndim ? t->shape[dim] : 1;
   if (k < 1 || k > n)
