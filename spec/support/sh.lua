@@ -1,0 +1,61 @@
+-- SPDX-License-Identifier: MIT
+
+--- Helpers shared by the specs that run programs and touch files: shell
+-- quoting, whole-file reads and writes, scratch directories and running a
+-- command for its exit status and output.
+local M = {}
+
+--- The source tree (ATTN_SOURCE_DIR, set by spec/tests.cmake; else ".").
+M.SRC = os.getenv("ATTN_SOURCE_DIR") or "."
+
+--- s (any value, through tostring) quoted for the shell.
+function M.q(s) return "'" .. (tostring(s):gsub("'", [['\'']])) .. "'" end
+
+--- The bytes of the file at path (raises if it cannot be opened).
+function M.readfile(path)
+  local f = assert(io.open(path, "rb"))
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+--- Writes s to the file at path, replacing it.
+function M.writefile(path, s)
+  local f = assert(io.open(path, "wb"))
+  f:write(s)
+  f:close()
+end
+
+--- Whether a file can be opened for reading at path.
+function M.exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close() end
+  return f ~= nil
+end
+
+--- A new empty directory (mktemp -d).
+function M.tmpdir()
+  local p = assert(io.popen("mktemp -d"))
+  local d = p:read("l")
+  p:close()
+  assert(d and d ~= "", "mktemp -d failed")
+  return d
+end
+
+--- Removes the directory tree at d.
+function M.rmtree(d) os.execute("rm -rf " .. M.q(d)) end
+
+--- Runs a shell command with stderr joined to stdout; returns its exit
+-- status (128 + the signal when killed) and its output.
+function M.sh(cmd)
+  local out = os.tmpname()
+  local _, how, code = os.execute("(" .. cmd .. ") >" .. M.q(out) .. " 2>&1")
+  local text = M.readfile(out)
+  os.remove(out)
+  return how == "exit" and code or 128 + code, text
+end
+
+--- Whether the program prog is on PATH.
+function M.have(prog) return (M.sh("command -v " .. M.q(prog))) == 0 end
+
+return M
