@@ -19,6 +19,9 @@
 #              LDoc reference, and LDoc itself runs clean
 #   benchmarks docs/benchmarks.md is what scripts/bench/report.lua makes
 #              of the CSVs it names
+#   commits    scripts/check_commits.sh: the messages of the commits since
+#              scripts/commits_base follow CONTRIBUTING.md (Commits); a
+#              shallow clone without that commit skips, saying so
 #
 # cppcheck runs its "warning" and "portability" classes (real defects:
 # uninitialised or null use, bad casts, format mismatches, sizes that
@@ -74,6 +77,7 @@ run luacheck check_luacheck
 run cppcheck check_cppcheck
 run docs "$attn_bin" scripts/check_docs.lua
 run benchmarks lua5.4 scripts/bench/report.lua --check docs/benchmarks.md
+run commits scripts/check_commits.sh --base-file scripts/commits_base
 
 echo
 printf '%s\n' "${results[@]}"
