@@ -39,6 +39,7 @@
 #include <stdbool.h>
 
 #include "attn_version.h" /* ATTN_VERSION, generated from the VERSION file */
+#include "attn_ops.h"     /* the op table: X-macro lists of the elementwise ops */
 
 #ifdef __cplusplus
 extern "C" {
@@ -279,51 +280,11 @@ attn_status attn_broadcast_shape(const char *op, const attn_tensor *a, const att
 /* ------------------------------------------------------------------------ */
 /* Elementwise math (NumPy broadcasting)                                     */
 
-typedef enum attn_binary_op {
-  ATTN_ADD,
-  ATTN_SUB,
-  ATTN_MUL,
-  ATTN_DIV,
-  ATTN_POW,
-  ATTN_EQ,
-  ATTN_NE,
-  ATTN_LT,
-  ATTN_LE,
-  ATTN_GT,
-  ATTN_GE,
-  ATTN_MAXIMUM,
-  ATTN_MINIMUM,
-  ATTN_ATAN2,
-  ATTN_FMOD,
-  ATTN_BINARY_OP_COUNT
-} attn_binary_op;
-
-typedef enum attn_unary_op {
-  ATTN_NEG,
-  ATTN_EXP,
-  ATTN_LOG,
-  ATTN_SQRT,
-  ATTN_RSQRT,
-  ATTN_TANH,
-  ATTN_SIGMOID,
-  ATTN_RELU,
-  ATTN_GELU,
-  ATTN_GELU_TANH,
-  ATTN_ABS,
-  ATTN_SIN,
-  ATTN_COS,
-  ATTN_SIGN,
-  ATTN_RECIPROCAL,
-  ATTN_SQUARE,
-  ATTN_LOG1P,
-  ATTN_EXPM1,
-  ATTN_FLOOR,
-  ATTN_CEIL,
-  ATTN_ROUND,
-  ATTN_SILU,
-  ATTN_ERF,
-  ATTN_UNARY_OP_COUNT
-} attn_unary_op;
+/* The op enums come from the op table, attn_ops.h (one line per op). */
+#define ATTN_OP_ENUM_(ID, ...) ATTN_##ID,
+typedef enum attn_binary_op { ATTN_BINARY_OPS(ATTN_OP_ENUM_) ATTN_BINARY_OP_COUNT } attn_binary_op;
+typedef enum attn_unary_op { ATTN_UNARY_OPS(ATTN_OP_ENUM_) ATTN_UNARY_OP_COUNT } attn_unary_op;
+#undef ATTN_OP_ENUM_
 
 const char *attn_binary_op_name(attn_binary_op op);
 const char *attn_unary_op_name(attn_unary_op op);

@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 /* ------------------------------------------------------------------------ */
 /* Binary ops: tensor op tensor|number|table, either side a number          */
@@ -71,12 +72,10 @@ static int add_sub(lua_State *L, attn_binary_op op) {
   return attnL_result(L, attn_binary(ATTN_SUB, a, *box, res));
 }
 
-#define BINARY_FNS(NAME, OP)                                                                                           \
-  static int lm_##NAME(lua_State *L) { return binary(L, OP); }                                                         \
-  static int lm_##NAME##_(lua_State *L) { return binary_(L, OP); }
-
-static int lm_add(lua_State *L) { return add_sub(L, ATTN_ADD); }
-static int lm_sub(lua_State *L) { return add_sub(L, ATTN_SUB); }
+/* add/sub take torch's optional alpha; the other ops are plain binary */
+static int binary_entry(lua_State *L, attn_binary_op op) {
+  return op == ATTN_ADD || op == ATTN_SUB ? add_sub(L, op) : binary(L, op);
+}
 /* a:add_(b [, alpha]) / a:sub_(b [, alpha]): a +-= alpha * b */
 static int add_sub_(lua_State *L, attn_binary_op op) {
   if (lua_isnoneornil(L, 3)) return binary_(L, op);
@@ -94,21 +93,16 @@ static int add_sub_(lua_State *L, attn_binary_op op) {
   lua_settop(L, 1);
   return 1;
 }
-static int lm_add_(lua_State *L) { return add_sub_(L, ATTN_ADD); }
-static int lm_sub_(lua_State *L) { return add_sub_(L, ATTN_SUB); }
-BINARY_FNS(mul, ATTN_MUL)
-BINARY_FNS(div, ATTN_DIV)
-BINARY_FNS(pow, ATTN_POW)
-BINARY_FNS(eq, ATTN_EQ)
-BINARY_FNS(ne, ATTN_NE)
-BINARY_FNS(lt, ATTN_LT)
-BINARY_FNS(le, ATTN_LE)
-BINARY_FNS(gt, ATTN_GT)
-BINARY_FNS(ge, ATTN_GE)
-BINARY_FNS(maximum, ATTN_MAXIMUM)
-BINARY_FNS(minimum, ATTN_MINIMUM)
-BINARY_FNS(atan2, ATTN_ATAN2)
-BINARY_FNS(fmod, ATTN_FMOD)
+static int binary_entry_(lua_State *L, attn_binary_op op) {
+  return op == ATTN_ADD || op == ATTN_SUB ? add_sub_(L, op) : binary_(L, op);
+}
+
+/* attn.NAME / t:NAME and t:NAME_ for every binary op of the op table */
+#define BINARY_FNS(ID, NAME, ...)                                                                                      \
+  static int lm_##NAME(lua_State *L) { return binary_entry(L, ATTN_##ID); }                                            \
+  static int lm_##NAME##_(lua_State *L) { return binary_entry_(L, ATTN_##ID); }
+ATTN_BINARY_OPS(BINARY_FNS)
+#undef BINARY_FNS
 
 /* Metamethods: Lua passes the operands in source order. */
 static int mm_add(lua_State *L) { return binary(L, ATTN_ADD); }
@@ -135,39 +129,20 @@ static int unary_(lua_State *L, attn_unary_op op) {
   return 1;
 }
 
-#define UNARY_FNS(NAME, OP)                                                                                            \
-  static int lm_##NAME(lua_State *L) { return unary(L, OP); }                                                          \
-  static int lm_##NAME##_(lua_State *L) { return unary_(L, OP); }
-
-UNARY_FNS(neg, ATTN_NEG)
-UNARY_FNS(exp, ATTN_EXP)
-UNARY_FNS(log, ATTN_LOG)
-UNARY_FNS(sqrt, ATTN_SQRT)
-UNARY_FNS(rsqrt, ATTN_RSQRT)
-UNARY_FNS(tanh, ATTN_TANH)
-UNARY_FNS(sigmoid, ATTN_SIGMOID)
-UNARY_FNS(relu, ATTN_RELU)
-UNARY_FNS(abs, ATTN_ABS)
-UNARY_FNS(sin, ATTN_SIN)
-UNARY_FNS(cos, ATTN_COS)
-UNARY_FNS(sign, ATTN_SIGN)
-UNARY_FNS(reciprocal, ATTN_RECIPROCAL)
-UNARY_FNS(square, ATTN_SQUARE)
-UNARY_FNS(log1p, ATTN_LOG1P)
-UNARY_FNS(expm1, ATTN_EXPM1)
-UNARY_FNS(floor, ATTN_FLOOR)
-UNARY_FNS(ceil, ATTN_CEIL)
-UNARY_FNS(round, ATTN_ROUND)
-UNARY_FNS(silu, ATTN_SILU)
-UNARY_FNS(erf, ATTN_ERF)
-
 /* gelu(t [, approximate]) with approximate "none" (default) or "tanh" */
-static attn_unary_op gelu_kind(lua_State *L, int arg) {
+static attn_unary_op unary_kind(lua_State *L, attn_unary_op op) {
   static const char *const kinds[] = {"none", "tanh", NULL};
-  return luaL_checkoption(L, arg, "none", kinds) ? ATTN_GELU_TANH : ATTN_GELU;
+  if (op != ATTN_GELU) return op;
+  return luaL_checkoption(L, 2, "none", kinds) ? ATTN_GELU_TANH : ATTN_GELU;
 }
-static int lm_gelu(lua_State *L) { return unary(L, gelu_kind(L, 2)); }
-static int lm_gelu_(lua_State *L) { return unary_(L, gelu_kind(L, 2)); }
+
+/* attn.NAME / t:NAME and t:NAME_ for every unary op of the op table (the
+   ones whose sig is empty are reached through another op's option) */
+#define UNARY_FNS(ID, NAME, ...)                                                                                       \
+  static int lm_##NAME(lua_State *L) { return unary(L, unary_kind(L, ATTN_##ID)); }                                    \
+  static int lm_##NAME##_(lua_State *L) { return unary_(L, unary_kind(L, ATTN_##ID)); }
+ATTN_UNARY_OPS(UNARY_FNS)
+#undef UNARY_FNS
 
 /* clamp(t, min, max): nil for an open side */
 static void clamp_bounds(lua_State *L, float *lo, float *hi) {
@@ -343,81 +318,7 @@ static int lm_linear(lua_State *L) {
   return attnL_result(L, attn_linear(x, w, b, box));
 }
 
-static const luaL_Reg fns[] = {{"add", lm_add},
-                               {"add_", lm_add_},
-                               {"sub", lm_sub},
-                               {"sub_", lm_sub_},
-                               {"mul", lm_mul},
-                               {"mul_", lm_mul_},
-                               {"div", lm_div},
-                               {"div_", lm_div_},
-                               {"pow", lm_pow},
-                               {"pow_", lm_pow_},
-                               {"eq", lm_eq},
-                               {"eq_", lm_eq_},
-                               {"ne", lm_ne},
-                               {"ne_", lm_ne_},
-                               {"lt", lm_lt},
-                               {"lt_", lm_lt_},
-                               {"le", lm_le},
-                               {"le_", lm_le_},
-                               {"gt", lm_gt},
-                               {"gt_", lm_gt_},
-                               {"ge", lm_ge},
-                               {"ge_", lm_ge_},
-                               {"maximum", lm_maximum},
-                               {"maximum_", lm_maximum_},
-                               {"minimum", lm_minimum},
-                               {"minimum_", lm_minimum_},
-                               {"atan2", lm_atan2},
-                               {"atan2_", lm_atan2_},
-                               {"fmod", lm_fmod},
-                               {"fmod_", lm_fmod_},
-                               {"neg", lm_neg},
-                               {"neg_", lm_neg_},
-                               {"exp", lm_exp},
-                               {"exp_", lm_exp_},
-                               {"log", lm_log},
-                               {"log_", lm_log_},
-                               {"sqrt", lm_sqrt},
-                               {"sqrt_", lm_sqrt_},
-                               {"rsqrt", lm_rsqrt},
-                               {"rsqrt_", lm_rsqrt_},
-                               {"tanh", lm_tanh},
-                               {"tanh_", lm_tanh_},
-                               {"sigmoid", lm_sigmoid},
-                               {"sigmoid_", lm_sigmoid_},
-                               {"relu", lm_relu},
-                               {"relu_", lm_relu_},
-                               {"gelu", lm_gelu},
-                               {"gelu_", lm_gelu_},
-                               {"abs", lm_abs},
-                               {"abs_", lm_abs_},
-                               {"sin", lm_sin},
-                               {"sin_", lm_sin_},
-                               {"cos", lm_cos},
-                               {"cos_", lm_cos_},
-                               {"sign", lm_sign},
-                               {"sign_", lm_sign_},
-                               {"reciprocal", lm_reciprocal},
-                               {"reciprocal_", lm_reciprocal_},
-                               {"square", lm_square},
-                               {"square_", lm_square_},
-                               {"log1p", lm_log1p},
-                               {"log1p_", lm_log1p_},
-                               {"expm1", lm_expm1},
-                               {"expm1_", lm_expm1_},
-                               {"floor", lm_floor},
-                               {"floor_", lm_floor_},
-                               {"ceil", lm_ceil},
-                               {"ceil_", lm_ceil_},
-                               {"round", lm_round},
-                               {"round_", lm_round_},
-                               {"silu", lm_silu},
-                               {"silu_", lm_silu_},
-                               {"erf", lm_erf},
-                               {"erf_", lm_erf_},
-                               {"clamp", lm_clamp},
+static const luaL_Reg fns[] = {{"clamp", lm_clamp},
                                {"clamp_", lm_clamp_},
                                {"where", lm_where},
                                {"masked_fill", lm_masked_fill},
@@ -439,8 +340,66 @@ static const luaL_Reg fns[] = {{"add", lm_add},
                                {"remainder", lm_remainder},
                                {NULL, NULL}};
 
+/* ------------------------------------------------------------------------ */
+/* The op table (attn_ops.h): registration and attn.core._ops               */
+
+typedef struct table_op {
+  const char *name, *name_; /* static: the bound methods keep them */
+  lua_CFunction fn, fn_;
+  const char *sig, *kind, *ints, *reads, *node, *torch, *doc;
+  double lo, hi;
+} table_op;
+
+#define UNARY_ROW(ID, NAME, SIG, READS, INTS, LO, HI, NODE, TORCH, DOC)                                                \
+  {#NAME, #NAME "_", lm_##NAME, lm_##NAME##_, SIG, "unary", #INTS, #READS, #NODE, TORCH, DOC, LO, HI},
+#define BINARY_ROW(ID, NAME, KIND, INTS, LO, HI, NODE, TORCH, DOC)                                                     \
+  {#NAME, #NAME "_", lm_##NAME, lm_##NAME##_, "", #KIND, #INTS, "", #NODE, TORCH, DOC, LO, HI},
+static const table_op unary_ops[] = {ATTN_UNARY_OPS(UNARY_ROW)};
+static const table_op binary_ops[] = {ATTN_BINARY_OPS(BINARY_ROW)};
+#undef UNARY_ROW
+#undef BINARY_ROW
+
+static void set_string(lua_State *L, const char *key, const char *v) {
+  lua_pushstring(L, v);
+  lua_setfield(L, -2, key);
+}
+
+/* Registers the ops of one list and appends their records to the array on
+   top of the stack. */
+static void open_table_ops(lua_State *L, int module, int methods, const table_op *ops, size_t n, bool unary) {
+  for (size_t i = 0; i < n; i++) {
+    const table_op *o = &ops[i];
+    bool callable = !unary || o->sig[0]; /* gelu_tanh is gelu's option */
+    if (callable) {
+      const luaL_Reg r[] = {{o->name, o->fn}, {o->name_, o->fn_}, {NULL, NULL}};
+      attnL_register(L, module, methods, r);
+    }
+    lua_createtable(L, 0, 12);
+    set_string(L, "name", o->name);
+    set_string(L, "kind", o->kind);
+    set_string(L, "ints", o->ints);
+    set_string(L, "torch", o->torch);
+    set_string(L, "doc", o->doc);
+    if (o->reads[0]) set_string(L, "reads", o->reads);
+    if (strcmp(o->node, "NONE") != 0) set_string(L, "node", o->node);
+    if (unary) set_string(L, "sig", o->sig[0] ? o->sig : "");
+    lua_pushboolean(L, callable);
+    lua_setfield(L, -2, "callable");
+    lua_pushnumber(L, o->lo);
+    lua_setfield(L, -2, "lo");
+    lua_pushnumber(L, o->hi);
+    lua_setfield(L, -2, "hi");
+    lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+  }
+}
+
 void attnL_open_math(lua_State *L, int module, int methods) {
   attnL_register(L, module, methods, fns);
+  /* attn.core._ops: one record per op of the op table, in its order */
+  lua_newtable(L);
+  open_table_ops(L, module, methods, unary_ops, sizeof unary_ops / sizeof *unary_ops, true);
+  open_table_ops(L, module, methods, binary_ops, sizeof binary_ops / sizeof *binary_ops, false);
+  lua_setfield(L, module, "_ops");
   luaL_getmetatable(L, ATTN_TENSOR_MT);
   attnL_pushfn(L, mm_add);
   lua_setfield(L, -2, "__add");
