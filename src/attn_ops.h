@@ -44,8 +44,8 @@
     "Elementwise 1 / (1 + e^-t).")                                                                                     \
   X(RELU, relu, "t:relu()", Y, KEEP, -2, 2, ReluBackward0, "torch.relu", "Elementwise max(t, 0).")                     \
   X(GELU, gelu, "t:gelu(approximate: \"none\"|\"tanh\" = \"none\")", X, REFUSE, -3, 3, GeluBackward0,                  \
-    "torch.nn.functional.gelu", "Gaussian error linear unit, exact (erf) or with the tanh approximation.")            \
-  X(GELU_TANH, gelu_tanh, "", X, REFUSE, -3, 3, GeluBackward0, "torch.nn.functional.gelu",                            \
+    "torch.nn.functional.gelu", "Gaussian error linear unit, exact (erf) or with the tanh approximation.")             \
+  X(GELU_TANH, gelu_tanh, "", X, REFUSE, -3, 3, GeluBackward0, "torch.nn.functional.gelu",                             \
     "gelu with approximate = \"tanh\".")                                                                               \
   X(ABS, abs, "t:abs()", X, KEEP, -2, 2, AbsBackward0, "torch.abs", "Elementwise absolute value.")                     \
   X(SIN, sin, "t:sin()", X, FLOAT, -3, 3, SinBackward0, "torch.sin", "Elementwise sine.")                              \
@@ -63,7 +63,8 @@
   X(SILU, silu, "t:silu()", X, REFUSE, -3, 3, SiluBackward0, "torch.nn.functional.silu", "Elementwise t * sigmoid(t).") \
   X(ERF, erf, "t:erf()", X, FLOAT, -2, 2, ErfBackward0, "torch.erf", "Elementwise the error function.")
 
-/* Binary fields: X(ID, name, kind, ints, lo, hi, node, torch, doc)
+/* Binary fields: X(ID, name, sig, kind, ints, lo, hi, node, torch, doc)
+ *   sig    the Lua call (also t:NAME(b) and t:NAME_(b))
  *   kind   ARITH (a float32 result; differentiable when node is not NONE)
  *          or COMPARE (a bool result)
  *   ints   int64 and bool inputs: KEEP (exact integer arithmetic) or FLOAT
@@ -71,23 +72,23 @@
  * Every binary op is t:NAME(other), attn.NAME(a, b) and t:NAME_(other);
  * either side may be a number. */
 #define ATTN_BINARY_OPS(X)                                                                                             \
-  X(ADD, add, ARITH, KEEP, -2, 2, AddBackward0, "torch.add", "a + alpha * b (`t + b`; alpha defaults to 1).")         \
-  X(SUB, sub, ARITH, KEEP, -2, 2, SubBackward0, "torch.sub", "a - alpha * b (`t - b`; alpha defaults to 1).")         \
-  X(MUL, mul, ARITH, KEEP, -2, 2, MulBackward0, "torch.mul", "Elementwise a * b (`t * b`).")                           \
-  X(DIV, div, ARITH, FLOAT, 0.5, 2, DivBackward0, "torch.div", "Elementwise true division a / b (`t / b`).")           \
-  X(POW, pow, ARITH, KEEP, 0.5, 2, PowBackward1, "torch.pow", "Elementwise a ^ b (`t ^ b`).")                          \
-  X(EQ, eq, COMPARE, KEEP, -2, 2, NONE, "torch.eq", "Elementwise a == b, a bool tensor.")                              \
-  X(NE, ne, COMPARE, KEEP, -2, 2, NONE, "torch.ne", "Elementwise a ~= b, a bool tensor.")                              \
-  X(LT, lt, COMPARE, KEEP, -2, 2, NONE, "torch.lt", "Elementwise a < b, a bool tensor.")                               \
-  X(LE, le, COMPARE, KEEP, -2, 2, NONE, "torch.le", "Elementwise a <= b, a bool tensor.")                              \
-  X(GT, gt, COMPARE, KEEP, -2, 2, NONE, "torch.gt", "Elementwise a > b, a bool tensor.")                               \
-  X(GE, ge, COMPARE, KEEP, -2, 2, NONE, "torch.ge", "Elementwise a >= b, a bool tensor.")                              \
-  X(MAXIMUM, maximum, ARITH, KEEP, -2, 2, MaximumBackward0, "torch.maximum",                                           \
+  X(ADD, add, "attn.add(a, b, alpha: number = 1)", ARITH, KEEP, -2, 2, AddBackward0, "torch.add", "a + alpha * b (`t + b`; alpha defaults to 1).") \
+  X(SUB, sub, "attn.sub(a, b, alpha: number = 1)", ARITH, KEEP, -2, 2, SubBackward0, "torch.sub", "a - alpha * b (`t - b`; alpha defaults to 1).") \
+  X(MUL, mul, "attn.mul(a, b)", ARITH, KEEP, -2, 2, MulBackward0, "torch.mul", "Elementwise a * b (`t * b`).")         \
+  X(DIV, div, "attn.div(a, b)", ARITH, FLOAT, 0.5, 2, DivBackward0, "torch.div", "Elementwise true division a / b (`t / b`).") \
+  X(POW, pow, "attn.pow(a, b)", ARITH, KEEP, 0.5, 2, PowBackward1, "torch.pow", "Elementwise a ^ b (`t ^ b`).")        \
+  X(EQ, eq, "attn.eq(a, b)", COMPARE, KEEP, -2, 2, NONE, "torch.eq", "Elementwise a == b, a bool tensor.")             \
+  X(NE, ne, "attn.ne(a, b)", COMPARE, KEEP, -2, 2, NONE, "torch.ne", "Elementwise a ~= b, a bool tensor.")             \
+  X(LT, lt, "attn.lt(a, b)", COMPARE, KEEP, -2, 2, NONE, "torch.lt", "Elementwise a < b, a bool tensor.")              \
+  X(LE, le, "attn.le(a, b)", COMPARE, KEEP, -2, 2, NONE, "torch.le", "Elementwise a <= b, a bool tensor.")             \
+  X(GT, gt, "attn.gt(a, b)", COMPARE, KEEP, -2, 2, NONE, "torch.gt", "Elementwise a > b, a bool tensor.")              \
+  X(GE, ge, "attn.ge(a, b)", COMPARE, KEEP, -2, 2, NONE, "torch.ge", "Elementwise a >= b, a bool tensor.")             \
+  X(MAXIMUM, maximum, "attn.maximum(a, b)", ARITH, KEEP, -2, 2, MaximumBackward0, "torch.maximum",                     \
     "Elementwise the larger of a and b (NaN if either is NaN).")                                                       \
-  X(MINIMUM, minimum, ARITH, KEEP, -2, 2, MinimumBackward0, "torch.minimum",                                           \
+  X(MINIMUM, minimum, "attn.minimum(a, b)", ARITH, KEEP, -2, 2, MinimumBackward0, "torch.minimum",                     \
     "Elementwise the smaller of a and b (NaN if either is NaN).")                                                      \
-  X(ATAN2, atan2, ARITH, FLOAT, 0.5, 2, Atan2Backward0, "torch.atan2", "Elementwise atan(a / b) in the quadrant of (b, a).") \
-  X(FMOD, fmod, ARITH, KEEP, 0.5, 2, FmodBackward1, "torch.fmod",                                                      \
+  X(ATAN2, atan2, "attn.atan2(a, b)", ARITH, FLOAT, 0.5, 2, Atan2Backward0, "torch.atan2", "Elementwise atan(a / b) in the quadrant of (b, a).") \
+  X(FMOD, fmod, "attn.fmod(a, b)", ARITH, KEEP, 0.5, 2, FmodBackward1, "torch.fmod",                                   \
     "Elementwise the remainder of a / b with a's sign (C fmod).")
 /* clang-format on */
 

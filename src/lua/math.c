@@ -352,8 +352,8 @@ typedef struct table_op {
 
 #define UNARY_ROW(ID, NAME, SIG, READS, INTS, LO, HI, NODE, TORCH, DOC)                                                \
   {#NAME, #NAME "_", lm_##NAME, lm_##NAME##_, SIG, "unary", #INTS, #READS, #NODE, TORCH, DOC, LO, HI},
-#define BINARY_ROW(ID, NAME, KIND, INTS, LO, HI, NODE, TORCH, DOC)                                                     \
-  {#NAME, #NAME "_", lm_##NAME, lm_##NAME##_, "", #KIND, #INTS, "", #NODE, TORCH, DOC, LO, HI},
+#define BINARY_ROW(ID, NAME, SIG, KIND, INTS, LO, HI, NODE, TORCH, DOC)                                                \
+  {#NAME, #NAME "_", lm_##NAME, lm_##NAME##_, SIG, #KIND, #INTS, "", #NODE, TORCH, DOC, LO, HI},
 static const table_op unary_ops[] = {ATTN_UNARY_OPS(UNARY_ROW)};
 static const table_op binary_ops[] = {ATTN_BINARY_OPS(BINARY_ROW)};
 #undef UNARY_ROW
@@ -382,7 +382,7 @@ static void open_table_ops(lua_State *L, int module, int methods, const table_op
     set_string(L, "doc", o->doc);
     if (o->reads[0]) set_string(L, "reads", o->reads);
     if (strcmp(o->node, "NONE") != 0) set_string(L, "node", o->node);
-    if (unary) set_string(L, "sig", o->sig[0] ? o->sig : "");
+    set_string(L, "sig", o->sig);
     lua_pushboolean(L, callable);
     lua_setfield(L, -2, "callable");
     lua_pushnumber(L, o->lo);
