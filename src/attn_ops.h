@@ -20,7 +20,7 @@
  *   ID     enum suffix: ATTN_ID
  *   name   C and Lua name (rows row_name, drow_name; messages)
  *   sig    the Lua call, "" when only another op's option reaches it
- *   reads  what the backward reads: NONE, X (input), Y (output)
+ *   reads  what the backward reads: NONE, IN (the input), OUT (the output)
  *   ints   int64 and bool inputs: FLOAT (computed as float32), KEEP (int64
  *          stays int64, bool refused), KEEP_BOOL (bool stays bool too),
  *          BOOL_TO_INT (bool becomes int64), REFUSE (floating only)
@@ -32,36 +32,42 @@
 #ifndef ATTN_OPS_H
 #define ATTN_OPS_H
 
+/* The values of the reads, ints and kind fields as numbers, for code that
+   expands the lists (ATTN_OP_READS_##READS). */
+enum { ATTN_OP_READS_NONE, ATTN_OP_READS_IN, ATTN_OP_READS_OUT };
+enum { ATTN_OP_INTS_FLOAT, ATTN_OP_INTS_KEEP, ATTN_OP_INTS_KEEP_BOOL, ATTN_OP_INTS_BOOL_TO_INT, ATTN_OP_INTS_REFUSE };
+enum { ATTN_OP_KIND_ARITH, ATTN_OP_KIND_COMPARE };
+
 /* clang-format off */
 #define ATTN_UNARY_OPS(X)                                                                                              \
   X(NEG, neg, "t:neg()", NONE, KEEP, -2, 2, NegBackward0, "torch.neg", "Elementwise -t (also `-t`).")                  \
-  X(EXP, exp, "t:exp()", Y, FLOAT, -2, 2, ExpBackward0, "torch.exp", "Elementwise e^t.")                               \
-  X(LOG, log, "t:log()", X, FLOAT, 0.2, 3, LogBackward0, "torch.log", "Elementwise natural logarithm.")                \
-  X(SQRT, sqrt, "t:sqrt()", Y, FLOAT, 0.2, 3, SqrtBackward0, "torch.sqrt", "Elementwise square root.")                 \
-  X(RSQRT, rsqrt, "t:rsqrt()", Y, FLOAT, 0.2, 3, RsqrtBackward0, "torch.rsqrt", "Elementwise 1 / sqrt(t).")            \
-  X(TANH, tanh, "t:tanh()", Y, FLOAT, -2, 2, TanhBackward0, "torch.tanh", "Elementwise hyperbolic tangent.")           \
-  X(SIGMOID, sigmoid, "t:sigmoid()", Y, FLOAT, -3, 3, SigmoidBackward0, "torch.sigmoid",                               \
+  X(EXP, exp, "t:exp()", OUT, FLOAT, -2, 2, ExpBackward0, "torch.exp", "Elementwise e^t.")                             \
+  X(LOG, log, "t:log()", IN, FLOAT, 0.2, 3, LogBackward0, "torch.log", "Elementwise natural logarithm.")               \
+  X(SQRT, sqrt, "t:sqrt()", OUT, FLOAT, 0.2, 3, SqrtBackward0, "torch.sqrt", "Elementwise square root.")               \
+  X(RSQRT, rsqrt, "t:rsqrt()", OUT, FLOAT, 0.2, 3, RsqrtBackward0, "torch.rsqrt", "Elementwise 1 / sqrt(t).")          \
+  X(TANH, tanh, "t:tanh()", OUT, FLOAT, -2, 2, TanhBackward0, "torch.tanh", "Elementwise hyperbolic tangent.")         \
+  X(SIGMOID, sigmoid, "t:sigmoid()", OUT, FLOAT, -3, 3, SigmoidBackward0, "torch.sigmoid",                             \
     "Elementwise 1 / (1 + e^-t).")                                                                                     \
-  X(RELU, relu, "t:relu()", Y, KEEP, -2, 2, ReluBackward0, "torch.relu", "Elementwise max(t, 0).")                     \
-  X(GELU, gelu, "t:gelu(approximate: \"none\"|\"tanh\" = \"none\")", X, REFUSE, -3, 3, GeluBackward0,                  \
+  X(RELU, relu, "t:relu()", OUT, KEEP, -2, 2, ReluBackward0, "torch.relu", "Elementwise max(t, 0).")                   \
+  X(GELU, gelu, "t:gelu(approximate: \"none\"|\"tanh\" = \"none\")", IN, REFUSE, -3, 3, GeluBackward0,                 \
     "torch.nn.functional.gelu", "Gaussian error linear unit, exact (erf) or with the tanh approximation.")             \
-  X(GELU_TANH, gelu_tanh, "", X, REFUSE, -3, 3, GeluBackward0, "torch.nn.functional.gelu",                             \
+  X(GELU_TANH, gelu_tanh, "", IN, REFUSE, -3, 3, GeluBackward0, "torch.nn.functional.gelu",                            \
     "gelu with approximate = \"tanh\".")                                                                               \
-  X(ABS, abs, "t:abs()", X, KEEP, -2, 2, AbsBackward0, "torch.abs", "Elementwise absolute value.")                     \
-  X(SIN, sin, "t:sin()", X, FLOAT, -3, 3, SinBackward0, "torch.sin", "Elementwise sine.")                              \
-  X(COS, cos, "t:cos()", X, FLOAT, -3, 3, CosBackward0, "torch.cos", "Elementwise cosine.")                            \
+  X(ABS, abs, "t:abs()", IN, KEEP, -2, 2, AbsBackward0, "torch.abs", "Elementwise absolute value.")                    \
+  X(SIN, sin, "t:sin()", IN, FLOAT, -3, 3, SinBackward0, "torch.sin", "Elementwise sine.")                             \
+  X(COS, cos, "t:cos()", IN, FLOAT, -3, 3, CosBackward0, "torch.cos", "Elementwise cosine.")                           \
   X(SIGN, sign, "t:sign()", NONE, KEEP_BOOL, -2, 2, SignBackward0, "torch.sign", "Elementwise -1, 0 or 1.")            \
-  X(RECIPROCAL, reciprocal, "t:reciprocal()", Y, FLOAT, 0.5, 2, ReciprocalBackward0, "torch.reciprocal",               \
+  X(RECIPROCAL, reciprocal, "t:reciprocal()", OUT, FLOAT, 0.5, 2, ReciprocalBackward0, "torch.reciprocal",             \
     "Elementwise 1 / t.")                                                                                              \
-  X(SQUARE, square, "t:square()", X, BOOL_TO_INT, -2, 2, PowBackward0, "torch.square", "Elementwise t * t.")           \
-  X(LOG1P, log1p, "t:log1p()", X, FLOAT, -0.5, 2, Log1PBackward0, "torch.log1p",                                       \
+  X(SQUARE, square, "t:square()", IN, BOOL_TO_INT, -2, 2, PowBackward0, "torch.square", "Elementwise t * t.")          \
+  X(LOG1P, log1p, "t:log1p()", IN, FLOAT, -0.5, 2, Log1PBackward0, "torch.log1p",                                      \
     "Elementwise log(1 + t), exact near 0.")                                                                           \
-  X(EXPM1, expm1, "t:expm1()", Y, FLOAT, -2, 2, Expm1Backward0, "torch.expm1", "Elementwise e^t - 1, exact near 0.")   \
+  X(EXPM1, expm1, "t:expm1()", OUT, FLOAT, -2, 2, Expm1Backward0, "torch.expm1", "Elementwise e^t - 1, exact near 0.") \
   X(FLOOR, floor, "t:floor()", NONE, KEEP, -3, 3, FloorBackward0, "torch.floor", "Elementwise round down.")            \
   X(CEIL, ceil, "t:ceil()", NONE, KEEP, -3, 3, CeilBackward0, "torch.ceil", "Elementwise round up.")                   \
   X(ROUND, round, "t:round()", NONE, KEEP, -3, 3, RoundBackward0, "torch.round", "Elementwise round half to even.")    \
-  X(SILU, silu, "t:silu()", X, REFUSE, -3, 3, SiluBackward0, "torch.nn.functional.silu", "Elementwise t * sigmoid(t).") \
-  X(ERF, erf, "t:erf()", X, FLOAT, -2, 2, ErfBackward0, "torch.erf", "Elementwise the error function.")
+  X(SILU, silu, "t:silu()", IN, REFUSE, -3, 3, SiluBackward0, "torch.nn.functional.silu", "Elementwise t * sigmoid(t).") \
+  X(ERF, erf, "t:erf()", IN, FLOAT, -2, 2, ErfBackward0, "torch.erf", "Elementwise the error function.")
 
 /* Binary fields: X(ID, name, sig, kind, ints, lo, hi, node, torch, doc)
  *   sig    the Lua call (also t:NAME(b) and t:NAME_(b))
