@@ -17,30 +17,8 @@ local ATOL = 1e-5
 local S1 = fx.load("bert/expected_single")
 local SB = fx.load("bert/expected_batch")
 
-local function q(s) return "'" .. tostring(s):gsub("'", [['\'']]) .. "'" end
-
-local function tmpdir()
-  local p = io.popen("mktemp -d")
-  local d = p:read("l")
-  p:close()
-  assert(d and d ~= "")
-  return d
-end
-
-local function rmtree(d) os.execute("rm -rf " .. q(d)) end
-
-local function slurp(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
-local function spit(path, s)
-  local f = assert(io.open(path, "wb"))
-  f:write(s)
-  f:close()
-end
+local S = require "support.sh"
+local tmpdir, rmtree, slurp, spit = S.tmpdir, S.rmtree, S.readfile, S.writefile
 
 local function maxdiff(a, b) return (a - b):abs():max():item() end
 

@@ -11,22 +11,8 @@ if not BIN or BIN == "" then
   return
 end
 
-local function q(s)
-  return "'" .. (tostring(s):gsub("'", [['\'']])) .. "'"
-end
-
-local function readfile(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
-local function writefile(path, s)
-  local f = assert(io.open(path, "wb"))
-  f:write(s)
-  f:close()
-end
+local S = require "support.sh"
+local q, readfile, writefile, tmpdir, rmtree = S.q, S.readfile, S.writefile, S.tmpdir, S.rmtree
 
 -- Runs `attn <args>` (args already shell-quoted).  opts.stdin: text fed to
 -- stdin (empty by default); opts.env: "VAR=value ..." assignments;
@@ -34,29 +20,8 @@ end
 -- sets them.  Returns { out, err, code }.
 local function run(args, opts)
   opts = opts or {}
-  local inp, out, err = os.tmpname(), os.tmpname(), os.tmpname()
-  writefile(inp, opts.stdin or "")
-  local cmd = ("%s env -u LUA_INIT -u LUA_INIT_5_4 %s %s %s <%s >%s 2>%s"):format(
-    opts.cwd and ("cd " .. q(opts.cwd) .. " &&") or "", opts.env or "", q(BIN), args or "",
-    q(inp), q(out), q(err))
-  local _, how, code = os.execute(cmd)
-  local r = { out = readfile(out), err = readfile(err), code = how == "exit" and code or 128 + code }
-  os.remove(inp)
-  os.remove(out)
-  os.remove(err)
-  return r
-end
-
-local function tmpdir()
-  local p = io.popen("mktemp -d")
-  local dir = p:read("l")
-  p:close()
-  assert(dir and dir ~= "", "mktemp -d failed")
-  return dir
-end
-
-local function rmtree(dir)
-  os.execute("rm -rf " .. q(dir))
+  return S.capture(("%s env -u LUA_INIT -u LUA_INIT_5_4 %s %s %s"):format(
+    opts.cwd and ("cd " .. q(opts.cwd) .. " &&") or "", opts.env or "", q(BIN), args or ""), opts.stdin)
 end
 
 local function script(text)

@@ -11,9 +11,7 @@ local core = require "attn.core"
 local tmpfiles = {}
 local function tmpfile(content)
   local path = os.tmpname()
-  local f = assert(io.open(path, "wb"))
-  f:write(content)
-  f:close()
+  require("support.sh").writefile(path, content)
   tmpfiles[#tmpfiles + 1] = path
   return path
 end

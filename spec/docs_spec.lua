@@ -8,37 +8,16 @@
 local SRC = os.getenv("ATTN_SOURCE_DIR") or "."
 local BIN = os.getenv("ATTN_BIN") or (SRC .. "/build/bin/attn")
 
-local function sh_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+local S = require "support.sh"
+local sh_quote, readfile, writefile = S.q, S.readfile, S.writefile
 
 -- Runs check_docs.lua with the given arguments against the tree at root.
 local function check(root, args)
-  local cmd = "cd " .. sh_quote(root) .. " && ATTN_SOURCE_DIR=" .. sh_quote(root) .. " " .. sh_quote(BIN) ..
-    " " .. sh_quote(SRC .. "/scripts/check_docs.lua") .. " " .. (args or "") .. " 2>&1; echo \"rc=$?\""
-  local p = assert(io.popen(cmd))
-  local out = p:read("a")
-  p:close()
-  return tonumber(out:match("rc=(%d+)%s*$")), out
+  return S.sh("cd " .. sh_quote(root) .. " && ATTN_SOURCE_DIR=" .. sh_quote(root) .. " " .. sh_quote(BIN) ..
+    " " .. sh_quote(SRC .. "/scripts/check_docs.lua") .. " " .. (args or ""))
 end
 
-local function have_ldoc()
-  local p = io.popen("command -v ldoc 2>/dev/null")
-  local r = p and p:read("l")
-  if p then p:close() end
-  return r ~= nil and r ~= ""
-end
-
-local function readfile(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
-local function writefile(path, s)
-  local f = assert(io.open(path, "wb"))
-  f:write(s)
-  f:close()
-end
+local function have_ldoc() return S.have("ldoc") end
 
 -- A scratch copy of the parts of the tree the checker reads.
 local function scratch_tree()
@@ -69,10 +48,24 @@ describe("the LDoc reference", function()
   describe("the checker", function()
     local dir
     before_each(function() dir = scratch_tree() end)
-    after_each(function() os.execute("rm -rf " .. sh_quote(dir)) end)
+    after_each(function() S.rmtree(dir) end)
+
+    -- Replaces the one match of from in the scratch file rel by to.
+    local function patch(rel, from, to)
+      local text, n = readfile(dir .. rel):gsub(from, to)
+      assert.are.equal(1, n, "the spec could not find " .. from .. " in " .. rel)
+      writefile(dir .. rel, text)
+    end
+
+    -- The checker run with args fails, printing each of the given texts.
+    local function fails_with(args, ...)
+      local rc, out = check(dir, args)
+      assert.are.equal(1, rc, out)
+      for _, text in ipairs({ ... }) do assert.truthy(out:find(text, 1, true), out) end
+    end
 
     it("fails on a public function whose doc comment is gone", function()
-      local path = dir .. "/lua/attn/plot.lua"
+      local path = dir .. "/lua/attn/app/plot.lua"
       local text = readfile(path)
       local n
       text, n = text:gsub("\n%-%-%- ([^\n]*\n%-%- [^\n]*\n)function plot%.histogram", "\n-- %1function plot.histogram")
@@ -81,51 +74,31 @@ describe("the LDoc reference", function()
       end
       assert.are.equal(1, n, "the spec could not find plot.histogram's doc block")
       writefile(path, text)
-      local rc, out = check(dir, "--no-ldoc")
-      assert.are.equal(1, rc, out)
-      assert.truthy(out:find("undocumented: attn.plot.histogram", 1, true), out)
+      fails_with("--no-ldoc", "undocumented: attn.plot.histogram")
     end)
 
     it("fails on a C function whose entry is gone", function()
-      local path = dir .. "/docs/api/core.luadoc"
-      local text, n = readfile(path):gsub("\n%-%- @function zeros\n", "\n-- (removed)\n")
-      assert.are.equal(1, n)
-      writefile(path, text)
-      local rc, out = check(dir, "--no-ldoc")
-      assert.are.equal(1, rc, out)
-      assert.truthy(out:find("undocumented: attn.zeros (C)", 1, true), out)
+      patch("/docs/api/core.luadoc", "\n%-%- @function zeros\n", "\n-- (removed)\n")
+      fails_with("--no-ldoc", "undocumented: attn.zeros (C)")
     end)
 
     it("fails when an entry for a method leaves out the method form", function()
-      local path = dir .. "/docs/api/core.luadoc"
-      local text, n = readfile(path):gsub("Method: `t:cumsum%(dim%)`%.", "")
-      assert.are.equal(1, n)
-      writefile(path, text)
-      local rc, out = check(dir, "--no-ldoc")
-      assert.are.equal(1, rc, out)
-      assert.truthy(out:find("alias not mentioned: attn.Tensor.cumsum", 1, true), out)
+      patch("/docs/api/core.luadoc", "Method: `t:cumsum%(dim%)`%.", "")
+      fails_with("--no-ldoc", "alias not mentioned: attn.Tensor.cumsum")
     end)
 
     it("fails on an entry that LDoc leaves out of the reference (with ldoc installed)", function()
       if not have_ldoc() then
         return pending("ldoc is not installed (Debian lua-ldoc: scripts/setup.sh --docs); LDoc run skipped")
       end
-      local path = dir .. "/docs/api/core.luadoc"
-      local text, n = readfile(path):gsub("\n%-%- @function zeros\n", "\n-- @function zeros\n-- @local\n")
-      assert.are.equal(1, n)
-      writefile(path, text)
-      local rc, out = check(dir)
-      assert.are.equal(1, rc, out)
-      assert.truthy(out:find("LDoc leaves out the entry for attn.zeros", 1, true), out)
+      patch("/docs/api/core.luadoc", "\n%-%- @function zeros\n", "\n-- @function zeros\n-- @local\n")
+      fails_with(nil, "LDoc leaves out the entry for attn.zeros")
     end)
 
     it("fails on a pending name that is documented or does not exist, so the list only shrinks", function()
       local path = dir .. "/scripts/docs_pending.txt"
       writefile(path, readfile(path) .. "attn.zeros\nattn.no_such_function\n")
-      local rc, out = check(dir, "--no-ldoc")
-      assert.are.equal(1, rc, out)
-      assert.truthy(out:find("attn.zeros is documented now", 1, true), out)
-      assert.truthy(out:find("attn.no_such_function is not a public function", 1, true), out)
+      fails_with("--no-ldoc", "attn.zeros is documented now", "attn.no_such_function is not a public function")
     end)
   end)
 end)

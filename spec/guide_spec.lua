@@ -5,12 +5,7 @@
 
 local SRC = os.getenv("ATTN_SOURCE_DIR") or "."
 
-local function readfile(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local readfile = require("support.sh").readfile
 
 describe("docs/guide-from-pytorch.md", function()
   local text = readfile(SRC .. "/docs/guide-from-pytorch.md")

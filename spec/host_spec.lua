@@ -18,31 +18,12 @@ local VIZ = BUILD .. "/bin/attn_viz"
 
 local attn = require "attn"
 
-local function q(s)
-  return "'" .. (tostring(s):gsub("'", [['\'']])) .. "'"
-end
-
-local function readfile(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
-local function writefile(path, s)
-  local f = assert(io.open(path, "wb"))
-  f:write(s)
-  f:close()
-end
+local S = require "support.sh"
+local q, writefile = S.q, S.writefile
 
 -- Runs attn_viz on a script file; returns { out, err, code }.
 local function viz(path)
-  local out, err = os.tmpname(), os.tmpname()
-  local _, how, code = os.execute(("%s %s >%s 2>%s"):format(q(VIZ), q(path), q(out), q(err)))
-  local r = { out = readfile(out), err = readfile(err), code = how == "exit" and code or 128 + code }
-  os.remove(out)
-  os.remove(err)
-  return r
+  return S.capture(q(VIZ) .. " " .. q(path))
 end
 
 local function viz_code(code)

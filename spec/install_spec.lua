@@ -14,41 +14,18 @@ if not BUILD or BUILD == "" then
   return
 end
 
-local function q(s)
-  return "'" .. (tostring(s):gsub("'", [['\'']])) .. "'"
-end
-
-local function writefile(path, s)
-  local f = assert(io.open(path, "wb"))
-  f:write(s)
-  f:close()
-end
-
-local function readfile(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local S = require "support.sh"
+local q, writefile, readfile, exists = S.q, S.writefile, S.readfile, S.exists
 
 -- Runs a shell command; returns { out, code } (stderr goes with stdout).
 local function sh(cmd)
-  local out = os.tmpname()
-  local _, how, code = os.execute(cmd .. " >" .. q(out) .. " 2>&1")
-  local r = { out = readfile(out), code = how == "exit" and code or 128 + code }
-  os.remove(out)
-  return r
+  local code, out = S.sh(cmd)
+  return { out = out, code = code }
 end
 
 local function ok(r, what)
   assert(r.code == 0, (what or "command") .. " failed (" .. r.code .. "):\n" .. r.out)
   return r.out
-end
-
-local function exists(path)
-  local f = io.open(path, "rb")
-  if f then f:close() end
-  return f ~= nil
 end
 
 -- An outside program: the host API and the core API together.  It hands a

@@ -22,26 +22,8 @@ local FIX = SRC .. "/spec/fixtures/io/"
 local expected = fixture.load("io/expected")
 local PY = os.getenv("ATTN_PYTHON") or "/usr/bin/python3"
 
-local function q(s) return "'" .. tostring(s):gsub("'", [['\'']]) .. "'" end
-
-local function readfile(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
-local function writefile(path, s)
-  local f = assert(io.open(path, "wb"))
-  f:write(s)
-  f:close()
-end
-
-local function exists(path)
-  local f = io.open(path, "rb")
-  if f then f:close() end
-  return f ~= nil
-end
+local S = require "support.sh"
+local q, readfile, writefile, exists = S.q, S.readfile, S.writefile, S.exists
 
 local tmpdir
 local function tmp(name) return tmpdir .. "/" .. name end

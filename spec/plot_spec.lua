@@ -6,34 +6,19 @@
 local attn = require "attn"
 local plot = require "attn.plot"
 
-local function q(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+local S = require "support.sh"
+local q = S.q
 
 local tmpdir
 local function tmp(name) return tmpdir .. "/" .. name end
 
-setup(function()
-  local p = io.popen("mktemp -d")
-  tmpdir = p:read("l")
-  p:close()
-  assert(tmpdir and #tmpdir > 0)
-end)
+setup(function() tmpdir = S.tmpdir() end)
 
 teardown(function()
-  if tmpdir then os.execute("rm -rf " .. q(tmpdir)) end
+  if tmpdir then S.rmtree(tmpdir) end
 end)
 
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
-local function exists(path)
-  local f = io.open(path, "rb")
-  if f then f:close() end
-  return f ~= nil
-end
+local read, exists = S.readfile, S.exists
 
 -- Names in tmpdir (sorted).
 local function listing()

@@ -6,12 +6,7 @@
 local SRC = os.getenv("ATTN_SOURCE_DIR") or "."
 local BIN = os.getenv("ATTN_BIN") or (SRC .. "/build/bin/attn")
 
-local function readfile(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local readfile = require("support.sh").readfile
 
 describe("README.md", function()
   local text = readfile(SRC .. "/README.md")

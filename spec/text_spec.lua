@@ -13,6 +13,7 @@
 local attn = require "attn"
 local text = require "attn.text"
 local fixture = require "support.fixture"
+local S = require "support.sh"
 
 local SRC = os.getenv("ATTN_SOURCE_DIR") or "."
 local VOCAB = SRC .. "/spec/fixtures/wordpiece_vocab.txt"
@@ -20,9 +21,7 @@ local VOCAB = SRC .. "/spec/fixtures/wordpiece_vocab.txt"
 local tmpfiles = {}
 local function tmpfile(content)
   local path = os.tmpname()
-  local f = assert(io.open(path, "wb"))
-  f:write(content)
-  f:close()
+  S.writefile(path, content)
   tmpfiles[#tmpfiles + 1] = path
   return path
 end
@@ -32,9 +31,7 @@ local function tmpdir(files)
   os.remove(dir)
   assert(os.execute("mkdir -p '" .. dir .. "'"))
   for name, content in pairs(files) do
-    local f = assert(io.open(dir .. "/" .. name, "wb"))
-    f:write(content)
-    f:close()
+    S.writefile(dir .. "/" .. name, content)
     tmpfiles[#tmpfiles + 1] = dir .. "/" .. name
   end
   tmpfiles[#tmpfiles + 1] = dir
@@ -443,7 +440,7 @@ describe("attn.text", function()
       raises("lower must be a boolean (got string)", text.WordPiece.new, {"[UNK]"}, {lower = "yes"})
       raises("max_length must be an integer >= 1 (got 0)", text.WordPiece.new, {"[UNK]"}, {max_length = 0})
       local bad = tmpdir({["vocab.txt"] = "[UNK]\n", ["tokenizer_config.json"] = '{"do_lower_case": tru}'})
-      raises("tokenizer_config.json:1: unexpected character 't'", text.WordPiece.from_pretrained, bad)
+      raises("tokenizer_config.json: invalid JSON at line 1 (byte 19): unexpected 't'", text.WordPiece.from_pretrained, bad)
     end)
 
     it("rejects bad arguments with messages naming the method", function()

@@ -7,12 +7,7 @@ local attn = require "attn"
 local SRC = os.getenv("ATTN_SOURCE_DIR") or "."
 local BUILD = os.getenv("ATTN_BUILD_DIR")
 
-local function readfile(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local readfile = require("support.sh").readfile
 
 local VERSION = readfile(SRC .. "/VERSION"):match("^(%d+%.%d+%.%d+)\n$")
 

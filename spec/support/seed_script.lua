@@ -16,28 +16,14 @@ M.build_dir = os.getenv("ATTN_BUILD_DIR")
 M.bin = os.getenv("ATTN_BIN")
 if M.bin == "" then M.bin = nil end
 
-local function q(s)
-  return "'" .. (tostring(s):gsub("'", [['\'']])) .. "'"
-end
-
-local function slurp(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local S = require "support.sh"
+local q = S.q
 
 local function run(prefix, name, args)
-  local out, err = os.tmpname(), os.tmpname()
   local argv = {}
   for i, a in ipairs(args or {}) do argv[i] = q(a) end
-  local cmd = ("cd %s && %s %s %s </dev/null >%s 2>%s"):format(q(M.source_dir), prefix,
-    q("scripts/" .. name .. ".lua"), table.concat(argv, " "), q(out), q(err))
-  local _, how, code = os.execute(cmd)
-  local r = {out = slurp(out), err = slurp(err), code = how == "exit" and code or 128 + code}
-  os.remove(out)
-  os.remove(err)
-  return r
+  return S.capture(("cd %s && %s %s %s"):format(q(M.source_dir), prefix,
+    q("scripts/" .. name .. ".lua"), table.concat(argv, " ")))
 end
 
 --- run_attn(name [, args]) -> {out=, err=, code=}: `attn scripts/<name>.lua args`.

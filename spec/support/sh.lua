@@ -55,6 +55,20 @@ function M.sh(cmd)
   return how == "exit" and code or 128 + code, text
 end
 
+--- Runs a shell command with stdin from the text stdin (empty when nil)
+-- and stdout and stderr apart; returns {out =, err =, code =} (code: the
+-- exit status, 128 + the signal when killed).
+function M.capture(cmd, stdin)
+  local inp, out, err = os.tmpname(), os.tmpname(), os.tmpname()
+  M.writefile(inp, stdin or "")
+  local _, how, code = os.execute(("(%s) <%s >%s 2>%s"):format(cmd, M.q(inp), M.q(out), M.q(err)))
+  local r = { out = M.readfile(out), err = M.readfile(err), code = how == "exit" and code or 128 + code }
+  os.remove(inp)
+  os.remove(out)
+  os.remove(err)
+  return r
+end
+
 --- Whether the program prog is on PATH.
 function M.have(prog) return (M.sh("command -v " .. M.q(prog))) == 0 end
 
