@@ -2,9 +2,10 @@
 """The Annotated Transformer (https://nlp.seas.harvard.edu/annotated-transformer/)
 on its copy task, at the size of the benchmark: N=2, d_model 128, h 4,
 d_ff 512, batch 80, V=11, sequences of 10, dropout 0.1, label smoothing
-over KLDivLoss(sum), Adam with the warm-up rate.  The model code is the
-same as scripts/fixtures/gen_transformer.py's (written from the article);
-scripts/bench/models/annotated_transformer.lua is the same program in attn.
+over KLDivLoss(sum), Adam with the warm-up rate.  The model code (written
+from the article) is also what scripts/fixtures/gen_transformer.py imports
+for the fixtures; scripts/bench/models/annotated_transformer.lua is the same
+program in attn.
 Built after the same seed, both hold the same weights."""
 import copy
 import math
