@@ -1,0 +1,361 @@
+-- SPDX-License-Identifier: MIT
+-- The generic op test (in the spirit of PyTorch's OpInfo): every op the op
+-- table src/attn_ops.h declares, as the binding lists it in
+-- require("attn.core")._ops, is run through the same checks against torch
+-- 1.13's answers in spec/fixtures/op_table.lua (written by
+-- scripts/fixtures/gen_op_table.py, which reads the op list from
+-- src/attn_ops.h): values and result dtype for float32, int64 and bool
+-- inputs (or torch's refusal), the gradient of sum(out * w) and torch's
+-- grad_fn name, a finite-difference gradcheck, the in-place form, a
+-- non-contiguous and an expanded input, empty and 0-d tensors, the method
+-- form, and for binary ops broadcasting and a number on either side.
+-- A record whose kind has no driver here fails, so no declared op goes
+-- untested.  Needs no torch: it reads the committed fixture only.
+local attn = require "attn"
+local core = require "attn.core"
+local fx = require "support.fixture"
+
+local OUT_ATOL, GRAD_ATOL = 1e-5, 1e-4
+-- The same op on the same values laid out differently (strided, expanded,
+-- 0-d): the vectorised and the strided kernels may round differently (tanh,
+-- erf and gelu_tanh differ by up to 2 ulp), so a few ulp, not bit equality.
+local LAYOUT_ATOL, LAYOUT_RTOL = 1e-7, 2 ^ -20
+local NUM, ALPHA = 1.25, 0.5 -- as in the generator
+local INT_X, INT_B = {-2, -1, 0, 1, 2, 3}, {1, 2, 3, 1, 2, 3}
+local BOOL_X, BOOL_B = {false, true, true, false}, {false, false, true, true}
+local REGEN = "run /usr/bin/python3 scripts/fixtures/gen_op_table.py"
+
+local fixture = fx.load("op_table").ops
+
+-- ------------------------------------------------------------------ inputs
+-- Sample i (0-based) of n over [lo, hi]: lo + (hi - lo) * frac((i + 1) *
+-- 0.6180339887) in float64, rounded to float32 -- the generator's formula.
+local function frac(x) return x - math.floor(x) end
+
+local function samples(n, lo, hi, start)
+  local v = {}
+  for i = 1, n do v[i] = lo + (hi - lo) * frac((i + (start or 0)) * 0.6180339887) end
+  return v
+end
+
+local function weights(n)
+  local v = {}
+  for i = 1, n do v[i] = (i % 2 == 1 and 1.0 or -1.0) * (0.5 + frac(i * 0.7548776662)) end
+  return v
+end
+
+local function f32(values, shape) return attn.tensor(values):reshape(shape) end
+local function ints(values) return attn.tensor(values, {dtype = "int64"}) end
+local function bools(values) return attn.tensor(values, {dtype = "bool"}) end
+
+local function dtype_name(t) return (tostring(t.dtype):gsub("^attn%.", "")) end
+
+--- Asserts that attn tensor got equals attn tensor want: shape, dtype, and
+-- values within atol + rtol * |want| (NaN matches NaN); exactly by default.
+local function assert_same(got, want, what, atol, rtol)
+  assert(attn.is_tensor(got), what .. ": not a tensor")
+  fx.assert_close(got, {shape = want:shape(), data = fx.flat(want), dtype = dtype_name(want)}, atol or 0, rtol or 0,
+    what)
+end
+
+--- Checks a fixture outcome {out = T} | {error = msg}: fn() must raise
+-- where torch raised, else give torch's dtype and values.
+local function assert_outcome(fn, expect, what)
+  local ok, got = pcall(fn)
+  if expect.error then
+    assert(not ok, ("%s: torch raises (%s) but attn gave a %s tensor"):format(what, expect.error,
+      ok and attn.is_tensor(got) and dtype_name(got) or type(got)))
+  else
+    assert(ok, ("%s: torch gives a %s tensor but attn raised: %s"):format(what, expect.out.dtype, tostring(got)))
+    fx.assert_close(got, expect.out, OUT_ATOL, 0, what)
+  end
+end
+
+--- The entry of op rec in the fixture, checked against the inputs this
+-- spec builds (the generator and the spec must agree on them).
+local function entry(rec)
+  local e = fixture[rec.name]
+  assert(e, ("op %s is declared in src/attn_ops.h but has no entry in spec/fixtures/op_table.lua: %s")
+    :format(rec.name, REGEN))
+  assert(e.kind == rec.kind, ("op %s: the fixture says kind %s, attn.core._ops %s: %s"):format(rec.name,
+    tostring(e.kind), rec.kind, REGEN))
+  return e
+end
+
+-- ------------------------------------------------------------------ calling an op
+--- fn(t, ...) and method name for op rec: a non-callable op NAME = BASE_OPT
+-- is BASE with "OPT" as its option (gelu_tanh is t:gelu("tanh")), found
+-- through BASE's sig, which lists "OPT".
+local function call_form(rec)
+  if rec.callable then return rec.name, {} end
+  for _, base in ipairs(core._ops) do
+    if base.callable and base.sig and rec.name:sub(1, #base.name + 1) == base.name .. "_" then
+      local opt = rec.name:sub(#base.name + 2)
+      if base.sig:find('"' .. opt .. '"', 1, true) then return base.name, {opt} end
+    end
+  end
+  error(("op %s is not callable and no op's sig offers \"%s\" as an option"):format(rec.name, rec.name), 0)
+end
+
+-- ------------------------------------------------------------------ unary driver
+local function unary(rec)
+  local name = rec.name
+  local base, opts = call_form(rec)
+  local function f(t) return attn[base](t, table.unpack(opts)) end
+  local function x() return f32(samples(12, rec.lo, rec.hi), {3, 4}) end
+  local differentiable = rec.node ~= nil
+
+  it(name .. ": fixture entry matches the declaration and the inputs", function()
+    local ent = entry(rec)
+    fx.assert_equal(x(), ent.x, name .. " x")
+    if differentiable then assert.are.equal(ent.node, rec.node, name .. ": node (torch's grad_fn name)") end
+  end)
+  local e = fixture[name]
+  if not e then return end -- the test above fails and says how to make it
+
+  it(name .. ": float32 values and dtype", function()
+    fx.assert_close(f(x()), e.out, OUT_ATOL, 0, name)
+  end)
+  for _, dt in ipairs({"int64", "bool"}) do
+    local mk = dt == "int64" and function() return ints(INT_X) end or function() return bools(BOOL_X) end
+    it(("%s: %s input (torch: %s)"):format(name, dt, e[dt].error and "raises" or e[dt].out.dtype), function()
+      assert_outcome(function() return f(mk()) end, e[dt], name .. " of " .. dt)
+    end)
+    it(("%s_: in place on %s (torch: %s)"):format(name, dt, e[dt .. "_"].error and "raises" or "ok"), function()
+      assert_outcome(function()
+        local t = mk()
+        local r = t[base .. "_"](t, table.unpack(opts))
+        assert(rawequal(r, t), name .. "_ returns its tensor")
+        return t
+      end, e[dt .. "_"], name .. "_ of " .. dt)
+    end)
+  end
+  it(name .. ": ints = " .. rec.ints .. " agrees with torch", function()
+    local i, b = e.int64.out and e.int64.out.dtype or "error", e.bool.out and e.bool.out.dtype or "error"
+    local class = ({["float32 float32"] = "FLOAT", ["int64 error"] = "KEEP", ["int64 bool"] = "KEEP_BOOL",
+      ["int64 int64"] = "BOOL_TO_INT", ["error error"] = "REFUSE"})[i .. " " .. b]
+    assert.are.equal(class, rec.ints, ("%s: torch gives %s for int64 and %s for bool"):format(name, i, b))
+  end)
+
+  if differentiable then
+    it(name .. ": gradient and grad_fn against torch", function()
+      local t = x():requires_grad_(true)
+      local out = f(t)
+      assert.are.equal(e.node, out.grad_fn, name .. " grad_fn")
+      out:backward(f32(weights(12), {3, 4}))
+      fx.assert_close(t.grad, e.grads[1], GRAD_ATOL, 0, name .. " grad")
+    end)
+    it(name .. ": gradcheck (finite differences)", function()
+      assert(attn.gradcheck(f, {x():requires_grad_(true)}))
+    end)
+  end
+
+  it(name .. "_: in place equals out of place, same tensor", function()
+    local t = x()
+    local r = t[base .. "_"](t, table.unpack(opts))
+    assert(rawequal(r, t), name .. "_ must return the tensor it changed")
+    assert_same(t, f(x()), name .. "_", 0)
+  end)
+  it(name .. ": method form equals attn." .. base, function()
+    local t = x()
+    assert_same(t[base](t, table.unpack(opts)), f(t), name .. " method", 0)
+  end)
+  it(name .. ": non-contiguous input (a transposed view)", function()
+    local v = x():t():contiguous():t()
+    assert.is_false(v:is_contiguous())
+    assert_same(f(v), f(x()), name .. " of a transposed view", LAYOUT_ATOL, LAYOUT_RTOL)
+  end)
+  it(name .. ": expanded input ([1,4] expanded to [3,4])", function()
+    local row = x():narrow(1, 1, 1)
+    local v = row:expand(3, 4)
+    assert_same(f(v), f(v:contiguous()), name .. " of an expanded row", LAYOUT_ATOL, LAYOUT_RTOL)
+  end)
+  it(name .. ": empty [0,4] gives [0,4]", function()
+    local out = f(attn.zeros({0, 4}))
+    assert.are.same({0, 4}, out:shape())
+    assert.are.equal(e.out.dtype, dtype_name(out))
+  end)
+  it(name .. ": 0-d gives 0-d", function()
+    local out = f(f32({e.x.data[1]}, {}))
+    assert.are.same({}, out:shape())
+    fx.assert_close(out, {shape = {}, data = {e.out.data[1]}, dtype = e.out.dtype}, OUT_ATOL, 0, name .. " 0-d")
+  end)
+end
+
+-- ------------------------------------------------------------------ binary driver
+local function binary(rec)
+  local name = rec.name
+  local f = attn[name]
+  local differentiable = rec.node ~= nil and rec.kind ~= "COMPARE"
+  local function inputs()
+    local av, bv = samples(12, rec.lo, rec.hi), samples(4, rec.lo, rec.hi, 12)
+    if rec.kind == "COMPARE" then bv[1], bv[3] = av[5], av[7] end -- ties
+    return f32(av, {3, 4}), f32(bv, {4})
+  end
+
+  it(name .. ": fixture entry matches the declaration and the inputs", function()
+    local ent = entry(rec)
+    local a, b = inputs()
+    fx.assert_equal(a, ent.a, name .. " a")
+    fx.assert_equal(b, ent.b, name .. " b")
+    if differentiable then assert.are.equal(ent.node, rec.node, name .. ": node (torch's grad_fn name)") end
+  end)
+  local e = fixture[name]
+  if not e then return end -- the test above fails and says how to make it
+
+  it(name .. ": float32 values and dtype (" .. e.dtype .. ")", function()
+    local a, b = inputs()
+    local out = f(a, b)
+    assert.are.equal(e.dtype, dtype_name(out), name .. " dtype")
+    fx.assert_close(out, e.out, OUT_ATOL, 0, name)
+  end)
+  it(name .. ": a number on either side", function()
+    local a = inputs()
+    fx.assert_close(f(a, NUM), e.num_r, OUT_ATOL, 0, name .. "(a, 1.25)")
+    fx.assert_close(f(NUM, a), e.num_l, OUT_ATOL, 0, name .. "(1.25, a)")
+  end)
+  it(name .. ": broadcasting [3,1] with [1,4] gives [3,4]", function()
+    local a, b = inputs()
+    local out = f(a:reshape(12):narrow(1, 1, 3):reshape({3, 1}), b:reshape({1, 4}))
+    fx.assert_close(out, e.bcast, OUT_ATOL, 0, name .. " broadcast")
+  end)
+  local cases = {
+    {"int64", function() return ints(INT_X), ints(INT_B) end},
+    {"bool", function() return bools(BOOL_X), bools(BOOL_B) end},
+  }
+  for _, c in ipairs(cases) do
+    local dt, mk = c[1], c[2]
+    it(("%s: %s inputs (torch: %s)"):format(name, dt, e[dt].error and "raises" or e[dt].out.dtype), function()
+      assert_outcome(function() return f(mk()) end, e[dt], name .. " of " .. dt)
+    end)
+    it(("%s_: in place on %s (torch: %s)"):format(name, dt, e[dt .. "_"].error and "raises" or "ok"), function()
+      assert_outcome(function()
+        local a, b = mk()
+        local r = a[name .. "_"](a, b)
+        assert(rawequal(r, a), name .. "_ returns its tensor")
+        return a
+      end, e[dt .. "_"], name .. "_ of " .. dt)
+    end)
+  end
+  it(name .. ": int64 with the number 2 and with 1.5", function()
+    assert_outcome(function() return f(ints(INT_X), 2) end, e.int64_num, name .. "(int64, 2)")
+    assert_outcome(function() return f(ints(INT_X), 1.5) end, e.int64_numf, name .. "(int64, 1.5)")
+  end)
+  it(name .. ": ints = " .. rec.ints .. " agrees with torch", function()
+    local i = e.int64.out and e.int64.out.dtype or "error"
+    local want = rec.kind == "COMPARE" and "bool" or rec.ints == "FLOAT" and "float32" or "int64"
+    assert.are.equal(want, i, name .. ": the dtype torch gives int64 inputs")
+  end)
+
+  if differentiable then
+    it(name .. ": gradients and grad_fn against torch", function()
+      local a, b = inputs()
+      a:requires_grad_(true)
+      b:requires_grad_(true)
+      local out = f(a, b)
+      assert.are.equal(e.node, out.grad_fn, name .. " grad_fn")
+      out:backward(f32(weights(12), {3, 4}))
+      fx.assert_close(a.grad, e.grads[1], GRAD_ATOL, 0, name .. " grad of a")
+      fx.assert_close(b.grad, e.grads[2], GRAD_ATOL, 0, name .. " grad of b (broadcast)")
+    end)
+    it(name .. ": gradients with a number on either side", function()
+      for _, side in ipairs({{"num_r", function(t) return f(t, NUM) end}, {"num_l", function(t) return f(NUM, t) end}}) do
+        local a = inputs()
+        a:requires_grad_(true)
+        local out = side[2](a)
+        fx.assert_close(out, e[side[1]], OUT_ATOL, 0, name .. " " .. side[1])
+        out:backward(f32(weights(12), {3, 4}))
+        fx.assert_close(a.grad, e[side[1] .. "_grad"], GRAD_ATOL, 0, name .. " " .. side[1] .. " grad")
+      end
+    end)
+    it(name .. ": gradcheck (finite differences)", function()
+      local a, b = inputs()
+      assert(attn.gradcheck(f, {a:requires_grad_(true), b:requires_grad_(true)}))
+    end)
+    if e.alpha then
+      it(name .. ": alpha = 0.5, values, gradients, grad_fn and in place", function()
+        local a, b = inputs()
+        a:requires_grad_(true)
+        b:requires_grad_(true)
+        local out = f(a, b, ALPHA)
+        assert.are.equal(e.alpha.node, out.grad_fn, name .. " alpha grad_fn")
+        fx.assert_close(out, e.alpha.out, OUT_ATOL, 0, name .. " alpha")
+        out:backward(f32(weights(12), {3, 4}))
+        fx.assert_close(a.grad, e.alpha.grads[1], GRAD_ATOL, 0, name .. " alpha grad of a")
+        fx.assert_close(b.grad, e.alpha.grads[2], GRAD_ATOL, 0, name .. " alpha grad of b")
+        local a2, b2 = inputs()
+        assert(rawequal(a2[name .. "_"](a2, b2, ALPHA), a2))
+        fx.assert_close(a2, e.alpha.out, OUT_ATOL, 0, name .. "_ alpha")
+      end)
+    end
+  end
+
+  it(name .. "_: in place equals torch's, same tensor; and with a number", function()
+    local a, b = inputs()
+    assert(rawequal(a[name .. "_"](a, b), a), name .. "_ must return the tensor it changed")
+    fx.assert_close(a, e.inplace, OUT_ATOL, 0, name .. "_")
+    local a2 = inputs()
+    assert(rawequal(a2[name .. "_"](a2, NUM), a2))
+    local want = f(inputs(), NUM)
+    assert_same(a2, want.dtype == a2.dtype and want or want:float(), name .. "_(1.25)", 0)
+  end)
+  it(name .. ": method form equals attn." .. name, function()
+    local a, b = inputs()
+    assert_same(a[name](a, b), f(a, b), name .. " method", 0)
+  end)
+  it(name .. ": non-contiguous a (transposed view), expanded b", function()
+    local a, b = inputs()
+    local av = a:t():contiguous():t()
+    local bv = b:reshape({1, 4}):expand(3, 4)
+    assert.is_false(av:is_contiguous())
+    assert.is_false(bv:is_contiguous())
+    assert_same(f(av, bv), f(a, b), name .. " of strided inputs", LAYOUT_ATOL, LAYOUT_RTOL)
+    local row = a:narrow(1, 1, 1):expand(3, 4)
+    assert_same(f(row, b), f(row:contiguous(), b), name .. " of an expanded row", LAYOUT_ATOL, LAYOUT_RTOL)
+  end)
+  it(name .. ": empty [0,4] with [4] gives [0,4]", function()
+    local _, b = inputs()
+    local out = f(attn.zeros({0, 4}), b)
+    assert.are.same({0, 4}, out:shape())
+    assert.are.equal(e.dtype, dtype_name(out))
+  end)
+  it(name .. ": 0-d with 0-d gives 0-d", function()
+    local out = f(f32({e.a.data[1]}, {}), f32({e.b.data[1]}, {}))
+    assert.are.same({}, out:shape())
+    fx.assert_close(out, {shape = {}, data = {e.out.data[1]}, dtype = e.out.dtype}, OUT_ATOL, 0, name .. " 0-d")
+  end)
+end
+
+-- ------------------------------------------------------------------ every declared op
+local drivers = {unary = unary, ARITH = binary, COMPARE = binary}
+
+describe("the op table", function()
+  it("lists ops (attn.core._ops)", function()
+    assert.is_true(#core._ops > 0)
+  end)
+  it("has a fixture entry for every op and none for an undeclared one", function()
+    local declared = {}
+    for _, rec in ipairs(core._ops) do
+      declared[rec.name] = true
+      assert(fixture[rec.name], ("op %s has no entry in spec/fixtures/op_table.lua: %s"):format(rec.name, REGEN))
+    end
+    for name in pairs(fixture) do
+      assert(declared[name], ("spec/fixtures/op_table.lua has op %s, which src/attn_ops.h does not declare: %s")
+        :format(name, REGEN))
+    end
+  end)
+end)
+
+for _, rec in ipairs(core._ops) do
+  describe("op " .. rec.name .. " (" .. rec.kind .. ")", function()
+    local driver = drivers[rec.kind]
+    if not driver then
+      it(rec.name .. ": has a generic driver", function()
+        error(("op %s has kind %s, which has no generic driver in spec/op_table_spec.lua (nor in "
+          .. "scripts/fixtures/gen_op_table.py): add one"):format(rec.name, rec.kind), 0)
+      end)
+      return
+    end
+    driver(rec)
+  end)
+end
