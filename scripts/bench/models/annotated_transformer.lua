@@ -1,7 +1,8 @@
 -- SPDX-License-Identifier: MIT
 --- The Annotated Transformer on its copy task, at the benchmark's size,
 -- ported line by line from scripts/bench/models/annotated_transformer.py
--- (the model code is spec/annotated_transformer_spec.lua's).  Token ids
+-- (spec/annotated_transformer_spec.lua loads this file and checks the model
+-- against torch's: make_model, subsequent_mask and rate).  Token ids
 -- are 1-based, so the padding id 0 is 1 and the start symbol 1 is 2.
 -- Submodules are assigned one per line: Lua's multiple assignment
 -- (`self.a, self.b = a, b`) assigns right to left, which would register
@@ -255,6 +256,9 @@ function M.step(model, criterion, optimizer, scheduler, batch)
   scheduler:step()
   return loss
 end
+
+-- the model code, for spec/annotated_transformer_spec.lua
+M.make_model, M.subsequent_mask, M.rate, M.LabelSmoothing = make_model, subsequent_mask, rate, LabelSmoothing
 
 --- the copy task's training: epochs x NBATCHES steps; returns the last loss
 function M.train(epochs, seed)
