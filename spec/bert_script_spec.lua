@@ -8,18 +8,8 @@
 local S = require "support.seed_script"
 local fx = require "support.fixture"
 
-if not S.bin then
-  describe("scripts/bert_attention.lua", function()
-    pending("ATTN_BIN is not set; run this spec through ctest (spec/tests.cmake sets it)")
-  end)
-  return
-end
-if not pcall(require, "attn.text") then
-  describe("scripts/bert_attention.lua", function()
-    pending("attn.text (the WordPiece tokenizer the script needs) is not available")
-  end)
-  return
-end
+local B = {describe = describe, it = it, pending = pending, assert = assert}
+if S.skip(B, "scripts/bert_attention.lua", {"attn.text"}) then return end
 
 local E = fx.load("bert/expected_single")
 local T, H = #E.tokens, 4
@@ -48,13 +38,7 @@ local function argmax_line(l, h)
   return table.concat(parts, " ")
 end
 
-describe("scripts/bert_attention.lua", function()
-  local r = S.run_attn("bert_attention")
-
-  it("runs cleanly", function()
-    assert.are.equal("", r.err)
-    assert.are.equal(0, r.code)
-  end)
+S.describe_run(B, "bert_attention", function(r)
 
   it("loads the test model and tokenizes the notebook's sentence into its word pieces", function()
     assert.are.equal("spec/fixtures/bert (2 layers, hidden 64, 4 heads, vocab 302; unused weights: none)",
@@ -110,5 +94,5 @@ describe("scripts/bert_attention.lua", function()
 
   local pngs = {}
   for h = 1, H do pngs[h] = ("layer2_head%d.png"):format(h) end
-  S.it_runs_alike_and_draws({it = it, pending = pending, assert = assert}, "bert_attention", r, pngs, "pics")
+  S.it_runs_alike_and_draws(B, "bert_attention", r, pngs, "pics")
 end)

@@ -10,12 +10,7 @@ local S = require "support.seed_script"
 local fx = require "support.fixture"
 local attn = require "attn"
 
-if not S.bin then
-  describe("scripts/luong_bahdanau.lua", function()
-    pending("ATTN_BIN is not set; run this spec through ctest (spec/tests.cmake sets it)")
-  end)
-  return
-end
+if S.skip({describe = describe, pending = pending}, "scripts/luong_bahdanau.lua") then return end
 
 local F = fx.load("seed_s2s")
 local FWD = 1e-6 -- float32 rounding of a few sums

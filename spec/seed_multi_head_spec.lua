@@ -7,22 +7,12 @@
 local S = require "support.seed_script"
 local fx = require "support.fixture"
 
-if not S.bin then
-  describe("scripts/multi_head_split.lua", function()
-    pending("ATTN_BIN is not set; run this spec through ctest (spec/tests.cmake sets it)")
-  end)
-  return
-end
+local B = {describe = describe, it = it, pending = pending, assert = assert}
+if S.skip(B, "scripts/multi_head_split.lua") then return end
 
 local F = fx.load("seeds_multi_head")
 
-describe("scripts/multi_head_split.lua", function()
-  local r = S.run_attn("multi_head_split")
-
-  it("runs cleanly", function()
-    assert.are.equal("", r.err)
-    assert.are.equal(0, r.code)
-  end)
+S.describe_run(B, "multi_head_split", function(r)
 
   it("splits into [B, H, L, d_k] and combines back exactly", function()
     assert.are.equal("\t[4, 5, 256]\tkey\t[4, 7, 256]\tvalue\t[4, 7, 256]", S.line(r.out, "query"))
@@ -46,5 +36,5 @@ describe("scripts/multi_head_split.lua", function()
     S.assert_printed(w, F.weights_1, "MultiheadAttention weights")
   end)
 
-  S.it_runs_alike_and_draws({it = it, pending = pending, assert = assert}, "multi_head_split", r, {"multi_head_weights.png"})
+  S.it_runs_alike_and_draws(B, "multi_head_split", r, {"multi_head_weights.png"})
 end)

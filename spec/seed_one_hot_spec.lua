@@ -5,22 +5,12 @@
 local S = require "support.seed_script"
 local fx = require "support.fixture"
 
-if not S.bin then
-  describe("scripts/one_hot_attention.lua", function()
-    pending("ATTN_BIN is not set; run this spec through ctest (spec/tests.cmake sets it)")
-  end)
-  return
-end
+local B = {describe = describe, it = it, pending = pending, assert = assert}
+if S.skip(B, "scripts/one_hot_attention.lua") then return end
 
 local F = fx.load("seeds_one_hot")
 
-describe("scripts/one_hot_attention.lua", function()
-  local r = S.run_attn("one_hot_attention")
-
-  it("runs cleanly", function()
-    assert.are.equal("", r.err)
-    assert.are.equal(0, r.code)
-  end)
+S.describe_run(B, "one_hot_attention", function(r)
 
   it("embeds the sentences with the notebook's one-hot dictionaries", function()
     assert.truthy(r.out:find([=[
@@ -56,7 +46,7 @@ describe("scripts/one_hot_attention.lua", function()
     assert.are.same({3, 8}, mh.shape)
   end)
 
-  S.it_runs_alike_and_draws({it = it, pending = pending, assert = assert}, "one_hot_attention", r, {"one_hot_weights.png"}, "pics")
+  S.it_runs_alike_and_draws(B, "one_hot_attention", r, {"one_hot_weights.png"}, "pics")
 
   it("refuses unknown arguments", function()
     local r2 = S.run_attn("one_hot_attention", {"--bogus"})

@@ -7,23 +7,13 @@
 local S = require "support.seed_script"
 local fx = require "support.fixture"
 
-if not S.bin then
-  describe("scripts/self_attention_from_scratch.lua", function()
-    pending("ATTN_BIN is not set; run this spec through ctest (spec/tests.cmake sets it)")
-  end)
-  return
-end
+local B = {describe = describe, it = it, pending = pending, assert = assert}
+if S.skip(B, "scripts/self_attention_from_scratch.lua") then return end
 
 local F = fx.load("seeds_self_attention")
 local NB = F.notebook
 
-describe("scripts/self_attention_from_scratch.lua", function()
-  local r = S.run_attn("self_attention_from_scratch")
-
-  it("runs cleanly", function()
-    assert.are.equal("", r.err)
-    assert.are.equal(0, r.code)
-  end)
+S.describe_run(B, "self_attention_from_scratch", function(r)
 
   it("prints the notebook's embedded sentence and omega, line for line", function()
     assert.are.equal("\t" .. table.concat(NB.ids, " "), S.line(r.out, "sentence_int (1-based):"))
@@ -77,6 +67,6 @@ describe("scripts/self_attention_from_scratch.lua", function()
     assert.is_true(tonumber(S.line(r.out, "attn.nn.CausalSelfAttention, same seed: max |difference| = ")) < 1e-6)
   end)
 
-  S.it_runs_alike_and_draws({it = it, pending = pending, assert = assert}, "self_attention_from_scratch", r,
+  S.it_runs_alike_and_draws(B, "self_attention_from_scratch", r,
     {"self_attention_weights.png", "causal_attention_weights.png"})
 end)

@@ -57,17 +57,7 @@ function M.has_plot()
 end
 
 --- A fresh temporary directory (remove it with rmtree).
-function M.tmpdir()
-  local p = io.popen("mktemp -d")
-  local dir = p:read("l")
-  p:close()
-  assert(dir and dir ~= "", "mktemp -d failed")
-  return dir
-end
-
-function M.rmtree(dir)
-  os.execute("rm -rf " .. q(dir))
-end
+M.tmpdir, M.rmtree = S.tmpdir, S.rmtree
 
 --- width, height of a PNG file (nil if path is not a PNG).
 function M.png_size(path)
@@ -193,6 +183,33 @@ function M.assert_printed(p, f, what)
     end
   end
   return true
+end
+
+--- The frame of a seed spec, with busted's functions in b ({describe =,
+-- pending =}): true, after a pending describe(title), when the spec cannot
+-- run (no ATTN_BIN, or a module in needs that does not load); the spec
+-- then returns.
+function M.skip(b, title, needs)
+  local why = not M.bin and "ATTN_BIN is not set; run this spec through ctest (spec/tests.cmake sets it)"
+  for _, mod in ipairs(needs or {}) do
+    why = why or (not pcall(require, mod) and (mod .. " (which the script needs) is not available"))
+  end
+  if why then b.describe(title, function() b.pending(why) end) end
+  return why and true or false
+end
+
+--- describe("scripts/<name>.lua") that runs `attn scripts/<name>.lua` once,
+-- checks it ran cleanly (empty stderr, status 0: busted's it and assert in b)
+-- and hands the result {out, err, code} to body for the rest of its cases.
+function M.describe_run(b, name, body)
+  b.describe("scripts/" .. name .. ".lua", function()
+    local r = M.run_attn(name)
+    b.it("runs cleanly", function()
+      b.assert.are.equal("", r.err)
+      b.assert.are.equal(0, r.code)
+    end)
+    body(r)
+  end)
 end
 
 --- The two checks every seed spec shares, as busted `it` blocks (call inside
