@@ -3,15 +3,9 @@
 -- Runs the binary named by ATTN_BIN (set by spec/tests.cmake) through the
 -- shell, with stdin, stdout and stderr in temporary files.
 
-local BIN = os.getenv("ATTN_BIN")
-if not BIN or BIN == "" then
-  describe("attn binary", function()
-    pending("ATTN_BIN is not set; run this spec through ctest (spec/tests.cmake sets it)")
-  end)
-  return
-end
-
 local S = require "support.sh"
+local BIN = S.env_or_pending({describe = describe, pending = pending}, "ATTN_BIN", "attn binary")
+if not BIN then return end
 local q, readfile, writefile, tmpdir, rmtree = S.q, S.readfile, S.writefile, S.tmpdir, S.rmtree
 
 -- Runs `attn <args>` (args already shell-quoted).  opts.stdin: text fed to

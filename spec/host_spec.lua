@@ -6,19 +6,14 @@
 -- a message and exit status 1 (the host survives: no signal, no abort).
 -- The C tests of the library itself are spec/c/test_host.c.
 
-local BUILD = os.getenv("ATTN_BUILD_DIR")
-local SRC = os.getenv("ATTN_SOURCE_DIR") or "."
-if not BUILD or BUILD == "" then
-  describe("example host", function()
-    pending("ATTN_BUILD_DIR is not set; run this spec through ctest (spec/tests.cmake sets it)")
-  end)
-  return
-end
+local S = require "support.sh"
+local SRC = S.SRC
+local BUILD = S.env_or_pending({describe = describe, pending = pending}, "ATTN_BUILD_DIR", "example host")
+if not BUILD then return end
 local VIZ = BUILD .. "/bin/attn_viz"
 
 local attn = require "attn"
 
-local S = require "support.sh"
 local q, writefile = S.q, S.writefile
 
 -- Runs attn_viz on a script file; returns { out, err, code }.

@@ -6,15 +6,10 @@
 -- and static host library), stock lua5.4 requiring attn, and the installed
 -- attn binary.
 
-local BUILD = os.getenv("ATTN_BUILD_DIR")
-if not BUILD or BUILD == "" then
-  describe("install", function()
-    pending("ATTN_BUILD_DIR is not set; run this spec through ctest (spec/tests.cmake sets it)")
-  end)
-  return
-end
-
 local S = require "support.sh"
+local BUILD = S.env_or_pending({describe = describe, pending = pending}, "ATTN_BUILD_DIR", "install")
+if not BUILD then return end
+
 local q, writefile, readfile, exists = S.q, S.writefile, S.readfile, S.exists
 
 -- Runs a shell command; returns { out, code } (stderr goes with stdout).

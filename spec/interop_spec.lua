@@ -24,12 +24,7 @@ function CharModel:forward(ids)
   return self.head(h + self.mlp(h))
 end
 
-local function have_torch()
-  local f = io.popen("/usr/bin/python3 -c 'import torch' 2>/dev/null && echo yes")
-  local out = f and f:read("a") or ""
-  if f then f:close() end
-  return out:match("yes") ~= nil
-end
+local function have_torch() return require("support.sh").python_has("torch") end
 
 describe("torch -> attn", function()
   local F = fx.load("interop/char_model")

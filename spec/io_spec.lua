@@ -256,13 +256,7 @@ end)
 
 -- ---------------------------------------------------------------------------
 describe("numpy reads what attn writes", function()
-  local function have_numpy()
-    local p = io.popen(PY .. " -c 'import numpy; print(numpy.__version__)' 2>/dev/null")
-    if not p then return false end
-    local v = p:read("a")
-    p:close()
-    return v:match("^%d") ~= nil
-  end
+  local function have_numpy() return S.python_has("numpy") end
 
   it("np.load, zipfile and a by-hand safetensors reader agree", function()
     if not have_numpy() then

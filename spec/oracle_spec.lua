@@ -6,13 +6,7 @@ local attn = require "attn"
 
 local PY = os.getenv("ATTN_PYTHON") or "/usr/bin/python3"
 
-local function have_torch()
-  local f = io.popen(PY .. " -c 'import torch; print(torch.__version__)' 2>/dev/null")
-  if not f then return false end
-  local v = f:read("a")
-  f:close()
-  return v:match("^%d") ~= nil
-end
+local function have_torch() return require("support.sh").python_has("torch") end
 
 local function fmt(x)
   if x ~= x then return "float('nan')" end

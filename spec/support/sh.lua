@@ -69,6 +69,25 @@ function M.capture(cmd, stdin)
   return r
 end
 
+--- The Python the specs ask (ATTN_PYTHON; else Debian's, which has torch).
+M.PY = os.getenv("ATTN_PYTHON") or "/usr/bin/python3"
+
+--- Whether M.PY can import the Python module mod (torch, numpy).
+function M.python_has(mod)
+  return (M.sh(M.q(M.PY) .. " -c " .. M.q("import " .. mod))) == 0
+end
+
+--- The value of the environment variable name (spec/tests.cmake sets it);
+-- when it is unset or empty, nil after a pending describe(title) that says
+-- so (b = {describe =, pending =}), and the spec returns.
+function M.env_or_pending(b, name, title)
+  local v = os.getenv(name)
+  if v and v ~= "" then return v end
+  b.describe(title, function()
+    b.pending(name .. " is not set; run this spec through ctest (spec/tests.cmake sets it)")
+  end)
+end
+
 --- Whether the program prog is on PATH.
 function M.have(prog) return (M.sh("command -v " .. M.q(prog))) == 0 end
 
