@@ -85,7 +85,7 @@ else()
   message(STATUS "attn.dist: MPI or mpirun not found: the mpirun specs (spec/mpi) are skipped")
 endif()
 
-# The kernel tests once more per kernel family (src/core/kernels.h), with
+# The kernel tests once more per kernel family (src/core/kernels/kernels.h), with
 # ATTN_ISA forcing it: isa/<family>/<test>.  scripts/isa_test.sh skips
 # (ctest "Skipped") a family this CPU lacks and the one the plain tests
 # above already ran with.  ctest -L isa runs only these.

@@ -29,7 +29,7 @@
 
 #include "attn.h"
 #include "check.h"
-#include "internal.h"
+#include "ops/ops.h"
 
 /* ------------------------------------------------------------------------ */
 /* Random numbers                                                            */

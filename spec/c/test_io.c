@@ -24,7 +24,7 @@
 
 #include "attn.h"
 #include "check.h"
-#include "io_internal.h"
+#include "io/io_internal.h"
 
 static char tmpdir[256];
 

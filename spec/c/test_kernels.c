@@ -13,7 +13,7 @@
 #define _GNU_SOURCE /* M_PI */
 #include "attn.h"
 #include "check.h"
-#include "kernels.h"
+#include "kernels/kernels.h"
 
 #include <float.h>
 #include <stdbool.h>

@@ -8,7 +8,7 @@
  * reference adds in the same order, so those are exact too). */
 #include "attn.h"
 #include "check.h"
-#include "internal.h"
+#include "ops/ops.h"
 
 #include <math.h>
 #include <stdlib.h>

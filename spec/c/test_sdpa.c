@@ -13,7 +13,8 @@
 
 #include "attn.h"
 #include "check.h"
-#include "internal.h"
+#include "attention/attention.h"
+#include "kernels/kernels.h"
 
 /* ------------------------------------------------------------------------ */
 /* Random numbers and tensors                                                */

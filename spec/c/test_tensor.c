@@ -6,7 +6,7 @@
 
 #include "attn.h"
 #include "check.h"
-#include "internal.h"
+#include "ops/ops.h"
 
 static int released;
 static void on_release(void *ctx, float *data) {

@@ -30,7 +30,7 @@
 
 #include <math.h>
 
-#include "internal.h"
+#include "ops/ops.h"
 
 static bool trace;
 

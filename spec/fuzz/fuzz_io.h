@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "fuzz_common.h"
-#include "io_internal.h"
+#include "io/io_internal.h"
 
 /* The input as a read-only stream (fmemopen needs a buffer of size > 0). */
 static inline FILE *fz_memfile(const uint8_t *data, size_t size) {

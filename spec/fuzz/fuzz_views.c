@@ -28,7 +28,7 @@
 #include <limits.h>
 #include <math.h>
 
-#include "internal.h"
+#include "ops/ops.h"
 
 /* ATTN_FUZZ_TRACE=1: print every call and its result (for turning a
    finding into a regression test). */

@@ -1,0 +1,224 @@
+/* SPDX-License-Identifier: MIT */
+/* OpenBLAS, loaded at run time.
+ *
+ * Why dlopen: OpenBLAS picks its kernels in a library constructor, reading
+ * OPENBLAS_CORETYPE once.  Debian 12's 0.3.21 does not know recent Intel
+ * models (Emerald Rapids, ...) and falls back to SSE3 "Prescott" kernels at
+ * ~18% of peak.  If libattn linked OpenBLAS, its constructor would run
+ * before any attn code, under `require "attn"` as in the attn binary.  By
+ * loading it ourselves we can set the core type from cpuid first.  A
+ * process that already has OpenBLAS loaded (a C host linking it) gets that
+ * copy back from dlopen, and attn reports whatever core it runs.
+ */
+#define _GNU_SOURCE
+#include "kernels/kernels.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#define ATTN_X86 1
+#endif
+
+#ifndef ATTN_OPENBLAS_PATH
+#define ATTN_OPENBLAS_PATH "libopenblas.so.0"
+#endif
+
+enum { ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112 };
+
+/* Multiply-adds per OpenBLAS call when a deadline is set (attn_sgemm):
+   about 0.1 s on one core.  Only larger products are split, because
+   OpenBLAS rounds a row block's last bits differently from the same rows
+   inside one big call. */
+#define GEMM_BLOCK_MACS ((int64_t)1 << 32)
+
+typedef void (*sgemm_fn)(int order, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
+                         const float *b, int ldb, float beta, float *c, int ldc);
+
+static struct {
+  pthread_once_t once;
+  attn_status status;
+  char error[256];
+  void *handle;
+  const char *library;
+  const char *coretype_source;
+  sgemm_fn sgemm;
+  char *(*get_corename)(void);
+  char *(*get_config)(void);
+  void (*set_num_threads)(int);
+  int (*get_num_threads)(void);
+} blas = {.once = PTHREAD_ONCE_INIT};
+
+/* The OPENBLAS_CORETYPE that suits this CPU, or NULL to let OpenBLAS
+   decide.  Only Intel CPUs are steered: that is where 0.3.21 misdetects
+   unknown family-6 models; AMD models are matched by family. */
+static const char *pick_coretype(void) {
+#ifdef ATTN_X86
+  unsigned a, b, c, d;
+  if (!__get_cpuid(0, &a, &b, &c, &d)) return NULL;
+  unsigned max_leaf = a;
+  char vendor[13];
+  memcpy(vendor, &b, 4);
+  memcpy(vendor + 4, &d, 4);
+  memcpy(vendor + 8, &c, 4);
+  vendor[12] = 0;
+  if (strcmp(vendor, "GenuineIntel") != 0 || max_leaf < 7) return NULL;
+  __cpuid(1, a, b, c, d);
+  bool osxsave = c & (1u << 27), avx = c & (1u << 28), fma = c & (1u << 12);
+  if (!osxsave || !avx) return NULL;
+  unsigned xcr0_lo, xcr0_hi;
+  __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+  bool ymm = (xcr0_lo & 0x6) == 0x6, zmm = (xcr0_lo & 0xe6) == 0xe6;
+  __cpuid_count(7, 0, a, b, c, d);
+  bool avx2 = b & (1u << 5), avx512f = b & (1u << 16), avx512dq = b & (1u << 17), avx512bw = b & (1u << 30),
+       avx512vl = b & (1u << 31), avx512cd = b & (1u << 28);
+  if (zmm && avx512f && avx512dq && avx512bw && avx512vl && avx512cd) return "SkylakeX";
+  if (ymm && avx2 && fma) return "Haswell";
+#endif
+  return NULL;
+}
+
+static void blas_load(void) {
+  const char *user = getenv("OPENBLAS_CORETYPE");
+  const char *mode = getenv("ATTN_BLAS_CORETYPE");
+  bool set_by_us = false;
+  blas.coretype_source = "openblas";
+  if (user && *user) {
+    blas.coretype_source = "user";
+  } else if (!(mode && strcmp(mode, "off") == 0)) {
+    const char *core = (mode && *mode && strcmp(mode, "auto") != 0) ? mode : pick_coretype();
+    /* If OpenBLAS is already in the process, setting the variable is
+       pointless: it initialised long ago. */
+    void *already = dlopen(ATTN_OPENBLAS_PATH, RTLD_NOW | RTLD_NOLOAD);
+    if (!already) already = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_NOLOAD);
+    if (already) {
+      dlclose(already);
+    } else if (core) {
+      setenv("OPENBLAS_CORETYPE", core, 1);
+      set_by_us = true;
+      blas.coretype_source = "attn";
+    }
+  }
+  const char *candidates[] = {getenv("ATTN_OPENBLAS"), ATTN_OPENBLAS_PATH, "libopenblas.so.0", "libopenblas.so",
+                              "libopenblasp.so.0"};
+  for (size_t i = 0; i < sizeof candidates / sizeof *candidates && !blas.handle; i++) {
+    if (!candidates[i] || !*candidates[i]) continue;
+    blas.handle = dlopen(candidates[i], RTLD_NOW | RTLD_LOCAL);
+    if (blas.handle) blas.library = candidates[i];
+  }
+  /* The variable was only for OpenBLAS's constructor; leave the user's
+     environment (and child processes) as it was. */
+  if (set_by_us) unsetenv("OPENBLAS_CORETYPE");
+  if (!blas.handle) {
+    snprintf(blas.error, sizeof blas.error, "blas: cannot load OpenBLAS (%s): %s", ATTN_OPENBLAS_PATH, dlerror());
+    blas.status = ATTN_ERR_IO;
+    return;
+  }
+  *(void **)&blas.sgemm = dlsym(blas.handle, "cblas_sgemm");
+  *(void **)&blas.get_corename = dlsym(blas.handle, "openblas_get_corename");
+  *(void **)&blas.get_config = dlsym(blas.handle, "openblas_get_config");
+  *(void **)&blas.set_num_threads = dlsym(blas.handle, "openblas_set_num_threads");
+  *(void **)&blas.get_num_threads = dlsym(blas.handle, "openblas_get_num_threads");
+  if (!blas.sgemm) {
+    snprintf(blas.error, sizeof blas.error, "blas: %s has no cblas_sgemm", blas.library);
+    blas.status = ATTN_ERR_IO;
+  }
+  if (blas.get_num_threads) attn__parallel_resize(blas.get_num_threads()); /* one count for both */
+}
+
+attn_status attn_blas_init(void) {
+  pthread_once(&blas.once, blas_load);
+  if (blas.status) return attn_set_error(blas.status, "%s", blas.error);
+  return ATTN_OK;
+}
+
+attn_status attn_blas_get_info(attn_blas_info *info) {
+  attn_status st = attn_blas_init();
+  if (st) return st;
+  info->library = blas.library;
+  info->core = blas.get_corename ? blas.get_corename() : "unknown";
+  info->config = blas.get_config ? blas.get_config() : "unknown";
+  info->coretype_source = blas.coretype_source;
+  info->num_threads = blas.get_num_threads ? blas.get_num_threads() : 1;
+  return ATTN_OK;
+}
+
+attn_status attn_set_num_threads(int n) {
+  if (n < 1 || n > ATTN_MAX_THREADS)
+    return attn_set_error(ATTN_ERR_ARG, "set_num_threads: n must be in [1, %d] (got %d)", ATTN_MAX_THREADS, n);
+  attn_status st = attn_blas_init();
+  if (st) return st;
+  if (blas.set_num_threads) {
+    int before = blas.get_num_threads ? blas.get_num_threads() : 0;
+    blas.set_num_threads(n);
+    /* OpenBLAS silently caps n at the count it was built for */
+    int got = blas.get_num_threads ? blas.get_num_threads() : n;
+    if (got != n) {
+      if (before > 0) blas.set_num_threads(before);
+      return attn_set_error(ATTN_ERR_ARG, "set_num_threads: n must be in [1, %d] for %s (got %d)", got, blas.library,
+                            n);
+    }
+  }
+  attn__parallel_resize(n); /* attn's own pool (parallel.c) follows */
+  return ATTN_OK;
+}
+
+int attn_get_num_threads(void) {
+  if (attn_blas_init() != ATTN_OK || !blas.get_num_threads) return attn__parallel_threads();
+  return blas.get_num_threads();
+}
+
+attn_status attn_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                       int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+  attn_status st = attn_blas_init();
+  if (st) return st;
+  if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX || lda > INT32_MAX || ldb > INT32_MAX || ldc > INT32_MAX)
+    return attn_set_error(ATTN_ERR_ARG, "sgemm: sizes exceed the 32-bit BLAS interface (%lld x %lld x %lld)",
+                          (long long)m, (long long)n, (long long)k);
+  /* what BLAS's xerbla would only print: row-major op(A) is [m, k], stored
+     [m, k] (lda >= k) or transposed [k, m] (lda >= m); likewise B and C */
+  if (m < 0 || n < 0 || k < 0)
+    return attn_set_error(ATTN_ERR_ARG, "sgemm: negative size (%lld x %lld x %lld)", (long long)m, (long long)n,
+                          (long long)k);
+  int64_t acols = trans_a ? m : k, bcols = trans_b ? k : n;
+  if (lda < (acols > 1 ? acols : 1) || ldb < (bcols > 1 ? bcols : 1) || ldc < (n > 1 ? n : 1))
+    return attn_set_error(ATTN_ERR_ARG,
+                          "sgemm: leading dimensions lda %lld, ldb %lld, ldc %lld too small for "
+                          "%lld x %lld x %lld%s%s",
+                          (long long)lda, (long long)ldb, (long long)ldc, (long long)m, (long long)n, (long long)k,
+                          trans_a ? " (A transposed)" : "", trans_b ? " (B transposed)" : "");
+  if (m == 0 || n == 0) return ATTN_OK;
+  int ta = trans_a ? TRANS : NO_TRANS, tb = trans_b ? TRANS : NO_TRANS;
+  int64_t kk = k > 0 ? k : 1;
+  if (attn_deadline_current() == 0 || (double)m * (double)n * (double)kk <= (double)GEMM_BLOCK_MACS) {
+    if (attn__cancelled()) return attn__limit_error("sgemm");
+    blas.sgemm(ROW_MAJOR, ta, tb, (int)m, (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+    return ATTN_OK;
+  }
+  /* Under a deadline (attn_deadline_set_current) a large product goes in
+     blocks of about GEMM_BLOCK_MACS multiply-adds, polled in between:
+     OpenBLAS cannot be stopped inside a call.  Rows of C (and of op(A))
+     first; when a single row is that big, columns too.  Each element of C
+     is computed by exactly one call, as it would be by one big call. */
+  int64_t rb = GEMM_BLOCK_MACS / (n * kk);
+  if (rb < 1) rb = 1;
+  if (rb > m) rb = m;
+  int64_t cb = rb > 1 ? n : GEMM_BLOCK_MACS / kk;
+  if (cb < 1) cb = 1;
+  if (cb > n) cb = n;
+  for (int64_t i = 0; i < m; i += rb) {
+    int64_t mi = m - i < rb ? m - i : rb;
+    const float *ai = trans_a ? a + i : a + i * lda;
+    for (int64_t j = 0; j < n; j += cb) {
+      if (attn__cancelled()) return attn__limit_error("sgemm");
+      int64_t nj = n - j < cb ? n - j : cb;
+      const float *bj = trans_b ? b + j * ldb : b + j;
+      blas.sgemm(ROW_MAJOR, ta, tb, (int)mi, (int)nj, (int)k, alpha, ai, (int)lda, bj, (int)ldb, beta, c + i * ldc + j,
+                 (int)ldc);
+    }
+  }
+  return ATTN_OK;
+}
