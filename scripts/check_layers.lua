@@ -5,7 +5,8 @@
 --   lua5.4 scripts/check_layers.lua [BUILD_DIR]     (default: build)
 --
 -- Three kinds of edges between files are read:
---   include   #include "..." in src/ (resolved beside the file, then src/)
+--   include   #include "..." in src/ (resolved beside the file, then
+--             src/core/, then src/)
 --   call      a global symbol one object file uses and another defines
 --             (nm over BUILD_DIR's objects; skipped, and said so, when
 --             there is no build)
@@ -13,16 +14,21 @@
 -- Rooms, lowest floor first (a file may import its own room or a lower
 -- floor, never a higher one or a room beside it on the same floor):
 --   0 src/attn.h                   the public C API (attn_lua.h just above it)
---   1 src/core                     tensors, autograd, kernels, in sub-floors:
---     1.0 core:base     error message, allocation, budgets, deadlines, threads
---     1.1 core:kernels  ISA dispatch, SIMD kernels, BLAS, SDPA scratch
---     1.2 core:tensor   storage, tensor lifetime, creation, raw copies
---     1.3 core:graph    autograd records and nodes, the recorders (by formula id)
---     1.4 core:ops      forward ops (they record themselves), views, io
---     1.5 core:grad     backward formulas (grad_*.c: they call the ops)
---     1.6 core:engine   the backward engine (walks the graph, accumulates)
---     (every src/core/*.c must be listed in core_floors below; a header
---     not listed there sits on core:base)
+--   1 src/core                     tensors, autograd, kernels: one room per
+--                                  folder, each on its own sub-floor
+--     1.0 src/core/base       error messages, allocation, budgets, deadlines, threads
+--     1.1 src/core/kernels    ISA dispatch, SIMD kernels, BLAS, SDPA scratch
+--     1.2 src/core/tensor     storage, tensor lifetime, creation, raw copies
+--     1.3 src/core/autograd   records and nodes, the recorders (by formula id)
+--     1.4 src/core/ops        forward ops (they record themselves), views
+--     1.5 src/core/attention  scaled dot-product attention (fused, math path)
+--     1.5 src/core/io         weight files, printing
+--     1.6 src/core/backward   backward formulas (grad_*.c: they call the ops)
+--                             and the engine (walks the graph, accumulates)
+--     Each room has one door, the header named after its folder
+--     (src/core/ops/ops.h): another room may include that header only; the
+--     room's other headers are its own.  A file in src/core outside these
+--     folders is an error (place it in a room, or add the room to core_rooms).
 --   2 src/dist, src/plot           distribution, drawing (over the core)
 --   3 src/lua                      the Lua binding (argument conversion)
 --   4 src/host                     embedding API (over the binding)
@@ -40,35 +46,26 @@ local floors = {
   ["lua/attn"] = 6,
 }
 
--- src/core's sub-floors: a file may call its own sub-floor or a lower one.
-local core_floors = {
-  {"core:base", 1.0, {"base.c", "budget.c", "deadline.c", "parallel.c", "internal.h"}},
-  {"core:kernels", 1.1, {"isa.c", "kernels_portable.c", "kernels_avx2.c", "kernels_avx512.c", "blas.c",
-    "sdpa_scratch.c", "kernels.h", "elementwise_kernels.h", "reduce_kernels.h", "softmax_kernels.h",
-    "reduce_spec.h", "sdpa_plan.h", "sdpa_tiles.h", "norm_kernels.h", "vmath.h", "gemm_kernels.h"}},
-  {"core:tensor", 1.2, {"tensor.c"}},
-  {"core:graph", 1.3, {"graph.c", "record.c"}},
-  {"core:ops", 1.4, {"elementwise.c", "reduce.c", "softmax.c", "shape_ops.c", "views.c", "linalg.c", "sdpa.c",
-    "sdpa_math.c", "random.c", "scatter.c", "sort.c", "embedding.c", "norm.c", "optim_step.c", "io.c", "io_npy.c",
-    "io_safetensors.c", "print.c", "index_io.h", "io_internal.h"}},
-  {"core:grad", 1.5, {"grad_elementwise.c", "grad_reduce.c", "grad_shape.c", "grad_views.c"}},
-  {"core:engine", 1.6, {"autograd.c"}},
+-- src/core's rooms (folders), lowest sub-floor first: a file may include
+-- or call its own room or a room on a lower sub-floor, never one beside it.
+local core_rooms = {
+  {"base", 1.0}, {"kernels", 1.1}, {"tensor", 1.2}, {"autograd", 1.3}, {"ops", 1.4},
+  {"attention", 1.5}, {"io", 1.5}, {"backward", 1.6},
 }
-local core_room = {}
-for _, f in ipairs(core_floors) do
-  floors[f[1]] = f[2]
-  for _, name in ipairs(f[3]) do core_room["src/core/" .. name] = f[1] end
+local doors = {} -- room -> its door header
+for _, r in ipairs(core_rooms) do
+  local room = "src/core/" .. r[1]
+  floors[room] = r[2]
+  doors[room] = room .. "/" .. r[1] .. ".h"
 end
-local unplaced = {} -- src/core/*.c files with no sub-floor
+local unplaced = {} -- src/core files outside the rooms
 
 local function room_of(path)
   if floors[path] then return path end
   local dir = path:match("^(.*)/[^/]+$")
-  if dir == "src/core" then
-    if core_room[path] then return core_room[path] end
-    if path:match("%.h$") then return "core:base" end
+  if dir == "src/core" or (dir and dir:match("^src/core/") and not floors[dir]) then
     unplaced[path] = true
-    return "core:base"
+    return nil
   end
   return floors[dir] and dir or nil
 end
@@ -102,6 +99,7 @@ local is_file = {}
 for _, f in ipairs(files) do is_file[f] = true end
 
 local edges = {} -- edges[a][b] = kind
+local private = {} -- includes of another core room's own headers
 local function add_edge(a, b, kind)
   if a == b then return end
   edges[a] = edges[a] or {}
@@ -114,11 +112,15 @@ for _, f in ipairs(files) do
     local dir = f:match("^(.*)/[^/]+$")
     for inc in (read(f) or ""):gmatch('#%s*include%s*"([^"]+)"') do
       local target
-      for _, base in ipairs({ dir, "src" }) do
+      for _, base in ipairs({ dir, "src/core", "src" }) do
         local p = (base .. "/" .. inc):gsub("[^/]+/%.%./", "")
         if is_file[p] then target = p break end
       end
-      if target then add_edge(f, target, "include") end
+      if target then
+        add_edge(f, target, "include")
+        local rf, rt = room_of(f), room_of(target)
+        if doors[rt] and rf ~= rt and target ~= doors[rt] then private[#private + 1] = { f, target, rt } end
+      end
     end
   end
 end
@@ -181,7 +183,15 @@ for f in pairs(unplaced) do unplaced_list[#unplaced_list + 1] = f end
 table.sort(unplaced_list)
 for _, f in ipairs(unplaced_list) do
   bad = bad + 1
-  print(("no floor: %s is not in check_layers.lua's core_floors (place it on a sub-floor)"):format(f))
+  local names = {}
+  for _, r in ipairs(core_rooms) do names[#names + 1] = r[1] end
+  print(("no room: %s is outside src/core's rooms (move it into one: %s; or add its folder to core_rooms)"):format(f,
+    table.concat(names, ", ")))
+end
+table.sort(private, function(x, y) return x[1] .. x[2] < y[1] .. y[2] end)
+for _, p in ipairs(private) do
+  bad = bad + 1
+  print(("private header: %s -> %s (%s's own header; include its door, %s)"):format(p[1], p[2], p[3], doors[p[3]]))
 end
 local sorted_files = {}
 for _, f in ipairs(files) do sorted_files[#sorted_files + 1] = f end

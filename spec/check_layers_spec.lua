@@ -1,7 +1,8 @@
 -- SPDX-License-Identifier: MIT
 -- scripts/check_layers.lua: the layering check catches what it is meant to
 -- (circles of requires, includes and calls, calls up a core sub-floor, a
--- core file with no floor) in scratch repositories, and passes on this tree.
+-- core file outside the rooms, an include past a room's door) in scratch
+-- repositories, and passes on this tree.
 local SRC = os.getenv("ATTN_SOURCE_DIR") or "."
 local BUILD = os.getenv("ATTN_BUILD_DIR") or (SRC .. "/build")
 local CHECK = SRC .. "/scripts/check_layers.lua"
@@ -87,21 +88,24 @@ describe("check_layers", function()
 
   it("finds a call up a core sub-floor and the circle it closes", function()
     local dir = scratch({
-      -- tensor.c (core:tensor) calling graph.c (core:graph) is a call up
-      ["src/core/tensor.c"] = "void attn_graph_thing(void);\nvoid attn_tensor_thing(void) { attn_graph_thing(); }\n",
-      ["src/core/graph.c"] = "void attn_tensor_thing(void);\nvoid attn_graph_thing(void) { attn_tensor_thing(); }\n",
+      -- tensor.c (core/tensor) calling graph.c (core/autograd) is a call up
+      ["src/core/tensor/tensor.c"] =
+        "void attn_graph_thing(void);\nvoid attn_tensor_thing(void) { attn_graph_thing(); }\n",
+      ["src/core/autograd/graph.c"] =
+        "void attn_tensor_thing(void);\nvoid attn_graph_thing(void) { attn_tensor_thing(); }\n",
     })
     local rc, out = check(dir)
     cleanup(dir)
     assert.equal(1, rc, out)
-    assert.matches("up or sideways: src/core/tensor.c %-> src/core/graph.c %(call", out)
+    assert.matches("up or sideways: src/core/tensor/tensor.c %-> src/core/autograd/graph.c %(call", out)
     assert.matches("circle of 2 files", out)
   end)
 
   it("allows the same call downwards", function()
     local dir = scratch({
-      ["src/core/tensor.c"] = "void attn_tensor_thing(void) {}\n",
-      ["src/core/graph.c"] = "void attn_tensor_thing(void);\nvoid attn_graph_thing(void) { attn_tensor_thing(); }\n",
+      ["src/core/tensor/tensor.c"] = "void attn_tensor_thing(void) {}\n",
+      ["src/core/autograd/graph.c"] =
+        "void attn_tensor_thing(void);\nvoid attn_graph_thing(void) { attn_tensor_thing(); }\n",
     })
     local rc, out = check(dir)
     cleanup(dir)
@@ -110,8 +114,8 @@ describe("check_layers", function()
 
   it("finds an include circle", function()
     local dir = scratch({
-      ["src/core/a.h"] = '#include "b.h"\n',
-      ["src/core/b.h"] = '#include "a.h"\n',
+      ["src/core/ops/a.h"] = '#include "b.h"\n',
+      ["src/core/ops/b.h"] = '#include "a.h"\n',
     })
     local rc, out = check(dir)
     cleanup(dir)
@@ -119,11 +123,45 @@ describe("check_layers", function()
     assert.matches("circle of 2 files", out)
   end)
 
-  it("refuses a core C file that has no sub-floor", function()
-    local dir = scratch({["src/core/newthing.c"] = "int attn_newthing(void) { return 1; }\n"})
+  it("refuses a core file outside the rooms", function()
+    local dir = scratch({
+      ["src/core/newthing.c"] = "int attn_newthing(void) { return 1; }\n",
+      ["src/core/misc/other.h"] = "int attn_other(void);\n",
+      ["src/core/base/base.h"] = "int attn_base(void);\n",
+    })
     local rc, out = check(dir)
     cleanup(dir)
     assert.equal(1, rc, out)
-    assert.matches("no floor: src/core/newthing.c", out)
+    assert.matches("no room: src/core/newthing.c", out)
+    assert.matches("no room: src/core/misc/other.h", out)
+  end)
+
+  it("refuses an include of another room's own header, not of its door", function()
+    local dir = scratch({
+      ["src/core/kernels/kernels.h"] = "int attn_k(void);\n",
+      ["src/core/kernels/vmath.h"] = "int attn_v(void);\n",
+      ["src/core/kernels/tiles.h"] = '#include "vmath.h"\n#include "kernels.h"\n',
+      ["src/core/ops/ops.h"] = '#include "kernels/kernels.h"\n#include "kernels/vmath.h"\nint attn_o(void);\n',
+    })
+    local rc, out = check(dir)
+    cleanup(dir)
+    assert.equal(1, rc, out)
+    assert.matches("private header: src/core/ops/ops.h %-> src/core/kernels/vmath.h", out)
+    assert.not_matches("kernels/kernels.h %(", out)
+    assert.not_matches("tiles.h %->", out)
+    assert.matches("1 problem\n", out)
+  end)
+
+  it("refuses an include up or sideways between rooms", function()
+    local dir = scratch({
+      ["src/core/io/io.h"] = "int attn_io(void);\n",
+      ["src/core/attention/attention.h"] = '#include "io/io.h"\n',
+      ["src/core/base/base.h"] = '#include "attention/attention.h"\n',
+    })
+    local rc, out = check(dir)
+    cleanup(dir)
+    assert.equal(1, rc, out)
+    assert.matches("up or sideways: src/core/attention/attention.h %-> src/core/io/io.h %(include", out)
+    assert.matches("up or sideways: src/core/base/base.h %-> src/core/attention/attention.h %(include", out)
   end)
 end)
