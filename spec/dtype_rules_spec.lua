@@ -183,7 +183,7 @@ local OPS = {
 -- args of the op).  Each listed case must still differ (a closed gap fails).
 local INT_MATMUL = "no integer matrix product: the products run on float32 BLAS/SIMD kernels only (torch's CPU "
   .. "int64 matmul is rare in attention code); attn refuses by name, write x:float()"
-local INT_SCATTER = "the scatter/index kernels of src/core/scatter.c are float32 only (attn__float_only): attn "
+local INT_SCATTER = "the scatter/index kernels of src/core/ops/scatter.c are float32 only (attn__float_only): attn "
   .. "refuses int64 and bool by name, torch keeps the dtype"
 local GAPS = {
   matmul = {["i,i"] = INT_MATMUL}, mm = {["i,i"] = INT_MATMUL}, bmm = {["i,i"] = INT_MATMUL},
@@ -199,9 +199,9 @@ local GAPS = {
   scatter_reduce = {["i,i"] = INT_SCATTER, ["b,b"] = INT_SCATTER},
   scatter_reduce_ = {["i,i"] = INT_SCATTER, ["b,b"] = INT_SCATTER},
   diag = {i = "diag writes its result with index_copy: " .. INT_SCATTER, b = "diag: " .. INT_SCATTER},
-  embedding = {i = "embedding's gather kernel (src/core/embedding.c) is float32 only; an int64 or bool weight "
+  embedding = {i = "embedding's gather kernel (src/core/ops/embedding.c) is float32 only; an int64 or bool weight "
     .. "table is refused by name", b = "embedding: float32 weights only"},
-  bernoulli_ = {i = "bernoulli_ draws into float32 only (src/core/random.c); refused by name",
+  bernoulli_ = {i = "bernoulli_ draws into float32 only (src/core/ops/random.c); refused by name",
     b = "bernoulli_ draws into float32 only; refused by name"},
   random_ = {b = "random_ draws into float32 and int64; a bool target is refused by name"},
   ["F.l1_loss"] = {["b,f"] = "attn computes a mixed pair in float32 (loss helper `pair`); torch's l1 subtracts "

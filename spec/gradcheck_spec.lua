@@ -183,7 +183,7 @@ for _, d in ipairs({1, 2, -1}) do
 end
 case("softmax 3-d middle dim", function(x) return x:softmax(2) end, function() return {randn(2, 3, 4)} end)
 case("log_softmax 3-d middle dim", function(x) return x:log_softmax(2) end, function() return {randn(2, 3, 4)} end)
--- LayerNorm's fused op (src/core/norm.c): input, weight and bias; over
+-- LayerNorm's fused op (src/core/ops/norm.c): input, weight and bias; over
 -- one and over two trailing dims; without affine parameters
 case("layer_norm weight and bias", function(x, w, b) return attn.F.layer_norm(x, 5, w, b) end,
   function() return {randn(3, 5), randn(5), randn(5)} end)

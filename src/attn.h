@@ -432,7 +432,7 @@ attn_status attn_chunk(const attn_tensor *t, int64_t chunks, int dim, int *n, at
 /* torch.Tensor.repeat: nreps >= ndim */
 attn_status attn_repeat(const attn_tensor *t, int nreps, const int64_t *reps, attn_tensor **out);
 attn_status attn_flip(const attn_tensor *t, int ndims, const int *dims, attn_tensor **out);
-/* Sorting along dim (src/core/sort.c).  Indices are 0-based int64 tensors;
+/* Sorting along dim (src/core/ops/sort.c).  Indices are 0-based int64 tensors;
    NaN counts as larger than every number; equal values keep input order.
    Any dtype is ordered as float32, values keep the input's dtype.  The
    values record a backward (the gradient goes to the indexed places). */
@@ -443,7 +443,7 @@ attn_status attn_topk(const attn_tensor *t, int64_t k, int dim, bool largest, at
 /* the k-th smallest along dim, k in 1..size as in torch */
 attn_status attn_kthvalue(const attn_tensor *t, int64_t k, int dim, bool keepdim, attn_tensor **values,
                           attn_tensor **indices);
-/* Scatter and index ops (src/core/scatter.c), torch's shapes: index has
+/* Scatter and index ops (src/core/ops/scatter.c), torch's shapes: index has
    self's ndim, index.size(d) <= src.size(d), and <= self.size(d) for d !=
    dim; out[p with p_dim = index[p]] = src[p] (scatter), += (scatter_add),
    or reduced with reduce "sum", "prod", "mean", "amax", "amin"

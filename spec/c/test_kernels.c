@@ -4,7 +4,7 @@
  * unary forward rows (unary_rows) and their derivatives (unary_grad_rows),
  * contiguous and strided, on special values (0, -0, +-inf, NaN, denormals,
  * the ends of exp's range) and on a sweep of ordinary ones.  The x86
- * families compute exp, log, tanh and erf with libmvec (src/core/vmath.h),
+ * families compute exp, log, tanh and erf with libmvec (src/core/kernels/vmath.h),
  * the portable one with libm: both must stay within a few float ulp of the
  * exact result, or within an absolute 1e-7 of it near zero crossings.
  * LayerNorm rows (norm_kernels.h), forward and backward, against the

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Fuzz target: broadcasting and strided elementwise kernels, and batched
- * matmul (src/core/elementwise.c, tensor.c's copy/iteration helpers,
+ * matmul (src/core/ops/elementwise.c, tensor.c's copy/iteration helpers,
  * linalg.c).
  *
  * The input gives a common shape (up to 5 dims), then up to 16 steps, each

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Fuzz target: the .npy reader (src/core/io_npy.c, attn__npy_read).
+/* Fuzz target: the .npy reader (src/core/io/io_npy.c, attn__npy_read).
  *
  * The input is a whole .npy file read from memory as attn_npy_load reads
  * a file.  Model: a failure has a message naming the function; a loaded

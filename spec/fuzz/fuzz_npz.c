@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Fuzz target: the .npz reader (src/core/io_npy.c, attn__npz_read): zip
+/* Fuzz target: the .npz reader (src/core/io/io_npy.c, attn__npz_read): zip
  * central directory, ZIP64 records and extra fields, local headers, stored
  * and deflated members, CRC-32, and the .npy inside each member.
  *

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Fuzz target: the safetensors reader (src/core/io_safetensors.c).
+/* Fuzz target: the safetensors reader (src/core/io/io_safetensors.c).
  *
  * The input is a whole file, parsed from memory twice: header only
  * (attn_safetensors_info's path) and with the data.  Model:

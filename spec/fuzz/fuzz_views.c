@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Fuzz target: shape, stride and view arithmetic of the C core
- * (src/core/tensor.c, src/core/shape_ops.c) with random arguments.
+ * (src/core/tensor/tensor.c, src/core/ops/shape_ops.c) with random arguments.
  *
  * The input is a program: a base tensor (shape from the bytes, values
  * 0, 1, 2, ... so every element says where it came from, optionally

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Lua binding: sorting, scatter and index ops, nonzero, masked_select,
- * bucketize (src/core/sort.c, src/core/scatter.c).
+ * bucketize (src/core/ops/sort.c, src/core/ops/scatter.c).
  *
  * Every function is both attn.f(t, ...) and t:f(...).  Dims are 1-based
  * (negative from the end); index arguments hold 1-based values; indices
