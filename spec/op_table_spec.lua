@@ -105,6 +105,14 @@ local function assert_outcome(fn, expect, what)
   end
 end
 
+--- Asserts that fn() raises, for the reason the message's keyword names.
+local function assert_refuses(fn, keyword, what)
+  local ok, err = pcall(fn)
+  assert(not ok, what .. ": torch refuses it, attn did not")
+  assert(tostring(err):find(keyword, 1, true), ("%s: the message should say '%s': %s"):format(what, keyword,
+    tostring(err)))
+end
+
 --- The entry of op rec in the fixture, checked against the inputs this
 -- spec builds (the generator and the spec must agree on them).
 local function entry(rec)
@@ -205,6 +213,22 @@ local function unary(rec)
     local r = t[base .. "_"](t, table.unpack(opts))
     assert(rawequal(r, t), name .. "_ must return the tensor it changed")
     assert_same(t, f(x()), name .. "_", 0)
+  end)
+  if differentiable then
+    it(name .. "_: in place on a non-leaf, gradient and grad_fn as out of place", function()
+      local t = x():requires_grad_(true)
+      local y = t:clone()
+      y[base .. "_"](y, table.unpack(opts))
+      assert.are.equal(e.node, y.grad_fn, name .. "_ grad_fn") -- torch names NAME_'s node as NAME's
+      y:backward(f32(weights(12), {3, 4}))
+      fx.assert_close(t.grad, e.grads[1], GRAD_ATOL, 0, name .. "_ grad")
+    end)
+  end
+  it(name .. "_: refuses a leaf that requires grad and an expanded tensor, as torch", function()
+    local leaf = x():requires_grad_(true)
+    assert_refuses(function() leaf[base .. "_"](leaf, table.unpack(opts)) end, "leaf", name .. "_ of a leaf")
+    local v = x():narrow(1, 1, 1):expand(3, 4)
+    assert_refuses(function() v[base .. "_"](v, table.unpack(opts)) end, "expanded", name .. "_ of an expanded row")
   end)
   it(name .. ": method form equals attn." .. base, function()
     local t = x()
@@ -378,6 +402,29 @@ local function binary(rec)
     local want = f(inputs(), NUM)
     assert_same(a2, want.dtype == a2.dtype and want or want:float(), name .. "_(1.25)", 0)
   end)
+  if differentiable then
+    it(name .. "_: in place on a non-leaf, gradients and grad_fn as out of place", function()
+      local a, b = inputs()
+      a:requires_grad_(true)
+      b:requires_grad_(true)
+      local y = a:clone()
+      y[name .. "_"](y, b)
+      assert.are.equal(e.node, y.grad_fn, name .. "_ grad_fn") -- torch names NAME_'s node as NAME's
+      y:backward(f32(weights(12), {3, 4}))
+      fx.assert_close(a.grad, e.grads[1], GRAD_ATOL, 0, name .. "_ grad of a")
+      fx.assert_close(b.grad, e.grads[2], GRAD_ATOL, 0, name .. "_ grad of b")
+    end)
+  end
+  it(name .. "_: refuses a leaf that requires grad, an expanded self and a self smaller than b, as torch",
+    function()
+      local a = inputs()
+      local leaf = inputs():requires_grad_(true)
+      assert_refuses(function() leaf[name .. "_"](leaf, a) end, "leaf", name .. "_ of a leaf")
+      local v = inputs():narrow(1, 1, 1):expand(3, 4)
+      assert_refuses(function() v[name .. "_"](v, a) end, "expanded", name .. "_ of an expanded row")
+      local row = inputs():select(1, 1):clone()
+      assert_refuses(function() row[name .. "_"](row, a) end, "does not fit", name .. "_ of [4] by [3,4]")
+    end)
   it(name .. ": method form equals attn." .. name, function()
     local a, b = inputs()
     assert_same(a[name](a, b), f(a, b), name .. " method", 0)
