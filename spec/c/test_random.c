@@ -36,40 +36,47 @@ static bool same_bits(const attn_tensor *a, const attn_tensor *b) {
   return true;
 }
 
+/* n draws from a and from b (normal_(0, 1) or uniform_(0, 1)) are the same
+   bit for bit. */
+static bool same_draws(attn_generator *a, attn_generator *b, int64_t n, bool normal) {
+  attn_tensor *x = vec(n), *y = vec(n);
+  CHECK_OK(normal ? attn_normal_(x, 0, 1, a) : attn_uniform_(x, 0, 1, a));
+  CHECK_OK(normal ? attn_normal_(y, 0, 1, b) : attn_uniform_(y, 0, 1, b));
+  bool same = same_bits(x, y);
+  attn_tensor_release(x);
+  attn_tensor_release(y);
+  return same;
+}
+
 static void test_acceptance(void) {
-  /* torch.manual_seed(123); torch.rand(3) / randn(16) / randn(6) */
-  static const uint32_t rand3[] = {0x3e979bfc, 0x3f043d6d, 0x3e80dafc};
-  static const uint32_t randn16[] = {0x3eacbbc9, 0xbe360b3b, 0xbe9b67f8};
-  static const uint32_t randn6[] = {0xbde448df, 0x3df680d9, 0xbebd40bc, 0xbe763021, 0xbf9934d1, 0x3e564ab5};
-  attn_generator *dg = attn_default_generator();
+  /* torch.manual_seed(123); torch.rand(3) / randn(16) / randn(6): the
+     first bits and the first three values as torch prints them */
+  static const struct {
+    bool normal, default_by_name; /* default_by_name: pass the default generator, not NULL */
+    int64_t n;
+    int nbits;
+    uint32_t bits[6];
+    double printed[3];
+  } cases[] = {
+      {false, false, 3, 3, {0x3e979bfc, 0x3f043d6d, 0x3e80dafc}, {0.2961, 0.5166, 0.2517}},
+      {true, true, 16, 3, {0x3eacbbc9, 0xbe360b3b, 0xbe9b67f8}, {0.3374, -0.1778, -0.3035}},
+      {true,
+       false,
+       6,
+       6,
+       {0xbde448df, 0x3df680d9, 0xbebd40bc, 0xbe763021, 0xbf9934d1, 0x3e564ab5},
+       {-0.1115, 0.1204, -0.3696}},
+  };
   attn_tensor *t;
-
-  attn_generator_seed(NULL, 123);
-  t = vec(3);
-  CHECK_OK(attn_uniform_(t, 0, 1, NULL));
-  for (int i = 0; i < 3; i++) CHECK(bits_of(attn_tensor_get_flat(t, i)) == rand3[i]);
-  CHECK_NEAR(attn_tensor_get_flat(t, 0), 0.2961, 5e-5);
-  CHECK_NEAR(attn_tensor_get_flat(t, 1), 0.5166, 5e-5);
-  CHECK_NEAR(attn_tensor_get_flat(t, 2), 0.2517, 5e-5);
-  attn_tensor_release(t);
-
-  attn_generator_seed(dg, 123); /* the default generator, named explicitly */
-  t = vec(16);
-  CHECK_OK(attn_normal_(t, 0, 1, dg));
-  for (int i = 0; i < 3; i++) CHECK(bits_of(attn_tensor_get_flat(t, i)) == randn16[i]);
-  CHECK_NEAR(attn_tensor_get_flat(t, 0), 0.3374, 5e-5);
-  CHECK_NEAR(attn_tensor_get_flat(t, 1), -0.1778, 5e-5);
-  CHECK_NEAR(attn_tensor_get_flat(t, 2), -0.3035, 5e-5);
-  attn_tensor_release(t);
-
-  attn_generator_seed(NULL, 123);
-  t = vec(6);
-  CHECK_OK(attn_normal_(t, 0, 1, NULL));
-  for (int i = 0; i < 6; i++) CHECK(bits_of(attn_tensor_get_flat(t, i)) == randn6[i]);
-  CHECK_NEAR(attn_tensor_get_flat(t, 0), -0.1115, 5e-5);
-  CHECK_NEAR(attn_tensor_get_flat(t, 1), 0.1204, 5e-5);
-  CHECK_NEAR(attn_tensor_get_flat(t, 2), -0.3696, 5e-5);
-  attn_tensor_release(t);
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    attn_generator *g = cases[c].default_by_name ? attn_default_generator() : NULL;
+    attn_generator_seed(g, 123);
+    t = vec(cases[c].n);
+    CHECK_OK(cases[c].normal ? attn_normal_(t, 0, 1, g) : attn_uniform_(t, 0, 1, g));
+    for (int i = 0; i < cases[c].nbits; i++) CHECK(bits_of(attn_tensor_get_flat(t, i)) == cases[c].bits[i]);
+    for (int i = 0; i < 3; i++) CHECK_NEAR(attn_tensor_get_flat(t, i), cases[c].printed[i], 5e-5);
+    attn_tensor_release(t);
+  }
 
   /* torch.manual_seed(123); torch.nn.Embedding(50000, 3).weight[:6]
      (/work/shared/seeds/001: rows of the embedded sentence) */
@@ -94,12 +101,7 @@ static void test_default_seed(void) {
   CHECK_OK(attn_generator_new(67280421310721ull, &a));
   CHECK_OK(attn_generator_new(67280421310721ull, &b));
   CHECK(attn_generator_initial_seed(a) == 67280421310721ull);
-  attn_tensor *x = vec(20), *y = vec(20);
-  CHECK_OK(attn_uniform_(x, 0, 1, a));
-  CHECK_OK(attn_uniform_(y, 0, 1, b));
-  CHECK(same_bits(x, y));
-  attn_tensor_release(x);
-  attn_tensor_release(y);
+  CHECK(same_draws(a, b, 20, false));
   attn_generator_free(a);
   attn_generator_free(b);
   attn_generator_free(attn_default_generator()); /* ignored: it lives forever */
@@ -112,12 +114,7 @@ static void test_seed_truncation(void) {
   CHECK_OK(attn_generator_new(5, &a));
   CHECK_OK(attn_generator_new((1ull << 32) + 5, &b));
   CHECK(attn_generator_initial_seed(b) == (1ull << 32) + 5);
-  attn_tensor *x = vec(40), *y = vec(40);
-  CHECK_OK(attn_normal_(x, 0, 1, a));
-  CHECK_OK(attn_normal_(y, 0, 1, b));
-  CHECK(same_bits(x, y));
-  attn_tensor_release(x);
-  attn_tensor_release(y);
+  CHECK(same_draws(a, b, 40, true));
   attn_generator_free(a);
   attn_generator_free(b);
 }
@@ -489,12 +486,7 @@ static void test_unseeded_default(void) {
   CHECK(attn_generator_initial_seed(NULL) == 67280421310721ull);
   attn_generator *g;
   CHECK_OK(attn_generator_new(67280421310721ull, &g));
-  attn_tensor *a = vec(5), *b = vec(5);
-  CHECK_OK(attn_normal_(a, 0, 1, NULL));
-  CHECK_OK(attn_normal_(b, 0, 1, g));
-  CHECK(same_bits(a, b));
-  attn_tensor_release(a);
-  attn_tensor_release(b);
+  CHECK(same_draws(NULL, g, 5, true));
   attn_generator_free(g);
 }
 
