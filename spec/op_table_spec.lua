@@ -23,6 +23,7 @@ local LAYOUT_ATOL, LAYOUT_RTOL = 1e-7, 2 ^ -20
 local NUM, ALPHA = 1.25, 0.5 -- as in the generator
 local INT_X, INT_B = {-2, -1, 0, 1, 2, 3}, {1, 2, 3, 1, 2, 3}
 local BOOL_X, BOOL_B = {false, true, true, false}, {false, false, true, true}
+local MIX_I64_A, MIX_I64_B = {-2, -1, 0, 3}, {1, 2, 3, 1}
 local NAN, INF = 0 / 0, math.huge
 local SPECIAL_X = {NAN, INF, -INF, 0.0, -0.0, 1e-20, -1e-20, 1e20, -1e20}
 local SPECIAL_A = {NAN, 1.0, INF, -INF, 0.0, INF, -1.0, 2.0, -0.0}
@@ -317,10 +318,20 @@ local function binary(rec)
       end, e[dt .. "_"], name .. "_ of " .. dt)
     end)
   end
-  it(name .. ": int64 with the number 2 and with 1.5", function()
-    assert_outcome(function() return f(ints(INT_X), 2) end, e.int64_num, name .. "(int64, 2)")
-    assert_outcome(function() return f(ints(INT_X), 1.5) end, e.int64_numf, name .. "(int64, 1.5)")
-  end)
+  -- mixed dtypes and numbers beside int64 and bool tensors (l, r: "f32",
+  -- "i64", "bool" or a number; 4 elements, as the generator builds them)
+  local function operand(d, left)
+    if d == "f32" then return f32(samples(4, rec.lo, rec.hi), {4}) end
+    if d == "i64" then return ints(left and MIX_I64_A or MIX_I64_B) end
+    if d == "bool" then return bools(left and BOOL_X or BOOL_B) end
+    return d
+  end
+  for _, m in ipairs(e.mixed) do
+    local desc = ("%s(%s, %s)"):format(name, tostring(m.l), tostring(m.r))
+    it(("%s: mixed %s (torch: %s)"):format(name, desc, m.error and "raises" or m.out.dtype), function()
+      assert_outcome(function() return f(operand(m.l, true), operand(m.r, false)) end, m, desc)
+    end)
+  end
   it(name .. ": ints = " .. rec.ints .. " agrees with torch", function()
     local i = e.int64.out and e.int64.out.dtype or "error"
     local want = rec.kind == "COMPARE" and "bool" or rec.ints == "FLOAT" and "float32" or "int64"
