@@ -33,8 +33,15 @@
 --   3 src/lua                      the Lua binding (argument conversion)
 --   4 src/host                     embedding API (over the binding)
 --   5 src/cli, src/examples        programs
--- The Lua package lua/attn is its own house over the binding (attn.core);
--- its files must not require each other in a circle.
+-- The Lua package lua/attn is its own house over the binding (attn.core):
+--   6   lua/attn and its folders   the framework: tensor helpers, nn (nn/),
+--       but app/                   F, optim, data, dist, init, gradcheck,
+--                                  attention (attention/)
+--   6.5 lua/attn/app               applications: text, bert, seq2seq, plot
+--   7   lua:door                   the names users require: init.lua, nn.lua
+--                                  and the aliases listed in lua_doors
+-- so the framework never requires an application, and no file requires a
+-- door; its files must not require each other in a circle.
 -- Prints every bad edge and circle; exits 1 if there is one.
 
 local build = arg[1] or "build"
@@ -43,8 +50,14 @@ local floors = {
   ["src/attn.h"] = 0, ["src/attn_lua.h"] = 0.5,
   ["src/core"] = 1, ["src/dist"] = 2, ["src/plot"] = 2, ["src/lua"] = 3,
   ["src/host"] = 4, ["src/cli"] = 5, ["src/examples"] = 5,
-  ["lua/attn"] = 6,
+  ["lua/attn"] = 6, ["lua/attn/app"] = 6.5, ["lua:door"] = 7,
 }
+-- lua/attn's doors: the aggregators (attn, attn.nn) and the names of the
+-- applications kept for `require "attn.bert"` (each returns attn.app.<name>).
+local lua_doors = {}
+for _, name in ipairs({"init", "nn", "bert", "text", "seq2seq", "plot"}) do
+  lua_doors["lua/attn/" .. name .. ".lua"] = true
+end
 
 -- src/core's rooms (folders), lowest sub-floor first: a file may include
 -- or call its own room or a room on a lower sub-floor, never one beside it.
@@ -62,6 +75,9 @@ local unplaced = {} -- src/core files outside the rooms
 
 local function room_of(path)
   if floors[path] then return path end
+  if lua_doors[path] then return "lua:door" end
+  -- the framework's folders (lua/attn/nn, lua/attn/attention): pieces of attn.nn, attn.attention
+  if path:match("^lua/attn/[%w_]+/[^/]+%.lua$") and not path:match("^lua/attn/app/") then return "lua/attn" end
   local dir = path:match("^(.*)/[^/]+$")
   if dir == "src/core" or (dir and dir:match("^src/core/") and not floors[dir]) then
     unplaced[path] = true
@@ -157,8 +173,8 @@ end
 -- requires ------------------------------------------------------------------
 local function module_file(name)
   if name == "attn" then return "lua/attn/init.lua" end
-  local sub = name:match("^attn%.([%w_]+)$")
-  return sub and "lua/attn/" .. sub .. ".lua" or nil
+  local sub = name:match("^attn%.([%w_.]+)$")
+  return sub and "lua/attn/" .. sub:gsub("%.", "/") .. ".lua" or nil
 end
 for _, f in ipairs(files) do
   if f:match("%.lua$") then

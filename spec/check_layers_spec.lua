@@ -86,6 +86,33 @@ describe("check_layers", function()
     assert.equal(0, rc, out)
   end)
 
+  it("finds the framework requiring an application or a door", function()
+    local dir = scratch({
+      ["lua/attn/optim.lua"] = 'local text = require "attn.app.text"\nreturn {}\n',
+      ["lua/attn/nn/module.lua"] = 'local nn = require "attn.nn"\nreturn {}\n',
+      ["lua/attn/app/text.lua"] = 'return {}\n',
+      ["lua/attn/nn.lua"] = 'return require "attn.nn.module"\n',
+    })
+    local rc, out = check(dir)
+    cleanup(dir)
+    assert.equal(1, rc, out)
+    assert.matches("up or sideways: lua/attn/optim.lua %-> lua/attn/app/text.lua %(require", out)
+    assert.matches("up or sideways: lua/attn/nn/module.lua %-> lua/attn/nn.lua %(require", out)
+  end)
+
+  it("allows an application over the framework and the doors over both", function()
+    local dir = scratch({
+      ["lua/attn/init.lua"] = 'local b = require "attn.base"\nlocal t = require "attn.app.text"\nreturn b\n',
+      ["lua/attn/base.lua"] = 'return {}\n',
+      ["lua/attn/nn/module.lua"] = 'local b = require "attn.base"\nreturn {}\n',
+      ["lua/attn/app/text.lua"] = 'local nn = require "attn.nn.module"\nreturn {}\n',
+      ["lua/attn/text.lua"] = 'return require "attn.app.text"\n',
+    })
+    local rc, out = check(dir)
+    cleanup(dir)
+    assert.equal(0, rc, out)
+  end)
+
   it("finds a call up a core sub-floor and the circle it closes", function()
     local dir = scratch({
       -- tensor.c (core/tensor) calling graph.c (core/autograd) is a call up

@@ -459,17 +459,22 @@ void attnL_push(lua_State *L, attn_tensor *t) {
 }
 
 /* Is this frame's chunk a module of the attn package?  Its source ends in
-   "attn/NAME.lua" (stock lua5.4: "@/usr/share/lua/5.4/attn/nn.lua"; the
-   attn binary's embedded package: "@attn/nn.lua"). */
+   "attn/NAME.lua" or, for the package's folders (lua/attn/nn, lua/attn/app),
+   "attn/DIR/NAME.lua" (stock lua5.4: "@/usr/share/lua/5.4/attn/nn.lua"; the
+   attn binary's embedded package: "@attn/app/bert.lua"). */
 static bool package_frame(const lua_Debug *ar) {
   const char *src = ar->source;
   size_t n = strlen(src);
   if (n < 10 || strcmp(src + n - 4, ".lua") != 0) return false;
   const char *p = src + n - 4;
-  while (p > src && (isalnum((unsigned char)p[-1]) || p[-1] == '_')) p--;
-  if (p - src < 5 || strncmp(p - 5, "attn/", 5) != 0) return false;
-  p -= 5;
-  return p == src + 1 || p[-1] == '/';
+  for (int depth = 0; depth < 2; depth++) { /* NAME, then at most one DIR */
+    while (p > src && (isalnum((unsigned char)p[-1]) || p[-1] == '_')) p--;
+    if (p - src >= 5 && strncmp(p - 5, "attn/", 5) == 0 && (p - 5 == src + 1 || (p - 5 > src && p[-6] == '/')))
+      return true;
+    if (p - src < 2 || p[-1] != '/') return false;
+    p--;
+  }
+  return false;
 }
 
 void attnL_where(lua_State *L) {
