@@ -51,6 +51,8 @@ local fixture = fx.load("op_table").ops
 local KNOWN = {
   ["sign special"] = "sign(NaN) is NaN in attn (f_sign in core/kernels/elementwise_kernels.h keeps NaN), "
     .. "torch 1.13 gives 0",
+  ["div num_l grad_fn"] = "1.25 / a records DivBackward0 in attn; torch 1.13 computes it as a.reciprocal() * 1.25 "
+    .. "and names MulBackward0 (the gradients agree)",
 }
 
 --- Runs check(); a failure of a KNOWN check becomes pending().
@@ -142,6 +144,15 @@ local function call_form(rec)
   error(("op %s is not callable and no op's sig offers \"%s\" as an option"):format(rec.name, rec.name), 0)
 end
 
+--- The Lua operator an op's doc line names (`t + b`, `-t`) as a function,
+-- or nil: the operator form must equal the op.
+local function operator_form(rec)
+  local op = rec.doc:match("`t (%p+) b`")
+  if op then return assert(load("local t, b = ... return t " .. op .. " b", "=" .. rec.name .. " operator")) end
+  op = rec.doc:match("`(%p+)t`")
+  if op then return assert(load("local t = ... return " .. op .. " t", "=" .. rec.name .. " operator")) end
+end
+
 -- ------------------------------------------------------------------ unary driver
 local function unary(rec)
   local name = rec.name
@@ -231,6 +242,15 @@ local function unary(rec)
     local v = x():narrow(1, 1, 1):expand(3, 4)
     assert_refuses(function() v[base .. "_"](v, table.unpack(opts)) end, "expanded", name .. "_ of an expanded row")
   end)
+  local operator = operator_form(rec)
+  if operator then
+    it(name .. ": the operator its doc names equals attn." .. base, function()
+      local t = x():requires_grad_(true)
+      local out = operator(t)
+      assert_same(out, f(x()), name .. " operator", 0)
+      assert.are.equal(e.node, out.grad_fn, name .. " operator grad_fn")
+    end)
+  end
   it(name .. ": method form equals attn." .. base, function()
     local t = x()
     assert_same(t[base](t, table.unpack(opts)), f(t), name .. " method", 0)
@@ -382,6 +402,15 @@ local function binary(rec)
         fx.assert_close(a.grad, e[side[1] .. "_grad"], GRAD_ATOL, 0, name .. " " .. side[1] .. " grad")
       end
     end)
+    for _, side in ipairs({{"num_r", "(a, 1.25)", function(t) return f(t, NUM) end},
+      {"num_l", "(1.25, a)", function(t) return f(NUM, t) end}}) do
+      it(("%s%s: grad_fn %s as torch"):format(name, side[2], e[side[1] .. "_node"]), function()
+        local out = side[3](inputs():requires_grad_(true))
+        known(name .. " " .. side[1] .. " grad_fn", function()
+          assert.are.equal(e[side[1] .. "_node"], out.grad_fn, name .. side[2] .. " grad_fn")
+        end)
+      end)
+    end
     it(name .. ": gradcheck (finite differences)", function()
       local a, b = inputs()
       assert(attn.gradcheck(f, {a:requires_grad_(true), b:requires_grad_(true)}))
@@ -436,6 +465,19 @@ local function binary(rec)
       local row = inputs():select(1, 1):clone()
       assert_refuses(function() row[name .. "_"](row, a) end, "does not fit", name .. "_ of [4] by [3,4]")
     end)
+  local operator = operator_form(rec)
+  if operator then
+    it(name .. ": the operator its doc names equals attn." .. name .. ", numbers on either side too", function()
+      local a, b = inputs()
+      a:requires_grad_(true)
+      b:requires_grad_(true)
+      local out = operator(a, b)
+      assert_same(out, f(a, b), name .. " operator", 0)
+      assert.are.equal(e.node, out.grad_fn, name .. " operator grad_fn")
+      assert_same(operator(a, NUM), f(a, NUM), name .. " operator with a number on the right", 0)
+      assert_same(operator(NUM, a), f(NUM, a), name .. " operator with a number on the left", 0)
+    end)
+  end
   it(name .. ": method form equals attn." .. name, function()
     local a, b = inputs()
     assert_same(a[name](a, b), f(a, b), name .. " method", 0)
