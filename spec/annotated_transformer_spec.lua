@@ -10,7 +10,6 @@
 -- here (torch's + 1), so the padding id 0 is 1.
 local attn = require "attn"
 local fx = require "support.fixture"
-local nn = attn.nn
 
 local fix = fx.load("transformer_annotated")
 
@@ -19,17 +18,10 @@ local fix = fx.load("transformer_annotated")
 local at = dofile((os.getenv("ATTN_SOURCE_DIR") or ".") .. "/scripts/bench/models/annotated_transformer.lua")
 local make_model, subsequent_mask, rate = at.make_model, at.subsequent_mask, at.rate
 
--- LabelSmoothing as the article writes it (fill_, scatter_, index_fill_ on
--- the rows whose target is padding); the benchmark's is the same loss
--- written with one_hot and where.
-local LabelSmoothing = nn.Module:extend("LabelSmoothing")
-function LabelSmoothing:init(size, padding_idx, smoothing)
-  self.criterion = nn.KLDivLoss({reduction = "sum"})
-  self.padding_idx = padding_idx
-  self.confidence = 1.0 - smoothing
-  self.smoothing = smoothing
-  self.size = size
-end
+-- LabelSmoothing's forward as the article writes it (fill_, scatter_,
+-- index_fill_ on the rows whose target is padding); the benchmark's is the
+-- same loss written with one_hot and where, its init is the article's.
+local LabelSmoothing = at.LabelSmoothing:extend("LabelSmoothing")
 function LabelSmoothing:forward(x, target)
   assert(x:size(2) == self.size)
   local true_dist = x.data:clone()
