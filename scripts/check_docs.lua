@@ -98,9 +98,9 @@ local function module_names()
   local out = {}
   for _, f in ipairs(list_files(ROOT .. "/lua/attn", "%.lua$")) do
     local name = f:match("/lua/attn/([%w_]+)%.lua$")
-    -- base.lua and nn_base.lua build the tables of attn and attn.nn (init.lua
+    -- base.lua and nn/*.lua build the tables of attn and attn.nn (init.lua
     -- and nn.lua aggregate on top of them): documented under those names
-    if name and name ~= "init" and name ~= "base" and name ~= "nn_base" then out[#out + 1] = name end
+    if name and name ~= "init" and name ~= "base" then out[#out + 1] = name end
   end
   return out
 end
@@ -199,20 +199,32 @@ local function ldoc_files()
   chunk()
   local out = {}
   local list = type(cfg.file) == "table" and cfg.file or {cfg.file}
+  local excluded = {}
+  for _, f in ipairs(type(cfg.file) == "table" and cfg.file.exclude or {}) do excluded[ROOT .. "/" .. f] = true end
   for _, f in ipairs(list) do
-    for _, p in ipairs(list_files(ROOT .. "/" .. f, "%.lua$")) do out[#out + 1] = p end
+    for _, p in ipairs(list_files(ROOT .. "/" .. f, "%.lua$")) do
+      if not excluded[p] then out[#out + 1] = p end
+    end
     for _, p in ipairs(list_files(ROOT .. "/" .. f, "%.luadoc$")) do out[#out + 1] = p end
   end
   return out
 end
 
 -- The module a source file documents: its @module (or @submodule: a file
--- that adds to another module, as nn_base.lua to attn.nn) tag, else
+-- that adds to another module, as nn/module.lua to attn.nn) tag, else
 -- attn.<file>.
 local function default_module(path)
   local name = path:match("/lua/attn/([%w_]+)%.lua$")
   if name == "init" then return "attn" end
-  return name and ("attn." .. name) or nil
+  -- an application's old name (lua/attn/bert.lua returns attn.app.bert, whose
+  -- file documents attn.bert) is no module of its own
+  local app = name and io.open(ROOT .. "/lua/attn/app/" .. name .. ".lua", "r")
+  if app then
+    app:close()
+    return nil
+  end
+  name = name and ("attn." .. name) or path:match("/lua/attn/(app/[%w_]+)%.lua$")
+  return name and name:gsub("^app/", "attn.app.") or nil
 end
 
 -- Doc blocks of one file: {first, last, text, tags = {{tag, value}}, code = line number of the
@@ -472,7 +484,7 @@ local function ldoc_omissions(used)
       local m = model.by_file[u.path]
       found = m and m.lines[u.line]
       -- a @submodule file's items are filed under the module it adds to
-      -- (nn_base.lua's under attn.nn, whose file is nn.lua)
+      -- (nn/module.lua's under attn.nn, whose file is nn.lua)
       local mm = not found and u.module and model.by_module[u.module]
       if mm then found = mm.lines[u.line] end
     else

@@ -18,7 +18,7 @@
 -- 0 * inf reaches a gradient.
 local attn = require "attn.base"
 local error = require("attn.core")._error -- raises at the user's line (the first caller outside attn)
-local nn = require "attn.nn_base"
+local nn = require "attn.nn.module"
 
 local M = {}
 local is_tensor = attn.is_tensor

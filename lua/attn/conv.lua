@@ -12,7 +12,7 @@
 -- gradients of input, weight and bias are torch's.
 local attn = require "attn.base"
 local error = require("attn.core")._error -- raises at the user's line (the first caller outside attn)
-local nn = require "attn.nn_base"
+local nn = require "attn.nn.module"
 local init = require "attn.nn_init"
 
 local M = {}

@@ -25,7 +25,7 @@ local M = {}
 local is_tensor = attn.is_tensor
 
 local function is_module(x)
-  local nn = package.loaded["attn.nn_base"] or require("attn.nn_base")
+  local nn = require "attn.nn.module"
   return nn.is_module(x)
 end
 
@@ -34,7 +34,7 @@ local copy_value
 -- A tensor: a detached copy with its own storage; nn.Parameters stay
 -- parameters with the same requires_grad.
 local function copy_tensor(t, memo)
-  local nn = require "attn.nn_base"
+  local nn = require "attn.nn.module"
   local guard <close> = attn.no_grad()
   local c = t:detach():clone()
   if nn.is_parameter(t) then
@@ -103,7 +103,7 @@ end
 
 --- clones(module, n) -> nn.ModuleList of n deep copies of module.
 function M.clones(module, n)
-  local nn = require "attn.nn_base"
+  local nn = require "attn.nn.containers"
   if not nn.is_module(module) then
     error(("clones: module must be a module (got %s)"):format(is_tensor(module) and "attn.Tensor" or type(module)), 2)
   end

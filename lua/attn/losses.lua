@@ -30,7 +30,7 @@
 -- ignore_index = 1).
 local attn = require "attn.base"
 local error = require("attn.core")._error -- raises at the user's line (the first caller outside attn)
-local nn = require "attn.nn_base"
+local nn = require "attn.nn.module"
 local F = require "attn.functional"
 
 local M = {}

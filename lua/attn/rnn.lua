@@ -21,7 +21,7 @@
 -- direction): the results, final states included, are torch's.
 local attn = require "attn.base"
 local error = require("attn.core")._error -- raises at the user's line (the first caller outside attn)
-local nn = require "attn.nn_base"
+local nn = require "attn.nn.layers"
 local init = require "attn.nn_init"
 
 local M = {}

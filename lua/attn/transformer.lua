@@ -59,7 +59,8 @@
 -- zeros, not NaN (see nn.MultiheadAttention).
 local attn = require "attn.base"
 local error = require("attn.core")._error -- raises at the user's line (the first caller outside attn)
-local nn = require "attn.nn_base"
+require "attn.nn.layers"
+local nn = require "attn.nn.containers"
 local init = require "attn.nn_init"
 local attention = require "attn.attention"
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Lua binding: attn.plot, argument conversion for the plot room.
  *
- * Registered as attn.core._plot and wrapped by lua/attn/plot.lua, which
+ * Registered as attn.core._plot and wrapped by lua/attn/app/plot.lua, which
  * documents the options and checks their names:
  *   _plot.heatmap(m, opts)      m: 2-d tensor or nested table [rows, cols]
  *                               (a 1-d one is a single row)
@@ -506,5 +506,5 @@ void attnL_open_plot(lua_State *L, int module, int methods) {
       {"colormaps", l_colormaps}, {"pixel_stats", l_pixel_stats}, {NULL, NULL}};
   lua_newtable(L);
   attnL_setfuncs(L, fns);
-  lua_setfield(L, module, "_plot"); /* wrapped by lua/attn/plot.lua */
+  lua_setfield(L, module, "_plot"); /* wrapped by lua/attn/app/plot.lua */
 }

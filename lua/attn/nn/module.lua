@@ -1,0 +1,826 @@
+-- SPDX-License-Identifier: MIT
+
+--- attn.nn.module: the Module class of attn.nn (parameters, buffers,
+-- children, hooks, state dicts, printing).  It makes the table of attn.nn;
+-- nn/containers.lua, nn/layers.lua and nn/parallel.lua add to that same
+-- table, files that build modules (rnn, transformer, ...) require the
+-- pieces they use, and attn.nn (nn.lua) returns the table with every name.
+-- Its entries belong to attn.nn in the reference.
+-- @submodule attn.nn
+--
+-- attn.nn: modules after torch.nn (PyTorch 1.13), written in plain Lua.
+--
+-- Classes.  `nn.Module:extend("Name")` makes a class; a class is called to
+-- build an instance, which runs `init(self, ...)`; calling an instance runs
+-- `forward(self, ...)`.  A subclass calls its parent's constructor code as
+-- `Parent.init(self, ...)` (also reachable as `Class.super`):
+--
+--   local Net = nn.Module:extend("Net")
+--   function Net:init(n) self.fc = nn.Linear(n, 2); self.act = nn.ReLU() end
+--   function Net:forward(x) return self.act(self.fc(x)) end
+--   local net = Net(3); local y = net(attn.randn(4, 3))
+--
+-- Registration follows torch's __setattr__: assigning an nn.Parameter to a
+-- field registers a parameter, assigning a module registers a child, and
+-- anything else (numbers, strings, plain tensors, plain Lua tables -- even
+-- tables of modules: use ModuleList / ModuleDict) is a plain attribute.
+-- Buffers are registered with self:register_buffer(name, tensor).  A
+-- parameter, buffer or child may not take the name of a method.
+--
+-- Names: named_parameters(), state_dict() etc. use torch's dotted names, so
+-- a torch state_dict loads as is; Sequential/ModuleList children are named
+-- "0", "1", ... (0-based, like torch) while Lua indexing stays 1-based:
+-- seq[1] is the child named "0".
+--
+-- Enumeration: parameters(), buffers(), children(), modules() give lists in
+-- torch's order (shared tensors/modules once); named_parameters(),
+-- named_buffers(), named_children(), named_modules() give iterators for a
+-- generic for: `for name, p in m:named_parameters() do ... end`.
+--
+-- Numbering seen from Lua is 1-based, as everywhere in attn: Embedding ids
+-- and padding_idx, Softmax/LogSoftmax dims (also in the printed module
+-- tree, which otherwise reads like torch's repr).
+--
+-- zero_grad(set_to_none = true) sets every .grad to nil, like torch 2.x's
+-- default (torch 1.13 zeroed them in place by default; pass false for that).
+local attn = require "attn.base"
+local error = require("attn.core")._error -- raises at the user's line (the first caller outside attn)
+
+local nn = {}
+
+local is_tensor = attn.is_tensor
+
+local function fmt_shape(s)
+  return "[" .. table.concat(s, ", ") .. "]"
+end
+
+-- Python's repr of a number: integers as such, floats with the shortest
+-- digits that round-trip, "1e-05", "0.5", "1.0", "1e+16".
+local function pyrepr(x)
+  if math.type(x) == "integer" then return tostring(x) end
+  if x ~= x then return "nan" end
+  if x == math.huge then return "inf" end
+  if x == -math.huge then return "-inf" end
+  local s
+  for p = 0, 16 do
+    s = ("%." .. p .. "e"):format(x)
+    if tonumber(s) == x then break end
+  end
+  local sign, mant, exp = s:match("^(-?)([%d%.]+)e([-+]%d+)$")
+  exp = tonumber(exp)
+  local digits = mant:gsub("%.", ""):gsub("0+$", "")
+  if digits == "" then digits = "0" end
+  if exp < -4 or exp >= 16 then
+    local m = digits:sub(1, 1)
+    if #digits > 1 then m = m .. "." .. digits:sub(2) end
+    return ("%s%se%s%02d"):format(sign, m, exp < 0 and "-" or "+", math.abs(exp))
+  end
+  if exp < 0 then return sign .. "0." .. ("0"):rep(-exp - 1) .. digits end
+  if #digits <= exp + 1 then return sign .. digits .. ("0"):rep(exp + 1 - #digits) .. ".0" end
+  return sign .. digits:sub(1, exp + 1) .. "." .. digits:sub(exp + 2)
+end
+nn._pyrepr = pyrepr
+
+--------------------------------------------------------------------------
+-- Parameters
+-- @section parameters
+
+-- Tensors made by nn.Parameter, weakly keyed so they are not kept alive.
+local parameters = setmetatable({}, {__mode = "k"})
+
+--- nn.Parameter(t [, requires_grad = true]): a leaf tensor sharing t's
+-- storage, requiring grad, that modules register when it is assigned to a
+-- field.  Without t: an empty tensor.
+function nn.Parameter(t, requires_grad)
+  if t == nil then t = attn.empty(0) end
+  if not is_tensor(t) then
+    error(("nn.Parameter: expected a tensor (got %s)"):format(type(t)), 2)
+  end
+  if requires_grad ~= nil and type(requires_grad) ~= "boolean" then
+    error(("nn.Parameter: requires_grad must be a boolean (got %s)"):format(type(requires_grad)), 2)
+  end
+  local p = t:detach()
+  p:requires_grad_(requires_grad ~= false)
+  parameters[p] = true
+  return p
+end
+
+--- True for tensors made by nn.Parameter.
+function nn.is_parameter(x)
+  return parameters[x] == true
+end
+
+--------------------------------------------------------------------------
+-- Ordered name -> value maps (a name may map to nil: torch's None entry)
+-- @section ordered_name_value
+
+local function odict()
+  return {keys = {}, vals = {}, has = {}}
+end
+
+local function od_set(d, k, v)
+  if not d.has[k] then
+    d.has[k] = true
+    d.keys[#d.keys + 1] = k
+  end
+  d.vals[k] = v
+end
+
+local function od_remove(d, k)
+  if not d.has[k] then return end
+  d.has[k] = nil
+  d.vals[k] = nil
+  for i, key in ipairs(d.keys) do
+    if key == k then table.remove(d.keys, i) break end
+  end
+end
+
+--------------------------------------------------------------------------
+-- Classes and instances
+-- @section classes_and_instances
+
+-- The metatable shared by every module instance; members live in private
+-- tables so that every assignment reaches __newindex.
+local Instance = {}
+
+local function is_module(x)
+  return type(x) == "table" and getmetatable(x) == Instance
+end
+nn.is_module = is_module
+
+--- Whether x is a module instance (of nn.Module or any subclass).
+-- torch: isinstance(x, nn.Module).
+-- @param x any value
+-- @treturn boolean
+-- @function is_module
+
+local Module = {__name = "Module"}
+nn.Module = Module
+
+local ClassMeta = {}
+--- `Cls.name` on a class: what the class lacks is looked up in its parent
+-- (Cls.super), so subclasses inherit methods.
+ClassMeta.__index = function(cls, k)
+  local super = rawget(cls, "super")
+  if super then return super[k] end
+  return nil
+end
+--- `Cls(...)`: a new instance (training mode, no members yet) on which
+-- Cls.init(self, ...) runs; returns it.  torch: calling the class.
+ClassMeta.__call = function(cls, ...)
+  local self = setmetatable({
+    _class = cls,
+    _parameters = odict(),
+    _buffers = odict(),
+    _non_persistent = {},
+    _modules = odict(),
+    _attrs = {training = true},
+  }, Instance)
+  cls.init(self, ...)
+  return self
+end
+--- `tostring(Cls)`: "attn.nn.Name (class)".
+ClassMeta.__tostring = function(cls)
+  return "attn.nn." .. cls.__name .. " (class)"
+end
+--- `function Cls:name() ... end` on a class: every method (a function whose
+-- first parameter is self) is guarded, so that m.name() (torch's habit)
+-- says to write m:name() instead of failing inside it.  The guard is one
+-- metatable comparison and a tail call (see attn._misuse.guard_method).
+ClassMeta.__newindex = function(cls, k, v)
+  if type(k) == "string" and k:sub(1, 2) ~= "__" and attn._misuse.takes_self(v, k) then
+    v = attn._misuse.guard_method(k, v, "m", "_parameters") -- a raw field of every instance
+  end
+  rawset(cls, k, v)
+end
+setmetatable(Module, ClassMeta)
+
+--- Cls:extend(name) -> a subclass of Cls named name (shown by tostring).
+function Module.extend(cls, name)
+  if type(cls) ~= "table" or getmetatable(cls) ~= ClassMeta then
+    error("Module.extend: call it with a colon, as Class:extend(\"Name\")", 2)
+  end
+  if name ~= nil and type(name) ~= "string" then
+    error("Module.extend: the class name must be a string", 2)
+  end
+  return setmetatable({__name = name or cls.__name, super = cls}, ClassMeta)
+end
+
+--- True when module m is an instance of class cls or of a subclass.
+function nn.isinstance(m, cls)
+  if not is_module(m) then return false end
+  local c = rawget(m, "_class")
+  while c do
+    if c == cls then return true end
+    c = rawget(c, "super")
+  end
+  return false
+end
+
+--- `m.name` on a module: its parameter, buffer or child of that name, else
+-- a plain attribute, else the class's method; `m[i]` (a number) is the
+-- container's item where the class has one (Sequential, ModuleList).
+-- Hot: every self.weight or self:forward() of a module comes here. The
+-- private tables are raw fields of the instance (plain indexing finds them
+-- without metamethods); names map to nil only through 'has'.
+function Instance.__index(self, k)
+  local d = self._parameters
+  local v = d.vals[k]
+  if v ~= nil or d.has[k] then return v end
+  d = self._buffers
+  v = d.vals[k]
+  if v ~= nil or d.has[k] then return v end
+  d = self._modules
+  v = d.vals[k]
+  if v ~= nil or d.has[k] then return v end
+  v = self._attrs[k]
+  if v ~= nil then return v end
+  local cls = self._class
+  if type(k) == "string" then return cls[k] end
+  local get = cls._getitem
+  if get then return get(self, k) end
+  return nil
+end
+
+local function type_name(v)
+  if is_tensor(v) then return nn.is_parameter(v) and "nn.Parameter" or "attn.Tensor" end
+  if is_module(v) then return v:_get_name() end
+  return type(v)
+end
+
+--- `m.name = v` on a module, torch's __setattr__: an nn.Parameter registers
+-- a parameter, a module a child, a tensor assigned to an existing buffer
+-- replaces it, nil empties a parameter/child/buffer slot, and anything else
+-- is a plain attribute.  Assigning a non-parameter to a parameter's name (or
+-- a non-module to a child's) raises.  `m[i] = v` sets a container's item.
+function Instance.__newindex(self, k, v)
+  if type(k) ~= "string" then
+    local set = rawget(self, "_class")._setitem
+    if set then return set(self, k, v) end
+    error(("%s: cannot assign to index %s"):format(self:_get_name(), tostring(k)), 2)
+  end
+  local params, buffers, modules = rawget(self, "_parameters"), rawget(self, "_buffers"), rawget(self, "_modules")
+  local attrs = rawget(self, "_attrs")
+  if nn.is_parameter(v) then
+    attrs[k] = nil
+    od_remove(buffers, k); od_remove(modules, k)
+    rawget(self, "_non_persistent")[k] = nil
+    self:register_parameter(k, v)
+  elseif params.has[k] then
+    if v ~= nil then
+      error(("%s: cannot assign %s as parameter '%s' (nn.Parameter or nil expected)")
+        :format(self:_get_name(), type_name(v), k), 2)
+    end
+    params.vals[k] = nil
+  elseif is_module(v) then
+    attrs[k] = nil
+    od_remove(params, k); od_remove(buffers, k)
+    rawget(self, "_non_persistent")[k] = nil
+    self:add_module(k, v)
+  elseif modules.has[k] then
+    if v ~= nil then
+      error(("%s: cannot assign %s as child module '%s' (a module or nil expected)")
+        :format(self:_get_name(), type_name(v), k), 2)
+    end
+    modules.vals[k] = nil
+  elseif buffers.has[k] then
+    if v ~= nil and not is_tensor(v) then
+      error(("%s: cannot assign %s as buffer '%s' (a tensor or nil expected)")
+        :format(self:_get_name(), type_name(v), k), 2)
+    end
+    buffers.vals[k] = v
+  else
+    attrs[k] = v
+  end
+end
+
+--- `m(...)`: runs m:forward(...) (an instance's own forward field first)
+-- and returns its results.  torch: module(...), without hooks.
+function Instance.__call(self, ...)
+  -- forward is a class method unless the instance set its own: two lookups
+  -- instead of the full member search of self:forward
+  local f = self._attrs.forward
+  if f == nil then f = self._class.forward end
+  return f(self, ...)
+end
+
+--- `tostring(m)` and print: m:to_string(), the module tree like torch's repr.
+function Instance.__tostring(self)
+  return self:to_string()
+end
+
+--- `#m`: the number of items of a container (Sequential, ModuleList,
+-- ModuleDict); raises for other modules.  torch: len(m).
+function Instance.__len(self)
+  local len = rawget(self, "_class")._len
+  if len then return len(self) end
+  error(("%s has no length"):format(self:_get_name()), 2)
+end
+
+Instance.__name = "attn.nn.Module"
+
+--------------------------------------------------------------------------
+-- Module methods
+-- @section module_methods
+
+--- init(...): the constructor body a class defines (runs when the class is
+-- called); nn.Module's own does nothing.  torch: __init__.
+function Module:init() end
+
+--- forward(...): the computation a class defines, run by calling the
+-- module; nn.Module's own raises "missing the required forward", as torch.
+function Module:forward()
+  error(("Module [%s] is missing the required \"forward\" function"):format(self:_get_name()), 2)
+end
+
+function Module:_get_name()
+  return rawget(self, "_class").__name
+end
+
+--- extra_repr(): a class's one-line summary of its settings, printed in
+-- the module tree after its name (torch's extra_repr); "" by default.
+-- @treturn string
+function Module:extra_repr()
+  return ""
+end
+
+-- An optional boolean argument (nil gives def).
+local function opt_bool(v, def, fn, name)
+  if v == nil then return def end
+  if type(v) ~= "boolean" then error(("%s: %s must be a boolean (got %s)"):format(fn, name, type(v)), 3) end
+  return v
+end
+
+local function opt_prefix(prefix, fn)
+  if prefix ~= nil and type(prefix) ~= "string" then
+    error(("%s: prefix must be a string (got %s)"):format(fn, type(prefix)), 3)
+  end
+  return prefix
+end
+
+local function check_member_name(self, name, what, fn)
+  if type(name) ~= "string" then
+    error(("%s: %s name should be a string (got %s)"):format(fn, what, type(name)), 3)
+  end
+  if name == "" then error(("%s: %s name can't be empty string \"\""):format(fn, what), 3) end
+  if name:find(".", 1, true) then
+    error(("%s: %s name can't contain \".\" (got \"%s\")"):format(fn, what, name), 3)
+  end
+  if rawget(self, "_class")[name] ~= nil or rawget(self, name) ~= nil then
+    error(("%s: attribute '%s' already exists (a method of %s)"):format(fn, name, self:_get_name()), 3)
+  end
+end
+
+-- Whether name is taken by a member of another kind or a plain attribute.
+local function taken_elsewhere(self, name, kind)
+  if kind ~= "parameter" and rawget(self, "_parameters").has[name] then return true end
+  if kind ~= "buffer" and rawget(self, "_buffers").has[name] then return true end
+  if kind ~= "module" and rawget(self, "_modules").has[name] then return true end
+  return rawget(self, "_attrs")[name] ~= nil
+end
+
+--- register_parameter(name, p): p an nn.Parameter or nil (an empty slot,
+-- like torch's None: not listed, not in the state_dict).
+function Module:register_parameter(name, p)
+  check_member_name(self, name, "parameter", "register_parameter")
+  if taken_elsewhere(self, name, "parameter") then
+    error(("register_parameter: attribute '%s' already exists"):format(name), 2)
+  end
+  if p ~= nil and not nn.is_parameter(p) then
+    error(("register_parameter: cannot assign %s object to parameter '%s' (nn.Parameter or nil required)")
+      :format(type_name(p), name), 2)
+  end
+  od_set(rawget(self, "_parameters"), name, p)
+end
+
+--- register_buffer(name, t [, persistent = true]): a tensor that is part
+-- of the module's state but not a parameter; persistent buffers are saved
+-- in the state_dict.
+function Module:register_buffer(name, t, persistent)
+  check_member_name(self, name, "buffer", "register_buffer")
+  if taken_elsewhere(self, name, "buffer") then
+    error(("register_buffer: attribute '%s' already exists"):format(name), 2)
+  end
+  if t ~= nil and not is_tensor(t) then
+    error(("register_buffer: cannot assign %s object to buffer '%s' (a tensor or nil required)")
+      :format(type_name(t), name), 2)
+  end
+  persistent = opt_bool(persistent, true, "register_buffer", "persistent")
+  od_set(rawget(self, "_buffers"), name, t)
+  rawget(self, "_non_persistent")[name] = (persistent == false) or nil
+end
+
+--- add_module(name, m): registers child m (or an empty slot for nil).
+function Module:add_module(name, m)
+  check_member_name(self, name, "module", "add_module")
+  if taken_elsewhere(self, name, "module") then
+    error(("add_module: attribute '%s' already exists"):format(name), 2)
+  end
+  if m ~= nil and not is_module(m) then
+    error(("add_module: %s is not a Module subclass"):format(type_name(m)), 2)
+  end
+  od_set(rawget(self, "_modules"), name, m)
+end
+Module.register_module = Module.add_module
+
+-- Children as {name, module} pairs, skipping empty slots.
+local function child_pairs(self)
+  local d = rawget(self, "_modules")
+  local out = {}
+  for _, k in ipairs(d.keys) do
+    local m = d.vals[k]
+    if m ~= nil then out[#out + 1] = {k, m} end
+  end
+  return out
+end
+
+-- Pre-order list of {name, module}, each module once (torch's
+-- named_modules); memo = false lists shared modules under every name (what
+-- state_dict and load_state_dict walk).
+local function collect_modules(self, prefix, memo, out)
+  if memo then
+    if memo[self] then return out end
+    memo[self] = true
+  end
+  out[#out + 1] = {prefix, self}
+  for _, c in ipairs(child_pairs(self)) do
+    collect_modules(c[2], prefix == "" and c[1] or (prefix .. "." .. c[1]), memo, out)
+  end
+  return out
+end
+
+local function iterate(list)
+  local i = 0
+  return function()
+    i = i + 1
+    local e = list[i]
+    if e then return e[1], e[2] end
+  end
+end
+
+local function values(list)
+  local out = {}
+  for i, e in ipairs(list) do out[i] = e[2] end
+  return out
+end
+
+-- {name, tensor} pairs of the members in field ("_parameters"/"_buffers")
+-- of every module (or only self when recurse is false), each tensor once.
+local function collect_members(self, field, prefix, recurse)
+  prefix = prefix or ""
+  local mods = recurse == false and {{prefix, self}} or collect_modules(self, prefix, {}, {})
+  local seen, out = {}, {}
+  for _, e in ipairs(mods) do
+    local d = rawget(e[2], field)
+    for _, k in ipairs(d.keys) do
+      local v = d.vals[k]
+      if v ~= nil and not seen[v] then
+        seen[v] = true
+        out[#out + 1] = {e[1] == "" and k or (e[1] .. "." .. k), v}
+      end
+    end
+  end
+  return out
+end
+
+--- Iterator over (dotted name, parameter), torch's order.
+function Module:named_parameters(prefix, recurse)
+  opt_prefix(prefix, "named_parameters")
+  recurse = opt_bool(recurse, true, "named_parameters", "recurse")
+  return iterate(collect_members(self, "_parameters", prefix, recurse))
+end
+
+--- List of parameters in registration order (children after self's own).
+function Module:parameters(recurse)
+  recurse = opt_bool(recurse, true, "parameters", "recurse")
+  return values(collect_members(self, "_parameters", "", recurse))
+end
+
+--- Iterator over (dotted name, buffer), torch's order, for a generic for.
+-- torch.nn.Module.named_buffers.
+-- @tparam[opt=""] string prefix prepended with a dot to every name
+-- @tparam[opt=true] boolean recurse include the descendants' buffers
+function Module:named_buffers(prefix, recurse)
+  opt_prefix(prefix, "named_buffers")
+  recurse = opt_bool(recurse, true, "named_buffers", "recurse")
+  return iterate(collect_members(self, "_buffers", prefix, recurse))
+end
+
+--- List of buffers (tensors registered with register_buffer), each once,
+-- in torch's order.  torch.nn.Module.buffers (a list, not a generator).
+-- @tparam[opt=true] boolean recurse include the descendants' buffers
+-- @treturn {Tensor,...}
+function Module:buffers(recurse)
+  recurse = opt_bool(recurse, true, "buffers", "recurse")
+  return values(collect_members(self, "_buffers", "", recurse))
+end
+
+--- Iterator over (name, child) for the direct children, each module once.
+-- torch.nn.Module.named_children.
+function Module:named_children()
+  local seen, out = {}, {}
+  for _, c in ipairs(child_pairs(self)) do
+    if not seen[c[2]] then
+      seen[c[2]] = true
+      out[#out + 1] = c
+    end
+  end
+  return iterate(out)
+end
+
+--- List of the direct children, each once.  torch.nn.Module.children.
+-- @treturn {Module,...}
+function Module:children()
+  local out = {}
+  for _, m in self:named_children() do out[#out + 1] = m end
+  return out
+end
+
+--- Iterator over (name, module) for self (name "" or prefix) and every
+-- descendant, pre-order.
+function Module:named_modules(prefix)
+  opt_prefix(prefix, "named_modules")
+  return iterate(collect_modules(self, prefix or "", {}, {}))
+end
+
+--- List of self and every descendant, pre-order, each once.
+-- torch.nn.Module.modules.
+-- @treturn {Module,...}
+function Module:modules()
+  return values(collect_modules(self, "", {}, {}))
+end
+
+--- Submodule by dotted path ("encoder.layers.0"); "" is self.
+function Module:get_submodule(target)
+  if type(target) ~= "string" then
+    error(("get_submodule: target must be a dotted path string (got %s)"):format(type_name(target)), 2)
+  end
+  if target == "" then return self end
+  local m = self
+  for part in target:gmatch("[^.]+") do
+    local d = rawget(m, "_modules")
+    if not d.has[part] or d.vals[part] == nil then
+      error(("get_submodule: %s has no attribute `%s`"):format(m:_get_name(), part), 2)
+    end
+    m = d.vals[part]
+  end
+  return m
+end
+
+--- train([mode = true]): sets training mode on self and every descendant.
+function Module:train(mode)
+  if mode == nil then mode = true end
+  if type(mode) ~= "boolean" then error("train: training mode is expected to be boolean", 2) end
+  for _, m in ipairs(self:modules()) do rawget(m, "_attrs").training = mode end
+  return self
+end
+
+--- eval(): self:train(false), for inference (Dropout off); returns self.
+-- torch.nn.Module.eval.
+function Module:eval()
+  return self:train(false)
+end
+
+--- requires_grad_([flag = true]) on every parameter.
+function Module:requires_grad_(flag)
+  if flag == nil then flag = true end
+  for _, p in ipairs(self:parameters()) do p:requires_grad_(flag) end
+  return self
+end
+
+--- zero_grad([set_to_none = true]): drops every parameter's .grad (the
+-- default, torch 2.x's), or zeroes it in place when set_to_none is false.
+function Module:zero_grad(set_to_none)
+  set_to_none = opt_bool(set_to_none, true, "zero_grad", "set_to_none")
+  for _, p in ipairs(self:parameters()) do
+    local g = p.grad
+    if g ~= nil then
+      if set_to_none == false then
+        attn.no_grad(function() g:zero_() end)
+      else
+        p.grad = nil
+      end
+    end
+  end
+end
+
+--- apply(fn): fn(m) for every descendant (children first), then fn(self).
+function Module:apply(fn)
+  local mt = getmetatable(fn)
+  if type(fn) ~= "function" and not (mt and mt.__call) then
+    error(("apply: fn must be a function (got %s)"):format(type_name(fn)), 2)
+  end
+  for _, m in ipairs(self:children()) do m:apply(fn) end
+  fn(self)
+  return self
+end
+
+-- State dicts are plain tables name -> tensor whose pairs() follows torch's
+-- order (keys added later come after those, in next() order).
+local OrderedState = {}
+OrderedState.__pairs = function(sd)
+  local keys = getmetatable(sd).keys
+  local i, done = 0, {}
+  local k = nil
+  return function()
+    while true do
+      if i < #keys then
+        i = i + 1
+        local key = keys[i]
+        local v = rawget(sd, key)
+        if v ~= nil then done[key] = true return key, v end
+      else
+        local v
+        k, v = next(sd, k)
+        if k == nil then return nil end
+        if not done[k] then return k, v end
+      end
+    end
+  end
+end
+OrderedState.__name = "attn.nn.StateDict"
+
+--- state_dict([opts]) -> {name = tensor}: every parameter and persistent
+-- buffer under torch's dotted names, detached (sharing storage) unless
+-- opts.keep_vars; opts.prefix prefixes the names.  pairs() gives torch's
+-- order; nn.state_dict_keys(sd) lists it.
+function Module:state_dict(opts)
+  if opts == nil then opts = {} end
+  if type(opts) ~= "table" or is_tensor(opts) or is_module(opts) then
+    error(("state_dict: options must be a table {prefix =, keep_vars =} (got %s)"):format(type_name(opts)), 2)
+  end
+  for k in pairs(opts) do
+    if k ~= "prefix" and k ~= "keep_vars" then
+      error(attn._misuse.unknown_option("state_dict", k, {"keep_vars", "prefix"}), 2)
+    end
+  end
+  opt_prefix(opts.prefix, "state_dict")
+  opt_bool(opts.keep_vars, false, "state_dict", "keep_vars")
+  local keys = {}
+  local sd = setmetatable({}, {__pairs = OrderedState.__pairs, __name = OrderedState.__name, keys = keys})
+  for _, e in ipairs(collect_modules(self, "", false, {})) do
+    local m = e[2]
+    local pre = (opts.prefix or "") .. (e[1] == "" and "" or (e[1] .. "."))
+    local params, buffers = rawget(m, "_parameters"), rawget(m, "_buffers")
+    local np = rawget(m, "_non_persistent")
+    for _, k in ipairs(params.keys) do
+      local v = params.vals[k]
+      if v ~= nil then
+        keys[#keys + 1] = pre .. k
+        rawset(sd, pre .. k, opts.keep_vars and v or v:detach())
+      end
+    end
+    for _, k in ipairs(buffers.keys) do
+      local v = buffers.vals[k]
+      if v ~= nil and not np[k] then
+        keys[#keys + 1] = pre .. k
+        rawset(sd, pre .. k, opts.keep_vars and v or v:detach())
+      end
+    end
+  end
+  return sd
+end
+
+--- The keys of a state dict in its order (torch's for module:state_dict()).
+function nn.state_dict_keys(sd)
+  if type(sd) ~= "table" then error(("state_dict_keys: expected a state dict (got %s)"):format(type_name(sd)), 2) end
+  local out = {}
+  for k in pairs(sd) do out[#out + 1] = k end
+  return out
+end
+
+--- load_state_dict(sd [, strict = true]) -> {missing_keys=, unexpected_keys=}
+-- Copies sd's tensors into the parameters and persistent buffers under
+-- no_grad.  Shape mismatches always raise; with strict, missing and
+-- unexpected keys raise too (torch's message, unexpected keys sorted).
+function Module:load_state_dict(sd, strict)
+  if type(sd) ~= "table" or is_module(sd) then
+    error(("load_state_dict: expected a table name -> tensor (got %s)"):format(type_name(sd)), 2)
+  end
+  strict = opt_bool(strict, true, "load_state_dict", "strict")
+  local all_keys = {}
+  for k in pairs(sd) do
+    if type(k) == "string" then all_keys[#all_keys + 1] = k end
+  end
+  table.sort(all_keys)
+  -- copies wait until every key has been checked, so that a failed load
+  -- leaves the module as it was (torch copies the good keys before raising)
+  local missing, unexpected, errors, copies = {}, {}, {}, {}
+  local guard <close> = attn.no_grad()
+  for _, e in ipairs(collect_modules(self, "", false, {})) do
+    local m = e[2]
+    local pre = e[1] == "" and "" or (e[1] .. ".")
+    local local_state = {}
+    local function load_one(k, v)
+      local_state[k] = true
+      local key = pre .. k
+      local input = sd[key]
+      if input == nil then
+        missing[#missing + 1] = key
+      elseif not is_tensor(input) then
+        errors[#errors + 1] = ('While copying the parameter named "%s", '
+          .. 'expected a tensor from checkpoint but received %s'):format(key, type(input))
+      else
+        local a, b = input:shape(), v:shape()
+        local same = #a == #b
+        for i = 1, #a do same = same and a[i] == b[i] end
+        if not same then
+          errors[#errors + 1] = ("size mismatch for %s: copying a param with shape %s from checkpoint, "
+            .. "the shape in current model is %s."):format(key, fmt_shape(a), fmt_shape(b))
+        else
+          copies[#copies + 1] = {v, input}
+        end
+      end
+    end
+    local params, buffers = rawget(m, "_parameters"), rawget(m, "_buffers")
+    local np = rawget(m, "_non_persistent")
+    for _, k in ipairs(params.keys) do
+      if params.vals[k] ~= nil then load_one(k, params.vals[k]) end
+    end
+    for _, k in ipairs(buffers.keys) do
+      if buffers.vals[k] ~= nil and not np[k] then load_one(k, buffers.vals[k]) end
+    end
+    local mods = rawget(m, "_modules")
+    for _, key in ipairs(all_keys) do
+      if key:sub(1, #pre) == pre then
+        local name = key:sub(#pre + 1):match("^[^.]*")
+        if not mods.has[name] and not local_state[name] then unexpected[#unexpected + 1] = key end
+      end
+    end
+  end
+  if strict then
+    local function quoted(list)
+      local q = {}
+      for i, k in ipairs(list) do q[i] = '"' .. k .. '"' end
+      return table.concat(q, ", ")
+    end
+    if #unexpected > 0 then
+      table.insert(errors, 1, ("Unexpected key(s) in state_dict: %s. "):format(quoted(unexpected)))
+    end
+    if #missing > 0 then
+      table.insert(errors, 1, ("Missing key(s) in state_dict: %s. "):format(quoted(missing)))
+    end
+  end
+  if #errors > 0 then
+    error(("Error(s) in loading state_dict for %s:\n\t%s"):format(self:_get_name(), table.concat(errors, "\n\t")), 2)
+  end
+  for _, c in ipairs(copies) do c[1]:copy_(c[2]) end
+  return {missing_keys = missing, unexpected_keys = unexpected}
+end
+
+--- save(path [, metadata]): the state_dict written with attn.save (the
+-- format from the extension: .safetensors, .npz).
+function Module:save(path, metadata)
+  local sd = {}
+  for k, v in pairs(self:state_dict()) do sd[k] = v end
+  attn.save(sd, path, metadata)
+  return self
+end
+
+--- load(path [, strict = true]): load_state_dict of attn.load(path);
+-- returns self and load_state_dict's result.
+function Module:load(path, strict)
+  opt_bool(strict, true, "load", "strict")
+  local sd = attn.load(path)
+  local res = self:load_state_dict(sd, strict)
+  return self, res
+end
+
+local function addindent(s, n)
+  if not s:find("\n", 1, true) then return s end
+  local pad = (" "):rep(n)
+  return (s:gsub("\n", "\n" .. pad))
+end
+
+--- The module tree, like torch's repr.
+function Module:to_string()
+  local extra = self:extra_repr()
+  local extra_lines = {}
+  if extra ~= "" then
+    for line in (extra .. "\n"):gmatch("(.-)\n") do extra_lines[#extra_lines + 1] = line end
+  end
+  local child_lines = {}
+  local mods = rawget(self, "_modules")
+  for _, k in ipairs(mods.keys) do
+    local m = mods.vals[k]
+    local s = m == nil and "None" or addindent(m:to_string(), 2)
+    child_lines[#child_lines + 1] = "(" .. k .. "): " .. s
+  end
+  local s = self:_get_name() .. "("
+  if #extra_lines == 1 and #child_lines == 0 then
+    s = s .. extra_lines[1]
+  elseif #extra_lines + #child_lines > 0 then
+    local lines = {}
+    for _, l in ipairs(extra_lines) do lines[#lines + 1] = l end
+    for _, l in ipairs(child_lines) do lines[#lines + 1] = l end
+    s = s .. "\n  " .. table.concat(lines, "\n  ") .. "\n"
+  end
+  return s .. ")"
+end
+
+-- The helpers the other files of attn.nn (nn/containers.lua, nn/layers.lua,
+-- nn/parallel.lua) share with this one.
+nn._util = {is_module = is_module, type_name = type_name, opt_bool = opt_bool, fmt_shape = fmt_shape,
+            child_pairs = child_pairs, iterate = iterate, od_set = od_set}
+
+return nn
