@@ -107,12 +107,14 @@ local function assert_same(got, want, what, atol, rtol)
 end
 
 --- Checks a fixture outcome {out = T} | {error = msg}: fn() must raise
--- where torch raised, else give torch's dtype and values.
-local function assert_outcome(fn, expect, what)
+-- where torch raised, with a message that names the function op, else give
+-- torch's dtype and values.
+local function assert_outcome(fn, expect, what, op)
   local ok, got = pcall(fn)
   if expect.error then
     assert(not ok, ("%s: torch raises (%s) but attn gave a %s tensor"):format(what, expect.error,
       ok and attn.is_tensor(got) and dtype_name(got) or type(got)))
+    assert(tostring(got):find(op, 1, true), ("%s: the message should name %s: %s"):format(what, op, tostring(got)))
   else
     assert(ok, ("%s: torch gives a %s tensor but attn raised: %s"):format(what, expect.out.dtype, tostring(got)))
     fx.assert_close(got, expect.out, OUT_ATOL, 0, what)
@@ -191,7 +193,7 @@ local function unary(rec)
   for _, dt in ipairs({"int64", "bool"}) do
     local mk = dt == "int64" and function() return ints(INT_X) end or function() return bools(BOOL_X) end
     it(("%s: %s input (torch: %s)"):format(name, dt, e[dt].error and "raises" or e[dt].out.dtype), function()
-      assert_outcome(function() return f(mk()) end, e[dt], name .. " of " .. dt)
+      assert_outcome(function() return f(mk()) end, e[dt], name .. " of " .. dt, base)
     end)
     it(("%s_: in place on %s (torch: %s)"):format(name, dt, e[dt .. "_"].error and "raises" or "ok"), function()
       assert_outcome(function()
@@ -199,7 +201,7 @@ local function unary(rec)
         local r = t[base .. "_"](t, table.unpack(opts))
         assert(rawequal(r, t), name .. "_ returns its tensor")
         return t
-      end, e[dt .. "_"], name .. "_ of " .. dt)
+      end, e[dt .. "_"], name .. "_ of " .. dt, base)
     end)
   end
   it(name .. ": ints = " .. rec.ints .. " agrees with torch", function()
@@ -338,7 +340,7 @@ local function binary(rec)
   for _, c in ipairs(cases) do
     local dt, mk = c[1], c[2]
     it(("%s: %s inputs (torch: %s)"):format(name, dt, e[dt].error and "raises" or e[dt].out.dtype), function()
-      assert_outcome(function() return f(mk()) end, e[dt], name .. " of " .. dt)
+      assert_outcome(function() return f(mk()) end, e[dt], name .. " of " .. dt, name)
     end)
     it(("%s_: in place on %s (torch: %s)"):format(name, dt, e[dt .. "_"].error and "raises" or "ok"), function()
       assert_outcome(function()
@@ -346,7 +348,7 @@ local function binary(rec)
         local r = a[name .. "_"](a, b)
         assert(rawequal(r, a), name .. "_ returns its tensor")
         return a
-      end, e[dt .. "_"], name .. "_ of " .. dt)
+      end, e[dt .. "_"], name .. "_ of " .. dt, name)
     end)
   end
   -- mixed dtypes and numbers beside int64 and bool tensors (l, r: "f32",
@@ -360,7 +362,7 @@ local function binary(rec)
   for _, m in ipairs(e.mixed) do
     local desc = ("%s(%s, %s)"):format(name, tostring(m.l), tostring(m.r))
     it(("%s: mixed %s (torch: %s)"):format(name, desc, m.error and "raises" or m.out.dtype), function()
-      assert_outcome(function() return f(operand(m.l, true), operand(m.r, false)) end, m, desc)
+      assert_outcome(function() return f(operand(m.l, true), operand(m.r, false)) end, m, desc, name)
     end)
   end
   it(name .. ": ints = " .. rec.ints .. " agrees with torch", function()
