@@ -62,6 +62,7 @@ local B = require "attn.app.text_basic" -- Unicode, UTF-8 and the basic tokenize
 local drop_invalid, py_strip, basic_segment, split_specials = B.drop_invalid, B.py_strip, B.basic_segment,
   B.split_specials
 local error = require("attn.core")._error -- raises at the user's line (the first caller outside attn)
+local json = require "attn.app.json"
 
 local text = {}
 
@@ -117,128 +118,6 @@ end
 -- that of the Python which generated lua/attn/app/unicode_data.lua.
 function text.unicode_version()
   return B.tables().version
-end
-
--- ---------------------------------------------------------------------------
--- JSON (tokenizer_config.json): a small strict reader
-
-local function json_decode(src, path)
-  local pos = 1
-  local function err(msg)
-    local line = 1
-    for _ in src:sub(1, pos - 1):gmatch("\n") do line = line + 1 end
-    error(string.format("%s:%d: %s", path, line, msg), 0)
-  end
-  local function skip()
-    pos = src:find("[^ \t\r\n]", pos) or #src + 1
-  end
-  local value
-  local escapes = {['"'] = '"', ["\\"] = "\\", ["/"] = "/", b = "\b", f = "\f", n = "\n", r = "\r", t = "\t"}
-  local function str()
-    pos = pos + 1 -- opening quote
-    local parts = {}
-    while true do
-      local s = src:find('["\\%c]', pos)
-      if not s then err("unterminated string") end
-      parts[#parts + 1] = src:sub(pos, s - 1)
-      local c = src:sub(s, s)
-      if c == '"' then
-        pos = s + 1
-        return table.concat(parts)
-      elseif c == "\\" then
-        local x = src:sub(s + 1, s + 1)
-        if escapes[x] then
-          parts[#parts + 1] = escapes[x]
-          pos = s + 2
-        elseif x == "u" then
-          local hex = src:match("^%x%x%x%x", s + 2)
-          if not hex then err("bad \\u escape") end
-          local cp = tonumber(hex, 16)
-          pos = s + 6
-          if cp >= 0xD800 and cp <= 0xDBFF then
-            local lo = src:match("^\\u(%x%x%x%x)", pos)
-            lo = lo and tonumber(lo, 16)
-            if lo and lo >= 0xDC00 and lo <= 0xDFFF then
-              cp = 0x10000 + (cp - 0xD800) * 0x400 + (lo - 0xDC00)
-              pos = pos + 6
-            else
-              cp = 0xFFFD
-            end
-          elseif cp >= 0xDC00 and cp <= 0xDFFF then
-            cp = 0xFFFD
-          end
-          parts[#parts + 1] = utf8.char(cp)
-        else
-          err("bad escape \\" .. x)
-        end
-      else
-        err("control character in string")
-      end
-    end
-  end
-  function value()
-    skip()
-    local c = src:sub(pos, pos)
-    if c == "{" then
-      pos = pos + 1
-      local obj = {}
-      skip()
-      if src:sub(pos, pos) == "}" then
-        pos = pos + 1
-        return obj
-      end
-      while true do
-        skip()
-        if src:sub(pos, pos) ~= '"' then err("expected a key") end
-        local k = str()
-        skip()
-        if src:sub(pos, pos) ~= ":" then err("expected ':'") end
-        pos = pos + 1
-        obj[k] = value()
-        skip()
-        c = src:sub(pos, pos)
-        pos = pos + 1
-        if c == "}" then return obj end
-        if c ~= "," then err("expected ',' or '}'") end
-      end
-    elseif c == "[" then
-      pos = pos + 1
-      local arr = {}
-      skip()
-      if src:sub(pos, pos) == "]" then
-        pos = pos + 1
-        return arr
-      end
-      while true do
-        arr[#arr + 1] = value()
-        skip()
-        c = src:sub(pos, pos)
-        pos = pos + 1
-        if c == "]" then return arr end
-        if c ~= "," then err("expected ',' or ']'") end
-      end
-    elseif c == '"' then
-      return str()
-    elseif src:find("^true", pos) then
-      pos = pos + 4
-      return true
-    elseif src:find("^false", pos) then
-      pos = pos + 5
-      return false
-    elseif src:find("^null", pos) then
-      pos = pos + 4
-      return nil
-    else
-      local num = src:match("^-?%d+%.?%d*[eE]?[-+]?%d*", pos)
-      if not num or num == "" or not tonumber(num) then err("unexpected character '" .. c .. "'") end
-      pos = pos + #num
-      return tonumber(num)
-    end
-  end
-  local v = value()
-  skip()
-  if pos <= #src then err("trailing characters") end
-  return v
 end
 
 local function read_file(fn, path)
@@ -436,7 +315,7 @@ function WordPiece.from_pretrained(dir, opts)
   if f then
     local src = f:read("a")
     f:close()
-    local ok, cfg = pcall(json_decode, src or "", cpath)
+    local ok, cfg = pcall(json.decode, src or "", cpath)
     if not ok then fail(fn, "cannot parse %s", tostring(cfg)) end
     if type(cfg) ~= "table" then fail(fn, "%s does not hold a JSON object", cpath) end
     for key, name in pairs(config_keys) do
