@@ -24,19 +24,7 @@ local M = {}
 local is_tensor = attn.is_tensor
 local where = attn.where
 
--- Errors point at the first caller outside the attn package.
-local getinfo = debug and debug.getinfo
-local PACKAGE_DIR = getinfo and getinfo(1, "S").source:match("^(.*[/\\])[^/\\]*$")
-local function fail(msg)
-  if not (getinfo and PACKAGE_DIR) then error(msg, 0) end
-  local level = 3
-  while true do
-    local info = getinfo(level, "S")
-    if not info or info.source:sub(1, #PACKAGE_DIR) ~= PACKAGE_DIR then break end
-    level = level + 1
-  end
-  error(msg, level)
-end
+local fail = error -- errors point at the first caller outside the attn package
 
 local function check_tensor(x, fn)
   if not is_tensor(x) then fail(("%s: input must be a tensor (got %s)"):format(fn, type(x))) end

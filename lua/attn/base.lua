@@ -116,6 +116,14 @@ local function instance_of(cls)
 end
 attn._misuse.instance_of = instance_of
 
+--- Internal: raises "fn: " .. fmt:format(...) at the user's line (the
+-- first caller outside the attn package: core._error), however deep in
+-- the package it is called.  The error helper of the modules that check
+-- their arguments (attn.data, attn.text, ...).
+function attn._misuse.fail(fn, fmt, ...)
+  error(fn .. ": " .. fmt:format(...), 2)
+end
+
 --- Internal: guards every method of class table cls (the functions whose
 -- first parameter is self, metamethods aside) with attn._misuse.guard_method;
 -- recv names an instance in the message ("opt", "cache").  is_self

@@ -18,19 +18,7 @@ local init = require "attn.nn_init"
 local M = {}
 local is_tensor = attn.is_tensor
 
-local getinfo = debug and debug.getinfo
-local PACKAGE_DIR = getinfo and getinfo(1, "S").source:match("^(.*[/\\])[^/\\]*$")
--- Errors point at the first caller outside the attn package.
-local function fail(msg)
-  if not (getinfo and PACKAGE_DIR) then error(msg, 0) end
-  local level = 3
-  while true do
-    local info = getinfo(level, "S")
-    if not info or info.source:sub(1, #PACKAGE_DIR) ~= PACKAGE_DIR then break end
-    level = level + 1
-  end
-  error(msg, level)
-end
+local fail = error -- errors point at the first caller outside the attn package
 
 local function fmt_shape(s) return "[" .. table.concat(s, ", ") .. "]" end
 

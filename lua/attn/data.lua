@@ -24,23 +24,9 @@ local data = {}
 -- ---------------------------------------------------------------------------
 -- Argument checks
 
--- Errors point at the first caller outside this file (the user's line),
--- however deep in the helpers below they are raised.
--- A sandbox (attn_lua.h) has no debug library: the messages then carry
--- no position.
-local getinfo = debug and debug.getinfo
-local SOURCE = getinfo and getinfo(1, "S").source
-
-local function fail(fn, fmt, ...)
-  if not getinfo then error(fn .. ": " .. string.format(fmt, ...), 0) end
-  local level = 3 -- getinfo's numbering: 1 here, 2 fail's caller, ...
-  while true do
-    local info = getinfo(level, "S")
-    if not info or info.source ~= SOURCE then break end
-    level = level + 1
-  end
-  error(fn .. ": " .. string.format(fmt, ...), level) -- error's levels count from fail too
-end
+-- fail(fn, fmt, ...) raises "fn: message" at the user's line (the first
+-- caller outside the attn package), however deep in the helpers below.
+local fail = attn._misuse.fail
 
 -- v as an integer when it is a number with an integral value, else nil
 -- (math.tointeger alone would also convert numeric strings).

@@ -29,23 +29,8 @@ local is_tensor = attn.is_tensor
 local linear = attn.linear
 
 -- Errors point at the first caller outside the attn package (the user's
--- line), however deep inside the package they are raised; the level
--- argument of the calls below is not used.  A sandbox without the debug
--- library gets messages without a position.
-local getinfo = debug and debug.getinfo
-local PACKAGE_DIR = getinfo and getinfo(1, "S").source:match("^(.*[/\\])[^/\\]*$")
-
-local function fail(msg)
-  if not (getinfo and PACKAGE_DIR) then error(msg, 0) end
-  local level = 3 -- getinfo's numbering: 1 here, 2 fail's caller, ...
-  while true do
-    local info = getinfo(level, "S")
-    if not info or info.source:sub(1, #PACKAGE_DIR) ~= PACKAGE_DIR then break end
-    level = level + 1
-  end
-  error(msg, level) -- error counts levels from fail as getinfo does
-end
-M._fail = fail
+-- line), however deep inside the package they are raised (core._error).
+local fail = error
 
 local function fmt_shape(s) return "[" .. table.concat(s, ", ") .. "]" end
 

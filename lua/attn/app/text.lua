@@ -61,7 +61,6 @@ local attn = require "attn.base"
 local B = require "attn.app.text_basic" -- Unicode, UTF-8 and the basic tokenizer
 local drop_invalid, py_strip, basic_segment, split_specials = B.drop_invalid, B.py_strip, B.basic_segment,
   B.split_specials
-local error = require("attn.core")._error -- raises at the user's line (the first caller outside attn)
 local json = require "attn.app.json"
 
 local text = {}
@@ -69,21 +68,9 @@ local text = {}
 -- ---------------------------------------------------------------------------
 -- Errors
 
--- Errors point at the first caller outside this file (the user's line).
--- A sandboxed state (attn_lua.h) has no debug library: errors then point
--- at this file's caller of fail.
-local getinfo = debug and debug.getinfo
-local SOURCE = getinfo and getinfo(1, "S").source
-
-local function fail(fn, fmt, ...)
-  local level = 3
-  while getinfo do
-    local info = getinfo(level, "S")
-    if not info or info.source ~= SOURCE then break end
-    level = level + 1
-  end
-  error(fn .. ": " .. string.format(fmt, ...), getinfo and level or 2)
-end
+-- fail(fn, fmt, ...) raises "fn: message" at the user's line (the first
+-- caller outside the attn package).
+local fail = attn._misuse.fail
 
 local function check_string(fn, what, v)
   if type(v) ~= "string" then fail(fn, "%s must be a string (got %s)", what, type(v)) end
