@@ -278,6 +278,79 @@ attn_status attn_as_strided(const attn_tensor *t, int ndim, const int64_t *shape
 attn_status attn_broadcast_shape(const char *op, const attn_tensor *a, const attn_tensor *b, int *ndim, int64_t *shape);
 
 /* ------------------------------------------------------------------------ */
+/* Indexing as torch's t[key] (Python's keys, 0-based)                       */
+
+/* One entry of a key.  Make them with the attn_idx_* helpers:
+     t[1, :, None, ..., ids]  ->  {attn_idx_int(1), attn_idx_all(),
+                                   attn_idx_newaxis(), attn_idx_ellipsis(),
+                                   attn_idx_tensor(ids)} */
+typedef enum attn_index_kind {
+  ATTN_INDEX_INT,      /* i: drops the dim; -1 is the last */
+  ATTN_INDEX_SLICE,    /* start:stop:step, step > 0, clamped like Python */
+  ATTN_INDEX_NEWAXIS,  /* None: a new dim of size 1 */
+  ATTN_INDEX_ELLIPSIS, /* ...: the whole dims the other entries leave (one per key) */
+  ATTN_INDEX_TENSOR    /* int64 ids on one dim (negative from the end; the
+                          result takes the ids' shape there), or a bool mask
+                          over as many dims as it has (one dim of the true
+                          entries, in row-major order).  One per key. */
+} attn_index_kind;
+
+typedef struct attn_index {
+  attn_index_kind kind;
+  int64_t i;                 /* INT */
+  int64_t start, stop, step; /* SLICE */
+  bool has_start, has_stop;  /* SLICE: false for an open end (Python's :stop, start:) */
+  const attn_tensor *tensor; /* TENSOR (borrowed for the call) */
+} attn_index;
+
+static inline attn_index attn_idx_int(int64_t i) {
+  attn_index e = {ATTN_INDEX_INT, i, 0, 0, 1, false, false, NULL};
+  return e;
+}
+/* start:stop:step with both ends given */
+static inline attn_index attn_idx_slice(int64_t start, int64_t stop, int64_t step) {
+  attn_index e = {ATTN_INDEX_SLICE, 0, start, stop, step, true, true, NULL};
+  return e;
+}
+/* start: (to the end) */
+static inline attn_index attn_idx_from(int64_t start, int64_t step) {
+  attn_index e = {ATTN_INDEX_SLICE, 0, start, 0, step, true, false, NULL};
+  return e;
+}
+static inline attn_index attn_idx_all(void) { /* : */
+  attn_index e = {ATTN_INDEX_SLICE, 0, 0, 0, 1, false, false, NULL};
+  return e;
+}
+static inline attn_index attn_idx_newaxis(void) {
+  attn_index e = {ATTN_INDEX_NEWAXIS, 0, 0, 0, 1, false, false, NULL};
+  return e;
+}
+static inline attn_index attn_idx_ellipsis(void) {
+  attn_index e = {ATTN_INDEX_ELLIPSIS, 0, 0, 0, 1, false, false, NULL};
+  return e;
+}
+static inline attn_index attn_idx_tensor(const attn_tensor *ids_or_mask) {
+  attn_index e = {ATTN_INDEX_TENSOR, 0, 0, 0, 1, false, false, ids_or_mask};
+  return e;
+}
+
+/* *out = t[key] (n entries; n == 0 gives t).  Without a tensor entry the
+   result is a view of t (writes reach t); with one, a copy.  Autograd
+   follows both.  Errors name index_get and the entry: an integer or id
+   out of range (ATTN_ERR_INDEX), more entries than dims, a mask whose
+   shape differs from the dims it covers (ATTN_ERR_SHAPE), two tensors,
+   a float index tensor, a step <= 0 (ATTN_ERR_ARG). */
+attn_status attn_index_get(const attn_tensor *t, int n, const attn_index *key, attn_tensor **out);
+/* t[key] = value, in place (t's version is bumped): value broadcasts to
+   the shape of t[key].  Without a tensor entry value is converted to t's
+   dtype (torch's copy_); with one it must have t's dtype unless it is 0-d
+   (torch's index_put).  Repeated ids: the last write wins.  Under
+   autograd (t or value requires grad, grad mode on) the write is
+   recorded on t as a whole, so gradients reach t's other elements and
+   the value. */
+attn_status attn_index_put(attn_tensor *t, int n, const attn_index *key, const attn_tensor *value);
+
+/* ------------------------------------------------------------------------ */
 /* Elementwise math (NumPy broadcasting)                                     */
 
 /* The op enums come from the op table, attn_ops.h (one line per op). */

@@ -738,28 +738,20 @@ static int m_flatten(lua_State *L) {
      t[{{2, 4}, {}}]          {first, last} inclusive, {first, last, step}
      t[{{2}}]                 {i} keeps the dim (t[1:2])
      t[ids], t[{{}, ids}]     an int64 (or integral float) tensor on one
-                              dim: torch's advanced indexing (index_select,
-                              the result takes the index's shape there)
-     t[mask]                  a bool mask of t's leading dims (or its whole
-                              shape): the selected entries, [n, rest...]
-   and assignment through each of them, broadcasting the value.  Reads are
-   views (select/slice) or index_select, so autograd follows them; writes
-   are copy_/masked_fill_/where, recorded like torch's in-place ops.       */
-
-enum { IX_SELECT, IX_SLICE, IX_TENSOR };
-typedef struct {
-  int kind;
-  int64_t index;             /* IX_SELECT: 1-based as given */
-  int64_t first, last, step; /* IX_SLICE: 1-based inclusive */
-  int slot;                  /* IX_TENSOR: stack slot of the index */
-} ix_entry;
+                              dim: torch's advanced indexing (the result
+                              takes the index's shape there)
+     t[mask], t[{{}, mask}]   a bool mask over as many dims as it has: the
+                              selected entries in one dim
+   and assignment through each of them, broadcasting the value.  The key
+   becomes the core's (attn_index_get/attn_index_put, 0-based, Python's
+   slices), which holds the rules: here only the conversion, with the
+   1-based messages of out-of-range integers and ids. */
 
 typedef struct {
   int n;
-  ix_entry e[ATTN_MAX_DIMS];
-  int nsel;  /* entries that drop their dim */
-  int adv;   /* position of the IX_TENSOR entry, or -1 */
-  bool mask; /* the key is a bool tensor */
+  attn_index e[ATTN_MAX_DIMS];
+  int slot[ATTN_MAX_DIMS]; /* the stack slot of a tensor entry's tensor */
+  bool ints_only;          /* every entry an integer: an element reads as a Lua value */
 } ix_key;
 
 static int64_t ix_int(lua_State *L, int idx, const char *fn, const char *what) {
@@ -771,92 +763,6 @@ static int64_t ix_int(lua_State *L, int idx, const char *fn, const char *what) {
   return (int64_t)v;
 }
 
-/* Parses the key at kidx (the table's entries stay reachable through it). */
-static void ix_parse(lua_State *L, const attn_tensor *t, int kidx, ix_key *k, const char *fn) {
-  k->n = 0;
-  k->nsel = 0;
-  k->adv = -1;
-  k->mask = false;
-  int ty = lua_type(L, kidx);
-  if (ty == LUA_TNUMBER) {
-    k->e[0].kind = IX_SELECT;
-    k->e[0].index = ix_int(L, kidx, fn, "an index");
-    k->n = 1;
-    k->nsel = 1;
-    return;
-  }
-  attn_tensor *kt = attnL_test(L, kidx);
-  if (kt) {
-    if (kt->dtype == ATTN_BOOL) {
-      k->mask = true;
-      return;
-    }
-    k->e[0].kind = IX_TENSOR;
-    k->e[0].slot = kidx;
-    k->n = 1;
-    k->adv = 0;
-    return;
-  }
-  if (ty != LUA_TTABLE)
-    attnL_raise(L,
-                "%s: tensors are indexed by integers, tables of indices and ranges, index tensors, bool masks "
-                "or method names (got %s)",
-                fn, luaL_typename(L, kidx));
-  int n = (int)lua_rawlen(L, kidx);
-  if (n > t->ndim) attnL_raise(L, "%s: %d indices for a %d-d tensor", fn, n, t->ndim);
-  for (int i = 0; i < n; i++) {
-    ix_entry *e = &k->e[i];
-    int ety = lua_rawgeti(L, kidx, i + 1);
-    int top = lua_gettop(L);
-    if (ety == LUA_TNUMBER) {
-      e->kind = IX_SELECT;
-      e->index = ix_int(L, top, fn, "an index");
-      k->nsel++;
-    } else if (ety == LUA_TTABLE && !attnL_test(L, top)) {
-      int len = (int)lua_rawlen(L, top);
-      if (len > 3)
-        attnL_raise(L,
-                    "%s: range %d has %d entries; a range is {}, {i}, {first, last} or {first, last, step} "
-                    "(index a list of ids with a tensor: attn.tensor(ids, {dtype = \"int64\"}))",
-                    fn, i + 1, len);
-      e->kind = IX_SLICE;
-      e->first = 1;
-      e->last = -1;
-      e->step = 1;
-      if (len >= 1) {
-        lua_rawgeti(L, top, 1);
-        e->first = ix_int(L, -1, fn, "a range bound");
-        e->last = e->first;
-        lua_pop(L, 1);
-      }
-      if (len >= 2) {
-        lua_rawgeti(L, top, 2);
-        e->last = ix_int(L, -1, fn, "a range bound");
-        lua_pop(L, 1);
-      }
-      if (len == 3) {
-        lua_rawgeti(L, top, 3);
-        e->step = ix_int(L, -1, fn, "a range step");
-        lua_pop(L, 1);
-        if (e->step <= 0) attnL_raise(L, "%s: range step must be positive (got %I)", fn, (lua_Integer)e->step);
-      }
-    } else if (attnL_test(L, top)) {
-      if (attnL_test(L, top)->dtype == ATTN_BOOL)
-        attnL_raise(L, "%s: a bool mask indexes the whole tensor (t[mask]), not one dim of a table key", fn);
-      if (k->adv >= 0) attnL_raise(L, "%s: at most one index tensor per key", fn);
-      e->kind = IX_TENSOR;
-      e->slot = top;
-      k->adv = i;
-      continue; /* the index stays in its stack slot for the whole call */
-    } else {
-      attnL_raise(L, "%s: entry %d of the key is a %s (expected an integer, a range table or an index tensor)", fn,
-                  i + 1, luaL_typename(L, top));
-    }
-    lua_pop(L, 1);
-  }
-  k->n = n;
-}
-
 /* 1-based index (negative from the end) -> 0-based, with a Lua message */
 static int64_t ix_check(lua_State *L, int64_t i, int64_t size, int dim, const char *fn) {
   int64_t i0 = i < 0 ? i + size : i - 1;
@@ -866,53 +772,28 @@ static int64_t ix_check(lua_State *L, int64_t i, int64_t size, int dim, const ch
   return i0;
 }
 
-/* Applies the select/slice entries to the tensor at tidx; pushes the view.
-   *adv_dim: the view's dim of the index tensor entry (or -1). */
-static attn_tensor *ix_view(lua_State *L, int tidx, const ix_key *k, int *adv_dim, const char *fn) {
-  attn_tensor *cur = attnL_check(L, tidx);
-  lua_pushvalue(L, tidx);
-  int d = 0;
-  *adv_dim = -1;
-  for (int i = 0; i < k->n; i++) {
-    const ix_entry *e = &k->e[i];
-    if (e->kind == IX_TENSOR) {
-      *adv_dim = d++;
-      continue;
-    }
-    if (d >= cur->ndim) attnL_raise(L, "%s: too many indices for a %d-d tensor", fn, cur->ndim);
-    int64_t size = cur->shape[d];
-    attn_tensor **box = attnL_newbox(L);
-    if (e->kind == IX_SELECT) {
-      int64_t i0 = ix_check(L, e->index, size, i, fn);
-      attnL_result(L, attn_select(cur, d, i0, box));
-    } else {
-      int64_t first = e->first, last = e->last;
-      if (first < -size) first = -size;
-      if (last < -size - 1) last = -size - 1;
-      int64_t s0 = first < 0 ? first + size : first - 1;
-      int64_t e0 = last < 0 ? last + size + 1 : last;
-      if (s0 < 0) s0 = 0;
-      if (e0 > size) e0 = size;
-      if (s0 > size) s0 = size;
-      if (e0 < s0) e0 = s0;
-      attnL_result(L, attn_slice(cur, d, s0, e0, e->step, box));
-      d++;
-    }
-    lua_remove(L, -2);
-    cur = *box;
+/* {first, last, step} (1-based, inclusive, negatives from the end) ->
+   Python's start:stop:step (an open stop for last = -1). */
+static attn_index ix_range(int64_t first, int64_t last, int64_t step) {
+  attn_index e = attn_idx_all();
+  e.step = step;
+  e.has_start = true;
+  e.start = first > 0 ? first - 1 : first; /* 0 is before the first: clamped to it */
+  if (last != -1) {
+    e.has_stop = true;
+    e.stop = last >= 0 ? last : last + 1;
   }
-  return cur;
+  return e;
 }
 
-/* The int64 0-based index of the IX_TENSOR entry for a dim of size n
-   (pushed), checked against n. */
-static attn_tensor *ix_index(lua_State *L, const ix_key *k, int64_t n, const char *fn) {
-  /* a float or int64 tensor of 0s and 1s holding a 0 is a mask in the wrong
-     dtype (torch's x[m] with m a 0/1 float mask fails too): say so, not
-     only that id 0 is out of range.  Any 0 is an error anyway, so the
-     look stops at the first other value, or after 2^20 (an expanded index
-     may hold 2^40 elements). */
-  const attn_tensor *it = attnL_test(L, k->e[k->adv].slot);
+/* The 0-based int64 ids of the index tensor at slot for a dim of size n
+   (pushed).  A float or int64 tensor of 0s and 1s holding a 0 is a mask
+   in the wrong dtype (torch's x[m] with m a 0/1 float mask fails too):
+   say so, not only that id 0 is out of range.  Any 0 is an error anyway,
+   so the look stops at the first other value, or after 2^20 (an expanded
+   index may hold 2^40 elements). */
+static const attn_tensor *ix_ids(lua_State *L, int slot, int64_t n, const char *fn) {
+  const attn_tensor *it = attnL_test(L, slot);
   if (it) {
     int64_t total = attn_tensor_numel(it);
     if (total > ((int64_t)1 << 20)) total = (int64_t)1 << 20;
@@ -928,128 +809,125 @@ static attn_tensor *ix_index(lua_State *L, const ix_key *k, int64_t n, const cha
                   "a mask must be a bool tensor, write t[mask:bool()] (or t[mask:eq(1)])",
                   fn, attn_dtype_name(it->dtype));
   }
-  return attnL_checkindex(L, k->e[k->adv].slot, n, fn, "index");
+  return attnL_checkindex(L, slot, n, fn, "index");
 }
 
-/* Raises "fn: time limit reached" (ATTN_ERR_LIMIT, as a kernel would). */
-static attn_tensor *ix_limit(lua_State *L, const char *fn) {
-  attn_set_error(ATTN_ERR_LIMIT, "%s: time limit reached", fn);
-  attnL_error(L);
-  return NULL;
-}
-
-/* Flat 0-based positions of the true entries of a bool mask (pushed, [n]).
-   An expanded mask has 2^40 elements in no memory: both passes poll the
-   deadline every 2^16 elements, as the core's kernels do. */
-static attn_tensor *ix_positions(lua_State *L, const attn_tensor *mask, const char *fn) {
-  int64_t total = attn_tensor_numel(mask), n = 0;
-  for (int64_t i = 0; i < total; i++) {
-    if ((i & 0xffff) == 0xffff && attn_deadline_passed()) return ix_limit(L, fn);
-    n += attn_tensor_get_flat_i64(mask, i) != 0;
+/* Parses the key at kidx into the core's (the entries' tensors stay on the
+   stack for the call). */
+static void ix_parse(lua_State *L, const attn_tensor *t, int kidx, ix_key *k, const char *fn) {
+  int ty = lua_type(L, kidx);
+  k->n = 1;
+  k->ints_only = ty == LUA_TNUMBER;
+  k->slot[0] = kidx;
+  if (ty == LUA_TNUMBER) {
+    if (t->ndim == 0) attnL_raise(L, "%s: cannot index a 0-d tensor (use t:item())", fn);
+    k->e[0] = attn_idx_int(ix_check(L, ix_int(L, kidx, fn, "an index"), t->shape[0], 0, fn));
+    return;
   }
-  attn_tensor **box = attnL_newbox(L);
-  if (attn_empty_dtype(ATTN_INT64, 1, &n, box)) attnL_error(L);
-  attnL_account(L, box);
-  int64_t *p = attn_tensor_i64(*box);
-  for (int64_t i = 0, j = 0; i < total; i++) {
-    if ((i & 0xffff) == 0xffff && attn_deadline_passed()) return ix_limit(L, fn);
-    if (attn_tensor_get_flat_i64(mask, i)) p[j++] = i;
+  attn_tensor *kt = attnL_test(L, kidx);
+  if (kt) {
+    if (kt->dtype == ATTN_BOOL) {
+      k->e[0] = attn_idx_tensor(kt);
+      return;
+    }
+    if (t->ndim == 0) attnL_raise(L, "%s: 1 indices for a 0-d tensor", fn);
+    k->e[0] = attn_idx_tensor(ix_ids(L, kidx, t->shape[0], fn));
+    return;
   }
-  return *box;
+  if (ty != LUA_TTABLE)
+    attnL_raise(L,
+                "%s: tensors are indexed by integers, tables of indices and ranges, index tensors, bool masks "
+                "or method names (got %s)",
+                fn, luaL_typename(L, kidx));
+  int n = (int)lua_rawlen(L, kidx);
+  if (n > t->ndim) attnL_raise(L, "%s: %d indices for a %d-d tensor", fn, n, t->ndim);
+  k->n = n;
+  k->ints_only = true;
+  int64_t first[ATTN_MAX_DIMS];
+  for (int i = 0; i < n; i++) {
+    attn_index *e = &k->e[i];
+    int ety = lua_rawgeti(L, kidx, i + 1);
+    int top = lua_gettop(L);
+    if (ety == LUA_TNUMBER) {
+      *e = attn_idx_int(0);
+      first[i] = ix_int(L, top, fn, "an index");
+    } else if (ety == LUA_TTABLE && !attnL_test(L, top)) {
+      int len = (int)lua_rawlen(L, top);
+      if (len > 3)
+        attnL_raise(L,
+                    "%s: range %d has %d entries; a range is {}, {i}, {first, last} or {first, last, step} "
+                    "(index a list of ids with a tensor: attn.tensor(ids, {dtype = \"int64\"}))",
+                    fn, i + 1, len);
+      int64_t b[3] = {1, -1, 1};
+      for (int j = 0; j < len; j++) {
+        lua_rawgeti(L, top, j + 1);
+        b[j] = ix_int(L, -1, fn, j < 2 ? "a range bound" : "a range step");
+        lua_pop(L, 1);
+      }
+      if (len == 1) b[1] = b[0];
+      if (b[2] <= 0) attnL_raise(L, "%s: range step must be positive (got %I)", fn, (lua_Integer)b[2]);
+      *e = ix_range(b[0], b[1], b[2]);
+    } else if (attnL_test(L, top)) {
+      *e = attn_idx_tensor(attnL_test(L, top));
+      k->slot[i] = top;
+      continue; /* the index stays in its stack slot for the whole call */
+    } else {
+      attnL_raise(L, "%s: entry %d of the key is a %s (expected an integer, a range table or an index tensor)", fn,
+                  i + 1, luaL_typename(L, top));
+    }
+    k->ints_only = k->ints_only && e->kind == ATTN_INDEX_INT;
+    lua_pop(L, 1);
+  }
+  /* 1-based integers and ids to 0-based, each for the dim of t it indexes
+     (a mask takes as many as it has; past the last, the core says so) */
+  int i = 0, d = 0;
+  for (; i < n && d < t->ndim; i++) {
+    attn_index *e = &k->e[i];
+    if (e->kind == ATTN_INDEX_INT) {
+      e->i = ix_check(L, first[i], t->shape[d], d, fn);
+    } else if (e->kind == ATTN_INDEX_TENSOR) {
+      const attn_tensor *it = attnL_check(L, k->slot[i]);
+      if (it->dtype == ATTN_BOOL) {
+        e->tensor = it;
+        d += it->ndim;
+        k->ints_only = false;
+        continue;
+      }
+      e->tensor = ix_ids(L, k->slot[i], t->shape[d], fn);
+      k->ints_only = false;
+    }
+    d++;
+  }
+  if (i < n) attnL_raise(L, "%s: %d indices for a %d-d tensor", fn, d + n - i, t->ndim);
 }
 
-/* The leading dims the mask covers: its shape must be t's first mask->ndim
-   sizes. */
-static void ix_check_mask(lua_State *L, const attn_tensor *t, const attn_tensor *mask, const char *fn) {
-  char sa[64], sb[64];
-  bool ok = mask->ndim <= t->ndim;
-  for (int d = 0; ok && d < mask->ndim; d++) ok = mask->shape[d] == t->shape[d];
-  if (!ok)
-    attnL_raise(L, "%s: mask of shape %s does not match the leading dims of the tensor's shape %s", fn,
-                attn_shape_str(mask->ndim, mask->shape, sa, sizeof sa),
-                attn_shape_str(t->ndim, t->shape, sb, sizeof sb));
+/* An error of the core's indexing named as the Lua operation (fn). */
+static int ix_error(lua_State *L, const char *fn) {
+  const char *msg = attn_last_error(), *rest = strstr(msg, ": ");
+  if (strncmp(msg, "not enough memory: ", 19) == 0) return attnL_error(L);
+  return attnL_raise(L, "%s: %s", fn, rest ? rest + 2 : msg);
 }
 
-/* t viewed as [prod(lead), rest...] for a mask over its `lead` leading dims (pushed). */
-static attn_tensor *ix_flat_lead(lua_State *L, attn_tensor *t, int lead) {
-  int64_t shape[ATTN_MAX_DIMS];
-  int nd = 0;
-  int64_t p = 1;
-  for (int d = 0; d < lead; d++) p *= t->shape[d];
-  shape[nd++] = p;
-  for (int d = lead; d < t->ndim; d++) shape[nd++] = t->shape[d];
-  attn_tensor **box = attnL_newbox(L);
-  attnL_result(L, attn_reshape(t, nd, shape, box));
-  return *box;
-}
-
-/* t[mask] (pushed) */
-static void ix_read_mask(lua_State *L, int tidx, int kidx, const char *fn) {
-  attn_tensor *t = attnL_check(L, tidx), *mask = attnL_check(L, kidx);
-  ix_check_mask(L, t, mask, fn);
-  attn_tensor *pos = ix_positions(L, mask, fn);
-  attn_tensor *flat = ix_flat_lead(L, t, mask->ndim);
-  attn_tensor **box = attnL_newbox(L);
-  attnL_result(L, attn_index_select(flat, 0, pos, box));
-}
-
-/* Reads t[key] (pushed): a tensor, or a Lua value for a 0-d result of
-   integer indices only. */
+/* Reads t[key] (pushed): a tensor, or a Lua value for an element read with
+   integers only. */
 static void ix_read(lua_State *L, int tidx, int kidx, const char *fn) {
   attn_tensor *t = attnL_check(L, tidx);
-  if (lua_type(L, kidx) == LUA_TNUMBER && t->ndim == 0)
-    attnL_raise(L, "%s: cannot index a 0-d tensor (use t:item())", fn);
   ix_key k;
   ix_parse(L, t, kidx, &k, fn);
-  if (k.mask) {
-    ix_read_mask(L, tidx, kidx, fn);
-    return;
-  }
-  int adv;
-  attn_tensor *cur = ix_view(L, tidx, &k, &adv, fn);
-  if (adv >= 0) {
-    attn_tensor *idx = ix_index(L, &k, cur->shape[adv], fn);
-    int64_t n = attn_tensor_numel(idx);
-    attn_tensor **flat = attnL_newbox(L);
-    attnL_result(L, attn_reshape(idx, 1, &n, flat));
-    attn_tensor **sel = attnL_newbox(L);
-    attnL_result(L, attn_index_select(cur, adv, *flat, sel));
-    /* the index's shape replaces the dim */
-    int64_t shape[ATTN_MAX_DIMS];
-    int nd = 0;
-    if (cur->ndim - 1 + idx->ndim > ATTN_MAX_DIMS) attnL_raise(L, "%s: the result would have too many dims", fn);
-    for (int d = 0; d < adv; d++) shape[nd++] = cur->shape[d];
-    for (int d = 0; d < idx->ndim; d++) shape[nd++] = idx->shape[d];
-    for (int d = adv + 1; d < cur->ndim; d++) shape[nd++] = cur->shape[d];
-    attn_tensor **box = attnL_newbox(L);
-    attnL_result(L, attn_reshape(*sel, nd, shape, box));
-    return;
-  }
+  attn_tensor **box = attnL_newbox(L);
+  if (attn_index_get(t, k.n, k.e, box)) ix_error(L, fn);
+  attnL_account(L, box);
   /* an element is a Lua value (a number even when t requires grad: keep a
      dim, t[{i, {j}}], for a differentiable element) */
-  if (cur->ndim == 0 && k.nsel == k.n) {
-    attn_tensor *v = cur;
-    attnL_pushelem(L, v, v->offset);
-  }
+  if ((*box)->ndim == 0 && k.ints_only) attnL_pushelem(L, *box, (*box)->offset);
 }
 
-/* t[key] = value under autograd (t or the value takes part in a graph):
-   the core cannot rebase the history of a view written in place, so the
-   write is computed on t as a whole: the positions the key selects (the
-   key applied to arange(numel) shaped like t), the value broadcast to
-   them, and t = where(hit, value at its position, t), committed into t
-   with copy_ (recorded like torch's index_put/copy_ on t). */
-static int ix_write_error(lua_State *L);
-
-/* The value of t[key] = value as a tensor for a write into dtype dt (pushed,
-   or the converted tensor in its own slot): a number or a boolean becomes a
-   0-d tensor of dt (int64 keeps Lua integers exact, truncates floats toward
-   zero like torch and refuses nan, inf and values beyond int64; bool takes
-   any nonzero as true); a 0-d tensor is converted to dt (torch casts it).
-   A larger tensor must already be of dt (torch's index_put refuses to cast)
-   unless `cast` (a write through basic indexing is torch's copy_, which
-   converts). */
-static attn_tensor *ix_value(lua_State *L, int vidx, attn_dtype dt, bool cast, const char *fn) {
+/* The value of t[key] = value as a tensor (pushed, or the tensor in its own
+   slot): a number or a boolean becomes a 0-d tensor of t's dtype (int64
+   keeps Lua integers exact, truncates floats toward zero like torch and
+   refuses nan, inf and values beyond int64; bool takes any nonzero as
+   true), a Lua table a tensor of t's dtype. */
+static attn_tensor *ix_value(lua_State *L, int vidx, attn_dtype dt, const char *fn) {
   int ty = lua_type(L, vidx);
   if (ty == LUA_TNUMBER || ty == LUA_TBOOLEAN) {
     attn_tensor **b = attnL_newbox(L);
@@ -1057,128 +935,12 @@ static attn_tensor *ix_value(lua_State *L, int vidx, attn_dtype dt, bool cast, c
         dt == ATTN_INT64 && lua_isinteger(L, vidx)
             ? attn_full_i64(0, NULL, (int64_t)lua_tointeger(L, vidx), b)
             : attn_full_dtype(dt, 0, NULL, ty == LUA_TBOOLEAN ? lua_toboolean(L, vidx) : lua_tonumber(L, vidx), b);
-    if (st) ix_write_error(L);
+    if (st) ix_error(L, fn);
     attnL_account(L, b);
     return *b;
   }
   if (ty == LUA_TTABLE && !attnL_test(L, vidx)) return attnL_table_to_tensor(L, vidx, (int)dt, fn, "value");
-  attn_tensor *v = attnL_totensor(L, vidx, fn, "value");
-  if (v->dtype == dt || cast) return v;
-  if (v->ndim > 0)
-    attnL_raise(L,
-                "%s: index put requires the value's dtype to match the tensor's: got a %s value for a %s tensor "
-                "(convert it with value:to(\"%s\"))",
-                fn, attn_dtype_name(v->dtype), attn_dtype_name(dt), attn_dtype_name(dt));
-  attn_tensor **b = attnL_newbox(L);
-  attnL_result(L, attn_to_dtype(v, dt, b));
-  return *b;
-}
-
-/* The message of a value that does not broadcast to the elements a key
-   selects (torch's words), with what to write instead. */
-static void ix_shape_mismatch(lua_State *L, const attn_tensor *v, int nd, const int64_t *shape, const char *fn) {
-  char sa[64], sb[64];
-  attnL_raise(L,
-              "%s: shape mismatch: value tensor of shape %s cannot be broadcast to indexing result of shape %s "
-              "(give one value per selected element, or a single value for all)",
-              fn, attn_shape_str(v->ndim, v->shape, sa, sizeof sa), attn_shape_str(nd, shape, sb, sizeof sb));
-}
-
-static void ix_write_graph(lua_State *L, int tidx, int kidx, int vidx, const char *fn) {
-  attn_tensor *t = attnL_check(L, tidx);
-  int64_t total = attn_tensor_numel(t);
-  attn_tensor **pos = attnL_newbox(L);
-  attnL_result(L, attn_arange_i64(0, total, 1, pos));
-  attn_tensor **posv = attnL_newbox(L);
-  attnL_result(L, attn_reshape(*pos, t->ndim, t->shape, posv));
-  int pslot = lua_gettop(L);
-  ix_read(L, pslot, kidx, fn);
-  attn_tensor *P;
-  if (lua_isinteger(L, -1)) {
-    attn_tensor **b = attnL_newbox(L);
-    attnL_result(L, attn_full_i64(0, NULL, (int64_t)lua_tointeger(L, -2), b));
-    P = *b;
-  } else {
-    P = attnL_check(L, -1);
-  }
-  int64_t m = attn_tensor_numel(P);
-  attn_tensor *v = ix_value(L, vidx, t->dtype, false, fn);
-  attn_tensor **ve = attnL_newbox(L);
-  if (attn_expand(v, P->ndim, P->shape, ve)) ix_shape_mismatch(L, v, P->ndim, P->shape, fn);
-  attnL_account(L, ve);
-  attn_tensor **vf = attnL_newbox(L);
-  attnL_result(L, attn_reshape(*ve, 1, &m, vf));
-  attn_tensor **inv = attnL_newbox(L), **hit = attnL_newbox(L);
-  if (attn_empty_dtype(ATTN_INT64, 1, &total, inv) || attn_empty_dtype(ATTN_BOOL, 1, &total, hit)) attnL_error(L);
-  attnL_account(L, inv);
-  attnL_account(L, hit);
-  int64_t *ip = attn_tensor_i64(*inv);
-  bool *hp = attn_tensor_bool(*hit);
-  for (int64_t j = 0; j < m; j++) {
-    int64_t q = attn_tensor_get_flat_i64(P, j);
-    ip[q] = j;
-    hp[q] = true;
-  }
-  if (m == 0) return;
-  attn_tensor **full = attnL_newbox(L);
-  attnL_result(L, attn_index_select(*vf, 0, *inv, full));
-  attn_tensor **fs = attnL_newbox(L), **hs = attnL_newbox(L);
-  attnL_result(L, attn_reshape(*full, t->ndim, t->shape, fs));
-  attnL_result(L, attn_reshape(*hit, t->ndim, t->shape, hs));
-  attn_tensor **w = attnL_newbox(L);
-  attnL_result(L, attn_where(*hs, *fs, t, w));
-  if (attn_copy_(t, *w)) ix_write_error(L);
-}
-
-/* An error from a core write named as t[k] = v */
-static int ix_write_error(lua_State *L) {
-  const char *msg = attn_last_error(), *rest = strstr(msg, ": ");
-  return attnL_raise(L, "newindex: %s", rest ? rest + 2 : msg);
-}
-
-/* t[mask] = value: a number fills; a tensor broadcasts to the indexing
-   result [number of true entries, t's dims after the mask's...] (torch's
-   index_put): row j of it goes to the j-th true entry. */
-static void ix_write_mask(lua_State *L, int tidx, int kidx, int vidx, const char *fn) {
-  attn_tensor *t = attnL_check(L, tidx), *mask = attnL_check(L, kidx);
-  ix_check_mask(L, t, mask, fn);
-  /* the mask broadcast over t's trailing dims */
-  int64_t mshape[ATTN_MAX_DIMS];
-  for (int d = 0; d < t->ndim; d++) mshape[d] = d < mask->ndim ? mask->shape[d] : 1;
-  attn_tensor **mb = attnL_newbox(L);
-  attnL_result(L, attn_reshape(mask, t->ndim, mshape, mb));
-  int ty = lua_type(L, vidx);
-  if ((ty == LUA_TNUMBER || ty == LUA_TBOOLEAN) && t->dtype == ATTN_FLOAT32) {
-    float v = ty == LUA_TBOOLEAN ? (float)lua_toboolean(L, vidx) : (float)lua_tonumber(L, vidx);
-    if (attn_masked_fill_(t, *mb, v)) ix_write_error(L);
-    return;
-  }
-  attn_tensor *v = ix_value(L, vidx, t->dtype, false, fn);
-  int64_t npos = 0, total = attn_tensor_numel(mask);
-  for (int64_t i = 0; i < total; i++) npos += attn_tensor_get_flat_i64(mask, i) != 0;
-  /* the indexing result's shape */
-  int64_t rshape[ATTN_MAX_DIMS];
-  int rnd = 0;
-  rshape[rnd++] = npos;
-  for (int d = mask->ndim; d < t->ndim; d++) rshape[rnd++] = t->shape[d];
-  attn_tensor **ve = attnL_newbox(L);
-  if (attn_expand(v, rnd, rshape, ve)) ix_shape_mismatch(L, v, rnd, rshape, fn);
-  attnL_account(L, ve);
-  if (npos == 0) return;
-  /* one row of the value per true entry: inv[p] = its row (0 elsewhere),
-     then where(mask, value[inv], t) */
-  attn_tensor **inv = attnL_newbox(L);
-  if (attn_empty_dtype(ATTN_INT64, 1, &total, inv)) attnL_error(L);
-  attnL_account(L, inv);
-  int64_t *ip = attn_tensor_i64(*inv);
-  for (int64_t i = 0, j = 0; i < total; i++) ip[i] = attn_tensor_get_flat_i64(mask, i) ? j++ : 0;
-  attn_tensor **full = attnL_newbox(L);
-  attnL_result(L, attn_index_select(*ve, 0, *inv, full));
-  attn_tensor **shaped = attnL_newbox(L);
-  attnL_result(L, attn_reshape(*full, t->ndim, t->shape, shaped));
-  attn_tensor **w = attnL_newbox(L);
-  attnL_result(L, attn_where(*mb, *shaped, t, w));
-  if (attn_copy_(t, *w)) ix_write_error(L);
+  return attnL_totensor(L, vidx, fn, "value");
 }
 
 /* t[key] = value */
@@ -1187,56 +949,8 @@ static void ix_write(lua_State *L, int tidx, int kidx, int vidx, const char *fn)
   if (lua_type(L, kidx) == LUA_TNUMBER && t->ndim == 0) attnL_raise(L, "%s: cannot index a 0-d tensor", fn);
   ix_key k;
   ix_parse(L, t, kidx, &k, fn);
-  attn_tensor *vt = attnL_test(L, vidx);
-  if (attnL_grad_enabled(L) && (attn_requires_grad(t) || (vt && attn_requires_grad(vt)))) {
-    ix_write_graph(L, tidx, kidx, vidx, fn);
-    return;
-  }
-  if (k.mask) {
-    ix_write_mask(L, tidx, kidx, vidx, fn);
-    return;
-  }
-  int adv;
-  attn_tensor *cur = ix_view(L, tidx, &k, &adv, fn);
-  int cslot = lua_gettop(L);
-  if (adv < 0) {
-    attn_tensor *src = ix_value(L, vidx, cur->dtype, true, fn);
-    if (attn_copy_(attnL_check(L, cslot), src)) ix_write_error(L);
-    return;
-  }
-  /* index tensor on dim adv of cur: row r of cur takes row j of the value
-     (broadcast to the selected shape) where index[j] = r (the last such j) */
-  attn_tensor *idx = ix_index(L, &k, cur->shape[adv], fn);
-  int64_t n = attn_tensor_numel(idx);
-  int64_t m = cur->shape[adv];
-  /* the selected shape: cur's with dim adv replaced by [n] */
-  int64_t sshape[ATTN_MAX_DIMS];
-  for (int d = 0; d < cur->ndim; d++) sshape[d] = d == adv ? n : cur->shape[d];
-  attn_tensor *v = ix_value(L, vidx, cur->dtype, false, fn);
-  attn_tensor **ve = attnL_newbox(L);
-  if (attn_expand(v, cur->ndim, sshape, ve)) ix_shape_mismatch(L, v, cur->ndim, sshape, fn);
-  attnL_account(L, ve);
-  attn_tensor **inv = attnL_newbox(L), **hit = attnL_newbox(L);
-  if (attn_empty_dtype(ATTN_INT64, 1, &m, inv) || attn_empty_dtype(ATTN_BOOL, 1, &m, hit)) attnL_error(L);
-  attnL_account(L, inv);
-  attnL_account(L, hit);
-  int64_t *ip = attn_tensor_i64(*inv);
-  bool *hp = attn_tensor_bool(*hit);
-  const int64_t *ids = attn_tensor_i64(idx);
-  for (int64_t j = 0; j < n; j++) {
-    ip[ids[j]] = j;
-    hp[ids[j]] = true;
-  }
-  if (n == 0) return;
-  attn_tensor **full = attnL_newbox(L);
-  attnL_result(L, attn_index_select(*ve, adv, *inv, full));
-  int64_t hshape[ATTN_MAX_DIMS];
-  for (int d = 0; d < cur->ndim; d++) hshape[d] = d == adv ? m : 1;
-  attn_tensor **hb = attnL_newbox(L);
-  attnL_result(L, attn_reshape(*hit, cur->ndim, hshape, hb));
-  attn_tensor **w = attnL_newbox(L);
-  attnL_result(L, attn_where(*hb, *full, attnL_check(L, cslot), w));
-  if (attn_copy_(attnL_check(L, cslot), *w)) ix_write_error(L);
+  attn_tensor *v = ix_value(L, vidx, t->dtype, fn);
+  if (attn_index_put(t, k.n, k.e, v)) ix_error(L, fn);
 }
 
 /* t.dtype, t.shape, t.ndim, t.T, t.mT: pushes the value and returns 1, or 0. */
