@@ -129,6 +129,18 @@ local function assert_refuses(fn, keyword, what)
     tostring(err)))
 end
 
+--- Whether backward raises after the tensor `which` (an input's index or
+-- "out") changed in place between forward and backward: fn(...) runs on
+-- clones of fresh leaves made by make().
+local function backward_refuses(fn, make, which)
+  local ins = {}
+  for i, t in ipairs({make()}) do ins[i] = t:requires_grad_(true):clone() end
+  local y = fn(table.unpack(ins))
+  local changed = which == "out" and y or ins[which]
+  changed:mul_(1.0)
+  return not pcall(y.backward, y, attn.ones(y:shape()))
+end
+
 --- The entry of op rec in the fixture, checked against the inputs this
 -- spec builds (the generator and the spec must agree on them).
 local function entry(rec)
@@ -230,6 +242,14 @@ local function unary(rec)
     end)
     it(name .. ": gradcheck (finite differences)", function()
       assert(attn.gradcheck(f, {x():requires_grad_(true)}))
+    end)
+    it(("%s: reads = %s, and backward refuses a changed saved tensor as torch"):format(name, rec.reads), function()
+      local declared = ({IN = {x = true, out = false}, OUT = {x = false, out = true},
+        NONE = {x = false, out = false}})[rec.reads]
+      assert(declared, name .. ": unknown reads value " .. tostring(rec.reads))
+      assert.are.same(declared, e.saved, name .. ": what torch's backward reads (x: the input, out: the output)")
+      assert.are.equal(e.saved.x, backward_refuses(f, x, 1), name .. ": backward after x changed in place")
+      assert.are.equal(e.saved.out, backward_refuses(f, x, "out"), name .. ": backward after out changed in place")
     end)
   end
 
@@ -430,6 +450,11 @@ local function binary(rec)
         end)
       end)
     end
+    it(name .. ": backward refuses a changed saved tensor as torch", function()
+      assert.are.equal(e.saved.a, backward_refuses(f, inputs, 1), name .. ": backward after a changed in place")
+      assert.are.equal(e.saved.b, backward_refuses(f, inputs, 2), name .. ": backward after b changed in place")
+      assert.are.equal(e.saved.out, backward_refuses(f, inputs, "out"), name .. ": backward after out changed")
+    end)
     it(name .. ": gradcheck (finite differences)", function()
       local a, b = inputs()
       assert(attn.gradcheck(f, {a:requires_grad_(true), b:requires_grad_(true)}))
