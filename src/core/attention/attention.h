@@ -21,5 +21,8 @@ attn_status attn__sdpa_fused(const attn_tensor *q, const attn_tensor *k, const a
 /* The most bytes of scores the fused attention's forward keeps for its
    backward (sdpa.c keep_scores; 0: always recompute them).  Tests only. */
 extern int64_t attn__sdpa_keep_scores_max;
+/* The fused kernel's backward (sdpa.c), for the backward room's table
+   (attn__formulas; attn_sdpa records the id ATTN__F_SDPA). */
+attn_status attn__sdpa_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads);
 
 #endif

@@ -310,7 +310,7 @@ static void kv_pass(plan *P, const attn__kernels *K, attn_tensor *dk, attn_tenso
   run(P, P->nbkv * P->nkb, K->sdpa_bwd_kv, 2 * work_flops(P));
 }
 
-static attn_status sdpa_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
+attn_status attn__sdpa_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
   const attn_tensor *q = node->saved[0], *k = node->saved[1], *v = node->saved[2], *o = node->saved[3],
                     *lse = node->saved[4], *scores = node->saved[6];
   attn_sdpa_opts opts;
@@ -441,7 +441,7 @@ static attn_status fused(const attn_tensor *q, const attn_tensor *k, const attn_
   if (record) {
     const attn_tensor *saved[7] = {q, k, v, res, lse_t, o->attn_mask, sc_t};
     attn_node *node;
-    st = attn__ag_record(res, "ScaledDotProductFlashAttentionForCpuBackward0", sdpa_backward, 3, in, 7, saved, &node);
+    st = attn__ag_record(res, "ScaledDotProductFlashAttentionForCpuBackward0", ATTN__F_SDPA, 3, in, 7, saved, &node);
     if (st) goto fail;
     node->iargs[0] = P.mask_kind;
     node->iargs[1] = o->is_causal;

@@ -14,6 +14,65 @@
    others NULL.  Runs with gradient mode off. */
 typedef attn_status (*attn__backward_fn)(attn_node *node, const attn_tensor *grad, attn_tensor **grads);
 
+/* Every node names its backward by formula id.  The backward room holds
+   the one table from id to function (attn__formulas, backward/formulas.c,
+   checked complete when it compiles); the engine runs
+   attn__formulas[node->formula].  The functions live in the backward
+   room's grad_*.c files (formulas written with the ops, so the ops must
+   not name them) or beside their forward op, exported as
+   attn__<op>_backward through that room's door header. */
+typedef enum attn__formula {
+  ATTN__F_NONE, /* AccumulateGrad: a leaf's node runs no formula */
+  /* backward/grad_elementwise.c */
+  ATTN__F_BINARY,
+  ATTN__F_BINARY_SCALAR,
+  ATTN__F_ADD_SCALED,
+  ATTN__F_UNARY,
+  ATTN__F_CLAMP,
+  ATTN__F_WHERE,
+  ATTN__F_MASKED_FILL,
+  /* backward/grad_views.c */
+  ATTN__F_VIEW,
+  /* backward/grad_reduce.c */
+  ATTN__F_SUM,
+  ATTN__F_PROD,
+  ATTN__F_EXTREME,
+  ATTN__F_VAR,
+  ATTN__F_STD,
+  ATTN__F_NORM,
+  ATTN__F_LOGSUMEXP,
+  ATTN__F_MAX_DIM,
+  ATTN__F_CUMSUM,
+  ATTN__F_SOFTMAX,
+  /* backward/grad_shape.c */
+  ATTN__F_TRIANGLE,
+  ATTN__F_CAT,
+  ATTN__F_STACK,
+  ATTN__F_INDEX_SELECT,
+  ATTN__F_GATHER,
+  ATTN__F_REPEAT,
+  ATTN__F_FLIP,
+  /* ops/linalg.c */
+  ATTN__F_MATMUL,
+  ATTN__F_DOT,
+  ATTN__F_OUTER,
+  ATTN__F_LINEAR,
+  /* ops/sort.c */
+  ATTN__F_SORT,
+  /* ops/scatter.c */
+  ATTN__F_SCATTER,
+  ATTN__F_INDEX_OP, /* index_add, index_copy, index_fill */
+  ATTN__F_MASKED_SELECT,
+  /* ops/norm.c, ops/embedding.c */
+  ATTN__F_LAYER_NORM,
+  ATTN__F_EMBEDDING,
+  /* attention/sdpa.c: the fused kernel */
+  ATTN__F_SDPA,
+  /* autograd/graph.c: attn_custom_record's nodes (the caller's function) */
+  ATTN__F_CUSTOM,
+  ATTN__F_COUNT
+} attn__formula;
+
 /* 7: the fused attention backward keeps q, k, v, out, lse, the mask and the
    forward's scores (short key sequences). */
 #define ATTN_NODE_SAVED 7
@@ -28,11 +87,10 @@ typedef struct attn__edge {
 
 struct attn_node {
   long refcount;
-  const char *name;           /* "MmBackward0", ... */
-  attn__backward_fn backward; /* NULL: look formula up (grad_*.c) */
-  int formula;                /* attn__formula, when backward is NULL */
-  bool is_view;               /* output shares its input's storage */
-  bool released;              /* saved state freed after backward */
+  const char *name;      /* "MmBackward0", ... */
+  attn__formula formula; /* its backward: attn__formulas[formula] */
+  bool is_view;          /* output shares its input's storage */
+  bool released;         /* saved state freed after backward */
   int n_next;
   attn__edge *next;
   attn_tensor *saved[ATTN_NODE_SAVED]; /* detached aliases */
@@ -53,56 +111,14 @@ struct attn_node {
 
 /* Whether an op over these inputs must be recorded. */
 bool attn__ag_needed(int n, const attn_tensor *const *inputs);
-/* Records out = op(inputs): a node named name with backward fn, edges to
-   the inputs that require grad, and nsave saved inputs (detached aliases,
-   version-checked).  On success out requires grad and *node (optional)
-   points at the node for setting iargs/fargs/extra.  On failure out is
-   untouched and the caller releases it. */
-attn_status attn__ag_record(attn_tensor *out, const char *name, attn__backward_fn fn, int n,
+/* Records out = op(inputs): a node named name whose backward is formula
+   f, edges to the inputs that require grad, and nsave saved inputs
+   (detached aliases, version-checked).  On success out requires grad and
+   *node (optional) points at the node for setting iargs/fargs/extra.  On
+   failure out is untouched and the caller releases it. */
+attn_status attn__ag_record(attn_tensor *out, const char *name, attn__formula f, int n,
                             const attn_tensor *const *inputs, int nsave, const attn_tensor *const *saved,
                             attn_node **node);
-/* Backward formulas kept apart from their forward op, in grad_*.c (which
-   call the ops, so the ops must not name them): a recorder (record.c)
-   stores the id, the engine (autograd.c) looks the function up in the
-   tables below.  Ops whose backward lives beside the forward (linalg,
-   scatter, sort, embedding, sdpa, custom) pass the function itself. */
-typedef enum attn__formula {
-  ATTN__F_NONE,
-  /* grad_elementwise.c */
-  ATTN__F_BINARY,
-  ATTN__F_BINARY_SCALAR,
-  ATTN__F_ADD_SCALED,
-  ATTN__F_UNARY,
-  ATTN__F_CLAMP,
-  ATTN__F_WHERE,
-  ATTN__F_MASKED_FILL,
-  /* grad_views.c */
-  ATTN__F_VIEW,
-  /* grad_reduce.c */
-  ATTN__F_SUM,
-  ATTN__F_PROD,
-  ATTN__F_EXTREME,
-  ATTN__F_VAR,
-  ATTN__F_STD,
-  ATTN__F_NORM,
-  ATTN__F_LOGSUMEXP,
-  ATTN__F_MAX_DIM,
-  ATTN__F_CUMSUM,
-  ATTN__F_SOFTMAX,
-  /* grad_shape.c */
-  ATTN__F_TRIANGLE,
-  ATTN__F_CAT,
-  ATTN__F_STACK,
-  ATTN__F_INDEX_SELECT,
-  ATTN__F_GATHER,
-  ATTN__F_REPEAT,
-  ATTN__F_FLIP,
-  ATTN__F_COUNT
-} attn__formula;
-/* attn__ag_record with the backward named by formula id. */
-attn_status attn__ag_record_formula(attn_tensor *out, const char *name, attn__formula f, int n,
-                                    const attn_tensor *const *inputs, int nsave, const attn_tensor *const *saved,
-                                    attn_node **node);
 /* In-place ops under autograd: whether target or any other input takes
    part in a graph, so the op must go through attn__ag_inplace_commit. */
 bool attn__ag_inplace_needed(const attn_tensor *target, int n, const attn_tensor *const *others);
@@ -160,6 +176,9 @@ struct attn_autograd *attn__ag_get(attn_tensor *t);
 void attn__node_release(attn_node *n);
 void attn__node_free_saved(attn_node *n);
 attn_node *attn__edge_target(attn_tensor *t);
+/* ATTN__F_CUSTOM: an attn_custom_record node's backward, which runs the
+   caller's function kept in node->extra. */
+attn_status attn__custom_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads);
 
 /* Backward formulas may add input i's gradient straight into the tensor
    attn__grad_into(node, i) returns instead of allocating it: a leaf's

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* Autograd's graph: the records tensors carry, the nodes and edges that
  * recorded ops build, and the tensor-level autograd API.  It knows no
- * formula and runs no backward: forward ops record here (by backward
- * function or formula id, graph floor below the ops), the engine
- * (autograd.c, the top of the core) walks what they built.
+ * formula (only custom nodes' attn__custom_backward, which calls the
+ * caller's function): forward ops record here by formula id (graph floor
+ * below the ops), the engine (backward/autograd.c, the top of the core)
+ * runs each node's formula from the one table attn__formulas.
  *
  * A tensor that requires grad carries an attn_autograd record.  A recorded
  * op gives its result a node (grad_fn) holding edges to the nodes of its
@@ -166,12 +167,12 @@ static attn_tensor *alias(const attn_tensor *t) {
   return attn__tensor_new(t->storage, t->offset, t->ndim, t->shape, t->stride);
 }
 
-attn_status attn__ag_record(attn_tensor *out, const char *name, attn__backward_fn fn, int n,
+attn_status attn__ag_record(attn_tensor *out, const char *name, attn__formula f, int n,
                             const attn_tensor *const *inputs, int nsave, const attn_tensor *const *saved,
                             attn_node **node_out) {
   attn_node *node = node_alloc(name, n);
   if (!node) return attn__nomem(name, (int64_t)(sizeof(attn_node) + (size_t)n * sizeof(attn__edge)));
-  node->backward = fn;
+  node->formula = f;
   for (int i = 0; i < n; i++) {
     attn__edge *e = &node->next[i];
     if (!inputs[i]) continue;
@@ -199,17 +200,6 @@ attn_status attn__ag_record(attn_tensor *out, const char *name, attn__backward_f
 oom:
   attn__node_release(node);
   return attn__nomem(name, (int64_t)sizeof(attn_tensor));
-}
-
-attn_status attn__ag_record_formula(attn_tensor *out, const char *name, attn__formula f, int n,
-                                    const attn_tensor *const *inputs, int nsave, const attn_tensor *const *saved,
-                                    attn_node **node_out) {
-  attn_node *node;
-  attn_status st = attn__ag_record(out, name, NULL, n, inputs, nsave, saved, &node);
-  if (st) return st;
-  node->formula = f;
-  if (node_out) *node_out = node;
-  return ATTN_OK;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -297,7 +287,7 @@ static void custom_extra_free(void *p) {
   free(e);
 }
 
-static attn_status custom_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
+attn_status attn__custom_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
   custom_extra *e = node->extra;
   if (!e) return attn_set_error(ATTN_ERR_STATE, "backward: %s has no state (already freed)", node->name);
   attn_status st = e->fn(e->ctx, g, grads);
@@ -323,7 +313,7 @@ attn_status attn_custom_record(attn_tensor *out, const char *name, int n, const 
   }
   e->fn = fn, e->ctx = ctx, e->ctx_free = ctx_free;
   attn_node *node;
-  attn_status st = attn__ag_record(out, name, custom_backward, n, inputs, 0, NULL, &node);
+  attn_status st = attn__ag_record(out, name, ATTN__F_CUSTOM, n, inputs, 0, NULL, &node);
   if (st) {
     custom_extra_free(e);
     return st;

@@ -42,7 +42,7 @@ attn_status attn__record_binary(attn_binary_op op, const attn_tensor *a, const a
   }
   if (op == ATTN_POW) saved[2] = o;
   attn_node *n;
-  attn_status st = attn__ag_record_formula(o, binary_node_names[op], ATTN__F_BINARY, 2, in, 3, saved, &n);
+  attn_status st = attn__ag_record(o, binary_node_names[op], ATTN__F_BINARY, 2, in, 3, saved, &n);
   if (st == ATTN_OK) n->iargs[0] = op;
   return st;
 }
@@ -61,7 +61,7 @@ attn_status attn__record_binary_scalar(attn_binary_op op, const attn_tensor *a, 
   if (op == ATTN_FMOD && !reversed) name = "FmodBackward0";
   if (op == ATTN_SUB && reversed) name = "RsubBackward1";
   attn_node *n;
-  attn_status st = attn__ag_record_formula(o, name, ATTN__F_BINARY_SCALAR, 1, &a, 2, saved, &n);
+  attn_status st = attn__ag_record(o, name, ATTN__F_BINARY_SCALAR, 1, &a, 2, saved, &n);
   if (st == ATTN_OK) {
     n->iargs[0] = op;
     n->iargs[1] = reversed;
@@ -74,7 +74,7 @@ attn_status attn__record_add_scaled(const attn_tensor *a, const attn_tensor *b, 
   const attn_tensor *in[2] = {a, b};
   if (!attn__ag_needed(2, in)) return ATTN_OK;
   attn_node *n;
-  attn_status st = attn__ag_record_formula(o, "AddBackward0", ATTN__F_ADD_SCALED, 2, in, 0, NULL, &n);
+  attn_status st = attn__ag_record(o, "AddBackward0", ATTN__F_ADD_SCALED, 2, in, 0, NULL, &n);
   if (st == ATTN_OK) n->fargs[0] = alpha;
   return st;
 }
@@ -100,7 +100,7 @@ attn_status attn__record_unary(attn_unary_op op, const attn_tensor *a, attn_tens
   if (!attn__ag_needed(1, &a)) return ATTN_OK;
   const attn_tensor *saved[2] = {unary_needs_x(op) ? a : NULL, unary_needs_y(op) ? o : NULL};
   attn_node *n;
-  attn_status st = attn__ag_record_formula(o, unary_node_names[op], ATTN__F_UNARY, 1, &a, 2, saved, &n);
+  attn_status st = attn__ag_record(o, unary_node_names[op], ATTN__F_UNARY, 1, &a, 2, saved, &n);
   if (st == ATTN_OK) n->iargs[0] = op;
   return st;
 }
@@ -108,7 +108,7 @@ attn_status attn__record_unary(attn_unary_op op, const attn_tensor *a, attn_tens
 attn_status attn__record_clamp(const attn_tensor *a, float lo, float hi, attn_tensor *o) {
   if (!attn__ag_needed(1, &a)) return ATTN_OK;
   attn_node *n;
-  attn_status st = attn__ag_record_formula(o, "ClampBackward1", ATTN__F_CLAMP, 1, &a, 1, &a, &n);
+  attn_status st = attn__ag_record(o, "ClampBackward1", ATTN__F_CLAMP, 1, &a, 1, &a, &n);
   if (st == ATTN_OK) {
     n->fargs[0] = lo;
     n->fargs[1] = hi;
@@ -119,12 +119,12 @@ attn_status attn__record_clamp(const attn_tensor *a, float lo, float hi, attn_te
 attn_status attn__record_where(const attn_tensor *cond, const attn_tensor *a, const attn_tensor *b, attn_tensor *o) {
   const attn_tensor *in[2] = {a, b};
   if (!attn__ag_needed(2, in)) return ATTN_OK;
-  return attn__ag_record_formula(o, "WhereBackward0", ATTN__F_WHERE, 2, in, 1, &cond, NULL);
+  return attn__ag_record(o, "WhereBackward0", ATTN__F_WHERE, 2, in, 1, &cond, NULL);
 }
 
 attn_status attn__record_masked_fill(const attn_tensor *t, const attn_tensor *mask, attn_tensor *o) {
   if (!attn__ag_needed(1, &t)) return ATTN_OK;
-  return attn__ag_record_formula(o, "MaskedFillBackward0", ATTN__F_MASKED_FILL, 1, &t, 1, &mask, NULL);
+  return attn__ag_record(o, "MaskedFillBackward0", ATTN__F_MASKED_FILL, 1, &t, 1, &mask, NULL);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -134,7 +134,7 @@ attn_status attn__record_view(const attn_tensor *t, attn_tensor *o, const char *
                               const int64_t *iargs) {
   if (!attn__ag_needed(1, &t)) return ATTN_OK;
   attn_node *n;
-  attn_status st = attn__ag_record_formula(o, name, ATTN__F_VIEW, 1, &t, 0, NULL, &n);
+  attn_status st = attn__ag_record(o, name, ATTN__F_VIEW, 1, &t, 0, NULL, &n);
   if (st) return st;
   n->is_view = kind != ATTN__VIEW_IDENTITY;
   n->iargs[0] = kind;
@@ -201,7 +201,7 @@ attn_status attn__record_reduce(attn_reduce_op op, const attn_tensor *t, int dim
     if (op != ATTN_VAR) saved[1] = o;
   }
   attn_node *n;
-  attn_status st = attn__ag_record_formula(o, name, fn, 1, &t, 2, saved, &n);
+  attn_status st = attn__ag_record(o, name, fn, 1, &t, 2, saved, &n);
   if (st) return st;
   n->iargs[0] = op;
   n->iargs[1] = all ? -1 : dim;
@@ -219,7 +219,7 @@ attn_status attn__record_max_dim(const attn_tensor *t, int dim, bool keepdim, bo
   if (st) return st;
   const attn_tensor *saved[1] = {idx};
   attn_node *n;
-  st = attn__ag_record_formula(values, is_min ? "MinBackward0" : "MaxBackward0", ATTN__F_MAX_DIM, 1, &t, 1, saved, &n);
+  st = attn__ag_record(values, is_min ? "MinBackward0" : "MaxBackward0", ATTN__F_MAX_DIM, 1, &t, 1, saved, &n);
   attn_tensor_release(idx); /* the node keeps an alias */
   if (st) return st;
   n->iargs[0] = is_min ? ATTN_MIN : ATTN_MAX;
@@ -231,7 +231,7 @@ attn_status attn__record_max_dim(const attn_tensor *t, int dim, bool keepdim, bo
 attn_status attn__record_cumsum(const attn_tensor *t, int dim, attn_tensor *o) {
   if (!attn__ag_needed(1, &t)) return ATTN_OK;
   attn_node *n;
-  attn_status st = attn__ag_record_formula(o, "CumsumBackward0", ATTN__F_CUMSUM, 1, &t, 0, NULL, &n);
+  attn_status st = attn__ag_record(o, "CumsumBackward0", ATTN__F_CUMSUM, 1, &t, 0, NULL, &n);
   if (st == ATTN_OK) n->iargs[1] = dim;
   return st;
 }
@@ -240,8 +240,8 @@ attn_status attn__record_softmax(const attn_tensor *t, int dim, bool log_space, 
   if (!attn__ag_needed(1, &t)) return ATTN_OK;
   attn_node *n;
   const attn_tensor *saved[1] = {o};
-  attn_status st = attn__ag_record_formula(o, log_space ? "LogSoftmaxBackward0" : "SoftmaxBackward0", ATTN__F_SOFTMAX,
-                                           1, &t, 1, saved, &n);
+  attn_status st =
+      attn__ag_record(o, log_space ? "LogSoftmaxBackward0" : "SoftmaxBackward0", ATTN__F_SOFTMAX, 1, &t, 1, saved, &n);
   if (st) return st;
   n->iargs[0] = log_space;
   n->iargs[1] = dim;
@@ -254,8 +254,7 @@ attn_status attn__record_softmax(const attn_tensor *t, int dim, bool log_space, 
 attn_status attn__record_triangle(const attn_tensor *t, int64_t k, bool lower, attn_tensor *o) {
   if (!attn__ag_needed(1, &t)) return ATTN_OK;
   attn_node *n;
-  attn_status st =
-      attn__ag_record_formula(o, lower ? "TrilBackward0" : "TriuBackward0", ATTN__F_TRIANGLE, 1, &t, 0, NULL, &n);
+  attn_status st = attn__ag_record(o, lower ? "TrilBackward0" : "TriuBackward0", ATTN__F_TRIANGLE, 1, &t, 0, NULL, &n);
   if (st) return st;
   n->iargs[0] = k;
   n->iargs[1] = lower;
@@ -265,7 +264,7 @@ attn_status attn__record_triangle(const attn_tensor *t, int64_t k, bool lower, a
 attn_status attn__record_cat(int n, const attn_tensor *const *ts, int dim, attn_tensor *o) {
   if (!attn__ag_needed(n, ts)) return ATTN_OK;
   attn_node *node;
-  attn_status st = attn__ag_record_formula(o, "CatBackward0", ATTN__F_CAT, n, ts, 0, NULL, &node);
+  attn_status st = attn__ag_record(o, "CatBackward0", ATTN__F_CAT, n, ts, 0, NULL, &node);
   if (st == ATTN_OK) node->iargs[0] = dim;
   return st;
 }
@@ -273,7 +272,7 @@ attn_status attn__record_cat(int n, const attn_tensor *const *ts, int dim, attn_
 attn_status attn__record_stack(int n, const attn_tensor *const *ts, int dim, attn_tensor *o) {
   if (!attn__ag_needed(n, ts)) return ATTN_OK;
   attn_node *node;
-  attn_status st = attn__ag_record_formula(o, "StackBackward0", ATTN__F_STACK, n, ts, 0, NULL, &node);
+  attn_status st = attn__ag_record(o, "StackBackward0", ATTN__F_STACK, n, ts, 0, NULL, &node);
   if (st == ATTN_OK) node->iargs[0] = dim;
   return st;
 }
@@ -281,7 +280,7 @@ attn_status attn__record_stack(int n, const attn_tensor *const *ts, int dim, att
 attn_status attn__record_index_select(const attn_tensor *t, int dim, const attn_tensor *index, attn_tensor *o) {
   if (!attn__ag_needed(1, &t)) return ATTN_OK;
   attn_node *n;
-  attn_status st = attn__ag_record_formula(o, "IndexSelectBackward0", ATTN__F_INDEX_SELECT, 1, &t, 1, &index, &n);
+  attn_status st = attn__ag_record(o, "IndexSelectBackward0", ATTN__F_INDEX_SELECT, 1, &t, 1, &index, &n);
   if (st == ATTN_OK) n->iargs[0] = dim;
   return st;
 }
@@ -289,7 +288,7 @@ attn_status attn__record_index_select(const attn_tensor *t, int dim, const attn_
 attn_status attn__record_gather(const attn_tensor *t, int dim, const attn_tensor *index, attn_tensor *o) {
   if (!attn__ag_needed(1, &t)) return ATTN_OK;
   attn_node *n;
-  attn_status st = attn__ag_record_formula(o, "GatherBackward0", ATTN__F_GATHER, 1, &t, 1, &index, &n);
+  attn_status st = attn__ag_record(o, "GatherBackward0", ATTN__F_GATHER, 1, &t, 1, &index, &n);
   if (st == ATTN_OK) n->iargs[0] = dim;
   return st;
 }
@@ -297,7 +296,7 @@ attn_status attn__record_gather(const attn_tensor *t, int dim, const attn_tensor
 attn_status attn__record_repeat(const attn_tensor *t, int nreps, const int64_t *reps, attn_tensor *o) {
   if (!attn__ag_needed(1, &t)) return ATTN_OK;
   attn_node *n;
-  attn_status st = attn__ag_record_formula(o, "RepeatBackward0", ATTN__F_REPEAT, 1, &t, 0, NULL, &n);
+  attn_status st = attn__ag_record(o, "RepeatBackward0", ATTN__F_REPEAT, 1, &t, 0, NULL, &n);
   if (st) return st;
   n->iargs[0] = nreps;
   for (int d = 0; d < nreps; d++) n->iargs[1 + d] = reps[d];
@@ -307,7 +306,7 @@ attn_status attn__record_repeat(const attn_tensor *t, int nreps, const int64_t *
 attn_status attn__record_flip(const attn_tensor *t, int ndims, const int *dims, attn_tensor *o) {
   if (!attn__ag_needed(1, &t)) return ATTN_OK;
   attn_node *n;
-  attn_status st = attn__ag_record_formula(o, "FlipBackward0", ATTN__F_FLIP, 1, &t, 0, NULL, &n);
+  attn_status st = attn__ag_record(o, "FlipBackward0", ATTN__F_FLIP, 1, &t, 0, NULL, &n);
   if (st) return st;
   n->iargs[0] = ndims;
   for (int i = 0; i < ndims; i++) n->iargs[1 + i] = dims[i];

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The backward engine: walks the graph that graph.c records, looks up each
- * node's formula (grad_*.c) and accumulates the gradients with the ops.
+ * node's backward by its formula id (attn__formulas, formulas.c) and
+ * accumulates the gradients with the ops.
  * The top floor of the core: it may call everything below it and nothing
  * below calls it.
  */
@@ -85,18 +86,6 @@ static bool vec_push(node_vec *v, attn_node *n) {
   return true;
 }
 
-/* The function a node's backward runs: its own, or its formula's (one
-   lookup per node, not per element). */
-static attn__backward_fn backward_of(const attn_node *node) {
-  if (node->backward) return node->backward;
-  static const attn__backward_fn *const tables[] = {attn__formulas_elementwise, attn__formulas_views,
-                                                    attn__formulas_reduce, attn__formulas_shape};
-  if (node->formula <= ATTN__F_NONE || node->formula >= ATTN__F_COUNT) return NULL;
-  for (size_t i = 0; i < sizeof tables / sizeof *tables; i++)
-    if (tables[i][node->formula]) return tables[i][node->formula];
-  return NULL;
-}
-
 /* Whether t has the shape of edge e's input. */
 static bool edge_shape(const attn__edge *e, const attn_tensor *t) {
   if (t->ndim != e->ndim) return false;
@@ -153,7 +142,8 @@ static attn_status run_node(attn_node *node, attn_tensor *g, bool retain_graph, 
   attn_tensor *grads[64] = {0};
   attn_tensor **gs = node->n_next <= 64 ? grads : attn__calloc((size_t)node->n_next, sizeof *gs);
   if (!gs) return attn_set_error(ATTN_ERR_NOMEM, "backward: out of memory");
-  attn__backward_fn fn = backward_of(node);
+  /* one load per node: the table is complete (formulas.c) */
+  attn__backward_fn fn = (unsigned)node->formula < ATTN__F_COUNT ? attn__formulas[node->formula] : NULL;
   for (int i = 0; i < node->n_next; i++) {
     attn_tensor *into = grad_into_target(node, &node->next[i], g);
     /* none where two inputs are one node (q = k = v): each gradient would

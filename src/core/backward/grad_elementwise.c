@@ -47,7 +47,7 @@ out:
   return st;
 }
 
-static attn_status binary_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
+attn_status attn__binary_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
   attn_binary_op op = (attn_binary_op)node->iargs[0];
   const attn_tensor *a = node->saved[0], *b = node->saved[1], *o = node->saved[2];
   bool need_a = node->next[0].node != NULL, need_b = node->next[1].node != NULL;
@@ -194,7 +194,7 @@ out:
 }
 
 /* tensor op scalar (or scalar op tensor when reversed) */
-static attn_status binary_scalar_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
+attn_status attn__binary_scalar_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
   attn_binary_op op = (attn_binary_op)node->iargs[0];
   bool rev = node->iargs[1] != 0;
   float s = (float)node->fargs[0];
@@ -272,7 +272,7 @@ out:
   return st;
 }
 
-static attn_status add_scaled_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
+attn_status attn__add_scaled_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
   attn_status st = ATTN_OK;
   if (node->next[0].node && (st = give(node, 0, attn_tensor_retain((attn_tensor *)g), grads))) return st;
   if (node->next[1].node) {
@@ -299,7 +299,7 @@ static void dunary_inner(int64_t n, float **p, const int64_t *s, void *vctx) {
   c->fn(n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3], c->acc);
 }
 
-static attn_status unary_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
+attn_status attn__unary_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
   /* an unsaved operand is never read: g stands in for its geometry */
   const attn_tensor *x = node->saved[0] ? node->saved[0] : g, *y = node->saved[1] ? node->saved[1] : g;
   attn_tensor *r;
@@ -332,7 +332,7 @@ static void clamp_grad_inner(int64_t n, float **p, const int64_t *s, void *vctx)
   }
 }
 
-static attn_status clamp_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
+attn_status attn__clamp_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
   const attn_tensor *x = node->saved[0];
   attn_tensor *r;
   attn_status st = attn_empty(g->ndim, g->shape, &r);
@@ -353,7 +353,7 @@ static attn_status clamp_backward(attn_node *node, const attn_tensor *g, attn_te
   return ATTN_OK;
 }
 
-static attn_status where_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
+attn_status attn__where_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
   const attn_tensor *c = node->saved[0];
   attn_tensor *zero, *r = NULL;
   attn_status st = attn_scalar(0.0f, &zero);
@@ -374,21 +374,9 @@ out:
   return st;
 }
 
-static attn_status masked_fill_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
+attn_status attn__masked_fill_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
   attn_tensor *r;
   attn_status st = attn_masked_fill(g, node->saved[0], 0.0f, &r);
   if (st) return st;
   return give(node, 0, r, grads);
 }
-
-/* This file's formulas by id: forward ops record the id (record.c) and
-   the engine (autograd.c) looks the function up here. */
-const attn__backward_fn attn__formulas_elementwise[ATTN__F_COUNT] = {
-    [ATTN__F_BINARY] = binary_backward,
-    [ATTN__F_BINARY_SCALAR] = binary_scalar_backward,
-    [ATTN__F_ADD_SCALED] = add_scaled_backward,
-    [ATTN__F_UNARY] = unary_backward,
-    [ATTN__F_CLAMP] = clamp_backward,
-    [ATTN__F_WHERE] = where_backward,
-    [ATTN__F_MASKED_FILL] = masked_fill_backward,
-};

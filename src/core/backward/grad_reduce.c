@@ -73,7 +73,7 @@ static attn_status expand_back(const attn_node *node, const attn_tensor *gk, att
 /* ------------------------------------------------------------------------ */
 /* sum, mean                                                                 */
 
-static attn_status sum_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
+attn_status attn__sum_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
   attn_tensor *gk = NULL, *t = NULL;
   attn_status st;
   TRY(unreduce(node, g, &gk));
@@ -100,7 +100,7 @@ out:
    zero-safe form g * (exclusive cumprod * reverse exclusive cumprod), the
    cumprods accumulated in double and rounded to float like torch's CPU
    cumprod.  Over every element with two or more zeros: all zeros. */
-static attn_status prod_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
+attn_status attn__prod_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
   const attn__edge *in = &node->next[0];
   if (in->ndim == 0) { /* torch returns grad as is */
     grads[0] = attn_tensor_retain((attn_tensor *)g);
@@ -158,7 +158,7 @@ out:
 /* max(dim) / min(dim) with indices: g goes to the returned index (torch's
    value_selecting_reduction_backward).  saved[0]: a private copy of the
    indices (the caller may rewrite the returned ones, e.g. 1-based). */
-static attn_status max_dim_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
+attn_status attn__max_dim_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
   const attn__edge *in = &node->next[0];
   if (in->ndim == 0) {
     grads[0] = attn_tensor_retain((attn_tensor *)g);
@@ -189,7 +189,7 @@ out:
    the result (or NaN when the result is NaN), 0 elsewhere: torch's
    evenly_distribute_backward.  Along a dim without indices (amax/amin,
    AmaxBackward0): (g / count) * mask per slice, torch's scale_grad_by_count. */
-static attn_status extreme_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
+attn_status attn__extreme_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
   const attn__edge *in = &node->next[0];
   attn_tensor *x = NULL, *gk = NULL, *yk = NULL, *r = NULL;
   attn_status st;
@@ -263,12 +263,12 @@ out:
   return st;
 }
 
-static attn_status var_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
+attn_status attn__var_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
   return var_grad(node, g, &grads[0]);
 }
 
 /* std: gv = (g / (2 y)) with 0 where y == 0, then the variance's backward */
-static attn_status std_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
+attn_status attn__std_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
   const attn_tensor *y = node->saved[1];
   attn_tensor *y2 = NULL, *q = NULL, *z = NULL, *gv = NULL;
   attn_status st;
@@ -293,7 +293,7 @@ out:
      p < 1:     (sgn(x) |x|^(p-1), 0 where x == 0) * g * y^(1-p)
      p < 2:     sgn(x) |x|^(p-1) * (g / y^(p-1), 0 where y == 0)
      p >= 2:    x |x|^(p-2) * (g / y^(p-1), 0 where y == 0) */
-static attn_status norm_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
+attn_status attn__norm_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
   const attn__edge *in = &node->next[0];
   const attn_tensor *x = node->saved[0];
   double p = node->fargs[1];
@@ -366,7 +366,7 @@ out:
 /* logsumexp                                                                 */
 
 /* g * exp(x - y) */
-static attn_status logsumexp_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
+attn_status attn__logsumexp_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
   attn_tensor *gk = NULL, *yk = NULL, *t = NULL;
   attn_status st;
   TRY(unreduce(node, g, &gk));
@@ -386,7 +386,7 @@ out:
 /* cumsum                                                                    */
 
 /* reversed cumsum of g: flip, cumsum, flip */
-static attn_status cumsum_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
+attn_status attn__cumsum_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
   int dim = (int)node->iargs[1];
   if (g->ndim == 0 || attn_tensor_numel(g) <= 1 || g->shape[dim] == 1) {
     grads[0] = attn_tensor_retain((attn_tensor *)g);
@@ -411,7 +411,7 @@ out:
    A row of NaN outputs (all -inf input) gives NaN, like torch.  g and y
    are made contiguous and walked as [outer, n, inner]; sums in double,
    one accumulator per inner column. */
-static attn_status softmax_backward(attn_node *node, const attn_tensor *g_in, attn_tensor **grads) {
+attn_status attn__softmax_backward(attn_node *node, const attn_tensor *g_in, attn_tensor **grads) {
   bool log_space = node->iargs[0] != 0;
   attn_tensor *g = NULL, *y = NULL, *r = NULL;
   double *acc = NULL;
@@ -462,18 +462,3 @@ out:
   REL(g), REL(y), REL(r);
   return st;
 }
-
-/* This file's formulas by id: forward ops record the id (record.c) and
-   the engine (autograd.c) looks the function up here. */
-const attn__backward_fn attn__formulas_reduce[ATTN__F_COUNT] = {
-    [ATTN__F_SUM] = sum_backward,
-    [ATTN__F_PROD] = prod_backward,
-    [ATTN__F_EXTREME] = extreme_backward,
-    [ATTN__F_VAR] = var_backward,
-    [ATTN__F_STD] = std_backward,
-    [ATTN__F_NORM] = norm_backward,
-    [ATTN__F_LOGSUMEXP] = logsumexp_backward,
-    [ATTN__F_MAX_DIM] = max_dim_backward,
-    [ATTN__F_CUMSUM] = cumsum_backward,
-    [ATTN__F_SOFTMAX] = softmax_backward,
-};

@@ -13,7 +13,7 @@
 /* ------------------------------------------------------------------------ */
 /* tril / triu: the same triangle of the gradient.  iargs: [0] k, [1] lower */
 
-static attn_status triangle_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
+attn_status attn__triangle_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
   return node->iargs[1] ? attn_tril(g, node->iargs[0], &grads[0]) : attn_triu(g, node->iargs[0], &grads[0]);
 }
 
@@ -23,7 +23,7 @@ static attn_status triangle_backward(attn_node *node, const attn_tensor *g, attn
 
 static bool skipped(const attn__edge *e) { return e->ndim == 1 && e->shape[0] == 0; }
 
-static attn_status cat_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
+attn_status attn__cat_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
   int dim = (int)node->iargs[0];
   int64_t at = 0;
   for (int i = 0; i < node->n_next; i++) {
@@ -41,7 +41,7 @@ static attn_status cat_backward(attn_node *node, const attn_tensor *g, attn_tens
 }
 
 /* stack: input i gets g.select(dim, i).  iargs: [0] dim */
-static attn_status stack_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
+attn_status attn__stack_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
   for (int i = 0; i < node->n_next; i++) {
     if (!node->next[i].node) continue;
     attn_status st = attn_select(g, (int)node->iargs[0], i, &grads[i]);
@@ -56,7 +56,7 @@ static attn_status stack_backward(attn_node *node, const attn_tensor *g, attn_te
 /* x [A, m, B] (A, B: the dims before and after dim flattened), index [k],
    g [A, k, B]: gi[a, index[j], b] += g[a, j, b] (index_add).
    saved[0]: index; iargs: [0] dim */
-static attn_status index_select_backward(attn_node *node, const attn_tensor *g_in, attn_tensor **grads) {
+attn_status attn__index_select_backward(attn_node *node, const attn_tensor *g_in, attn_tensor **grads) {
   const attn__edge *in = &node->next[0];
   const attn_tensor *index = node->saved[0];
   int dim = (int)node->iargs[0];
@@ -88,7 +88,7 @@ out:
 /* index and g share a shape; gi (x's shape, contiguous) at position p with
    p_dim replaced by index[p] += g[p] (scatter_add).
    saved[0]: index; iargs: [0] dim */
-static attn_status gather_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
+attn_status attn__gather_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
   const attn__edge *in = &node->next[0];
   const attn_tensor *index = node->saved[0];
   int dim = (int)node->iargs[0];
@@ -137,7 +137,7 @@ static attn_status gather_backward(attn_node *node, const attn_tensor *g, attn_t
    iargs: [0] nreps, [1..nreps] reps (kept for inspection; the shapes
    say it all) */
 
-static attn_status repeat_backward(attn_node *node, const attn_tensor *g_in, attn_tensor **grads) {
+attn_status attn__repeat_backward(attn_node *node, const attn_tensor *g_in, attn_tensor **grads) {
   const attn__edge *in = &node->next[0];
   const int nreps = (int)node->iargs[0];
   if (nreps == 0) { /* a 0-d input repeated by an empty list: itself */
@@ -198,18 +198,9 @@ out:
 /* ------------------------------------------------------------------------ */
 /* flip: the gradient flipped back.  iargs: [0] ndims, [1..] dims */
 
-static attn_status flip_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
+attn_status attn__flip_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
   int dims[ATTN_MAX_DIMS];
   int nd = (int)node->iargs[0];
   for (int i = 0; i < nd; i++) dims[i] = (int)node->iargs[1 + i];
   return attn_flip(g, nd, dims, &grads[0]);
 }
-
-/* This file's formulas by id: forward ops record the id (record.c) and
-   the engine (autograd.c) looks the function up here. */
-const attn__backward_fn attn__formulas_shape[ATTN__F_COUNT] = {
-    [ATTN__F_TRIANGLE] = triangle_backward, [ATTN__F_CAT] = cat_backward,
-    [ATTN__F_STACK] = stack_backward,       [ATTN__F_INDEX_SELECT] = index_select_backward,
-    [ATTN__F_GATHER] = gather_backward,     [ATTN__F_REPEAT] = repeat_backward,
-    [ATTN__F_FLIP] = flip_backward,
-};

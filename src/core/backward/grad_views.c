@@ -4,7 +4,7 @@
  * narrow/select took, over zeros; an expand sums over what it broadcast). */
 #include "backward/backward.h"
 
-static attn_status view_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
+attn_status attn__view_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
   const attn__edge *in = &node->next[0];
   attn_tensor *z = NULL, *v = NULL;
   attn_status st = ATTN_OK;
@@ -44,9 +44,3 @@ static attn_status view_backward(attn_node *node, const attn_tensor *g, attn_ten
   default: return attn_set_error(ATTN_ERR_STATE, "backward: unknown view kind in %s", node->name);
   }
 }
-
-/* This file's formulas by id: forward ops record the id (record.c) and
-   the engine (autograd.c) looks the function up here. */
-const attn__backward_fn attn__formulas_views[ATTN__F_COUNT] = {
-    [ATTN__F_VIEW] = view_backward,
-};

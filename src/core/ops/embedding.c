@@ -17,7 +17,7 @@ static void gather_rows(const attn_tensor *w, const int64_t *ids, int64_t n, flo
 }
 
 /* grad_w [V, D] += rows of g [n, D] at ids, skipping padding_idx */
-static attn_status embedding_backward(attn_node *node, const attn_tensor *g_in, attn_tensor **grads) {
+attn_status attn__embedding_backward(attn_node *node, const attn_tensor *g_in, attn_tensor **grads) {
   const attn_tensor *ids = node->saved[0];
   const int64_t pad = node->iargs[0];
   const attn__edge *w = &node->next[0];
@@ -75,7 +75,7 @@ attn_status attn_embedding(const attn_tensor *weight, const attn_tensor *ids, in
   if (attn__ag_needed(1, &weight)) {
     attn_node *n;
     const attn_tensor *saved[1] = {idc};
-    if ((st = attn__ag_record(o, "EmbeddingBackward0", embedding_backward, 1, &weight, 1, saved, &n))) {
+    if ((st = attn__ag_record(o, "EmbeddingBackward0", ATTN__F_EMBEDDING, 1, &weight, 1, saved, &n))) {
       attn_tensor_release(o);
       attn_tensor_release(idc);
       return st;

@@ -302,7 +302,7 @@ static attn_status promote(const attn_tensor *x, bool left, attn_tensor **out) {
 /* Shapes: a [..., m, k], b [..., k, n], g [..., m, n] (1-d operands were
    promoted and their dim dropped from g).
    ga = g @ b^T summed over a's broadcast batch dims, gb = a^T @ g. */
-static attn_status matmul_backward(attn_node *node, const attn_tensor *g_in, attn_tensor **grads) {
+attn_status attn__matmul_backward(attn_node *node, const attn_tensor *g_in, attn_tensor **grads) {
   const attn_tensor *a_in = node->saved[0], *b_in = node->saved[1];
   attn_tensor *a = NULL, *b = NULL, *g = NULL, *t = NULL, *r = NULL, *s = NULL;
   attn_status st;
@@ -369,7 +369,7 @@ out:
 static attn_status record_matmul(const char *name, const attn_tensor *a, const attn_tensor *b, attn_tensor *o) {
   const attn_tensor *in[2] = {a, b};
   if (!attn__ag_needed(2, in)) return ATTN_OK;
-  return attn__ag_record(o, name, matmul_backward, 2, in, 2, in, NULL);
+  return attn__ag_record(o, name, ATTN__F_MATMUL, 2, in, 2, in, NULL);
 }
 
 /* torch's grad_fn names, so printed results read like the notebooks. */
@@ -419,7 +419,7 @@ attn_status attn_bmm(const attn_tensor *a, const attn_tensor *b, attn_tensor **o
 }
 
 /* dot: a [n], b [n] -> []; ga = g * b, gb = g * a */
-static attn_status dot_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
+attn_status attn__dot_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
   attn_status st = ATTN_OK;
   if (node->next[0].node && (st = attn_binary(ATTN_MUL, g, node->saved[1], &grads[0]))) return st;
   if (node->next[1].node) st = attn_binary(ATTN_MUL, g, node->saved[0], &grads[1]);
@@ -427,7 +427,7 @@ static attn_status dot_backward(attn_node *node, const attn_tensor *g, attn_tens
 }
 
 /* outer: a [m], b [n] -> [m, n]; ga = g @ b, gb = g^T @ a */
-static attn_status outer_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
+attn_status attn__outer_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
   attn_status st = ATTN_OK;
   if (node->next[0].node && (st = attn_matmul(g, node->saved[1], &grads[0]))) return st;
   if (node->next[1].node) {
@@ -462,7 +462,7 @@ attn_status attn_dot(const attn_tensor *a, const attn_tensor *b, attn_tensor **o
   }
   attn_tensor_data(o)[0] = (float)acc;
   const attn_tensor *in[2] = {a, b};
-  if (attn__ag_needed(2, in) && (st = attn__ag_record(o, "DotBackward0", dot_backward, 2, in, 2, in, NULL))) {
+  if (attn__ag_needed(2, in) && (st = attn__ag_record(o, "DotBackward0", ATTN__F_DOT, 2, in, 2, in, NULL))) {
     attn_tensor_release(o);
     return st;
   }
@@ -505,7 +505,7 @@ attn_status attn_outer(const attn_tensor *a, const attn_tensor *b, attn_tensor *
   for (int64_t i = 0; i < shape[0]; i++)
     for (int64_t j = 0; j < shape[1]; j++) c[i * shape[1] + j] = x[i * a->stride[0]] * y[j * b->stride[0]];
   const attn_tensor *in[2] = {a, b};
-  if (attn__ag_needed(2, in) && (st = attn__ag_record(o, "OuterBackward0", outer_backward, 2, in, 2, in, NULL))) {
+  if (attn__ag_needed(2, in) && (st = attn__ag_record(o, "OuterBackward0", ATTN__F_OUTER, 2, in, 2, in, NULL))) {
     attn_tensor_release(o);
     return st;
   }
@@ -522,7 +522,7 @@ attn_status attn_outer(const attn_tensor *a, const attn_tensor *b, attn_tensor *
 /* Shapes: x [..., in] (saved[0]), w [out, in] (saved[1]), g [..., out].
    gx = g @ w, gw = g2^T @ x2 with g2 [M, out], x2 [M, in] (M = batch
    rows), gb = g summed to b's shape. */
-static attn_status linear_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
+attn_status attn__linear_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
   const attn_tensor *x = node->saved[0], *w = node->saved[1];
   attn_tensor *g2 = NULL, *x2 = NULL, *gt = NULL;
   attn_status st = ATTN_OK;
@@ -596,7 +596,7 @@ attn_status attn_linear(const attn_tensor *x, const attn_tensor *w, const attn_t
     const char *name = x->ndim == 2   ? (b ? "AddmmBackward0" : "MmBackward0")
                        : x->ndim == 1 ? (b ? "AddBackward0" : "SqueezeBackward4")
                                       : (b ? "ViewBackward0" : "UnsafeViewBackward0");
-    if ((st = attn__ag_record(o, name, linear_backward, n, in, 2, in, NULL))) {
+    if ((st = attn__ag_record(o, name, ATTN__F_LINEAR, n, in, 2, in, NULL))) {
       attn_tensor_release(o);
       return st;
     }

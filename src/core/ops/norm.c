@@ -71,7 +71,7 @@ static void ln_bwd_range(int64_t begin, int64_t end, void *arg) {
 
 /* dx, dw, db from g (node: inputs x, w?, b? in that order; saved x, w,
    mean, rstd; iargs k, has_w, has_b). */
-static attn_status layer_norm_backward(attn_node *node, const attn_tensor *g_in, attn_tensor **grads) {
+attn_status attn__layer_norm_backward(attn_node *node, const attn_tensor *g_in, attn_tensor **grads) {
   const attn_tensor *x = node->saved[0], *w = node->saved[1], *mean = node->saved[2], *rstd = node->saved[3];
   const bool has_w = node->iargs[1], has_b = node->iargs[2];
   const int iw = 1, ib = has_w ? 2 : 1;
@@ -206,7 +206,7 @@ attn_status attn_layer_norm(const attn_tensor *x, int k, const attn_tensor *w, c
     if (attn__ag_needed(nin, in)) {
       const attn_tensor *saved[4] = {xc, wc, mean, rstd};
       attn_node *node;
-      TRY(attn__ag_record(y, "NativeLayerNormBackward0", layer_norm_backward, nin, in, 4, saved, &node));
+      TRY(attn__ag_record(y, "NativeLayerNormBackward0", ATTN__F_LAYER_NORM, nin, in, 4, saved, &node));
       node->iargs[0] = k;
       node->iargs[1] = w != NULL;
       node->iargs[2] = b != NULL;

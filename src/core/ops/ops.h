@@ -57,4 +57,22 @@ attn_status attn__sum_to_shape(const attn_tensor *grad, int ndim, const int64_t 
    gets the 0-based source positions. */
 void attn__sort_pairs_reference(float *v, int64_t *idx, int64_t n, bool descending);
 
+/* The backward functions written beside their forward op, for the
+   backward room's table (attn__formulas: the ops record the id, never the
+   function). */
+/* linalg.c */
+attn_status attn__matmul_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads);
+attn_status attn__dot_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads);
+attn_status attn__outer_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads);
+attn_status attn__linear_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads);
+/* sort.c */
+attn_status attn__sort_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads);
+/* scatter.c */
+attn_status attn__scatter_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads);
+attn_status attn__index_op_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads);
+attn_status attn__masked_select_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads);
+/* norm.c, embedding.c */
+attn_status attn__layer_norm_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads);
+attn_status attn__embedding_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads);
+
 #endif

@@ -158,7 +158,7 @@ static attn_status eq_float(const attn_tensor *a, const attn_tensor *b, attn_ten
 
 /* saved: [0] index, [1] self, [2] src, [3] result (what the mode needs);
    iargs: [0] dim, [1] mode, [2] include_self, [3] src is a tensor */
-static attn_status scatter_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
+attn_status attn__scatter_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
   int dim = (int)node->iargs[0];
   scatter_mode mode = (scatter_mode)node->iargs[1];
   bool include_self = node->iargs[2];
@@ -302,7 +302,7 @@ static attn_status scatter_op(scatter_mode mode, bool reduce_api, const attn_ten
       if ((st = attn_detach(o, &res))) return finish(st, o, out);
       saved[3] = res;
     }
-    st = attn__ag_record(o, scatter_node_name(mode, reduce_api, src != NULL), scatter_backward, nin, ins, nsave, saved,
+    st = attn__ag_record(o, scatter_node_name(mode, reduce_api, src != NULL), ATTN__F_SCATTER, nin, ins, nsave, saved,
                          &node);
     attn_tensor_release(res);
     if (st) return finish(st, o, out);
@@ -417,7 +417,7 @@ static attn_status index_into(index_mode mode, const attn_tensor *self, int dim,
    index_add: grad_self = g, grad_src = alpha * g.index_select(dim, index);
    index_copy: grad_self = g.index_fill(dim, index, 0), grad_src = g.index_select;
    index_fill: grad_self = g.index_fill(dim, index, 0). */
-static attn_status index_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
+attn_status attn__index_op_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
   int dim = (int)node->iargs[0];
   index_mode mode = (index_mode)node->iargs[1];
   const attn_tensor *index = node->saved[0];
@@ -463,7 +463,7 @@ static attn_status index_op(index_mode mode, const attn_tensor *self, int dim, c
   if (attn__ag_needed(nin, ins)) {
     static const char *const names[] = {"IndexAddBackward0", "IndexCopyBackward0", "IndexFillBackward0"};
     attn_node *node;
-    if ((st = attn__ag_record(o, names[mode], index_backward, nin, ins, 1, &index, &node))) return finish(st, o, out);
+    if ((st = attn__ag_record(o, names[mode], ATTN__F_INDEX_OP, nin, ins, 1, &index, &node))) return finish(st, o, out);
     node->iargs[0] = dim;
     node->iargs[1] = mode;
     node->fargs[0] = alpha;
@@ -549,7 +549,7 @@ attn_status attn_nonzero(const attn_tensor *t, attn_tensor **out) {
 
 /* g [n] goes back to the broadcast shape's selected positions, then sums
    to self's shape.  saved[0]: mask; iargs[0..]: broadcast ndim and shape */
-static attn_status masked_select_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
+attn_status attn__masked_select_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
   int nd = (int)node->iargs[0];
   const int64_t *shape = &node->iargs[1];
   attn_tensor *z = NULL, *m = NULL, *gc = NULL;
@@ -623,7 +623,7 @@ attn_status attn_masked_select(const attn_tensor *t, const attn_tensor *mask, at
   }
   if (attn__ag_needed(1, &t)) {
     attn_node *node;
-    TRY(attn__ag_record(o, "MaskedSelectBackward0", masked_select_backward, 1, &t, 1, &mask, &node));
+    TRY(attn__ag_record(o, "MaskedSelectBackward0", ATTN__F_MASKED_SELECT, 1, &t, 1, &mask, &node));
     node->iargs[0] = nd;
     for (int d = 0; d < nd; d++) node->iargs[1 + d] = shape[d];
   }

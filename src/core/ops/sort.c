@@ -154,7 +154,7 @@ void attn__sort_pairs_reference(float *v, int64_t *idx, int64_t n, bool descendi
 /* Backward: g (and the saved indices) have the output's shape; the input
    gets g scatter-added at the indices along dim.  saved[0]: indices;
    iargs: [0] dim, [1] 1 when dim was squeezed away (kthvalue). */
-static attn_status sort_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
+attn_status attn__sort_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
   const attn__edge *in = &node->next[0];
   if (in->ndim == 0) return attn_clone(g, &grads[0]);
   int dim = (int)node->iargs[0];
@@ -183,7 +183,7 @@ static attn_status record_sort(const char *name, const attn_tensor *t, int dim, 
   attn_status st = attn_clone(indices, &copy);
   if (st) return st;
   attn_node *node;
-  st = attn__ag_record(values, name, sort_backward, 1, &t, 1, (const attn_tensor *const *)&copy, &node);
+  st = attn__ag_record(values, name, ATTN__F_SORT, 1, &t, 1, (const attn_tensor *const *)&copy, &node);
   attn_tensor_release(copy);
   if (st == ATTN_OK) {
     node->iargs[0] = dim;
