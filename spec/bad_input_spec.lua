@@ -1219,15 +1219,19 @@ E("attn.flatten", {K.tensor({2, 3, 4}), K.dim(1, 3, {opt = true}), K.dim(2, 3, {
 }})
 
 -- elementwise math
-local UNARY = {"neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "abs", "sin", "cos", "sign",
-               "reciprocal", "square", "log1p", "expm1", "floor", "ceil", "round", "silu", "erf"}
+-- the op table's unary ops that take only t (gelu's option below), and its
+-- binary ops but add and sub (alpha: below)
+local UNARY, BINARY = {}, {}
+for _, op in ipairs(require("attn.core")._ops) do
+  if op.kind == "unary" and op.callable and op.name ~= "gelu" then UNARY[#UNARY + 1] = op.name end
+  if op.kind ~= "unary" and op.name ~= "add" and op.name ~= "sub" then BINARY[#BINARY + 1] = op.name end
+end
 for _, name in ipairs(UNARY) do
   E("attn." .. name, {t23()})
   E("attn." .. name .. "_", {W({2, 3})}, {writes = {1}})
 end
 E("attn.gelu", {t23(), K.choice("tanh", {opt = true})})
 E("attn.gelu_", {W({2, 3}), K.choice("tanh", {opt = true})}, {writes = {1}})
-local BINARY = {"mul", "div", "pow", "eq", "ne", "lt", "le", "gt", "ge", "maximum", "minimum", "atan2", "fmod"}
 for _, name in ipairs(BINARY) do
   E("attn." .. name, {t23(), t23({salt = 3})}, {cases = {
     {"shapes that do not broadcast", function() return {attn.ones(2, 3), attn.ones(4)} end, "error"},

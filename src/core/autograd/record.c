@@ -11,26 +11,14 @@
 /* ------------------------------------------------------------------------ */
 /* Recorders of the formulas in grad_elementwise.c */
 
-static bool binary_differentiable(attn_binary_op op) {
-  return op == ATTN_ADD || op == ATTN_SUB || op == ATTN_MUL || op == ATTN_DIV || op == ATTN_POW || op == ATTN_MAXIMUM ||
-         op == ATTN_MINIMUM || op == ATTN_ATAN2 || op == ATTN_FMOD;
-}
+/* torch's node names and what each backward reads, from the op table
+   (attn_ops.h); a binary op without a node ("NONE": comparisons) is not
+   differentiable. */
+#define NODE_OF_(ID, NAME, SIG, KIND, INTS, LO, HI, NODE, ...) #NODE,
+static const char *binary_node_names[ATTN_BINARY_OP_COUNT] = {ATTN_BINARY_OPS(NODE_OF_)};
+#undef NODE_OF_
 
-static const char *binary_node_names[ATTN_BINARY_OP_COUNT] = {"AddBackward0",
-                                                              "SubBackward0",
-                                                              "MulBackward0",
-                                                              "DivBackward0",
-                                                              "PowBackward1",
-                                                              NULL,
-                                                              NULL,
-                                                              NULL,
-                                                              NULL,
-                                                              NULL,
-                                                              NULL,
-                                                              "MaximumBackward0",
-                                                              "MinimumBackward0",
-                                                              "Atan2Backward0",
-                                                              "FmodBackward1"};
+static bool binary_differentiable(attn_binary_op op) { return strcmp(binary_node_names[op], "NONE") != 0; }
 
 attn_status attn__record_binary(attn_binary_op op, const attn_tensor *a, const attn_tensor *b, attn_tensor *o) {
   const attn_tensor *in[2] = {a, b};
@@ -79,22 +67,16 @@ attn_status attn__record_add_scaled(const attn_tensor *a, const attn_tensor *b, 
   return st;
 }
 
+#define READS_OF_(ID, NAME, SIG, READS, ...) ATTN_OP_READS_##READS,
+#define NODE_OF_(ID, NAME, SIG, READS, INTS, LO, HI, NODE, ...) #NODE,
+static const unsigned char unary_reads[ATTN_UNARY_OP_COUNT] = {ATTN_UNARY_OPS(READS_OF_)};
+static const char *unary_node_names[ATTN_UNARY_OP_COUNT] = {ATTN_UNARY_OPS(NODE_OF_)};
+#undef READS_OF_
+#undef NODE_OF_
+
 /* Which of input x and output y each derivative reads. */
-static bool unary_needs_x(attn_unary_op op) {
-  return op == ATTN_LOG || op == ATTN_GELU || op == ATTN_GELU_TANH || op == ATTN_ABS || op == ATTN_SIN ||
-         op == ATTN_COS || op == ATTN_SQUARE || op == ATTN_LOG1P || op == ATTN_SILU || op == ATTN_ERF;
-}
-
-static bool unary_needs_y(attn_unary_op op) {
-  return op == ATTN_EXP || op == ATTN_SQRT || op == ATTN_RSQRT || op == ATTN_TANH || op == ATTN_SIGMOID ||
-         op == ATTN_RELU || op == ATTN_RECIPROCAL || op == ATTN_EXPM1;
-}
-
-static const char *unary_node_names[ATTN_UNARY_OP_COUNT] = {
-    "NegBackward0",     "ExpBackward0",  "LogBackward0",        "SqrtBackward0", "RsqrtBackward0", "TanhBackward0",
-    "SigmoidBackward0", "ReluBackward0", "GeluBackward0",       "GeluBackward0", "AbsBackward0",   "SinBackward0",
-    "CosBackward0",     "SignBackward0", "ReciprocalBackward0", "PowBackward0",  "Log1PBackward0", "Expm1Backward0",
-    "FloorBackward0",   "CeilBackward0", "RoundBackward0",      "SiluBackward0", "ErfBackward0"};
+static bool unary_needs_x(attn_unary_op op) { return unary_reads[op] == ATTN_OP_READS_IN; }
+static bool unary_needs_y(attn_unary_op op) { return unary_reads[op] == ATTN_OP_READS_OUT; }
 
 attn_status attn__record_unary(attn_unary_op op, const attn_tensor *a, attn_tensor *o) {
   if (!attn__ag_needed(1, &a)) return ATTN_OK;

@@ -75,9 +75,10 @@ BINARY_ROW(row_minimum, OP_MINIMUM)
 BINARY_ROW(row_atan2, OP_ATAN2)
 BINARY_ROW(row_fmod, OP_FMOD)
 
-static const attn__binary_row_fn binary_rows[ATTN_BINARY_OP_COUNT] = {
-    row_add, row_sub, row_mul, row_div,     row_pow,     row_eq,    row_ne,  row_lt,
-    row_le,  row_gt,  row_ge,  row_maximum, row_minimum, row_atan2, row_fmod};
+/* one row per op of the op table (attn_ops.h), named after it */
+#define ROW_OF_(ID, NAME, ...) [ATTN_##ID] = row_##NAME,
+#define DROW_OF_(ID, NAME, ...) [ATTN_##ID] = drow_##NAME,
+static const attn__binary_row_fn binary_rows[ATTN_BINARY_OP_COUNT] = {ATTN_BINARY_OPS(ROW_OF_)};
 
 /* ------------------------------------------------------------------------ */
 /* Unary                                                                     */
@@ -166,29 +167,7 @@ UNARY_ROW(row_round, nearbyintf(x))
 UNARY_ROW(row_silu, x *vm_sigmoid(x))
 VM_UNARY_ROW(row_erf, x, vm_erf, v, erff(x))
 
-static const attn__unary_row_fn unary_rows[ATTN_UNARY_OP_COUNT] = {[ATTN_NEG] = row_neg,
-                                                                   [ATTN_EXP] = row_exp,
-                                                                   [ATTN_LOG] = row_log,
-                                                                   [ATTN_SQRT] = row_sqrt,
-                                                                   [ATTN_RSQRT] = row_rsqrt,
-                                                                   [ATTN_TANH] = row_tanh,
-                                                                   [ATTN_SIGMOID] = row_sigmoid,
-                                                                   [ATTN_RELU] = row_relu,
-                                                                   [ATTN_GELU] = row_gelu,
-                                                                   [ATTN_GELU_TANH] = row_gelu_tanh,
-                                                                   [ATTN_ABS] = row_abs,
-                                                                   [ATTN_SIN] = row_sin,
-                                                                   [ATTN_COS] = row_cos,
-                                                                   [ATTN_SIGN] = row_sign,
-                                                                   [ATTN_RECIPROCAL] = row_reciprocal,
-                                                                   [ATTN_SQUARE] = row_square,
-                                                                   [ATTN_LOG1P] = row_log1p,
-                                                                   [ATTN_EXPM1] = row_expm1,
-                                                                   [ATTN_FLOOR] = row_floor,
-                                                                   [ATTN_CEIL] = row_ceil,
-                                                                   [ATTN_ROUND] = row_round,
-                                                                   [ATTN_SILU] = row_silu,
-                                                                   [ATTN_ERF] = row_erf};
+static const attn__unary_row_fn unary_rows[ATTN_UNARY_OP_COUNT] = {ATTN_UNARY_OPS(ROW_OF_)};
 
 /* ------------------------------------------------------------------------ */
 /* Unary derivatives: o = g * f'(x) (y = f(x) where the derivative reads
@@ -292,6 +271,10 @@ GRAD_ROW(drow_abs, x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f))
 GRAD_ROW(drow_sin, cosf(x))
 GRAD_ROW(drow_cos, -sinf(x))
 GRAD_ROW(drow_zero, 0.0f) /* sign, floor, ceil, round: zero almost everywhere */
+#define drow_sign drow_zero
+#define drow_floor drow_zero
+#define drow_ceil drow_zero
+#define drow_round drow_zero
 GRAD_ROW(drow_reciprocal, -y *y)
 GRAD_ROW(drow_square, 2.0f * x)
 GRAD_ROW(drow_log1p, 1.0f / (1.0f + x))
@@ -299,29 +282,9 @@ GRAD_ROW(drow_expm1, y + 1.0f)
 GRAD_ROW(drow_silu, d_silu(x))
 GRAD_ROW(drow_erf, d_erf(x))
 
-static const attn__unary_grad_row_fn unary_grad_rows[ATTN_UNARY_OP_COUNT] = {[ATTN_NEG] = drow_neg,
-                                                                             [ATTN_EXP] = drow_exp,
-                                                                             [ATTN_LOG] = drow_log,
-                                                                             [ATTN_SQRT] = drow_sqrt,
-                                                                             [ATTN_RSQRT] = drow_rsqrt,
-                                                                             [ATTN_TANH] = drow_tanh,
-                                                                             [ATTN_SIGMOID] = drow_sigmoid,
-                                                                             [ATTN_RELU] = drow_relu,
-                                                                             [ATTN_GELU] = drow_gelu,
-                                                                             [ATTN_GELU_TANH] = drow_gelu_tanh,
-                                                                             [ATTN_ABS] = drow_abs,
-                                                                             [ATTN_SIN] = drow_sin,
-                                                                             [ATTN_COS] = drow_cos,
-                                                                             [ATTN_SIGN] = drow_zero,
-                                                                             [ATTN_RECIPROCAL] = drow_reciprocal,
-                                                                             [ATTN_SQUARE] = drow_square,
-                                                                             [ATTN_LOG1P] = drow_log1p,
-                                                                             [ATTN_EXPM1] = drow_expm1,
-                                                                             [ATTN_FLOOR] = drow_zero,
-                                                                             [ATTN_CEIL] = drow_zero,
-                                                                             [ATTN_ROUND] = drow_zero,
-                                                                             [ATTN_SILU] = drow_silu,
-                                                                             [ATTN_ERF] = drow_erf};
+static const attn__unary_grad_row_fn unary_grad_rows[ATTN_UNARY_OP_COUNT] = {ATTN_UNARY_OPS(DROW_OF_)};
+#undef ROW_OF_
+#undef DROW_OF_
 
 static void clamp_inner(int64_t n, float **p, const int64_t *s, void *vctx) {
   const attn__clamp_ctx *c = vctx;

@@ -14,16 +14,29 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *binary_names[ATTN_BINARY_OP_COUNT] = {
-    "add", "sub", "mul", "div", "pow", "eq", "ne", "lt", "le", "gt", "ge", "maximum", "minimum", "atan2", "fmod"};
-static const char *unary_names[ATTN_UNARY_OP_COUNT] = {
-    "neg", "exp",  "log",        "sqrt",   "rsqrt", "tanh",  "sigmoid", "relu", "gelu",  "gelu", "abs", "sin",
-    "cos", "sign", "reciprocal", "square", "log1p", "expm1", "floor",   "ceil", "round", "silu", "erf"};
+/* Names, integer rules and kinds from the op table (attn_ops.h). */
+#define NAME_OF_(ID, NAME, ...) #NAME,
+#define UNARY_INTS_(ID, NAME, SIG, READS, INTS, ...) ATTN_OP_INTS_##INTS,
+#define BINARY_INTS_(ID, NAME, SIG, KIND, INTS, ...) ATTN_OP_INTS_##INTS,
+#define BINARY_KIND_(ID, NAME, SIG, KIND, ...) ATTN_OP_KIND_##KIND,
+static const char *binary_names[ATTN_BINARY_OP_COUNT] = {ATTN_BINARY_OPS(NAME_OF_)};
+static const char *unary_names[ATTN_UNARY_OP_COUNT] = {ATTN_UNARY_OPS(NAME_OF_)};
+static const unsigned char unary_ints[ATTN_UNARY_OP_COUNT] = {ATTN_UNARY_OPS(UNARY_INTS_)};
+static const unsigned char binary_ints[ATTN_BINARY_OP_COUNT] = {ATTN_BINARY_OPS(BINARY_INTS_)};
+static const unsigned char binary_kinds[ATTN_BINARY_OP_COUNT] = {ATTN_BINARY_OPS(BINARY_KIND_)};
+#undef NAME_OF_
+#undef UNARY_INTS_
+#undef BINARY_INTS_
+#undef BINARY_KIND_
 
 const char *attn_binary_op_name(attn_binary_op op) {
   return (unsigned)op < ATTN_BINARY_OP_COUNT ? binary_names[op] : "?";
 }
-const char *attn_unary_op_name(attn_unary_op op) { return (unsigned)op < ATTN_UNARY_OP_COUNT ? unary_names[op] : "?"; }
+/* gelu_tanh is gelu's approximate = "tanh": messages name gelu */
+const char *attn_unary_op_name(attn_unary_op op) {
+  if (op == ATTN_GELU_TANH) return "gelu";
+  return (unsigned)op < ATTN_UNARY_OP_COUNT ? unary_names[op] : "?";
+}
 
 static void binary_inner(int64_t n, float **p, const int64_t *s, void *ctx) {
   attn__binary_row_fn fn = *(attn__binary_row_fn *)ctx;
@@ -404,16 +417,11 @@ static attn_status add_scaled_f32(const attn_tensor *a, const attn_tensor *b, fl
 /* Dtypes: torch's promotion around the float32 kernels above, and plain
    loops for int64 and bool results.                                         */
 
-static bool is_compare(attn_binary_op op) {
-  return op == ATTN_EQ || op == ATTN_NE || op == ATTN_LT || op == ATTN_LE || op == ATTN_GT || op == ATTN_GE;
-}
+static bool is_compare(attn_binary_op op) { return binary_kinds[op] == ATTN_OP_KIND_COMPARE; }
 
-/* Ops with an int64 result on integer inputs (torch's integer kernels);
-   the others (div, pow, atan2) compute in float32. */
-static bool int_capable(attn_binary_op op) {
-  return op == ATTN_ADD || op == ATTN_SUB || op == ATTN_MUL || op == ATTN_MAXIMUM || op == ATTN_MINIMUM ||
-         op == ATTN_FMOD || op == ATTN_POW || is_compare(op);
-}
+/* Ops with exact integer kernels (the table's KEEP: an int64 result, or
+   bool for comparisons); the others (div, atan2) compute in float32. */
+static bool int_capable(attn_binary_op op) { return binary_ints[op] == ATTN_OP_INTS_KEEP; }
 
 /* x^y for y >= 0 by squaring (wrapping like torch's int64 pow) */
 static int64_t ipow(int64_t x, int64_t y) {
@@ -692,19 +700,19 @@ attn_status attn_binary_scalar_(attn_binary_op op, attn_tensor *a, float s, bool
   return commit_into(name, a, r);
 }
 
-/* Unary ops that keep integers integers in torch. */
+/* Unary ops that keep integers integers in torch (the table's KEEP,
+   KEEP_BOOL and BOOL_TO_INT; each has a case in unary_int). */
 static bool unary_int_capable(attn_unary_op op) {
-  return op == ATTN_NEG || op == ATTN_ABS || op == ATTN_SIGN || op == ATTN_RELU || op == ATTN_SQUARE ||
-         op == ATTN_FLOOR || op == ATTN_CEIL || op == ATTN_ROUND;
+  return unary_ints[op] != ATTN_OP_INTS_FLOAT && unary_ints[op] != ATTN_OP_INTS_REFUSE;
 }
 
 static attn_status unary_int(attn_unary_op op, const attn_tensor *a, attn_tensor **out) {
   const char *fn = unary_names[op];
   /* torch: sign keeps a bool a bool, square makes it int64, the others refuse it */
-  if (a->dtype == ATTN_BOOL && op != ATTN_SIGN && op != ATTN_SQUARE)
+  if (a->dtype == ATTN_BOOL && unary_ints[op] == ATTN_OP_INTS_KEEP)
     return attn_set_error(ATTN_ERR_ARG, "%s: not supported for bool tensors (convert with :long() first%s)", fn,
                           op == ATTN_NEG ? ", or invert a mask with :logical_not()" : "");
-  attn_dtype rt = a->dtype == ATTN_BOOL && op == ATTN_SIGN ? ATTN_BOOL : ATTN_INT64;
+  attn_dtype rt = a->dtype == ATTN_BOOL && unary_ints[op] == ATTN_OP_INTS_KEEP_BOOL ? ATTN_BOOL : ATTN_INT64;
   attn_tensor *o;
   attn_status st = attn__alloc_dtype(fn, rt, a->ndim, a->shape, &o);
   if (st) return st;
@@ -740,7 +748,7 @@ attn_status attn_unary(attn_unary_op op, const attn_tensor *a, attn_tensor **out
   if ((unsigned)op >= ATTN_UNARY_OP_COUNT) return attn_set_error(ATTN_ERR_ARG, "unary: unknown op %d", (int)op);
   if (a->dtype == ATTN_FLOAT32) return unary_f32(op, a, out);
   if (unary_int_capable(op)) return unary_int(op, a, out);
-  if (op == ATTN_GELU || op == ATTN_GELU_TANH || op == ATTN_SILU) /* torch refuses integers too */
+  if (unary_ints[op] == ATTN_OP_INTS_REFUSE) /* torch refuses integers too */
     return attn_set_error(ATTN_ERR_ARG, "%s: expected a floating tensor, got %s (convert with :float() first)",
                           unary_names[op], attn_dtype_name(a->dtype));
   attn_tensor *fa;
