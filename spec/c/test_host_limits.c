@@ -322,12 +322,13 @@ static void test_isolation(void) {
   /* every module of the package loads in a sandbox */
   CHECK_TRUE(S, "for _, m in ipairs({'attn', 'attn.nn', 'attn.data', 'attn.text', 'attn.bert', 'attn.plot', "
                 "'attn.seq2seq', 'attn.attention', 'attn.optim', 'attn.functional', 'attn.nn_init', "
-                "'attn.gradcheck', 'attn.unicode_data'}) do local ok, e = pcall(require, m) "
+                "'attn.gradcheck', 'attn.app.unicode_data', 'attn.app.json', 'attn.nn.module', "
+                "'attn.attention.positional'}) do local ok, e = pcall(require, m) "
                 "if not ok then error(m .. ': ' .. tostring(e)) end end return true");
-  /* attn.data needs no debug library */
+  /* attn.data needs no debug library; its errors still name the caller's line (core._error) */
   CHECK_TRUE(S, "local data = require 'attn.data' return type(data) == 'table' and debug == nil");
   CHECK_TRUE(S, "local data = require 'attn.data' local ok, e = pcall(data.Vocab, 42) "
-                "return not ok and e:find('^Vocab: ') ~= nil");
+                "return not ok and e:find('^test:1: Vocab: ') ~= nil");
   CHECK_FAILS(S, "return require('attn.data').read_lines('/etc/passwd')", ATTN_ERR_SCRIPT,
               "read_lines: reading files is not available in a sandbox (no io library)");
   CHECK_FAILS(S, "return require('attn.data').default_words_path()", ATTN_ERR_SCRIPT,
