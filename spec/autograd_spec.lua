@@ -563,13 +563,7 @@ end)
 
 ---------------------------------------------------------------------------
 
-local function rss_kb()
-  local f = io.open("/proc/self/status")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return tonumber(s:match("VmRSS:%s*(%d+)"))
-end
+local rss_kb = require("support.sh").rss_kb
 
 local function full_gc()
   collectgarbage()

@@ -28,11 +28,7 @@ local function row(f, i)
   return t
 end
 
-local function errmsg(fn, ...)
-  local ok, err = pcall(fn, ...)
-  assert.is_false(ok, "expected an error")
-  return tostring(err)
-end
+local errmsg = require("support.errors").message
 
 local function sorted(list)
   local t = {}

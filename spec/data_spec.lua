@@ -22,11 +22,7 @@ local function ints(t)
   return out
 end
 
-local function raises(pattern, fn, ...)
-  local ok, err = pcall(fn, ...)
-  assert.is_false(ok, "expected an error matching " .. pattern)
-  assert.is_truthy(tostring(err):find(pattern, 1, true), "error '" .. tostring(err) .. "' lacks '" .. pattern .. "'")
-end
+local raises = require("support.errors").raises
 
 local NAMES = (os.getenv("ATTN_SOURCE_DIR") or ".") .. "/../shared/data/names-indian.txt"
 local function have(path)

@@ -59,15 +59,7 @@ local function pixel(path, x, y) return plot._pixel_stats(path, x, y).pixel end
 local function luminance(px) return 0.299 * px[1] + 0.587 * px[2] + 0.114 * px[3] end
 
 -- Expects fn(...) to raise a message containing each plain-text piece.
-local function raises(pieces, fn, ...)
-  local ok, err = pcall(fn, ...)
-  assert(not ok, "expected an error mentioning " .. table.concat(pieces, ", "))
-  err = tostring(err)
-  for _, p in ipairs(pieces) do
-    assert(err:find(p, 1, true), ("message %q lacks %q"):format(err, p))
-  end
-  return err
-end
+local raises = require("support.errors").raises
 
 -- 10 x 10 values 0..99 row by row: the top-left cell is the minimum, the
 -- bottom-right one the maximum.

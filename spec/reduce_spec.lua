@@ -84,17 +84,10 @@ local function check_case(c)
   end
 end
 
--- The message of the error f raises (fails if it does not raise).
-local function err(f, ...)
-  local ok, msg = pcall(f, ...)
-  assert(not ok, "expected an error")
-  return tostring(msg)
-end
-
-local function assert_msg(needle, f, ...)
-  local msg = err(f, ...)
-  assert(msg:find(needle, 1, true), ("message %q lacks %q"):format(msg, needle))
-end
+-- err: the message of the error f raises; assert_msg: f raises one that
+-- holds needle.
+local E = require "support.errors"
+local err, assert_msg = E.message, E.raises
 
 describe("reductions against torch", function()
   it("has fixture cases", function()

@@ -54,17 +54,10 @@ local function assert_pieces(pieces, expected, what)
   for i, f in ipairs(expected) do assert_exact(pieces[i], f, what .. " piece " .. i) end
 end
 
--- The message of the error f raises (fails if it does not raise).
-local function err(f, ...)
-  local ok, msg = pcall(f, ...)
-  assert(not ok, "expected an error")
-  return tostring(msg)
-end
-
-local function assert_msg(needle, f, ...)
-  local msg = err(f, ...)
-  assert(msg:find(needle, 1, true), ("message %q lacks %q"):format(msg, needle))
-end
+-- err: the message of the error f raises; assert_msg: f raises one that
+-- holds needle.
+local E = require "support.errors"
+local err, assert_msg = E.message, E.raises
 
 -- Runs one fixture case in every way the binding offers it.
 local run = {

@@ -259,13 +259,7 @@ describe("indexing", function()
 end)
 
 describe("memory", function()
-  local function rss_kb()
-    local f = io.open("/proc/self/status")
-    if not f then return nil end
-    local s = f:read("a")
-    f:close()
-    return tonumber(s:match("VmRSS:%s*(%d+)"))
-  end
+  local rss_kb = require("support.sh").rss_kb
   it("100,000 temporary 1 MB tensors stay under a few hundred MB of RSS", function()
     local before = rss_kb()
     if not before then return pending("no /proc/self/status here") end

@@ -51,11 +51,7 @@ local function ints(t)
   return out
 end
 
-local function raises(pattern, fn, ...)
-  local ok, err = pcall(fn, ...)
-  assert.is_false(ok, "expected an error matching " .. pattern)
-  assert.is_truthy(tostring(err):find(pattern, 1, true), "error '" .. tostring(err) .. "' lacks '" .. pattern .. "'")
-end
+local raises = require("support.errors").raises
 
 -- HF's test vocabulary (tests/models/bert/test_tokenization_bert.py).
 local HF_VOCAB = {"[UNK]", "[CLS]", "[SEP]", "want", "##want", "##ed", "wa", "un", "runn", "##ing", ",", "low",

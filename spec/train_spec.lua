@@ -82,12 +82,7 @@ describe("training", function()
       return
     end
     status:close()
-    local function rss_kb()
-      local f = assert(io.open("/proc/self/status", "r"))
-      local s = f:read("a")
-      f:close()
-      return tonumber(s:match("VmRSS:%s*(%d+)"))
-    end
+    local rss_kb = require("support.sh").rss_kb
     attn.manual_seed(3)
     local V, D, N = 20, 16, 64
     local X = (attn.rand(N) * V):floor() + 1

@@ -88,6 +88,15 @@ function M.env_or_pending(b, name, title)
   end)
 end
 
+--- This process's resident set size in kB (nil without /proc).
+function M.rss_kb()
+  local f = io.open("/proc/self/status")
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return tonumber(s:match("VmRSS:%s*(%d+)"))
+end
+
 --- Whether the program prog is on PATH.
 function M.have(prog) return (M.sh("command -v " .. M.q(prog))) == 0 end
 
