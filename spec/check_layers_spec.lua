@@ -7,21 +7,8 @@ local SRC = os.getenv("ATTN_SOURCE_DIR") or "."
 local BUILD = os.getenv("ATTN_BUILD_DIR") or (SRC .. "/build")
 local CHECK = SRC .. "/scripts/check_layers.lua"
 
-local function sh(cmd)
-  local p = assert(io.popen(cmd .. " 2>&1; echo \"rc=$?\""))
-  local out = p:read("a")
-  p:close()
-  local rc = tonumber(out:match("rc=(%d+)%s*$"))
-  return rc, out:gsub("rc=%d+%s*$", "")
-end
-
-local function have(prog) return sh("command -v " .. prog .. " >/dev/null") == 0 end
-
-local function write(path, text)
-  local f = assert(io.open(path, "wb"))
-  f:write(text)
-  f:close()
-end
+local S = require "support.sh"
+local sh, have, write = S.sh, S.have, S.writefile
 
 -- A scratch git repository holding files = {path = text}; C files are
 -- compiled into DIR/build/CMakeFiles/t.dir/<path>.o, where the checker
@@ -50,6 +37,17 @@ end
 
 local function cleanup(dir) sh(("rm -rf '%s'"):format(dir)) end
 
+-- Runs the checker on a scratch repository of files; asserts its exit
+-- status and that its output matches each pattern; returns the output.
+local function expect(status, files, ...)
+  local dir = scratch(files)
+  local rc, out = check(dir)
+  cleanup(dir)
+  assert.equal(status, rc, out)
+  for _, pattern in ipairs({ ... }) do assert.matches(pattern, out) end
+  return out
+end
+
 describe("check_layers", function()
   if not (have("git") and have("nm") and have("cc") and have("lua5.4")) then
     pending("needs git, nm, cc and lua5.4")
@@ -63,132 +61,90 @@ describe("check_layers", function()
   end)
 
   it("finds a circle of requires in lua/attn", function()
-    local dir = scratch({
+    expect(1, {
       ["lua/attn/init.lua"] = 'local b = require "attn.base"\nreturn b\n',
       ["lua/attn/base.lua"] = 'local nn = require "attn.nn"\nreturn {}\n',
       ["lua/attn/nn.lua"] = 'local attn = require "attn"\nreturn {}\n',
-    })
-    local rc, out = check(dir)
-    cleanup(dir)
-    assert.equal(1, rc, out)
-    assert.matches("circle of 3 files", out)
-    assert.matches("lua/attn/nn.lua %-> lua/attn/init.lua %(require%)", out)
+    }, "circle of 3 files", "lua/attn/nn.lua %-> lua/attn/init.lua %(require%)")
   end)
 
   it("passes the same files once the circle is broken", function()
-    local dir = scratch({
+    expect(0, {
       ["lua/attn/init.lua"] = 'local b = require "attn.base"\nlocal nn = require "attn.nn"\nreturn b\n',
       ["lua/attn/base.lua"] = 'return {}\n',
       ["lua/attn/nn.lua"] = 'local attn = require "attn.base"\nreturn {}\n',
     })
-    local rc, out = check(dir)
-    cleanup(dir)
-    assert.equal(0, rc, out)
   end)
 
   it("finds the framework requiring an application or a door", function()
-    local dir = scratch({
+    expect(1, {
       ["lua/attn/optim.lua"] = 'local text = require "attn.app.text"\nreturn {}\n',
       ["lua/attn/nn/module.lua"] = 'local nn = require "attn.nn"\nreturn {}\n',
       ["lua/attn/app/text.lua"] = 'return {}\n',
       ["lua/attn/nn.lua"] = 'return require "attn.nn.module"\n',
-    })
-    local rc, out = check(dir)
-    cleanup(dir)
-    assert.equal(1, rc, out)
-    assert.matches("up or sideways: lua/attn/optim.lua %-> lua/attn/app/text.lua %(require", out)
-    assert.matches("up or sideways: lua/attn/nn/module.lua %-> lua/attn/nn.lua %(require", out)
+    }, "up or sideways: lua/attn/optim.lua %-> lua/attn/app/text.lua %(require", "up or sideways: lua/attn/nn/module.lua %-> lua/attn/nn.lua %(require")
   end)
 
   it("allows an application over the framework and the doors over both", function()
-    local dir = scratch({
+    expect(0, {
       ["lua/attn/init.lua"] = 'local b = require "attn.base"\nlocal t = require "attn.app.text"\nreturn b\n',
       ["lua/attn/base.lua"] = 'return {}\n',
       ["lua/attn/nn/module.lua"] = 'local b = require "attn.base"\nreturn {}\n',
       ["lua/attn/app/text.lua"] = 'local nn = require "attn.nn.module"\nreturn {}\n',
       ["lua/attn/text.lua"] = 'return require "attn.app.text"\n',
     })
-    local rc, out = check(dir)
-    cleanup(dir)
-    assert.equal(0, rc, out)
   end)
 
   it("finds a call up a core sub-floor and the circle it closes", function()
-    local dir = scratch({
+    expect(1, {
       -- tensor.c (core/tensor) calling graph.c (core/autograd) is a call up
       ["src/core/tensor/tensor.c"] =
         "void attn_graph_thing(void);\nvoid attn_tensor_thing(void) { attn_graph_thing(); }\n",
       ["src/core/autograd/graph.c"] =
         "void attn_tensor_thing(void);\nvoid attn_graph_thing(void) { attn_tensor_thing(); }\n",
-    })
-    local rc, out = check(dir)
-    cleanup(dir)
-    assert.equal(1, rc, out)
-    assert.matches("up or sideways: src/core/tensor/tensor.c %-> src/core/autograd/graph.c %(call", out)
-    assert.matches("circle of 2 files", out)
+    }, "up or sideways: src/core/tensor/tensor.c %-> src/core/autograd/graph.c %(call", "circle of 2 files")
   end)
 
   it("allows the same call downwards", function()
-    local dir = scratch({
+    expect(0, {
       ["src/core/tensor/tensor.c"] = "void attn_tensor_thing(void) {}\n",
       ["src/core/autograd/graph.c"] =
         "void attn_tensor_thing(void);\nvoid attn_graph_thing(void) { attn_tensor_thing(); }\n",
     })
-    local rc, out = check(dir)
-    cleanup(dir)
-    assert.equal(0, rc, out)
   end)
 
   it("finds an include circle", function()
-    local dir = scratch({
+    expect(1, {
       ["src/core/ops/a.h"] = '#include "b.h"\n',
       ["src/core/ops/b.h"] = '#include "a.h"\n',
-    })
-    local rc, out = check(dir)
-    cleanup(dir)
-    assert.equal(1, rc, out)
-    assert.matches("circle of 2 files", out)
+    }, "circle of 2 files")
   end)
 
   it("refuses a core file outside the rooms", function()
-    local dir = scratch({
+    expect(1, {
       ["src/core/newthing.c"] = "int attn_newthing(void) { return 1; }\n",
       ["src/core/misc/other.h"] = "int attn_other(void);\n",
       ["src/core/base/base.h"] = "int attn_base(void);\n",
-    })
-    local rc, out = check(dir)
-    cleanup(dir)
-    assert.equal(1, rc, out)
-    assert.matches("no room: src/core/newthing.c", out)
-    assert.matches("no room: src/core/misc/other.h", out)
+    }, "no room: src/core/newthing.c", "no room: src/core/misc/other.h")
   end)
 
   it("refuses an include of another room's own header, not of its door", function()
-    local dir = scratch({
+    local out = expect(1, {
       ["src/core/kernels/kernels.h"] = "int attn_k(void);\n",
       ["src/core/kernels/vmath.h"] = "int attn_v(void);\n",
       ["src/core/kernels/tiles.h"] = '#include "vmath.h"\n#include "kernels.h"\n',
       ["src/core/ops/ops.h"] = '#include "kernels/kernels.h"\n#include "kernels/vmath.h"\nint attn_o(void);\n',
-    })
-    local rc, out = check(dir)
-    cleanup(dir)
-    assert.equal(1, rc, out)
-    assert.matches("private header: src/core/ops/ops.h %-> src/core/kernels/vmath.h", out)
+    }, "private header: src/core/ops/ops.h %-> src/core/kernels/vmath.h")
     assert.not_matches("kernels/kernels.h %(", out)
     assert.not_matches("tiles.h %->", out)
     assert.matches("1 problem\n", out)
   end)
 
   it("refuses an include up or sideways between rooms", function()
-    local dir = scratch({
+    expect(1, {
       ["src/core/io/io.h"] = "int attn_io(void);\n",
       ["src/core/attention/attention.h"] = '#include "io/io.h"\n',
       ["src/core/base/base.h"] = '#include "attention/attention.h"\n',
-    })
-    local rc, out = check(dir)
-    cleanup(dir)
-    assert.equal(1, rc, out)
-    assert.matches("up or sideways: src/core/attention/attention.h %-> src/core/io/io.h %(include", out)
-    assert.matches("up or sideways: src/core/base/base.h %-> src/core/attention/attention.h %(include", out)
+    }, "up or sideways: src/core/attention/attention.h %-> src/core/io/io.h %(include", "up or sideways: src/core/base/base.h %-> src/core/attention/attention.h %(include")
   end)
 end)
