@@ -176,18 +176,22 @@ function attn._misuse.unknown_option(fn, key, known)
     #names > 0 and table.concat(names, ", ") or "none")
 end
 
---- Internal: raises, at the given level above the caller, when the options
--- table opts holds a key that known (a set {name = true} or a list of
--- names) lacks.  Returns opts.
-function attn._misuse.check_options(fn, opts, known, level)
-  if type(opts) ~= "table" then return opts end
+--- Internal: the options table opts of fn ({} for nil), checked: a plain
+-- table (no tensor, module or other object) whose keys known (a set
+-- {name = true} or a list of names) holds; else raises at the user's line.
+-- The one options check of the package's modules.
+function attn._misuse.check_options(fn, opts, known)
+  if opts == nil then return {} end
+  if type(opts) ~= "table" or getmetatable(opts) ~= nil then
+    error(("%s: options must be a table (got %s)"):format(fn, type(opts)), 2)
+  end
   local set = known
   if known[1] ~= nil then
     set = {}
     for _, n in ipairs(known) do set[n] = true end
   end
   for k in pairs(opts) do
-    if not set[k] then error(attn._misuse.unknown_option(fn, k, known), (level or 1) + 1) end
+    if not set[k] then error(attn._misuse.unknown_option(fn, k, known), 2) end
   end
   return opts
 end

@@ -63,18 +63,7 @@ local function check_list(fn, what, list)
 end
 
 -- An options table whose keys are all in known (a list of names).
-local function check_opts(fn, opts, known)
-  if opts == nil then return {} end
-  if type(opts) ~= "table" or getmetatable(opts) ~= nil then
-    fail(fn, "options must be a table (got %s)", type(opts))
-  end
-  for k in pairs(opts) do
-    local ok = false
-    for _, name in ipairs(known) do ok = ok or k == name end
-    if not ok then fail(fn, "%s", attn._misuse.unknown_option(fn, k, known):sub(#fn + 3)) end
-  end
-  return opts
-end
+local check_opts = attn._misuse.check_options
 
 local function check_bool(fn, what, v)
   if v ~= nil and type(v) ~= "boolean" then fail(fn, "%s must be a boolean (got %s)", what, type(v)) end

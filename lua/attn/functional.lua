@@ -54,18 +54,7 @@ local function opt_tensor(x, fn, name)
 end
 
 -- An options table; known lists the option names (a typo raises).
-local function check_opts(opts, fn, known)
-  if opts == nil then return {} end
-  if type(opts) ~= "table" or attn.is_tensor(opts) or getmetatable(opts) ~= nil then
-    error(("%s: options must be a table such as {reduction = \"sum\"} (got %s)"):format(fn, type(opts)), 3)
-  end
-  for k in pairs(opts) do
-    if not known[k] then
-      error(attn._misuse.unknown_option(fn, k, known), 3)
-    end
-  end
-  return opts
-end
+local function check_opts(opts, fn, known) return attn._misuse.check_options(fn, opts, known) end
 
 local function set(...)
   local t = {}

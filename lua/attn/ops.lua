@@ -68,13 +68,7 @@ local function is_opts(t)
   return false
 end
 
-local function check_opts(opts, fn, known, level)
-  for k in pairs(opts) do
-    if not known[k] then
-      error(M.attn._misuse.unknown_option(fn, k, known), level + 1)
-    end
-  end
-end
+local function check_opts(opts, fn, known) M.attn._misuse.check_options(fn, opts, known) end
 
 ---------------------------------------------------------------------------
 -- Reductions over several dims; std/var options
@@ -179,7 +173,7 @@ local function var_like(name, c_fn)
     x = as_tensor(x, name, "input", 2)
     local correction, keepdim = 1, false
     if opts then
-      check_opts(opts, name, {correction = true, keepdim = true, unbiased = true}, 2)
+      check_opts(opts, name, {correction = true, keepdim = true, unbiased = true})
       if opts.correction ~= nil and opts.unbiased ~= nil then
         error(("%s: give correction or unbiased, not both"):format(name), 2)
       end
@@ -568,7 +562,7 @@ function M.cdist(x1, x2, p, opts)
       tostring(x1.dtype):gsub("^attn%.", ""), (tostring(x2.dtype):gsub("^attn%.", ""))), 2)
   end
   if type(p) == "table" then p, opts = p.p, p end
-  if opts ~= nil then check_opts(opts, fn, {p = true, compute_mode = true}, 2) end
+  if opts ~= nil then check_opts(opts, fn, {p = true, compute_mode = true}) end
   p = p == nil and 2 or p
   if type(p) ~= "number" or p < 0 or p ~= p then
     error(fn .. ": p must be a non-negative number (got " .. tostring(p) .. ")", 2)
@@ -627,7 +621,7 @@ function M.repeat_interleave(x, repeats, dim, opts)
   end
   x = as_tensor(x, fn, "input", 2)
   if type(dim) == "table" and not is_tensor(dim) then dim, opts = dim.dim, dim end
-  if opts ~= nil then check_opts(opts, fn, {dim = true, output_size = true}, 2) end
+  if opts ~= nil then check_opts(opts, fn, {dim = true, output_size = true}) end
   if dim == nil then
     x = x:reshape(-1)
     dim = 1
@@ -711,7 +705,7 @@ function M.pad(x, pad, mode, value)
   local fn = "pad"
   x = as_tensor(x, fn, "input", 2)
   if type(mode) == "table" then
-    check_opts(mode, fn, {mode = true, value = true}, 2)
+    check_opts(mode, fn, {mode = true, value = true})
     mode, value = mode.mode, mode.value
   end
   mode = mode or "constant"
@@ -819,7 +813,7 @@ function M.cosine_similarity(x1, x2, dim, eps)
   if not x1:is_floating_point() then x1 = x1:float() end
   if not x2:is_floating_point() then x2 = x2:float() end
   if type(dim) == "table" then
-    check_opts(dim, fn, {dim = true, eps = true}, 2)
+    check_opts(dim, fn, {dim = true, eps = true})
     dim, eps = dim.dim, dim.eps
   end
   if dim == nil then dim = 2 end
@@ -841,7 +835,7 @@ function M.normalize(x, p, dim, eps)
   local fn = "normalize"
   x = as_tensor(x, fn, "input", 2)
   if type(p) == "table" then
-    check_opts(p, fn, {p = true, dim = true, eps = true}, 2)
+    check_opts(p, fn, {p = true, dim = true, eps = true})
     p, dim, eps = p.p, p.dim, p.eps
   end
   if p == nil then p = 2 end

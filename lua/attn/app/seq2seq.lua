@@ -51,18 +51,7 @@ local function check_size(v, fn, name)
   return math.tointeger(v)
 end
 
-local function check_options(opts, fn, known)
-  if opts == nil then return {} end
-  if type(opts) ~= "table" or nn.is_module(opts) then
-    error(("%s: options must be a table (got %s)"):format(fn, type(opts)), 3)
-  end
-  for k in pairs(opts) do
-    if not known[k] then
-      error(attn._misuse.unknown_option(fn, k, known), 3)
-    end
-  end
-  return opts
-end
+local function check_options(opts, fn, known) return attn._misuse.check_options(fn, opts, known) end
 
 -- Checks that x is a tensor of rank #shape whose sizes equal the entries
 -- of shape that are not false (false: any size); returns x:shape().

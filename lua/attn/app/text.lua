@@ -78,16 +78,7 @@ local function check_string(fn, what, v)
 end
 
 -- opts must be nil or a table whose keys are all in `known` (catches typos).
-local function check_opts(fn, opts, known)
-  if opts == nil then return {} end
-  if type(opts) ~= "table" then fail(fn, "options must be a table (got %s)", type(opts)) end
-  for k in pairs(opts) do
-    if not known[k] then
-      fail(fn, "%s", attn._misuse.unknown_option(fn, k, known):sub(#fn + 3))
-    end
-  end
-  return opts
-end
+local check_opts = attn._misuse.check_options
 
 local function check_bool(fn, what, v, default)
   if v == nil then return default end

@@ -8,7 +8,6 @@
 -- @submodule attn.attention
 local attn = require "attn.base"
 local error = require("attn.core")._error -- raises at the user's line (the first caller outside attn)
-local nn = require "attn.nn.module"
 
 local M = {}
 
@@ -37,18 +36,7 @@ local function check_size(v, fn, name, positive)
   return i
 end
 
-local function check_options(opts, fn, known)
-  if opts == nil then return {} end
-  if type(opts) ~= "table" or is_tensor(opts) or nn.is_module(opts) then
-    error(("%s: options must be a table (got %s)"):format(fn, type(opts)), 3)
-  end
-  for k in pairs(opts) do
-    if not known[k] then
-      error(attn._misuse.unknown_option(fn, k, known), 3)
-    end
-  end
-  return opts
-end
+local function check_options(opts, fn, known) return attn._misuse.check_options(fn, opts, known) end
 
 local function check_tensor(x, fn, name, dims)
   if not is_tensor(x) then

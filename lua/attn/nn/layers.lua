@@ -38,16 +38,7 @@ local function check_input(x, fn)
   return x
 end
 
-local function check_options(opts, fn, known)
-  if opts == nil then return {} end
-  if type(opts) ~= "table" then error(("%s: options must be a table (got %s)"):format(fn, type(opts)), 3) end
-  for k in pairs(opts) do
-    if not known[k] then
-      error(attn._misuse.unknown_option(fn, k, known), 3)
-    end
-  end
-  return opts
-end
+local function check_options(opts, fn, known) return attn._misuse.check_options(fn, opts, known) end
 
 -- x [..., in] @ w[out, in]^T + b[out] (b may be nil): one C op, one node.
 local linear = attn.linear
