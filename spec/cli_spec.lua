@@ -298,43 +298,40 @@ describe("attn binary", function()
   end)
 
   describe("REPL", function()
-    it("-i reads statements from a pipe", function()
-      local r = run("-i", { stdin = "print(6*7)\n" })
+    -- Runs `attn <args>` with stdin; asserts that it exits 0, that stdout
+    -- and stderr hold each plain-text piece of want.out and want.err, and
+    -- that stderr is empty when want.err is "".
+    local function repl(args, stdin, want)
+      local r = run(args, { stdin = stdin })
       assert.are.equal(0, r.code)
-      assert.truthy(r.out:find("42", 1, true), r.out)
+      if want.err == "" then assert.are.equal("", r.err) end
+      for _, piece in ipairs(want.out or {}) do assert.truthy(r.out:find(piece, 1, true), r.out) end
+      for _, piece in ipairs(type(want.err) == "table" and want.err or {}) do
+        assert.truthy(r.err:find(piece, 1, true), r.err)
+      end
+      return r
+    end
+
+    it("-i reads statements from a pipe", function()
+      local r = repl("-i", "print(6*7)\n", { out = { "42" } })
       assert.truthy(r.out:match("^Lua 5%.4[^\n]*\nattn "), r.out)
     end)
 
-    it("prints the values of expressions and of =expr", function()
-      local r = run("-i", { stdin = "=6*7\n'ab'..'cd'\nreturn 'x', 'y'\n" })
-      assert.are.equal(0, r.code)
-      assert.truthy(r.out:find("42\n", 1, true), r.out)
-      assert.truthy(r.out:find("abcd\n", 1, true), r.out)
-      assert.truthy(r.out:find("x\ty\n", 1, true), r.out)
-    end)
-
-    it("continues incomplete statements with the >> prompt", function()
-      local r = run("-i", { stdin = "t = {\n  11,\n  31 }\n=t[1] + t[2]\n" })
-      assert.are.equal(0, r.code)
-      assert.are.equal("", r.err)
-      assert.truthy(r.out:find(">> ", 1, true), r.out)
-      assert.truthy(r.out:find("42\n", 1, true), r.out)
-    end)
-
-    it("reports errors and keeps going", function()
-      local r = run("-i", { stdin = "error('oops')\nx = = 1\nprint('still' .. 'here')\n" })
-      assert.are.equal(0, r.code)
-      assert.truthy(r.err:find("stdin:1: oops", 1, true), r.err)
-      assert.truthy(r.err:find("stack traceback:", 1, true), r.err)
-      assert.truthy(r.err:find("stdin:1: unexpected symbol near '='", 1, true), r.err)
-      assert.truthy(r.out:find("stillhere\n", 1, true), r.out)
-    end)
-
-    it("reports an incomplete statement at end of input", function()
-      local r = run("-i", { stdin = "x = 1 +\n" })
-      assert.are.equal(0, r.code)
-      assert.truthy(r.err:find("stdin:1: unexpected symbol near <eof>", 1, true), r.err)
-    end)
+    for _, c in ipairs({
+      { "prints the values of expressions and of =expr", "-i", "=6*7\n'ab'..'cd'\nreturn 'x', 'y'\n",
+        { out = { "42\n", "abcd\n", "x\ty\n" } } },
+      { "continues incomplete statements with the >> prompt", "-i", "t = {\n  11,\n  31 }\n=t[1] + t[2]\n",
+        { err = "", out = { ">> ", "42\n" } } },
+      { "reports errors and keeps going", "-i", "error('oops')\nx = = 1\nprint('still' .. 'here')\n",
+        { err = { "stdin:1: oops", "stack traceback:", "stdin:1: unexpected symbol near '='" }, out = { "stillhere\n" } } },
+      { "reports an incomplete statement at end of input", "-i", "x = 1 +\n",
+        { err = { "stdin:1: unexpected symbol near <eof>" } } },
+      { "uses _PROMPT and _PROMPT2", "-e '_PROMPT = \"P1:\" _PROMPT2 = \"P2:\"' -i", "x = {\n}\n",
+        { out = { "P1:", "P2:" } } },
+      { "can use attn", "-i", "attn = require 'attn'\n=type(attn)\n", { err = "", out = { "table\n" } } },
+    }) do
+      it(c[1], function() repl(c[2], c[3], c[4]) end)
+    end
 
     it("runs after the script with -i and sees its globals", function()
       local s = script("answer = 40")
@@ -342,20 +339,6 @@ describe("attn binary", function()
       os.remove(s)
       assert.are.equal(0, r.code)
       assert.truthy(r.out:find("42", 1, true), r.out)
-    end)
-
-    it("uses _PROMPT and _PROMPT2", function()
-      local r = run("-e '_PROMPT = \"P1:\" _PROMPT2 = \"P2:\"' -i", { stdin = "x = {\n}\n" })
-      assert.are.equal(0, r.code)
-      assert.truthy(r.out:find("P1:", 1, true), r.out)
-      assert.truthy(r.out:find("P2:", 1, true), r.out)
-    end)
-
-    it("can use attn", function()
-      local r = run("-i", { stdin = "attn = require 'attn'\n=type(attn)\n" })
-      assert.are.equal(0, r.code)
-      assert.are.equal("", r.err)
-      assert.truthy(r.out:find("table\n", 1, true), r.out)
     end)
   end)
 
