@@ -46,6 +46,18 @@ static bool fresh_contiguous(const attn_tensor *t) {
   return attn_tensor_is_contiguous(t) && t->offset == 0 && t->refcount == 1;
 }
 
+/* A random trial's verdict (1 or 0): op returned a fresh contiguous result
+   out equal to (ndim, shape, want); says why on stderr when not.  Releases
+   out and frees want. */
+static int trial_ok(const char *op, int trial, attn_status st, attn_tensor *out, int ndim, const int64_t *shape,
+                    float *want) {
+  bool good = st == ATTN_OK && equals_data(out, ndim, shape, want) && fresh_contiguous(out);
+  if (!good) fprintf(stderr, "%s trial %d: %s\n", op, trial, st ? attn_last_error() : "mismatch");
+  attn_tensor_release(out);
+  free(want);
+  return good;
+}
+
 /* A random tensor of the given shape, often a non-contiguous view: a
    transposed copy, a strided slice of a bigger tensor, or a broadcast. */
 static attn_tensor *random_tensor(int ndim, const int64_t *shape) {
@@ -257,12 +269,7 @@ static void test_cat_random(void) {
     float *want = ref_cat(n, ts, dim, oshape, &ondim);
     attn_tensor *out = NULL;
     attn_status st = attn_cat(n, (const attn_tensor *const *)ts, dim, &out);
-    if (st == ATTN_OK && equals_data(out, ondim, oshape, want) && fresh_contiguous(out))
-      ok++;
-    else
-      fprintf(stderr, "cat trial %d: %s\n", trial, st ? attn_last_error() : "mismatch");
-    attn_tensor_release(out);
-    free(want);
+    ok += trial_ok("cat", trial, st, out, ondim, oshape, want);
     for (int i = 0; i < n; i++) attn_tensor_release(ts[i]);
   }
   CHECK(ok == trials);
@@ -280,12 +287,7 @@ static void test_stack_random(void) {
     float *want = ref_stack(n, ts, dim, oshape);
     attn_tensor *out = NULL;
     attn_status st = attn_stack(n, (const attn_tensor *const *)ts, dim, &out);
-    if (st == ATTN_OK && equals_data(out, ndim + 1, oshape, want) && fresh_contiguous(out))
-      ok++;
-    else
-      fprintf(stderr, "stack trial %d: %s\n", trial, st ? attn_last_error() : "mismatch");
-    attn_tensor_release(out);
-    free(want);
+    ok += trial_ok("stack", trial, st, out, ndim + 1, oshape, want);
     for (int i = 0; i < n; i++) attn_tensor_release(ts[i]);
   }
   CHECK(ok == trials);
@@ -305,14 +307,9 @@ static void test_index_select_random(void) {
     float *want = ref_index_select(t, dim, index, oshape);
     attn_tensor *out = NULL;
     attn_status st = attn_index_select(t, dim, index, &out);
-    if (st == ATTN_OK && equals_data(out, ndim, oshape, want) && fresh_contiguous(out))
-      ok++;
-    else
-      fprintf(stderr, "index_select trial %d: %s\n", trial, st ? attn_last_error() : "mismatch");
-    attn_tensor_release(out);
+    ok += trial_ok("index_select", trial, st, out, ndim, oshape, want);
     attn_tensor_release(index);
     attn_tensor_release(t);
-    free(want);
   }
   CHECK(ok == trials);
 }
@@ -330,14 +327,9 @@ static void test_gather_random(void) {
     float *want = ref_gather(t, dim, index);
     attn_tensor *out = NULL;
     attn_status st = attn_gather(t, dim, index, &out);
-    if (st == ATTN_OK && equals_data(out, ndim, ishape, want) && fresh_contiguous(out))
-      ok++;
-    else
-      fprintf(stderr, "gather trial %d: %s\n", trial, st ? attn_last_error() : "mismatch");
-    attn_tensor_release(out);
+    ok += trial_ok("gather", trial, st, out, ndim, ishape, want);
     attn_tensor_release(index);
     attn_tensor_release(t);
-    free(want);
   }
   CHECK(ok == trials);
 }
@@ -356,13 +348,8 @@ static void test_repeat_random(void) {
     float *want = ref_repeat(t, nreps, reps, oshape);
     attn_tensor *out = NULL;
     attn_status st = attn_repeat(t, nreps, reps, &out);
-    if (st == ATTN_OK && equals_data(out, nreps, oshape, want) && fresh_contiguous(out))
-      ok++;
-    else
-      fprintf(stderr, "repeat trial %d: %s\n", trial, st ? attn_last_error() : "mismatch");
-    attn_tensor_release(out);
+    ok += trial_ok("repeat", trial, st, out, nreps, oshape, want);
     attn_tensor_release(t);
-    free(want);
   }
   CHECK(ok == trials);
 }
@@ -385,13 +372,8 @@ static void test_flip_random(void) {
     float *want = ref_flip(t, ndims, dims);
     attn_tensor *out = NULL;
     attn_status st = attn_flip(t, ndims, dims, &out);
-    if (st == ATTN_OK && equals_data(out, ndim, shape, want) && fresh_contiguous(out))
-      ok++;
-    else
-      fprintf(stderr, "flip trial %d: %s\n", trial, st ? attn_last_error() : "mismatch");
-    attn_tensor_release(out);
+    ok += trial_ok("flip", trial, st, out, ndim, shape, want);
     attn_tensor_release(t);
-    free(want);
   }
   CHECK(ok == trials);
 }
@@ -409,13 +391,8 @@ static void test_tri_random(void) {
     float *want = ref_tri(t, k, lower);
     attn_tensor *out = NULL;
     attn_status st = lower ? attn_tril(t, k, &out) : attn_triu(t, k, &out);
-    if (st == ATTN_OK && equals_data(out, ndim, shape, want) && fresh_contiguous(out))
-      ok++;
-    else
-      fprintf(stderr, "tri trial %d: %s\n", trial, st ? attn_last_error() : "mismatch");
-    attn_tensor_release(out);
+    ok += trial_ok("tri", trial, st, out, ndim, shape, want);
     attn_tensor_release(t);
-    free(want);
   }
   CHECK(ok == trials);
 }
