@@ -140,24 +140,6 @@ end
 
 local pyrepr = nn._pyrepr
 
--- Constructor arguments positionally (torch's order) or as one table.
-local function ctor_args(name, args, names)
-  local first = args[1]
-  if type(first) == "table" and not is_tensor(first) and not nn.is_module(first) then
-    local known = {}
-    for _, n in ipairs(names) do known[n] = true end
-    for k in pairs(first) do
-      if not known[k] then
-        fail(attn._misuse.unknown_option(name, k, names))
-      end
-    end
-    return first
-  end
-  local o = {}
-  for i, n in ipairs(names) do o[n] = args[i] end
-  return o
-end
-
 local function inplace_repr(self, sep)
   return self.inplace and (sep .. "inplace=True") or ""
 end
@@ -165,7 +147,7 @@ end
 local function module(name, names, init, forward, repr)
   local cls = nn.Module:extend(name)
   cls.init = function(self, ...)
-    local o = ctor_args(name, {...}, names)
+    local o = attn._misuse.named_args(name, {...}, names) -- positionally (torch's order) or as one table
     init(self, o, name)
   end
   cls.forward = function(self, x)

@@ -196,6 +196,17 @@ function attn._misuse.check_options(fn, opts, known)
   return opts
 end
 
+--- Internal: arguments given positionally (args, in the order of names)
+-- or as one options table (args[1], a plain table, checked as by
+-- check_options): a table name -> value.
+function attn._misuse.named_args(fn, args, names)
+  local first = args[1]
+  if type(first) == "table" and getmetatable(first) == nil then return attn._misuse.check_options(fn, first, names) end
+  local o = {}
+  for i, n in ipairs(names) do o[n] = args[i] end
+  return o
+end
+
 -- einsum, multi-dim reductions, roll, diag, cdist, ... (attn/ops.lua)
 require("attn.ops")._install(attn, methods)
 

@@ -210,22 +210,7 @@ local function unpack_rows(packed, padding_value, total_length)
 end
 
 -- Options given either positionally or as one trailing table.
-local function opts_or_positional(fn, level, args, names)
-  local first = args[1]
-  if type(first) == "table" and not is_tensor(first) and getmetatable(first) == nil then
-    for k in pairs(first) do
-      local known = false
-      for _, n in ipairs(names) do if n == k then known = true end end
-      if not known then
-        fail(attn._misuse.unknown_option(fn, k, names), level + 1)
-      end
-    end
-    return first
-  end
-  local o = {}
-  for i, n in ipairs(names) do o[n] = args[i] end
-  return o
-end
+local named_args = attn._misuse.named_args
 
 local function check_bool(v, def, fn, name, level)
   if v == nil then return def end
@@ -255,7 +240,7 @@ utils.is_packed = is_packed
 -- [B, max L, *]), padded with padding_value; differentiable.
 function utils.pad_sequence(sequences, ...)
   local fn = "pad_sequence"
-  local o = opts_or_positional(fn, 2, {...}, {"batch_first", "padding_value"})
+  local o = named_args(fn, {...}, {"batch_first", "padding_value"})
   local batch_first = check_bool(o.batch_first, false, fn, "batch_first", 2)
   local padding_value = check_number(o.padding_value, 0, fn, "padding_value", 2)
   if is_tensor(sequences) then
@@ -307,7 +292,7 @@ end
 -- sorted_indices / unsorted_indices record the order.
 function utils.pack_padded_sequence(input, lengths, ...)
   local fn = "pack_padded_sequence"
-  local o = opts_or_positional(fn, 2, {...}, {"batch_first", "enforce_sorted"})
+  local o = named_args(fn, {...}, {"batch_first", "enforce_sorted"})
   local batch_first = check_bool(o.batch_first, false, fn, "batch_first", 2)
   local enforce_sorted = check_bool(o.enforce_sorted, true, fn, "enforce_sorted", 2)
   if not is_tensor(input) then fail(("%s: input must be a tensor (got %s)"):format(fn, type(input)), 2) end
@@ -366,7 +351,7 @@ function utils.pad_packed_sequence(sequence, ...)
   if not is_packed(sequence) then
     fail(("%s: sequence must be a PackedSequence (got %s)"):format(fn, not_packed(sequence)), 2)
   end
-  local o = opts_or_positional(fn, 2, {...}, {"batch_first", "padding_value", "total_length"})
+  local o = named_args(fn, {...}, {"batch_first", "padding_value", "total_length"})
   local batch_first = check_bool(o.batch_first, false, fn, "batch_first", 2)
   local padding_value = check_number(o.padding_value, 0, fn, "padding_value", 2)
   local total_length = o.total_length
