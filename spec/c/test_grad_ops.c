@@ -34,15 +34,8 @@
 /* ------------------------------------------------------------------------ */
 /* Random numbers                                                            */
 
-static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
-static uint64_t rnd(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return rng_state;
-}
-static int rnd_int(int n) { return (int)(rnd() % (uint64_t)n); }
-static double rnd_unif(void) { return (double)(rnd() >> 11) / 9007199254740992.0; }
+#define RNG_SEED 0x2545F4914F6CDD1Dull
+#include "rng.h"
 
 /* ------------------------------------------------------------------------ */
 /* Tensors                                                                   */

@@ -15,19 +15,8 @@
 /* ------------------------------------------------------------------------ */
 /* Random numbers                                                            */
 
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static uint64_t rnd(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return rng_state;
-}
-static int rnd_int(int n) { return (int)(rnd() % (uint64_t)n); }
-static double rnd_unif(void) { return (double)(rnd() >> 11) / 9007199254740992.0; }
-static double rnd_normal(void) {
-  double u = rnd_unif(), v = rnd_unif();
-  return sqrt(-2 * log(u + 1e-300)) * cos(6.283185307179586 * v);
-}
+#define RNG_SEED 0x9E3779B97F4A7C15ull
+#include "rng.h"
 
 /* mode 0: normal; 1: small integers (ties, zeros); 2: normal with NaN/inf */
 static float rnd_value(int mode) {

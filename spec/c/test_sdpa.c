@@ -19,19 +19,9 @@
 /* ------------------------------------------------------------------------ */
 /* Random numbers and tensors                                                */
 
-static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
-static uint64_t rnd(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return rng_state;
-}
-static int rnd_int(int n) { return (int)(rnd() % (uint64_t)n); }
-static double rnd_unif(void) { return (double)(rnd() >> 11) / 9007199254740992.0; }
-static float rnd_normal(void) {
-  double u = rnd_unif(), v = rnd_unif();
-  return (float)(sqrt(-2 * log(u + 1e-300)) * cos(6.283185307179586 * v));
-}
+#define RNG_SEED 0x2545F4914F6CDD1Dull
+#include "rng.h"
+static float rnd_normalf(void) { return (float)rnd_normal(); }
 
 static attn_tensor *filled(int nd, const int64_t *shape, float (*gen)(void)) {
   attn_tensor *t = NULL;
@@ -57,7 +47,7 @@ static attn_tensor *random_layout(int nd, const int64_t *shape, int layout) {
   for (int i = 0; i < nd; i++) bshape[i] = shape[perm[i]], inv[perm[i]] = i;
   bool stepped = layout == 2;
   if (stepped) bshape[nd - 1] *= 2;
-  attn_tensor *base = filled(nd, bshape, rnd_normal), *s = NULL, *v = NULL;
+  attn_tensor *base = filled(nd, bshape, rnd_normalf), *s = NULL, *v = NULL;
   if (stepped) {
     attn_slice(base, nd - 1, 0, bshape[nd - 1], 2, &s);
     attn_tensor_release(base);
@@ -142,7 +132,7 @@ static attn_tensor *random_mask(config *c, bool is_bool) {
     if (is_bool)
       p[i] = rnd_int(10) < 7 ? 1.0f : 0.0f;
     else
-      p[i] = rnd_int(10) == 0 ? -INFINITY : rnd_normal();
+      p[i] = rnd_int(10) == 0 ? -INFINITY : rnd_normalf();
   }
   /* fully masked rows, now and then */
   if (rnd_int(2))
@@ -265,7 +255,7 @@ static void test_random_configs(int n) {
 /* ------------------------------------------------------------------------ */
 /* Specific cases                                                            */
 
-static attn_tensor *randn(int nd, const int64_t *shape) { return filled(nd, shape, rnd_normal); }
+static attn_tensor *randn(int nd, const int64_t *shape) { return filled(nd, shape, rnd_normalf); }
 
 /* Fully masked rows: zero output rows, zero gradients, no NaN anywhere. */
 static void test_fully_masked(void) {
