@@ -25,16 +25,7 @@
 #include "attn.h"
 #include "check.h"
 #include "io/io_internal.h"
-
-static char tmpdir[256];
-
-static const char *tpath(const char *name) {
-  static char buf[8][512];
-  static int k;
-  char *b = buf[k++ % 8];
-  snprintf(b, 512, "%s/%s", tmpdir, name);
-  return b;
-}
+#include "scratch_dir.h"
 
 static unsigned char *read_all(const char *path, size_t *n) {
   FILE *f = fopen(path, "rb");
@@ -548,23 +539,13 @@ static void test_fuzz(void) {
 
 /* ------------------------------------------------------------------------ */
 
-static void cleanup(void) {
-  char cmd[300];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
-}
-
 int main(void) {
-  snprintf(tmpdir, sizeof tmpdir, "/tmp/attn_test_io_XXXXXX");
-  if (!mkdtemp(tmpdir)) {
-    perror("mkdtemp");
-    return 1;
-  }
+  if (!scratch_open("io")) return 1;
   test_conversions();
   test_round_trips();
   test_errors();
   test_failed_write_is_atomic();
   test_fuzz();
-  cleanup();
+  scratch_close();
   return check_summary();
 }

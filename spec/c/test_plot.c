@@ -23,16 +23,7 @@
 #include "attn.h"
 #include "check.h"
 #include "plot/attn_plot.h"
-
-static char tmpdir[256];
-
-static const char *tpath(const char *name) {
-  static char buf[4][512];
-  static int k;
-  char *b = buf[k++ % 4];
-  snprintf(b, 512, "%s/%s", tmpdir, name);
-  return b;
-}
+#include "scratch_dir.h"
 
 /* Entries in tmpdir. */
 static int count_files(void) {
@@ -343,19 +334,13 @@ static void test_errors(void) {
 }
 
 int main(void) {
-  snprintf(tmpdir, sizeof tmpdir, "/tmp/attn_test_plot_XXXXXX");
-  if (!mkdtemp(tmpdir)) {
-    perror("mkdtemp");
-    return 1;
-  }
+  if (!scratch_open("plot")) return 1;
   test_colormaps();
   test_heatmap();
   test_histogram();
   test_lines();
   test_errors();
-  char cmd[512];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+  scratch_close();
   /* cairo's font face cache (with the fontconfig patterns it holds) is
      released, so that a leak checker sees only what the calls left */
   cairo_debug_reset_static_data();
