@@ -23,18 +23,7 @@ local function key_of(name) return (name:gsub("%.", "_")) end
 local function as_fixture(t) return {shape = t:shape(), data = fx.flat(t)} end
 
 -- Parameters of m equal the fixture's bit for bit, and m has no others.
-local function assert_params(m, expected, what)
-  local n = 0
-  for name, p in m:named_parameters() do
-    local e = expected[key_of(name)]
-    assert(e, ("%s: unexpected parameter %s"):format(what, name))
-    fx.assert_equal(p, e, what .. " " .. name)
-    n = n + 1
-  end
-  local m_expected = 0
-  for _ in pairs(expected) do m_expected = m_expected + 1 end
-  assert.are.equal(m_expected, n, what .. ": number of parameters")
-end
+local assert_params = fx.assert_params
 
 -- y = m(inputs...), compared with case.y; sum(y * y) backpropagated and
 -- the input and parameter gradients compared.

@@ -10,11 +10,7 @@ local SRC = debug.getinfo(1, "S").short_src
 
 -- Calls f (which must not tail-call: its own line is the user's line),
 -- expects an error and returns the message and f's line of the call.
-local function err_of(f)
-  local ok, e = pcall(f)
-  assert(not ok, "expected an error")
-  return tostring(e)
-end
+local err_of = require("support.errors").message
 
 local function assert_at(msg, line, body)
   local want = SRC .. ":" .. line .. ": "

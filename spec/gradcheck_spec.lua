@@ -18,12 +18,7 @@ local function away(...) return leaf(away_raw(0.2, 1.5, ...)) end
 -- b + something at least 0.2 away, broadcast to the given shape
 local function separated(b, ...) return leaf(away_raw(0.2, 1.5, ...) + b:detach()) end
 -- distinct values 0.25 apart (no ties for max/min/inf-norm)
-local function distinct(...)
-  local shape = {...}
-  local n = 1
-  for _, s in ipairs(shape) do n = n * s end
-  return leaf(((attn.randperm(n) - 1) * 0.25 - 1):reshape(shape))
-end
+local distinct = require("support.fixture").distinct
 -- k + f with f in [0.1, 0.4]: away from integers and halves
 local function fractional(...) return leaf((attn.rand(...) * 6 - 3):floor() + attn.rand(...) * 0.3 + 0.1) end
 

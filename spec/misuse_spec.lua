@@ -10,11 +10,7 @@ local nn, F, optim = attn.nn, attn.F, attn.optim
 local SRC = debug.getinfo(1, "S").short_src
 
 -- Runs f, which must fail, and returns its message.
-local function message_of(f)
-  local ok, e = pcall(f)
-  assert(not ok, "expected an error, the call succeeded")
-  return tostring(e)
-end
+local message_of = require("support.errors").message
 
 -- The message starts with this file's position at line, once, and holds
 -- both patterns.

@@ -12,18 +12,7 @@ local FWD, GRAD = 1e-5, 1e-4
 
 -- Parameters of m equal the fixture's (names with "." as "_") bit for bit,
 -- and m has no others.
-local function assert_params(m, expected, what)
-  local n = 0
-  for name, p in m:named_parameters() do
-    local key = name:gsub("%.", "_")
-    assert(expected[key], ("%s: unexpected parameter %s"):format(what, name))
-    fx.assert_equal(p, expected[key], what .. " " .. name)
-    n = n + 1
-  end
-  local m_expected = 0
-  for _ in pairs(expected) do m_expected = m_expected + 1 end
-  assert.are.equal(m_expected, n, what .. ": number of parameters")
-end
+local assert_params = fx.assert_params
 
 -- Runs m on fixture inputs (fresh leaves requiring grad), backpropagates
 -- sum(y * y) and compares the output(s) and every gradient.

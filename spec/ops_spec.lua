@@ -147,12 +147,7 @@ describe("ops gradcheck", function()
   local gradcheck = attn.gradcheck
   local function leaf(t) return t:detach():requires_grad_(true) end
   -- distinct values 0.25 apart: no ties within eps
-  local function distinct(...)
-    local shape = {...}
-    local n = 1
-    for _, s in ipairs(shape) do n = n * s end
-    return leaf(((attn.randperm(n) - 1) * 0.25 - 1):reshape(shape))
-  end
+  local distinct = require("support.fixture").distinct
   before_each(function() attn.manual_seed(7) end)
 
   it("sort, topk, kthvalue", function()

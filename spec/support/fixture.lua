@@ -79,4 +79,28 @@ function M.assert_equal(t, f, what)
   return M.assert_close(t, f, 0, 0, what)
 end
 
+--- The parameters of module m equal the fixture's bit for bit (expected:
+-- {name with "." written "_" = fixture}), and m has no others.
+function M.assert_params(m, expected, what)
+  local n = 0
+  for name, p in m:named_parameters() do
+    local key = name:gsub("%.", "_")
+    assert(expected[key], ("%s: unexpected parameter %s"):format(what, name))
+    M.assert_equal(p, expected[key], what .. " " .. name)
+    n = n + 1
+  end
+  local m_expected = 0
+  for _ in pairs(expected) do m_expected = m_expected + 1 end
+  assert(m_expected == n, ("%s: number of parameters: %d, expected %d"):format(what, n, m_expected))
+end
+
+--- A leaf tensor (requires grad) of the given shape holding distinct
+-- values 0.25 apart in random order (no ties for max, min or sort).
+function M.distinct(...)
+  local shape = { ... }
+  local n = 1
+  for _, s in ipairs(shape) do n = n * s end
+  return ((attn.randperm(n) - 1) * 0.25 - 1):reshape(shape):detach():requires_grad_(true)
+end
+
 return M
