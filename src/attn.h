@@ -476,6 +476,11 @@ typedef struct {
 } attn_adam_coeffs;
 attn_status attn_adam_update(attn_tensor *p, const attn_tensor *grad, attn_tensor *exp_avg, attn_tensor *exp_avg_sq,
                              attn_tensor *max_exp_avg_sq, const attn_adam_coeffs *c);
+/* Whether attn_adam_update takes these tensors (all float32, contiguous,
+   of p's shape; max_exp_avg_sq may be NULL): where not, a caller composes
+   the step from tensor ops instead.  Sets no error. */
+bool attn_adam_fusable(const attn_tensor *p, const attn_tensor *grad, const attn_tensor *exp_avg,
+                       const attn_tensor *exp_avg_sq, const attn_tensor *max_exp_avg_sq);
 
 /* ------------------------------------------------------------------------ */
 /* Shape operations                                                          */

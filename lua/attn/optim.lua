@@ -375,7 +375,7 @@ local function adam_update(g, p, grad, st, decay)
   local step_size = g.lr / bias_correction1
   local bias_correction2_sqrt = math.sqrt(bias_correction2)
   if core._adam_update(p, grad, exp_avg, exp_avg_sq, g.amsgrad and st.max_exp_avg_sq or nil, decay ~= nil,
-      decay or 1, beta1, beta2, -step_size, bias_correction2_sqrt, g.eps) then
+      decay or 1, beta1, 1 - beta1, beta2, 1 - beta2, -step_size, bias_correction2_sqrt, g.eps) then
     return
   end
   if decay then p:mul_(decay) end

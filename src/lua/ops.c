@@ -330,30 +330,22 @@ static int l_bucketize(lua_State *L) {
 }
 
 /* core._adam_update(p, grad, exp_avg, exp_avg_sq, max_exp_avg_sq|nil,
-   decoupled, decay, beta1, beta2, neg_step_size, bias_correction2_sqrt,
-   eps) -> true; false where the fused update does not apply (a tensor not
-   float32, not contiguous or not of p's shape), and optim.lua composes it
-   from tensor ops instead */
+   decoupled, decay, beta1, 1 - beta1, beta2, 1 - beta2, neg_step_size,
+   bias_correction2_sqrt, eps) -> true; false where the fused update does
+   not apply (attn_adam_fusable), and optim.lua composes it from tensor ops
+   instead */
 static int l_adam_update(lua_State *L) {
   attn_tensor *t[5];
   for (int i = 0; i < 5; i++) t[i] = i == 4 && lua_isnoneornil(L, 5) ? NULL : attnL_check(L, i + 1);
   luaL_checktype(L, 6, LUA_TBOOLEAN);
-  attn_adam_coeffs c;
+  attn_adam_coeffs c = {0};
   c.decoupled = lua_toboolean(L, 6);
-  c.decay = (float)luaL_checknumber(L, 7);
-  const double b1 = luaL_checknumber(L, 8), b2 = luaL_checknumber(L, 9);
-  c.beta1 = (float)b1, c.one_minus_beta1 = (float)(1.0 - b1);
-  c.beta2 = (float)b2, c.one_minus_beta2 = (float)(1.0 - b2);
-  c.neg_step_size = (float)luaL_checknumber(L, 10);
-  c.bias_correction2_sqrt = (float)luaL_checknumber(L, 11);
-  c.eps = (float)luaL_checknumber(L, 12);
-  for (int i = 0; i < 5; i++)
-    if (t[i] && (t[i]->dtype != ATTN_FLOAT32 || !attn_tensor_is_contiguous(t[i]) || !attn_same_shape(t[i], t[0]))) {
-      lua_pushboolean(L, 0);
-      return 1;
-    }
-  if (attn_adam_update(t[0], t[1], t[2], t[3], t[4], &c)) return attnL_error(L);
-  lua_pushboolean(L, 1);
+  float *f[] = {&c.decay,           &c.beta1,         &c.one_minus_beta1,       &c.beta2,
+                &c.one_minus_beta2, &c.neg_step_size, &c.bias_correction2_sqrt, &c.eps};
+  for (int i = 0; i < 8; i++) *f[i] = (float)luaL_checknumber(L, 7 + i);
+  bool fused = attn_adam_fusable(t[0], t[1], t[2], t[3], t[4]);
+  if (fused && attn_adam_update(t[0], t[1], t[2], t[3], t[4], &c)) return attnL_error(L);
+  lua_pushboolean(L, fused);
   return 1;
 }
 

@@ -56,6 +56,17 @@ static void adam_block(float *p, const float *g, float *m, float *v, float *mx, 
   }
 }
 
+bool attn_adam_fusable(const attn_tensor *p, const attn_tensor *grad, const attn_tensor *exp_avg,
+                       const attn_tensor *exp_avg_sq, const attn_tensor *max_exp_avg_sq) {
+  const attn_tensor *all[5] = {p, grad, exp_avg, exp_avg_sq, max_exp_avg_sq};
+  for (int i = 0; i < 5; i++) {
+    const attn_tensor *t = all[i];
+    if (!t && i < 4) return false;
+    if (t && (t->dtype != ATTN_FLOAT32 || !attn_tensor_is_contiguous(t) || !attn_same_shape(t, p))) return false;
+  }
+  return true;
+}
+
 attn_status attn_adam_update(attn_tensor *p, const attn_tensor *grad, attn_tensor *exp_avg, attn_tensor *exp_avg_sq,
                              attn_tensor *max_exp_avg_sq, const attn_adam_coeffs *c) {
   char sa[ATTN_SHAPE_BUF], sb[ATTN_SHAPE_BUF];
