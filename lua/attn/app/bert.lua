@@ -332,12 +332,7 @@ local function block_args(name, c, prefix, default)
   return checked, prefix or default or ""
 end
 
--- A boolean option (nil: def).
-local function opt_bool(v, def, fn, name)
-  if v == nil then return def end
-  if type(v) ~= "boolean" then error(("%s: %s must be a boolean (got %s)"):format(fn, name, type(v)), 3) end
-  return v
-end
+local opt_bool = nn._util.opt_bool -- a boolean option (nil: def)
 
 local BertEmbeddings = nn.Module:extend("BertEmbeddings")
 bert.BertEmbeddings = BertEmbeddings
@@ -371,9 +366,7 @@ bert.BertSelfAttention = BertSelfAttention
 
 --- BertSelfAttention(c [, src] [, prefix]): query/key/value projections and
 -- multi-head scaled dot-product attention (HF's BertSelfAttention).
--- c: a config table (bert.config fills the defaults); src: the weight
--- source (nil: HF's random initialisation); prefix: the state-dict name
--- prefix of the block's parameters (as in HF's checkpoints).
+-- c, src, prefix: as for bert.BertEmbeddings.
 function BertSelfAttention:init(c, src, prefix)
   c, prefix = block_args("BertSelfAttention", c, prefix)
   self.num_attention_heads = c.num_attention_heads
@@ -414,9 +407,7 @@ local BertSelfOutput = nn.Module:extend("BertSelfOutput")
 bert.BertSelfOutput = BertSelfOutput
 --- BertSelfOutput(c [, src] [, prefix]): dense [hidden -> hidden], dropout,
 -- LayerNorm of the sum with the residual (HF's BertSelfOutput).
--- c: a config table (bert.config fills the defaults); src: the weight
--- source (nil: HF's random initialisation); prefix: the state-dict name
--- prefix of the block's parameters (as in HF's checkpoints).
+-- c, src, prefix: as for bert.BertEmbeddings.
 function BertSelfOutput:init(c, src, prefix)
   c, prefix = block_args("BertSelfOutput", c, prefix)
   add_norm_init(self, c, src, prefix, c.hidden_size)
@@ -431,9 +422,7 @@ bert.BertAttention = BertAttention
 
 --- BertAttention(c [, src] [, prefix]): BertSelfAttention then
 -- BertSelfOutput (HF's BertAttention).
--- c: a config table (bert.config fills the defaults); src: the weight
--- source (nil: HF's random initialisation); prefix: the state-dict name
--- prefix of the block's parameters (as in HF's checkpoints).
+-- c, src, prefix: as for bert.BertEmbeddings.
 function BertAttention:init(c, src, prefix)
   c, prefix = block_args("BertAttention", c, prefix)
   self.self = BertSelfAttention(c, src, prefix .. "self.")
@@ -451,9 +440,7 @@ bert.BertIntermediate = BertIntermediate
 
 --- BertIntermediate(c [, src] [, prefix]): dense [hidden -> intermediate]
 -- and the config's hidden_act (HF's BertIntermediate).
--- c: a config table (bert.config fills the defaults); src: the weight
--- source (nil: HF's random initialisation); prefix: the state-dict name
--- prefix of the block's parameters (as in HF's checkpoints).
+-- c, src, prefix: as for bert.BertEmbeddings.
 function BertIntermediate:init(c, src, prefix)
   c, prefix = block_args("BertIntermediate", c, prefix)
   self.dense = linear(src, c, prefix .. "dense", c.hidden_size, c.intermediate_size)
@@ -469,9 +456,7 @@ local BertOutput = nn.Module:extend("BertOutput")
 bert.BertOutput = BertOutput
 --- BertOutput(c [, src] [, prefix]): dense [intermediate -> hidden], dropout,
 -- LayerNorm of the sum with the residual (HF's BertOutput).
--- c: a config table (bert.config fills the defaults); src: the weight
--- source (nil: HF's random initialisation); prefix: the state-dict name
--- prefix of the block's parameters (as in HF's checkpoints).
+-- c, src, prefix: as for bert.BertEmbeddings.
 function BertOutput:init(c, src, prefix)
   c, prefix = block_args("BertOutput", c, prefix)
   add_norm_init(self, c, src, prefix, c.intermediate_size)
@@ -486,9 +471,7 @@ bert.BertLayer = BertLayer
 
 --- BertLayer(c [, src] [, prefix]): attention, intermediate and output
 -- blocks (HF's BertLayer).
--- c: a config table (bert.config fills the defaults); src: the weight
--- source (nil: HF's random initialisation); prefix: the state-dict name
--- prefix of the block's parameters (as in HF's checkpoints).
+-- c, src, prefix: as for bert.BertEmbeddings.
 function BertLayer:init(c, src, prefix)
   c, prefix = block_args("BertLayer", c, prefix)
   self.attention = BertAttention(c, src, prefix .. "attention.")
@@ -508,9 +491,7 @@ bert.BertEncoder = BertEncoder
 
 --- BertEncoder(c [, src] [, prefix]): num_hidden_layers BertLayers in an
 -- nn.ModuleList named `layer` (HF's BertEncoder).
--- c: a config table (bert.config fills the defaults); src: the weight
--- source (nil: HF's random initialisation); prefix: the state-dict name
--- prefix of the block's parameters (as in HF's checkpoints).
+-- c, src, prefix: as for bert.BertEmbeddings.
 function BertEncoder:init(c, src, prefix)
   c, prefix = block_args("BertEncoder", c, prefix)
   local layers = {}
@@ -540,9 +521,7 @@ bert.BertPooler = BertPooler
 
 --- BertPooler(c [, src] [, prefix]): dense [hidden -> hidden] and tanh on the
 -- first token (HF's BertPooler).
--- c: a config table (bert.config fills the defaults); src: the weight
--- source (nil: HF's random initialisation); prefix: the state-dict name
--- prefix of the block's parameters (as in HF's checkpoints).
+-- c, src, prefix: as for bert.BertEmbeddings.
 function BertPooler:init(c, src, prefix)
   c, prefix = block_args("BertPooler", c, prefix)
   self.dense = linear(src, c, prefix .. "dense", c.hidden_size, c.hidden_size)
