@@ -42,46 +42,6 @@ static const char *const sdpa_keys[] = {"attn_mask", "attn_mask_kind", "is_causa
 /* Raises for keys of the options table that are not options. */
 static void check_keys(lua_State *L, int t) { attnL_checkoptions(L, t, FN, sdpa_keys); }
 
-/* opts[key] as a boolean (absent: false) */
-static bool opt_bool(lua_State *L, int t, const char *key) {
-  int ty = lua_getfield(L, t, key);
-  if (ty != LUA_TNIL && ty != LUA_TBOOLEAN)
-    attnL_raise(L, FN ": option '%s' must be a boolean (got %s)", key, luaL_typename(L, -1));
-  bool v = lua_toboolean(L, -1);
-  lua_pop(L, 1);
-  return v;
-}
-
-static double opt_number(lua_State *L, int t, const char *key, double def) {
-  int ty = lua_getfield(L, t, key);
-  double v = def;
-  if (ty == LUA_TNUMBER)
-    v = lua_tonumber(L, -1);
-  else if (ty != LUA_TNIL)
-    attnL_raise(L, FN ": option '%s' must be a number (got %s)", key, luaL_typename(L, -1));
-  lua_pop(L, 1);
-  return v;
-}
-
-/* opts[key] as one of the strings in choices (absent: NULL) */
-static const char *opt_choice(lua_State *L, int t, const char *key, const char *a, const char *b) {
-  int ty = lua_getfield(L, t, key);
-  const char *v = NULL;
-  if (ty == LUA_TSTRING) {
-    v = lua_tostring(L, -1);
-    if (strcmp(v, a) == 0)
-      v = a;
-    else if (strcmp(v, b) == 0)
-      v = b;
-    else
-      attnL_raise(L, FN ": option '%s' must be \"%s\" or \"%s\" (got \"%s\")", key, a, b, v);
-  } else if (ty != LUA_TNIL) {
-    attnL_raise(L, FN ": option '%s' must be \"%s\" or \"%s\" (got %s)", key, a, b, luaL_typename(L, -1));
-  }
-  lua_pop(L, 1);
-  return v;
-}
-
 /* attn.scaled_dot_product_attention(q, k, v [, opts]) */
 static int l_sdpa(lua_State *L) {
   attn_tensor *q = attnL_totensor(L, 1, FN, "query");
@@ -96,7 +56,8 @@ static int l_sdpa(lua_State *L) {
     check_keys(L, 4);
     /* slot 5: the mask (converted if given as a table or number) */
     lua_getfield(L, 4, "attn_mask");
-    const char *kind = opt_choice(L, 4, "attn_mask_kind", "bool", "additive");
+    static const char *const kinds[] = {"bool", "additive", NULL}, *const aligns[] = {"top_left", "bottom_right", NULL};
+    const char *kind = attnL_option_choice(L, attnL_option_field(L, 4, "attn_mask_kind"), FN, "attn_mask_kind", kinds);
     if (!lua_isnil(L, 5)) {
       o.attn_mask = attnL_totensor(L, 5, FN, "attn_mask");
       if (o.attn_mask->dtype == ATTN_BOOL) {
@@ -113,13 +74,15 @@ static int l_sdpa(lua_State *L) {
     } else if (kind) {
       return attnL_raise(L, FN ": attn_mask_kind given without attn_mask");
     }
-    o.is_causal = opt_bool(L, 4, "is_causal");
-    const char *align = opt_choice(L, 4, "causal_alignment", "top_left", "bottom_right");
+    o.is_causal = attnL_option_bool(L, attnL_option_field(L, 4, "is_causal"), FN, "is_causal", false);
+    const char *align =
+        attnL_option_choice(L, attnL_option_field(L, 4, "causal_alignment"), FN, "causal_alignment", aligns);
     o.causal_bottom_right = align && align[0] == 'b';
-    o.scale = opt_number(L, 4, "scale", NAN);
-    o.dropout_p = opt_number(L, 4, "dropout_p", 0.0);
-    o.enable_gqa = opt_bool(L, 4, "enable_gqa");
-    need_weights = opt_bool(L, 4, "need_weights");
+    o.scale = attnL_option_number(L, attnL_option_field(L, 4, "scale"), FN, "scale", NAN);
+    o.dropout_p = attnL_option_number(L, attnL_option_field(L, 4, "dropout_p"), FN, "dropout_p", 0.0);
+    o.enable_gqa = attnL_option_bool(L, attnL_option_field(L, 4, "enable_gqa"), FN, "enable_gqa", false);
+    need_weights = attnL_option_bool(L, attnL_option_field(L, 4, "need_weights"), FN, "need_weights", false);
+    lua_settop(L, 5); /* the options' values were literals, numbers and booleans */
     /* slot 6: the generator, kept on the stack for the call */
     if (lua_getfield(L, 4, "generator") != LUA_TNIL) {
       gen_box *b = luaL_testudata(L, 6, ATTN_GENERATOR_MT);

@@ -934,6 +934,54 @@ void attnL_checkoptions(lua_State *L, int idx, const char *fn, const char *const
   }
 }
 
+int attnL_option_field(lua_State *L, int opts, const char *key) {
+  luaL_checkstack(L, 1, "too many options");
+  if (opts && lua_type(L, opts) == LUA_TTABLE)
+    lua_getfield(L, opts, key);
+  else
+    lua_pushnil(L);
+  return lua_gettop(L);
+}
+
+/* nil/none: false; a value of type ty: true; else raises */
+static bool opt_present(lua_State *L, int idx, const char *fn, const char *key, int ty, const char *what) {
+  if (lua_isnoneornil(L, idx)) return false;
+  if (lua_type(L, idx) != ty)
+    attnL_raise(L, "%s: option '%s' must be %s (got %s)", fn, key, what, luaL_typename(L, idx));
+  return true;
+}
+
+bool attnL_option_bool(lua_State *L, int idx, const char *fn, const char *key, bool def) {
+  return opt_present(L, idx, fn, key, LUA_TBOOLEAN, "a boolean") ? lua_toboolean(L, idx) : def;
+}
+
+double attnL_option_number(lua_State *L, int idx, const char *fn, const char *key, double def) {
+  return opt_present(L, idx, fn, key, LUA_TNUMBER, "a number") ? lua_tonumber(L, idx) : def;
+}
+
+const char *attnL_option_string(lua_State *L, int idx, const char *fn, const char *key, const char *def) {
+  return opt_present(L, idx, fn, key, LUA_TSTRING, "a string") ? lua_tostring(L, idx) : def;
+}
+
+const char *attnL_option_choice(lua_State *L, int idx, const char *fn, const char *key, const char *const *choices) {
+  luaL_Buffer b;
+  if (!lua_isnoneornil(L, idx)) {
+    const char *v = lua_type(L, idx) == LUA_TSTRING ? lua_tostring(L, idx) : NULL;
+    for (const char *const *p = choices; v && *p; p++)
+      if (strcmp(v, *p) == 0) return *p;
+    luaL_buffinit(L, &b);
+    for (const char *const *p = choices; *p; p++) {
+      if (p != choices) luaL_addstring(&b, p[1] ? ", " : " or ");
+      lua_pushfstring(L, "\"%s\"", *p);
+      luaL_addvalue(&b);
+    }
+    luaL_pushresult(&b);
+    if (v) attnL_raise(L, "%s: option '%s' must be %s (got \"%s\")", fn, key, lua_tostring(L, -1), v);
+    attnL_raise(L, "%s: option '%s' must be %s (got %s)", fn, key, lua_tostring(L, -1), luaL_typename(L, idx));
+  }
+  return NULL;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Registration                                                              */
 

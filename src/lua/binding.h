@@ -146,6 +146,17 @@ void attnL_pushdtype(lua_State *L, attn_dtype dt);
    message for the key at stack index key. */
 void attnL_checkoptions(lua_State *L, int idx, const char *fn, const char *const *known);
 int attnL_unknown_option(lua_State *L, const char *fn, int key, const char *const *known);
+/* Option values, one family with one signature (L, idx, fn, key, def):
+   idx is the stack index of the value (a positional argument, or
+   attnL_option_field's push of opts[key]); nil or none gives def, a value of
+   another type raises "fn: option 'key' must be a boolean (got string)".
+   attnL_option_string's string stays on the stack for the call;
+   attnL_option_choice takes one of the NULL-ended choices (NULL for def). */
+int attnL_option_field(lua_State *L, int opts, const char *key); /* pushes opts[key] (nil for opts 0); its index */
+bool attnL_option_bool(lua_State *L, int idx, const char *fn, const char *key, bool def);
+double attnL_option_number(lua_State *L, int idx, const char *fn, const char *key, double def);
+const char *attnL_option_string(lua_State *L, int idx, const char *fn, const char *key, const char *def);
+const char *attnL_option_choice(lua_State *L, int idx, const char *fn, const char *key, const char *const *choices);
 
 /* Optional boolean argument. */
 int attnL_optbool(lua_State *L, int arg, int def);

@@ -60,23 +60,6 @@ static int opts_at(lua_State *L, int arg, const char *fn, const char *const *kno
   return arg;
 }
 
-/* Pushes option key of the table at opts (nil when opts is 0) and returns
-   its stack index: the value stays on the stack for the call. */
-static int opt_get(lua_State *L, int opts, const char *key) {
-  if (opts)
-    lua_getfield(L, opts, key);
-  else
-    lua_pushnil(L);
-  return lua_gettop(L);
-}
-
-static int opt_bool(lua_State *L, int idx, const char *fn, const char *key, int def) {
-  if (lua_isnoneornil(L, idx)) return def;
-  if (!lua_isboolean(L, idx))
-    return attnL_raise(L, "%s: %s must be a boolean (got %s)", fn, key, luaL_typename(L, idx));
-  return lua_toboolean(L, idx);
-}
-
 /* ------------------------------------------------------------------------ */
 /* sort, argsort, topk, kthvalue                                            */
 
@@ -97,13 +80,13 @@ static int sort_like(lua_State *L, bool arg_only) {
   int opts = opts_at(L, 2, fn, known);
   int dim, descending;
   if (opts) {
-    int d = opt_get(L, opts, "dim");
+    int d = attnL_option_field(L, opts, "dim");
     dim = lua_isnil(L, d) ? t->ndim - 1 : attnL_checkdim(L, d, t->ndim, 0, fn);
-    descending = opt_bool(L, opt_get(L, opts, "descending"), fn, "descending", 0);
-    opt_bool(L, opt_get(L, opts, "stable"), fn, "stable", 0); /* always stable */
+    descending = attnL_option_bool(L, attnL_option_field(L, opts, "descending"), fn, "descending", 0);
+    attnL_option_bool(L, attnL_option_field(L, opts, "stable"), fn, "stable", 0); /* always stable */
   } else {
     dim = lua_isnoneornil(L, 2) ? (t->ndim ? t->ndim - 1 : 0) : attnL_checkdim(L, 2, t->ndim, 0, fn);
-    descending = opt_bool(L, 3, fn, "descending", 0);
+    descending = attnL_option_bool(L, 3, fn, "descending", 0);
   }
   if (dim < 0) dim = 0;
   attn_tensor **values = attnL_newbox(L);
@@ -120,11 +103,11 @@ static int l_topk(lua_State *L) {
   int64_t k = attnL_checkint(L, 2, "topk", "k");
   int opts = opts_at(L, 3, "topk", known);
   int dim, largest;
-  int darg = opts ? opt_get(L, opts, "dim") : 3;
+  int darg = opts ? attnL_option_field(L, opts, "dim") : 3;
   dim = lua_isnoneornil(L, darg) ? (t->ndim ? t->ndim - 1 : 0) : attnL_checkdim(L, darg, t->ndim, 0, "topk");
-  largest = opt_bool(L, opts ? opt_get(L, opts, "largest") : 4, "topk", "largest", 1);
+  largest = attnL_option_bool(L, opts ? attnL_option_field(L, opts, "largest") : 4, "topk", "largest", 1);
   /* results are always sorted (torch allows any order when sorted=false) */
-  opt_bool(L, opts ? opt_get(L, opts, "sorted") : 5, "topk", "sorted", 1);
+  attnL_option_bool(L, opts ? attnL_option_field(L, opts, "sorted") : 5, "topk", "sorted", 1);
   attn_tensor **values = attnL_newbox(L);
   attn_tensor **indices = attnL_newbox(L);
   return push_pair(L, attn_topk(t, k, dim, largest, values, indices), values, indices, true);
@@ -136,9 +119,9 @@ static int l_kthvalue(lua_State *L) {
   attn_tensor *t = attnL_totensor(L, 1, "kthvalue", "input");
   int64_t k = attnL_checkint(L, 2, "kthvalue", "k");
   int opts = opts_at(L, 3, "kthvalue", known);
-  int darg = opts ? opt_get(L, opts, "dim") : 3;
+  int darg = opts ? attnL_option_field(L, opts, "dim") : 3;
   int dim = lua_isnoneornil(L, darg) ? (t->ndim ? t->ndim - 1 : 0) : attnL_checkdim(L, darg, t->ndim, 0, "kthvalue");
-  int keepdim = opt_bool(L, opts ? opt_get(L, opts, "keepdim") : 4, "kthvalue", "keepdim", 0);
+  int keepdim = attnL_option_bool(L, opts ? attnL_option_field(L, opts, "keepdim") : 4, "kthvalue", "keepdim", 0);
   attn_tensor **values = attnL_newbox(L);
   attn_tensor **indices = attnL_newbox(L);
   return push_pair(L, attn_kthvalue(t, k, dim, keepdim, values, indices), values, indices, true);
@@ -190,7 +173,7 @@ static int scatter_impl(lua_State *L, bool inplace, int kind) { /* kind 0 scatte
       if (!opts && !lua_isnoneornil(L, 6))
         return attnL_raise(L, "%s: argument 6 must be an options table {include_self = ...} (got %s)", fn,
                            luaL_typename(L, 6));
-      include_self = opt_bool(L, opt_get(L, opts, "include_self"), fn, "include_self", 1);
+      include_self = attnL_option_bool(L, attnL_option_field(L, opts, "include_self"), fn, "include_self", 1);
     }
   }
   attn_tensor **box = attnL_newbox(L);
@@ -234,7 +217,7 @@ static int index_impl(lua_State *L, bool inplace, int kind) { /* kind 0 add, 1 c
         int opts = opts_at(L, 5, fn, known);
         if (!opts && !lua_isnoneornil(L, 5))
           return attnL_raise(L, "%s: argument 5 must be alpha or {alpha = ...} (got %s)", fn, luaL_typename(L, 5));
-        int a = opt_get(L, opts, "alpha");
+        int a = attnL_option_field(L, opts, "alpha");
         if (!lua_isnil(L, a)) alpha = (float)luaL_checknumber(L, a);
       }
     }
@@ -268,7 +251,7 @@ static int l_nonzero(lua_State *L) {
   if (!opts && !lua_isnoneornil(L, 2))
     return attnL_raise(L, "nonzero: argument 2 must be an options table {as_tuple = true} (got %s)",
                        luaL_typename(L, 2));
-  int as_tuple = opt_bool(L, opt_get(L, opts, "as_tuple"), "nonzero", "as_tuple", 0);
+  int as_tuple = attnL_option_bool(L, attnL_option_field(L, opts, "as_tuple"), "nonzero", "as_tuple", 0);
   attn_tensor **box = attnL_newbox(L);
   if (attn_nonzero(t, box)) return attnL_error(L);
   index_result(*box);
@@ -319,8 +302,8 @@ static int l_bucketize(lua_State *L) {
     if (!opts && !lua_isnoneornil(L, 3))
       return attnL_raise(L, "bucketize: argument 3 must be right (a boolean) or {right = ...} (got %s)",
                          luaL_typename(L, 3));
-    right = opt_bool(L, opt_get(L, opts, "right"), "bucketize", "right", 0);
-    opt_bool(L, opt_get(L, opts, "out_int32"), "bucketize", "out_int32", 0);
+    right = attnL_option_bool(L, attnL_option_field(L, opts, "right"), "bucketize", "right", 0);
+    attnL_option_bool(L, attnL_option_field(L, opts, "out_int32"), "bucketize", "out_int32", 0);
   }
   attn_tensor **box = attnL_newbox(L);
   if (attn_bucketize(t, b, right, box)) return attnL_error(L);

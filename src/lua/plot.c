@@ -51,39 +51,12 @@ plot_error(lua_State *L, const char *fmt, ...) {
 /* ------------------------------------------------------------------------ */
 /* Options                                                                   */
 
-/* opts[key] as a string, or def when absent.  The value stays on the
-   stack so the pointer lives as long as the call. */
-static const char *opt_string(lua_State *L, int opts, const char *key, const char *def, const char *fn) {
-  int ty = lua_getfield(L, opts, key);
-  if (ty == LUA_TNIL) {
-    lua_pop(L, 1);
-    return def;
-  }
-  if (ty != LUA_TSTRING) plot_error(L, "%s: option '%s' must be a string (got %s)", fn, key, luaL_typename(L, -1));
-  return lua_tostring(L, -1);
-}
-
-/* opts[key] as a finite number, or NaN (the C side's "not given"). */
+/* opts[key] as a finite number, or NaN (the C side's "not given"); the
+   binding's option family checks the type. */
 static double opt_number(lua_State *L, int opts, const char *key, const char *fn) {
-  int ty = lua_getfield(L, opts, key);
-  double v = NAN;
-  if (ty == LUA_TNUMBER) {
-    v = lua_tonumber(L, -1);
-    if (!isfinite(v)) plot_error(L, "%s: option '%s' must be a finite number (got %f)", fn, key, v);
-  } else if (ty != LUA_TNIL) {
-    plot_error(L, "%s: option '%s' must be a number (got %s)", fn, key, luaL_typename(L, -1));
-  }
-  lua_pop(L, 1);
-  return v;
-}
-
-static bool opt_bool(lua_State *L, int opts, const char *key, bool def, const char *fn) {
-  int ty = lua_getfield(L, opts, key);
-  bool v = def;
-  if (ty == LUA_TBOOLEAN)
-    v = lua_toboolean(L, -1);
-  else if (ty != LUA_TNIL)
-    plot_error(L, "%s: option '%s' must be a boolean (got %s)", fn, key, luaL_typename(L, -1));
+  int i = attnL_option_field(L, opts, key);
+  double v = attnL_option_number(L, i, fn, key, NAN);
+  if (!lua_isnil(L, i) && !isfinite(v)) plot_error(L, "%s: option '%s' must be a finite number (got %f)", fn, key, v);
   lua_pop(L, 1);
   return v;
 }
@@ -91,7 +64,7 @@ static bool opt_bool(lua_State *L, int opts, const char *key, bool def, const ch
 /* The options table at arg and its required path. */
 static const char *check_opts(lua_State *L, int arg, const char *fn) {
   luaL_checktype(L, arg, LUA_TTABLE);
-  const char *path = opt_string(L, arg, "path", NULL, fn);
+  const char *path = attnL_option_string(L, attnL_option_field(L, arg, "path"), fn, "path", NULL);
   if (!path || !*path) plot_error(L, "%s: option 'path' is required (a .png, .svg or .pdf file name)", fn);
   return path;
 }
@@ -99,9 +72,9 @@ static const char *check_opts(lua_State *L, int arg, const char *fn) {
 /* What every figure takes besides the path, in two steps (the order in
    which option errors are reported). */
 static void read_labels(lua_State *L, int opts, attn_plot_figure *fig, const char *fn) {
-  fig->title = opt_string(L, opts, "title", NULL, fn);
-  fig->xlabel = opt_string(L, opts, "xlabel", NULL, fn);
-  fig->ylabel = opt_string(L, opts, "ylabel", NULL, fn);
+  fig->title = attnL_option_string(L, attnL_option_field(L, opts, "title"), fn, "title", NULL);
+  fig->xlabel = attnL_option_string(L, attnL_option_field(L, opts, "xlabel"), fn, "xlabel", NULL);
+  fig->ylabel = attnL_option_string(L, attnL_option_field(L, opts, "ylabel"), fn, "ylabel", NULL);
   fig->index_base = 1; /* default labels and x values count as Lua does */
 }
 
@@ -231,9 +204,9 @@ static int l_heatmap(lua_State *L) {
   h.values = tensor_values(L, t, &n, fn);
   h.row_labels = read_label_list(L, 2, "row_labels", h.rows, fn, "rows");
   h.col_labels = read_label_list(L, 2, "col_labels", h.cols, fn, "columns");
-  h.cmap = opt_string(L, 2, "cmap", "viridis", fn);
+  h.cmap = attnL_option_string(L, attnL_option_field(L, 2, "cmap"), fn, "cmap", "viridis");
   read_labels(L, 2, &h.fig, fn);
-  h.colorbar = opt_bool(L, 2, "colorbar", true, fn);
+  h.colorbar = attnL_option_bool(L, attnL_option_field(L, 2, "colorbar"), fn, "colorbar", true);
   /* annotate: true (automatic format), false, or a format string */
   int ty = lua_getfield(L, 2, "annotate");
   if (ty == LUA_TSTRING) {
@@ -325,7 +298,7 @@ static int l_histogram(lua_State *L) {
     return plot_error(L, "%s: option 'range' must be a table {low, high} (got %s)", fn, luaL_typename(L, -1));
   }
   lua_pop(L, 1);
-  h.density = opt_bool(L, 2, "density", false, fn);
+  h.density = attnL_option_bool(L, attnL_option_field(L, 2, "density"), fn, "density", false);
   read_labels(L, 2, &h.fig, fn);
   read_size(L, 2, &h.fig, fn);
 
@@ -369,7 +342,7 @@ static int l_lines(lua_State *L) {
   attn_plot_lines_init(&l);
   l.fig.path = check_opts(L, 2, fn);
   read_labels(L, 2, &l.fig, fn);
-  l.logy = opt_bool(L, 2, "logy", false, fn);
+  l.logy = attnL_option_bool(L, attnL_option_field(L, 2, "logy"), fn, "logy", false);
   read_size(L, 2, &l.fig, fn);
   lua_Integer ns = (lua_Integer)lua_rawlen(L, 1);
   l.nseries = (int64_t)ns;
