@@ -135,9 +135,7 @@ describe("cmake --install into a temporary prefix", function()
   local dir, prefix, libdir
 
   setup(function()
-    local p = io.popen("mktemp -d")
-    dir = p:read("l")
-    p:close()
+    dir = S.tmpdir()
     prefix = dir .. "/prefix"
     ok(sh("cmake --install " .. q(BUILD) .. " --prefix " .. q(prefix)), "cmake --install")
     writefile(dir .. "/prog.c", PROGRAM)

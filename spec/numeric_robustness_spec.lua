@@ -548,9 +548,7 @@ describe("checkpoint saves killed with SIGKILL at random points", function()
   local dir, cklib_path, ck
 
   setup(function()
-    local p = io.popen("mktemp -d")
-    dir = p:read("l")
-    p:close()
+    dir = require("support.sh").tmpdir()
     cklib_path = dir .. "/cklib.lua"
     local f = assert(io.open(cklib_path, "w"))
     f:write(CKLIB)
