@@ -13,7 +13,7 @@
  * behaviour, leaks), an abort, a run that fails in another way than those,
  * and tensors, storages or autograd nodes still alive after the state is
  * closed (the core's live counters must return to where they were). */
-#include "fuzz_common.h"
+#include "fuzz_lua.h"
 
 #include <lauxlib.h>
 #include <lua.h>
@@ -40,17 +40,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   attn_debug_counts before;
   fz_counts(&before);
-  attn_lua_opts o;
-  attn_lua_opts_init(&o);
-  o.sandbox = true;
-  o.memory_limit = 16 << 20;
-  o.instruction_limit = 2000000;
-  lua_State *L = NULL;
-  attn_status st = attn_lua_newstate(&o, &L);
-  FZ_CHECK(st == ATTN_OK, "cannot make a state: %s", attn_last_error());
+  lua_State *L = fz_sandbox(16 << 20, 2000000);
+  FZ_CHECK(L != NULL, "cannot make a state: %s", attn_last_error());
   lua_pushlstring(L, (const char *)data, size);
   lua_pushboolean(L, trace);
-  st = attn_lua_dostring(L, code ? code : attn_fuzz_driver, "=lua_api.lua", 2, 0);
+  attn_status st = attn_lua_dostring(L, code ? code : attn_fuzz_driver, "=lua_api.lua", 2, 0);
   if (st != ATTN_OK) {
     const char *msg = lua_tostring(L, -1);
     FZ_CHECK(msg != NULL, "failure without a message");

@@ -19,7 +19,7 @@
  *    at most 8 deep) converts unless the memory limit is reached;
  *  - the state and the core leak nothing once the state is closed.
  * Every other call must just fail with a Lua error or succeed. */
-#include "fuzz_common.h"
+#include "fuzz_lua.h"
 
 #include <lauxlib.h>
 #include <lua.h>
@@ -238,13 +238,8 @@ static const char *const calls = "local sel, v, w = ...\n"
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   attn_debug_counts before;
   fz_counts(&before);
-  attn_lua_opts o;
-  attn_lua_opts_init(&o);
-  o.sandbox = true;
-  o.memory_limit = MEMORY_LIMIT;
-  o.instruction_limit = 1000000;
-  lua_State *L = NULL;
-  if (attn_lua_newstate(&o, &L) != ATTN_OK) return 0;
+  lua_State *L = fz_sandbox(MEMORY_LIMIT, 1000000);
+  if (!L) return 0;
   builder g = {.b = {data, size}};
   uint8_t c = fz_u8(&g.b);
   int sel = c < 0xa0 ? 0 : c % 7;
