@@ -13,17 +13,8 @@ local mode = ...
 local args = {select(2, ...)}
 
 -- Peak RSS growth in kB: VmHWM is reset through /proc/self/clear_refs.
-local function status(field)
-  local f = io.open("/proc/self/status")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return tonumber(s:match(field .. ":%s+(%d+)"))
-end
-local function reset_hwm()
-  local f = io.open("/proc/self/clear_refs", "w")
-  if f then f:write("5"); f:close() end
-end
+local proc = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "procstat.lua")
+local status, reset_hwm = proc.kb, proc.reset_peak
 
 local function gather_max(x)
   local t = attn.tensor({x})

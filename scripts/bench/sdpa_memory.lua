@@ -20,21 +20,8 @@ for _, a in ipairs(arg or {}) do
 end
 local E, LIMIT_MB = 64, 64
 
-local function status_kb(field)
-  local f = io.open("/proc/self/status")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return tonumber(s:match(field .. ":%s*(%d+)"))
-end
-
-local function reset_peak()
-  local f = io.open("/proc/self/clear_refs", "w")
-  if not f then return false end
-  local ok = f:write("5")
-  f:close()
-  return ok ~= nil
-end
+local P = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "procstat.lua")
+local status_kb, reset_peak = P.kb, P.reset_peak
 
 -- warm up: OpenBLAS, the thread pool and the allocator on a small problem
 do
