@@ -34,7 +34,7 @@
 --   4 src/host                     embedding API (over the binding)
 --   5 src/cli, src/examples        programs
 -- The Lua package lua/attn is its own house over the binding (attn.core):
---   6   lua/attn and its folders   the framework: tensor helpers, nn (nn/),
+--   6   lua/attn and its folders   the framework: tensor helpers (ops/), nn (nn/),
 --       but app/                   F, optim, data, dist, init, gradcheck,
 --                                  attention (attention/)
 --   6.5 lua/attn/app               applications: text, bert, seq2seq, plot
