@@ -28,6 +28,16 @@ local function leaf(f)
   return fx.tensor(f):requires_grad_(true)
 end
 
+-- m(inp, initial state): output, h_n and (an LSTM's) c_n.
+local function forward_rnn(m, kind, inp, h0, c0)
+  if kind == "LSTM" then
+    local out, st = m(inp, h0 and {h0, c0} or nil)
+    return out, st[1], st[2]
+  end
+  local out, hn = m(inp, h0)
+  return out, hn, nil
+end
+
 local function check_grads(m, c, x, h0, c0, label)
   fx.assert_close(x.grad, c.dx, GRAD, 0, label .. " dx")
   if c.dh0 then fx.assert_close(h0.grad, c.dh0, GRAD, 0, label .. " dh0") end
@@ -59,14 +69,7 @@ describe("nn.RNN / nn.GRU / nn.LSTM", function()
       local m = build(c)
       if c.name:find("eval") then m:eval() end
       local x, h0, c0 = leaf(c.x), leaf(c.h0), leaf(c.c0)
-      local out, hn, cn
-      if c.kind == "LSTM" then
-        local st
-        out, st = m(x, h0 and {h0, c0} or nil)
-        hn, cn = st[1], st[2]
-      else
-        out, hn = m(x, h0)
-      end
+      local out, hn, cn = forward_rnn(m, c.kind, x, h0, c0)
       fx.assert_close(out, c.out, FWD, 0, c.name .. " output")
       fx.assert_close(hn, c.hn, FWD, 0, c.name .. " h_n")
       if c.cn then fx.assert_close(cn, c.cn, FWD, 0, c.name .. " c_n") end
@@ -85,14 +88,7 @@ describe("nn.RNN / nn.GRU / nn.LSTM", function()
       -- lengths as a tensor for one half of the cases, a list for the other
       local lengths = c.enforce_sorted and attn.tensor(c.lengths) or c.lengths
       local packed = U.pack_padded_sequence(x, lengths, {batch_first = bf, enforce_sorted = c.enforce_sorted})
-      local out, hn, cn
-      if c.kind == "LSTM" then
-        local st
-        out, st = m(packed, h0 and {h0, c0} or nil)
-        hn, cn = st[1], st[2]
-      else
-        out, hn = m(packed, h0)
-      end
+      local out, hn, cn = forward_rnn(m, c.kind, packed, h0, c0)
       assert.is_true(U.is_packed(out))
       assert.are.same(c.batch_sizes, out.batch_sizes:totable())
       if c.sorted_indices then
