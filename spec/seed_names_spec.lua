@@ -48,6 +48,25 @@ local function file_size(path)
   return n
 end
 
+-- The printed 10 x 10 attention matrix p: every row sums to 1 (up to the
+-- print's rounding); causal: zeros above the diagonal, else all positive.
+local function assert_attention_rows(p, causal)
+  assert.are.same({10, 10}, p.shape)
+  for i = 1, 10 do
+    local sum, slack = 0, 0
+    for j = 1, 10 do
+      local k = (i - 1) * 10 + j
+      if not causal then
+        assert.is_true(p.values[k] > 0)
+      elseif j > i then
+        assert.are.equal(0, p.values[k])
+      end
+      sum, slack = sum + p.values[k], slack + p.tols[k]
+    end
+    assert.is_true(math.abs(sum - 1) <= slack + 1e-6, ("row %d sums to %.6f"):format(i, sum))
+  end
+end
+
 describe("scripts/char_attention_names.lua --quick", function()
   local dir = S.tmpdir()
   local r = S.run_attn("char_attention_names", {"--data", DATA, "--out", dir, "--quick"})
@@ -77,17 +96,7 @@ describe("scripts/char_attention_names.lua --quick", function()
   end)
 
   it("prints a 10 x 10 attention matrix whose rows sum to 1", function()
-    local p = S.tensor_after(r.out, "attns:")
-    assert.are.same({10, 10}, p.shape)
-    for i = 1, 10 do
-      local sum, slack = 0, 0
-      for j = 1, 10 do
-        local k = (i - 1) * 10 + j
-        assert.is_true(p.values[k] > 0)
-        sum, slack = sum + p.values[k], slack + p.tols[k]
-      end
-      assert.is_true(math.abs(sum - 1) <= slack + 1e-6, ("row %d sums to %.6f"):format(i, sum))
-    end
+    assert_attention_rows(S.tensor_after(r.out, "attns:"), false)
     local diff = S.line(r.out, "softmax(Q K^T) matches the loop (max difference "):match("^([^)]+)%)$")
     assert.is_true(tonumber(diff) < 1e-5)
     assert.truthy(S.line(r.out, "every row sums to 1 "))
@@ -123,16 +132,7 @@ describe("scripts/char_attention_names.lua --quick", function()
 
   it("shows a causal trained attention matrix: zero above the diagonal, rows summing to 1", function()
     local p = S.tensor_after(r.out, "trained attns (block 1, mean of the heads):")
-    assert.are.same({10, 10}, p.shape)
-    for i = 1, 10 do
-      local sum, slack = 0, 0
-      for j = 1, 10 do
-        local k = (i - 1) * 10 + j
-        if j > i then assert.are.equal(0, p.values[k]) end
-        sum, slack = sum + p.values[k], slack + p.tols[k]
-      end
-      assert.is_true(math.abs(sum - 1) <= slack + 1e-6, ("row %d sums to %.6f"):format(i, sum))
-    end
+    assert_attention_rows(p, true)
     assert.are.equal(1, p.values[1]) -- '^' sees only itself
   end)
 

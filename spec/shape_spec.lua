@@ -61,24 +61,6 @@ local err, assert_msg = E.message, E.raises
 
 -- Runs one fixture case in every way the binding offers it.
 local run = {
-  tril = function(c)
-    local t = input(c.inputs[1])
-    if c.k then
-      assert_exact(t:tril(c.k), c.expected, "t:tril")
-      assert_exact(attn.tril(t, c.k), c.expected, "attn.tril")
-    else
-      assert_exact(t:tril(), c.expected, "t:tril()")
-    end
-  end,
-  triu = function(c)
-    local t = input(c.inputs[1])
-    if c.k then
-      assert_exact(t:triu(c.k), c.expected, "t:triu")
-      assert_exact(attn.triu(t, c.k), c.expected, "attn.triu")
-    else
-      assert_exact(t:triu(), c.expected, "t:triu()")
-    end
-  end,
   cat = function(c) assert_exact(attn.cat(inputs(c), c.dim), c.expected, "cat") end,
   stack = function(c) assert_exact(attn.stack(inputs(c), c.dim), c.expected, "stack") end,
   vstack = function(c) assert_exact(attn.vstack(inputs(c)), c.expected, "vstack") end,
@@ -123,6 +105,19 @@ local run = {
     assert_exact(t:flip(c.dims), c.expected, "t:flip{...}")
   end,
 }
+
+-- tril and triu: as a method and, with k, as attn.tril/attn.triu
+for _, op in ipairs({ "tril", "triu" }) do
+  run[op] = function(c)
+    local t = input(c.inputs[1])
+    if c.k then
+      assert_exact(t[op](t, c.k), c.expected, "t:" .. op)
+      assert_exact(attn[op](t, c.k), c.expected, "attn." .. op)
+    else
+      assert_exact(t[op](t), c.expected, "t:" .. op .. "()")
+    end
+  end
+end
 
 describe("shape ops match torch", function()
   local count = {}
