@@ -323,7 +323,8 @@ static const escape escapes[] = {
      true},
     /* the pure helpers the package calls stay (test_host_isolation.c walks the list) */
     {"local core = require 'attn.core' local kept = {_methods = 1, _isatty = 1, _error = 1, _adam_update = 1, "
-     "_check_class_targets = 1, _layer_norm = 1, _unwrap_method = 1} for k in pairs(core) do if k:sub(1, 1) == '_' and "
+     "_check_class_targets = 1, _layer_norm = 1, _unwrap_method = 1, _ops = 1} for k in pairs(core) do if k:sub(1, 1) "
+     "== '_' and "
      "not kept[k] "
      "then return false end end return core._isatty() == false and core._dist == nil and core._plot == nil",
      true},

@@ -188,6 +188,7 @@ static const char *const kept_internal[] = {"_methods",
                                             "_check_class_targets",
                                             "_layer_norm",
                                             "_unwrap_method" /* pure: a method's function form */,
+                                            "_ops" /* the op table: data, this state's own copy */,
                                             NULL};
 
 static bool is_kept_internal(const char *k) {
