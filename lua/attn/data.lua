@@ -101,6 +101,18 @@ local function id_list(fn, ids)
   return out
 end
 
+-- The entries of names (size of them) at the 1-based ids (a 1-d tensor or
+-- a list), for the tables' decode.
+local function decode_ids(fn, ids, names, size)
+  local out = {}
+  for i, id in ipairs(id_list(fn, ids)) do
+    local v = names[id]
+    if not v then fail(fn, "id %d (ids[%d]) out of range (expected 1..%d)", id, i, size) end
+    out[i] = v
+  end
+  return out
+end
+
 -- Python's sorted() on str compares code points; for UTF-8 that is byte
 -- order.  Lua's `<` on strings uses strcoll, which is byte order only in
 -- the "C" locale, so fall back to an explicit byte comparison otherwise.
@@ -263,14 +275,7 @@ end
 
 --- vocab:decode(ids) -> list of words; ids is a 1-d tensor or a list.
 function Vocab:decode(ids)
-  local list = id_list("Vocab:decode", ids)
-  local out = {}
-  for i, id in ipairs(list) do
-    local w = self.words[id]
-    if not w then fail("Vocab:decode", "id %d (ids[%d]) out of range (expected 1..%d)", id, i, self.size) end
-    out[i] = w
-  end
-  return out
+  return decode_ids("Vocab:decode", ids, self.words, self.size)
 end
 
 --- #vocab: the number of words, unk included.
@@ -388,14 +393,7 @@ end
 
 --- ct:decode(ids) -> string; ids is a 1-d tensor or a list of 1-based ids.
 function CharTable:decode(ids)
-  local list = id_list("CharTable:decode", ids)
-  local out = {}
-  for i, id in ipairs(list) do
-    local c = self.chars[id]
-    if not c then fail("CharTable:decode", "id %d (ids[%d]) out of range (expected 1..%d)", id, i, self.size) end
-    out[i] = c
-  end
-  return table.concat(out)
+  return table.concat(decode_ids("CharTable:decode", ids, self.chars, self.size))
 end
 
 --- #table: the number of characters.
