@@ -510,6 +510,24 @@ local function clones(module, n)
   return out
 end
 
+-- The common part of the stacks' init: num_layers deep copies of layer in
+-- self.layers (an nn.ModuleList), then the optional norm; returns the
+-- options (names, given positionally or as one table).
+local function stack_init(self, fn, what, layer, num_layers, names, args)
+  if not is_module(layer) then
+    error(("%s: %s must be a module (got %s)"):format(fn, what, type_name(layer)), 3)
+  end
+  local n = check_layers(num_layers, fn, "num_layers", 4)
+  local o = parse_args(fn, names, args, 1, 4)
+  if o.norm ~= nil and not is_module(o.norm) then
+    error(("%s: norm must be a module or nil (got %s)"):format(fn, type_name(o.norm)), 3)
+  end
+  self.layers = nn.ModuleList(clones(layer, n))
+  self.num_layers = n
+  self.norm = o.norm
+  return o
+end
+
 local TransformerEncoder = nn.Module:extend("TransformerEncoder")
 M.TransformerEncoder = TransformerEncoder
 
@@ -521,19 +539,10 @@ M.TransformerEncoder = TransformerEncoder
 -- choose torch's fast path and are accepted for compatibility only.
 function TransformerEncoder:init(encoder_layer, num_layers, ...)
   local fn = "TransformerEncoder"
-  if not is_module(encoder_layer) then
-    error(("%s: encoder_layer must be a module (got %s)"):format(fn, type_name(encoder_layer)), 3)
-  end
-  local n = check_layers(num_layers, fn, "num_layers", 4)
-  local o = parse_args(fn, {"norm", "enable_nested_tensor", "mask_check"}, table.pack(...), 1, 4)
-  if o.norm ~= nil and not is_module(o.norm) then
-    error(("%s: norm must be a module or nil (got %s)"):format(fn, type_name(o.norm)), 3)
-  end
+  local o = stack_init(self, fn, "encoder_layer", encoder_layer, num_layers,
+    {"norm", "enable_nested_tensor", "mask_check"}, table.pack(...))
   check_bool(o.enable_nested_tensor, true, fn, "enable_nested_tensor", 4)
   check_bool(o.mask_check, true, fn, "mask_check", 4)
-  self.layers = nn.ModuleList(clones(encoder_layer, n))
-  self.num_layers = n
-  self.norm = o.norm
   self.enable_nested_tensor = o.enable_nested_tensor ~= false
   self.mask_check = o.mask_check ~= false
 end
@@ -576,18 +585,7 @@ M.TransformerDecoder = TransformerDecoder
 -- options table {norm=}: num_layers deep copies of decoder_layer in
 -- self.layers, then the optional final norm.
 function TransformerDecoder:init(decoder_layer, num_layers, ...)
-  local fn = "TransformerDecoder"
-  if not is_module(decoder_layer) then
-    error(("%s: decoder_layer must be a module (got %s)"):format(fn, type_name(decoder_layer)), 3)
-  end
-  local n = check_layers(num_layers, fn, "num_layers", 4)
-  local o = parse_args(fn, {"norm"}, table.pack(...), 1, 4)
-  if o.norm ~= nil and not is_module(o.norm) then
-    error(("%s: norm must be a module or nil (got %s)"):format(fn, type_name(o.norm)), 3)
-  end
-  self.layers = nn.ModuleList(clones(decoder_layer, n))
-  self.num_layers = n
-  self.norm = o.norm
+  stack_init(self, "TransformerDecoder", "decoder_layer", decoder_layer, num_layers, {"norm"}, table.pack(...))
 end
 
 function TransformerDecoder:_run(x, mem, a)
