@@ -25,10 +25,13 @@
 #define GET "index_get"
 #define PUT "index_put"
 
-/* A sub-op's error (its message starts "op: ") renamed as fn's. */
+/* A sub-op's error (its message starts "op: ") renamed as fn's; a
+   refused allocation keeps its "not enough memory: " message (hosts and
+   the binding read it). */
 static attn_status renamed(attn_status st, const char *fn) {
   char msg[512];
   const char *m = attn_last_error(), *rest = strstr(m, ": ");
+  if (st == ATTN_ERR_NOMEM && strncmp(m, "not enough memory: ", 19) == 0) return st;
   snprintf(msg, sizeof msg, "%s", rest ? rest + 2 : m);
   return attn_set_error(st, "%s: %s", fn, msg);
 }
@@ -178,7 +181,11 @@ static attn_status ids_for(const char *fn, const attn_tensor *k, int64_t n, int 
   }
   attn_tensor *c;
   attn_status st = attn_empty_dtype(ATTN_INT64, k->ndim, k->shape, &c);
-  if (st || (st = attn_copy_(c, k))) return st ? renamed(st, fn) : st;
+  if (st) return st;
+  if ((st = attn_copy_(c, k))) {
+    attn_tensor_release(c);
+    return renamed(st, fn);
+  }
   int64_t *p = attn_tensor_i64(c);
   for (int64_t i = 0; i < total; i++)
     if (p[i] < 0) p[i] += n;
