@@ -478,6 +478,19 @@ function F.huber_loss(input, target, opts)
   return reduce(attn.where(z:lt(delta), z * z * 0.5, (z - 0.5 * delta) * delta), reduction)
 end
 
+-- The binary cross entropies' arguments: input and target of one shape,
+-- the options (known), the reduction and the optional weight.
+local function bce_args(fn, input, target, opts, known)
+  opts = check_opts(opts, fn, known)
+  local reduction = check_reduction(opts.reduction, fn)
+  input, target = pair(input, target, fn, "both")
+  if not same_shape(input:shape(), target:shape()) then
+    error(("%s: target size %s differs from input size %s"):format(fn, fmt_shape(target:shape()),
+      fmt_shape(input:shape())), 2)
+  end
+  return input, target, opts, reduction, opt_tensor(opts.weight, fn, "weight")
+end
+
 --- binary_cross_entropy(input, target, opts): input probabilities in
 -- [0, 1], target of the same shape;
 -- -w (t max(log x, -100) + (1 - t) max(log(1 - x), -100)).  opts: weight
@@ -486,14 +499,8 @@ end
 -- gradient flows to target or weight.
 function F.binary_cross_entropy(input, target, opts)
   local fn = "binary_cross_entropy"
-  opts = check_opts(opts, fn, set("weight", "reduction"))
-  local reduction = check_reduction(opts.reduction, fn)
-  input, target = pair(input, target, fn, "both")
-  if not same_shape(input:shape(), target:shape()) then
-    error(("%s: target size %s differs from input size %s"):format(fn, fmt_shape(target:shape()),
-      fmt_shape(input:shape())), 2)
-  end
-  local weight = opt_tensor(opts.weight, fn, "weight")
+  local _, reduction, weight
+  input, target, _, reduction, weight = bce_args(fn, input, target, opts, set("weight", "reduction"))
   local loss, dx
   do
     local _ <close> = attn.no_grad()
@@ -522,14 +529,9 @@ end
 -- the last dim: one per class), reduction.
 function F.binary_cross_entropy_with_logits(input, target, opts)
   local fn = "binary_cross_entropy_with_logits"
-  opts = check_opts(opts, fn, set("weight", "pos_weight", "reduction"))
-  local reduction = check_reduction(opts.reduction, fn)
-  input, target = pair(input, target, fn, "both")
-  if not same_shape(input:shape(), target:shape()) then
-    error(("%s: target size %s differs from input size %s"):format(fn, fmt_shape(target:shape()),
-      fmt_shape(input:shape())), 2)
-  end
-  local weight = opt_tensor(opts.weight, fn, "weight")
+  local reduction, weight
+  input, target, opts, reduction, weight = bce_args(fn, input, target, opts,
+    set("weight", "pos_weight", "reduction"))
   local pos_weight = opt_tensor(opts.pos_weight, fn, "pos_weight")
   local m = (-input):clamp(0, nil)
   -- -x - m written as -relu(x): the same value for finite x (and the same
