@@ -67,7 +67,8 @@ enum { ATTN_OP_KIND_ARITH, ATTN_OP_KIND_COMPARE };
   X(CEIL, ceil, "t:ceil()", NONE, KEEP, -3, 3, CeilBackward0, "torch.ceil", "Elementwise round up.")                   \
   X(ROUND, round, "t:round()", NONE, KEEP, -3, 3, RoundBackward0, "torch.round", "Elementwise round half to even.")    \
   X(SILU, silu, "t:silu()", IN, REFUSE, -3, 3, SiluBackward0, "torch.nn.functional.silu", "Elementwise t * sigmoid(t).") \
-  X(ERF, erf, "t:erf()", IN, FLOAT, -2, 2, ErfBackward0, "torch.erf", "Elementwise the error function.")
+  X(ERF, erf, "t:erf()", IN, FLOAT, -2, 2, ErfBackward0, "torch.erf", "Elementwise the error function.")               \
+  X(TAN, tan, "t:tan()", OUT, FLOAT, -1, 1, TanBackward0, "torch.tan", "Elementwise tangent.")
 
 /* Binary fields: X(ID, name, sig, kind, ints, lo, hi, node, torch, doc)
  *   sig    the Lua call (also t:NAME(b) and t:NAME_(b))

@@ -166,6 +166,7 @@ UNARY_ROW(row_ceil, ceilf(x))
 UNARY_ROW(row_round, nearbyintf(x))
 UNARY_ROW(row_silu, x *vm_sigmoid(x))
 VM_UNARY_ROW(row_erf, x, vm_erf, v, erff(x))
+UNARY_ROW(row_tan, tanf(x))
 
 static const attn__unary_row_fn unary_rows[ATTN_UNARY_OP_COUNT] = {ATTN_UNARY_OPS(ROW_OF_)};
 
@@ -281,6 +282,7 @@ GRAD_ROW(drow_log1p, 1.0f / (1.0f + x))
 GRAD_ROW(drow_expm1, y + 1.0f)
 GRAD_ROW(drow_silu, d_silu(x))
 GRAD_ROW(drow_erf, d_erf(x))
+GRAD_ROW(drow_tan, 1.0f + y * y)
 
 static const attn__unary_grad_row_fn unary_grad_rows[ATTN_UNARY_OP_COUNT] = {ATTN_UNARY_OPS(DROW_OF_)};
 #undef ROW_OF_
