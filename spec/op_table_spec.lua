@@ -60,8 +60,6 @@ local fixture = fx.load("op_table").ops
 -- and, failing, is reported pending with the reason; passing, it fails so
 -- that the entry is removed.  Fix the op, not the test.
 local KNOWN = {
-  ["sign special"] = "sign(NaN) is NaN in attn (f_sign in core/kernels/elementwise_kernels.h keeps NaN), "
-    .. "torch 1.13 gives 0",
   ["div num_l grad_fn"] = "1.25 / a records DivBackward0 in attn; torch 1.13 computes it as a.reciprocal() * 1.25 "
     .. "and names MulBackward0 (the gradients agree)",
 }

@@ -93,7 +93,8 @@ static inline float f_gelu_tanh(float x) {
   const float k = 0.7978845608028654f; /* sqrt(2/pi) */
   return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
 }
-static inline float f_sign(float x) { return x != x ? x : (float)((x > 0.0f) - (x < 0.0f)); }
+/* torch 1.13: (0 < x) - (x < 0), so NaN gives 0 */
+static inline float f_sign(float x) { return (float)((x > 0.0f) - (x < 0.0f)); }
 
 #define UNARY_ROW(NAME, EXPR)                                                                                          \
   static void NAME(int64_t n, float *restrict o, int64_t os, const float *a, int64_t as) {                             \
