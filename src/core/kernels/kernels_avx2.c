@@ -12,31 +12,8 @@
 #endif
 #include <immintrin.h>
 
-#if defined(__GNUC__) && !defined(__clang__)
-/* Selects on float compares only vectorise when GCC may assume FP
-   operations do not trap; attn never reads the FP exception flags. */
-#pragma GCC optimize("no-trapping-math")
-#endif
-
-#if defined(__GNUC__)
-#define INLINE static inline __attribute__((always_inline))
-#else
-#define INLINE static inline
-#endif
-
-/* Softmax, reductions and elementwise loops: the same text for every
-   family, vectorised at this unit's width (the same results, except the
-   few-ulp differences of vmath.h's transcendental functions). */
 #define ATTN_VM_AVX2
-#include "softmax_kernels.h"
-#include "reduce_kernels.h"
-#include "elementwise_kernels.h"
-#include "norm_kernels.h"
-
-#if defined(__GNUC__) && !defined(__clang__)
-/* From here on (attention) FMA contraction too: ISO C mode turns it off. */
-#pragma GCC optimize("fp-contract=fast")
-#endif
+#include "family_begin.h"
 
 /* ------------------------------------------------------------------------ */
 /* Attention micro-kernels                                                   */
