@@ -393,29 +393,42 @@ function BertSelfAttention:forward(h, mask, need_weights)
   return combine_heads(ctx), w
 end
 
--- dense -> dropout -> LayerNorm(. + residual): BertSelfOutput and BertOutput
-local function add_norm_init(self, c, src, prefix, in_f)
-  self.dense = linear(src, c, prefix .. "dense", in_f, c.hidden_size)
-  self.LayerNorm = layer_norm(src, c, prefix .. "LayerNorm")
-  self.dropout = nn.Dropout(c.hidden_dropout_prob)
-end
-local function add_norm_forward(self, h, residual)
-  return self.LayerNorm(self.dropout(self.dense(h)) + residual)
+-- bert[name], dense [c[in_key] -> hidden] -> dropout -> LayerNorm(. +
+-- residual): BertSelfOutput and BertOutput, which differ only in in_key
+local function add_norm_block(name, in_key)
+  local M = nn.Module:extend(name)
+  bert[name] = M
+  function M:init(c, src, prefix)
+    c, prefix = block_args(name, c, prefix)
+    self.dense = linear(src, c, prefix .. "dense", c[in_key], c.hidden_size)
+    self.LayerNorm = layer_norm(src, c, prefix .. "LayerNorm")
+    self.dropout = nn.Dropout(c.hidden_dropout_prob)
+  end
+  function M:forward(h, residual)
+    return self.LayerNorm(self.dropout(self.dense(h)) + residual)
+  end
+  return M
 end
 
-local BertSelfOutput = nn.Module:extend("BertSelfOutput")
-bert.BertSelfOutput = BertSelfOutput
 --- BertSelfOutput(c [, src] [, prefix]): dense [hidden -> hidden], dropout,
 -- LayerNorm of the sum with the residual (HF's BertSelfOutput).
 -- c, src, prefix: as for bert.BertEmbeddings.
-function BertSelfOutput:init(c, src, prefix)
-  c, prefix = block_args("BertSelfOutput", c, prefix)
-  add_norm_init(self, c, src, prefix, c.hidden_size)
-end
+-- @function BertSelfOutput:init
+
 --- forward(h, residual) -> LayerNorm(dropout(dense(h)) + residual) [B, T,
 -- hidden].
 -- @function BertSelfOutput:forward
-BertSelfOutput.forward = add_norm_forward
+local BertSelfOutput = add_norm_block("BertSelfOutput", "hidden_size")
+
+--- BertOutput(c [, src] [, prefix]): dense [intermediate -> hidden], dropout,
+-- LayerNorm of the sum with the residual (HF's BertOutput).
+-- c, src, prefix: as for bert.BertEmbeddings.
+-- @function BertOutput:init
+
+--- forward(h, residual) -> LayerNorm(dropout(dense(h)) + residual) [B, T,
+-- hidden]; h [B, T, intermediate_size].
+-- @function BertOutput:forward
+local BertOutput = add_norm_block("BertOutput", "intermediate_size")
 
 local BertAttention = nn.Module:extend("BertAttention")
 bert.BertAttention = BertAttention
@@ -451,20 +464,6 @@ end
 function BertIntermediate:forward(h)
   return self.intermediate_act_fn(self.dense(h))
 end
-
-local BertOutput = nn.Module:extend("BertOutput")
-bert.BertOutput = BertOutput
---- BertOutput(c [, src] [, prefix]): dense [intermediate -> hidden], dropout,
--- LayerNorm of the sum with the residual (HF's BertOutput).
--- c, src, prefix: as for bert.BertEmbeddings.
-function BertOutput:init(c, src, prefix)
-  c, prefix = block_args("BertOutput", c, prefix)
-  add_norm_init(self, c, src, prefix, c.intermediate_size)
-end
---- forward(h, residual) -> LayerNorm(dropout(dense(h)) + residual) [B, T,
--- hidden]; h [B, T, intermediate_size].
--- @function BertOutput:forward
-BertOutput.forward = add_norm_forward
 
 local BertLayer = nn.Module:extend("BertLayer")
 bert.BertLayer = BertLayer
