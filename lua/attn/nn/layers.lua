@@ -550,8 +550,18 @@ local function cell_inputs(self, name, x)
   return x, batched, state
 end
 
-local GRUCell = Module:extend("GRUCell")
-nn.GRUCell = GRUCell
+-- nn[name], a cell class with `gates` stacked gates: init(input_size,
+-- hidden_size [, bias]) by cell_init; reset_parameters and extra_repr shared
+local function cell_class(name, gates)
+  local C = Module:extend(name)
+  nn[name] = C
+  function C:init(input_size, hidden_size, bias)
+    cell_init(self, name, input_size, hidden_size, bias, gates)
+  end
+  C.reset_parameters = cell_reset
+  C.extra_repr = cell_repr
+  return C
+end
 
 --- GRUCell(input_size, hidden_size [, bias = true]); cell(x [, h]) -> h'
 -- with x [B, in] or [in], h [B, hidden] or [hidden] (zeros if nil):
@@ -559,11 +569,8 @@ nn.GRUCell = GRUCell
 --   z = sigmoid(W_iz x + b_iz + W_hz h + b_hz)
 --   n = tanh(W_in x + b_in + r * (W_hn h + b_hn))
 --   h' = (1 - z) * n + z * h          (gates stacked r, z, n like torch)
-function GRUCell:init(input_size, hidden_size, bias)
-  cell_init(self, "GRUCell", input_size, hidden_size, bias, 3)
-end
-GRUCell.reset_parameters = cell_reset
-GRUCell.extra_repr = cell_repr
+-- @function GRUCell:init
+local GRUCell = cell_class("GRUCell", 3)
 
 --- forward(x [, h]): one GRU step (the formulas above).  torch.nn.GRUCell.
 -- @tparam Tensor x [B, input_size] or [input_size]
@@ -583,18 +590,12 @@ function GRUCell:forward(x, hx)
   return hy
 end
 
-local LSTMCell = Module:extend("LSTMCell")
-nn.LSTMCell = LSTMCell
-
 --- LSTMCell(input_size, hidden_size [, bias = true]);
 -- cell(x [, {h, c}]) -> h', c' (zeros for a nil state), gates stacked
 -- i, f, g, o like torch:
 --   c' = sigmoid(f) * c + sigmoid(i) * tanh(g);  h' = sigmoid(o) * tanh(c')
-function LSTMCell:init(input_size, hidden_size, bias)
-  cell_init(self, "LSTMCell", input_size, hidden_size, bias, 4)
-end
-LSTMCell.reset_parameters = cell_reset
-LSTMCell.extra_repr = cell_repr
+-- @function LSTMCell:init
+local LSTMCell = cell_class("LSTMCell", 4)
 
 --- forward(x [, {h, c}]): one LSTM step (the formulas above).
 -- torch.nn.LSTMCell (which takes and returns the tuple (h, c)).
