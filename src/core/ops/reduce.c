@@ -599,45 +599,41 @@ static attn_status check_reduce_dtype(attn_reduce_op op, const attn_tensor *t) {
   return ATTN_OK;
 }
 
-attn_status attn_reduce_dim(attn_reduce_op op, const attn_tensor *t, int dim, bool keepdim,
-                            const attn_reduce_opts *opts, attn_tensor **out) {
+/* attn_reduce_dim (all false) and attn_reduce_all (all true, dim -1,
+   keepdim false): dtype checks, the integer reductions, and float32
+   conversion around the float kernels. */
+static attn_status reduce_entry(attn_reduce_op op, const attn_tensor *t, bool all, int dim, bool keepdim,
+                                const attn_reduce_opts *opts, attn_tensor **out) {
   attn_status st;
   attn_tensor *r;
   if ((unsigned)op >= ATTN_REDUCE_OP_COUNT) return attn_set_error(ATTN_ERR_ARG, "reduce: unknown op %d", (int)op);
   if ((st = check_reduce_dtype(op, t))) return st;
+  const attn_tensor *f = t;
+  attn_tensor *conv = NULL;
   if (t->dtype != ATTN_FLOAT32) {
     if (int_reducible(op)) {
       bool arg = op == ATTN_ARGMAX || op == ATTN_ARGMIN;
       return int_reduce(op, t, dim, keepdim, arg ? NULL : out, arg ? out : NULL);
     }
-    attn_tensor *f;
-    if ((st = attn_to_dtype(t, ATTN_FLOAT32, &f))) return st;
-    st = reduce_dim_f32(op, f, dim, keepdim, opts, out);
-    attn_tensor_release(f);
+    if ((st = attn_to_dtype(t, ATTN_FLOAT32, &conv))) return st;
+    f = conv;
+  }
+  st = all ? reduce_all_f32(op, f, opts, conv ? out : &r) : reduce_dim_f32(op, f, dim, keepdim, opts, conv ? out : &r);
+  if (conv) {
+    attn_tensor_release(conv);
     return st;
   }
-  if ((st = reduce_dim_f32(op, t, dim, keepdim, opts, &r))) return st;
+  if (st) return st;
   return convert_result(r, float_result_dtype(op), out);
 }
 
+attn_status attn_reduce_dim(attn_reduce_op op, const attn_tensor *t, int dim, bool keepdim,
+                            const attn_reduce_opts *opts, attn_tensor **out) {
+  return reduce_entry(op, t, false, dim, keepdim, opts, out);
+}
+
 attn_status attn_reduce_all(attn_reduce_op op, const attn_tensor *t, const attn_reduce_opts *opts, attn_tensor **out) {
-  attn_status st;
-  attn_tensor *r;
-  if ((unsigned)op >= ATTN_REDUCE_OP_COUNT) return attn_set_error(ATTN_ERR_ARG, "reduce: unknown op %d", (int)op);
-  if ((st = check_reduce_dtype(op, t))) return st;
-  if (t->dtype != ATTN_FLOAT32) {
-    if (int_reducible(op)) {
-      bool arg = op == ATTN_ARGMAX || op == ATTN_ARGMIN;
-      return int_reduce(op, t, -1, false, arg ? NULL : out, arg ? out : NULL);
-    }
-    attn_tensor *f;
-    if ((st = attn_to_dtype(t, ATTN_FLOAT32, &f))) return st;
-    st = reduce_all_f32(op, f, opts, out);
-    attn_tensor_release(f);
-    return st;
-  }
-  if ((st = reduce_all_f32(op, t, opts, &r))) return st;
-  return convert_result(r, float_result_dtype(op), out);
+  return reduce_entry(op, t, true, -1, false, opts, out);
 }
 
 attn_status attn_max_dim(const attn_tensor *t, int dim, bool keepdim, bool is_min, attn_tensor **values,
