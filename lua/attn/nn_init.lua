@@ -150,14 +150,19 @@ function M.eye_(t)
   return no_grad(function(x) x:copy_(attn.eye(shape[1], shape[2])) end, t)
 end
 
+-- the Xavier (Glorot) standard deviation gain * sqrt(2 / (fan_in + fan_out))
+-- of t; the callers check t and gain themselves (errors name their caller)
+local function xavier_std(t, gain)
+  local fan_in, fan_out = M.calculate_fan_in_and_fan_out(t)
+  return gain * math.sqrt(2.0 / (fan_in + fan_out))
+end
+
 --- xavier_uniform_(t [, gain = 1] [, gen]) -> t: uniform in [-a, a] with
 -- a = gain * sqrt(6 / (fan_in + fan_out)).  torch.nn.init.xavier_uniform_.
 function M.xavier_uniform_(t, gain, gen)
   check_tensor(t, "xavier_uniform_")
   gain = opt_number(gain, 1.0, "xavier_uniform_", "gain")
-  local fan_in, fan_out = M.calculate_fan_in_and_fan_out(t)
-  local std = gain * math.sqrt(2.0 / (fan_in + fan_out))
-  local a = math.sqrt(3.0) * std -- uniform bound with that standard deviation
+  local a = math.sqrt(3.0) * xavier_std(t, gain) -- uniform bound with that std
   return no_grad(uniform, t, -a, a, gen)
 end
 
@@ -166,9 +171,7 @@ end
 function M.xavier_normal_(t, gain, gen)
   check_tensor(t, "xavier_normal_")
   gain = opt_number(gain, 1.0, "xavier_normal_", "gain")
-  local fan_in, fan_out = M.calculate_fan_in_and_fan_out(t)
-  local std = gain * math.sqrt(2.0 / (fan_in + fan_out))
-  return no_grad(normal, t, 0.0, std, gen)
+  return no_grad(normal, t, 0.0, xavier_std(t, gain), gen)
 end
 
 -- kaiming_*_(t, a, mode, nonlinearity, gen) or kaiming_*_(t, {a=, mode=, nonlinearity=, generator=})
