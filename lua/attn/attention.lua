@@ -463,23 +463,16 @@ function MultiheadAttention:forward(query, key, value, opts)
 
   -- torch's _mha_shape_check
   local is_batched = query:dim() == 3
-  if is_batched then
-    if key:dim() ~= 3 or value:dim() ~= 3 then
-      error(("%s: for batched (3-D) query, expected key and value to be 3-D but found %d-D and %d-D tensors")
-        :format(fn, key:dim(), value:dim()), 2)
+  local nd = query:dim()
+  if nd == 3 or nd == 2 then
+    local kind = is_batched and "batched (3-D)" or "unbatched (2-D)"
+    if key:dim() ~= nd or value:dim() ~= nd then
+      error(("%s: for %s query, expected key and value to be %d-D but found %d-D and %d-D tensors")
+        :format(fn, kind, nd, key:dim(), value:dim()), 2)
     end
-    if kpm and kpm:dim() ~= 2 then
-      error(("%s: for batched (3-D) query, expected key_padding_mask to be nil or 2-D but found %d-D")
-        :format(fn, kpm:dim()), 2)
-    end
-  elseif query:dim() == 2 then
-    if key:dim() ~= 2 or value:dim() ~= 2 then
-      error(("%s: for unbatched (2-D) query, expected key and value to be 2-D but found %d-D and %d-D tensors")
-        :format(fn, key:dim(), value:dim()), 2)
-    end
-    if kpm and kpm:dim() ~= 1 then
-      error(("%s: for unbatched (2-D) query, expected key_padding_mask to be nil or 1-D but found %d-D")
-        :format(fn, kpm:dim()), 2)
+    if kpm and kpm:dim() ~= nd - 1 then
+      error(("%s: for %s query, expected key_padding_mask to be nil or %d-D but found %d-D")
+        :format(fn, kind, nd - 1, kpm:dim()), 2)
     end
   else
     error(("%s: query should be unbatched 2-D or batched 3-D but received a %d-D tensor"):format(fn, query:dim()), 2)
