@@ -378,6 +378,17 @@ bool attnL_grad_enabled(lua_State *L) {
 /* ------------------------------------------------------------------------ */
 /* Userdata                                                                  */
 
+void attnL_to_one_based(attn_tensor *t) {
+  int64_t n = attn_tensor_numel(t);
+  if (t->dtype == ATTN_INT64) {
+    int64_t *p = attn_tensor_i64(t);
+    for (int64_t i = 0; i < n; i++) p[i] += 1;
+    return;
+  }
+  float *p = attn_tensor_data(t);
+  for (int64_t i = 0; i < n; i++) p[i] += 1.0f;
+}
+
 attn_tensor **attnL_newbox(lua_State *L) {
   tensor_box *box = lua_newuserdatauv(L, sizeof *box, 1);
   box->t = NULL; /* safe before anything can fail */

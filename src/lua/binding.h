@@ -89,6 +89,9 @@ attn_tensor **attnL_newbox(lua_State *L);
 attn_tensor **attnL_checkbox(lua_State *L, int idx);
 /* Pushes t, taking over the caller's reference (t may not be NULL). */
 void attnL_push(lua_State *L, attn_tensor *t);
+/* Adds 1 to every element of t, a fresh contiguous int64 or float32 index
+   tensor from the core: core indices are 0-based, Lua's 1-based. */
+void attnL_to_one_based(attn_tensor *t);
 /* Tells Lua's GC the true size of what the filled box holds (header, and
    storage the first time it is seen), so loops of temporaries of any size
    stay bounded. */

@@ -36,18 +36,6 @@ static attn_tensor *index_arg(lua_State *L, int arg, int64_t limit, const char *
   return attnL_checkindex(L, arg, limit, fn, name);
 }
 static attn_tensor *mask_arg(lua_State *L, int arg, const char *fn) { return attnL_totensor(L, arg, fn, "mask"); }
-/* The fresh 0-based index result in box becomes 1-based (offset 1 for
-   every index the core hands out). */
-static void index_result(attn_tensor *t) {
-  int64_t n = attn_tensor_numel(t);
-  if (t->dtype == ATTN_INT64) {
-    int64_t *p = attn_tensor_i64(t);
-    for (int64_t i = 0; i < n; i++) p[i] += 1;
-    return;
-  }
-  float *p = attn_tensor_data(t);
-  for (int64_t i = 0; i < n; i++) p[i] += 1.0f;
-}
 
 /* ------------------------------------------------------------------------ */
 /* Options: positional values or one trailing table of torch's keywords.    */
@@ -65,7 +53,7 @@ static int opts_at(lua_State *L, int arg, const char *fn, const char *const *kno
 
 static int push_pair(lua_State *L, attn_status st, attn_tensor **values, attn_tensor **indices, bool want_values) {
   if (st) return attnL_error(L);
-  index_result(*indices);
+  attnL_to_one_based(*indices);
   attnL_account(L, values);
   attnL_account(L, indices);
   if (!want_values) return 1; /* indices on top */
@@ -254,7 +242,7 @@ static int l_nonzero(lua_State *L) {
   int as_tuple = attnL_option_bool(L, attnL_option_field(L, opts, "as_tuple"), "nonzero", "as_tuple", 0);
   attn_tensor **box = attnL_newbox(L);
   if (attn_nonzero(t, box)) return attnL_error(L);
-  index_result(*box);
+  attnL_to_one_based(*box);
   attnL_account(L, box);
   if (!as_tuple) return 1;
   /* one 1-d tensor per dim (columns of the [n, ndim] result); a 0-d input gives one [n] tensor of 1s like torch */
@@ -307,7 +295,7 @@ static int l_bucketize(lua_State *L) {
   }
   attn_tensor **box = attnL_newbox(L);
   if (attn_bucketize(t, b, right, box)) return attnL_error(L);
-  index_result(*box);
+  attnL_to_one_based(*box);
   attnL_account(L, box);
   return 1;
 }

@@ -343,18 +343,6 @@ static int l_randint(lua_State *L) {
   return factory_done(L, st, "randint", rg);
 }
 
-/* Adds 1 to a fresh contiguous index tensor (core indices are 0-based). */
-static void to_one_based(attn_tensor *t) {
-  int64_t n = attn_tensor_numel(t);
-  if (t->dtype == ATTN_INT64) {
-    int64_t *d = attn_tensor_i64(t);
-    for (int64_t i = 0; i < n; i++) d[i] += 1;
-    return;
-  }
-  float *d = attn_tensor_data(t);
-  for (int64_t i = 0; i < n; i++) d[i] += 1.0f;
-}
-
 /* attn.randperm(n[, gen]): a random permutation of 1..n */
 static int l_randperm(lua_State *L) {
   int top;
@@ -363,7 +351,7 @@ static int l_randperm(lua_State *L) {
   check_no_extra(L, 2, top, "randperm");
   attn_tensor **box = attnL_newbox(L);
   attn_status st = attn_randperm(n, g, box);
-  if (!st) to_one_based(*box);
+  if (!st) attnL_to_one_based(*box);
   return attnL_result(L, st);
 }
 
@@ -382,7 +370,7 @@ static int l_multinomial(lua_State *L) {
   check_no_extra(L, 4, top, "multinomial");
   attn_tensor **box = attnL_newbox(L);
   attn_status st = attn_multinomial(p, n, repl, g, box);
-  if (!st) to_one_based(*box);
+  if (!st) attnL_to_one_based(*box);
   return attnL_result(L, st);
 }
 

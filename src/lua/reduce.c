@@ -25,18 +25,6 @@
 #include <math.h>
 #include <string.h>
 
-/* The result box on top of the stack holds fresh 0-based indices. */
-static void to_one_based(attn_tensor *t) {
-  int64_t n = attn_tensor_numel(t);
-  if (t->dtype == ATTN_INT64) {
-    int64_t *p = attn_tensor_i64(t);
-    for (int64_t i = 0; i < n; i++) p[i] += 1;
-    return;
-  }
-  float *p = attn_tensor_data(t);
-  for (int64_t i = 0; i < n; i++) p[i] += 1.0f;
-}
-
 /* Completes a reduction over everything: the 0-d result on top becomes
    [1, 1, ...] (ndim ones) when keepdim is set. */
 static int all_result(lua_State *L, attn_status st, int ndim, int keepdim) {
@@ -59,13 +47,13 @@ static int reduce_at(lua_State *L, attn_reduce_op op, const char *fn, const attn
   if (lua_isnoneornil(L, darg)) {
     box = attnL_newbox(L);
     attn_status st = attn_reduce_all(op, t, opts, box);
-    if (st == ATTN_OK && arg) to_one_based(*box);
+    if (st == ATTN_OK && arg) attnL_to_one_based(*box);
     return all_result(L, st, t->ndim, keepdim);
   }
   int dim = attnL_checkdim(L, darg, t->ndim, 0, fn);
   box = attnL_newbox(L);
   attn_status st = attn_reduce_dim(op, t, dim, keepdim, opts, box);
-  if (st == ATTN_OK && arg) to_one_based(*box);
+  if (st == ATTN_OK && arg) attnL_to_one_based(*box);
   return attnL_result(L, st);
 }
 
@@ -97,7 +85,7 @@ static int max_min(lua_State *L, bool is_min) {
   attn_tensor **values = attnL_newbox(L);
   attn_tensor **indices = attnL_newbox(L);
   if (attn_max_dim(t, dim, keepdim, is_min, values, indices)) return attnL_error(L);
-  to_one_based(*indices);
+  attnL_to_one_based(*indices);
   attnL_account(L, values);
   attnL_account(L, indices);
   return 2;
