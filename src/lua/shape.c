@@ -77,14 +77,20 @@ static int l_cat(lua_State *L) {
   return cat_checked(L, "cat", n, ts, ref, dim);
 }
 
+/* The tensor list at argument 1 of fn; an empty one raises. */
+static int nonempty_list(lua_State *L, const attn_tensor ***ts, const char *fn) {
+  int n = attnL_checktensorlist(L, 1, ts, fn);
+  if (n == 0) attnL_raise(L, "%s: expected a non-empty list of tensors", fn);
+  return n;
+}
+
 /* attn.stack({t1, t2, ...}, dim?): equal shapes, new dim (default 1; up to
    ndim + 1). */
 static int l_stack(lua_State *L) {
   char sa[128], sb[128];
   const attn_tensor **ts;
   lua_settop(L, 2);
-  int n = attnL_checktensorlist(L, 1, &ts, "stack");
-  if (n == 0) return attnL_raise(L, "stack: expected a non-empty list of tensors");
+  int n = nonempty_list(L, &ts, "stack");
   for (int i = 1; i < n; i++)
     if (!attn_same_shape(ts[i], ts[0]))
       return attnL_raise(L, "stack: tensors[%d] has shape %s but tensors[1] has shape %s; all must be equal", i + 1,
@@ -117,8 +123,7 @@ static void promote(lua_State *L, int n, const attn_tensor **ts, int atleast) {
 static int l_vstack(lua_State *L) {
   const attn_tensor **ts;
   lua_settop(L, 1);
-  int n = attnL_checktensorlist(L, 1, &ts, "vstack");
-  if (n == 0) return attnL_raise(L, "vstack: expected a non-empty list of tensors");
+  int n = nonempty_list(L, &ts, "vstack");
   promote(L, n, ts, 2);
   return cat_checked(L, "vstack", n, ts, cat_reference(L, "vstack", n, ts), 0);
 }
@@ -128,8 +133,7 @@ static int l_vstack(lua_State *L) {
 static int l_hstack(lua_State *L) {
   const attn_tensor **ts;
   lua_settop(L, 1);
-  int n = attnL_checktensorlist(L, 1, &ts, "hstack");
-  if (n == 0) return attnL_raise(L, "hstack: expected a non-empty list of tensors");
+  int n = nonempty_list(L, &ts, "hstack");
   promote(L, n, ts, 1);
   /* every input has >= 1 dim, and a first input with >= 2 makes every
      other non-skipped one need as many: dim is always valid */
