@@ -348,6 +348,26 @@ local function ff_block(self, x, drop_out)
   return drop_out(self.linear2(self.dropout(self.activation(self.linear1(x)))))
 end
 
+-- the options r and the children both layers share, in torch's order:
+-- self_attn, multihead_attn (cross: the decoder's), linear1, dropout,
+-- linear2, norm1..norm<n>, dropout1..dropout<n>, then the activation
+local function layer_children(self, r, cross, n)
+  self.d_model, self.nhead, self.dim_feedforward = r.d_model, r.nhead, r.dim_feedforward
+  self.dropout_p, self.layer_norm_eps = r.dropout, r.layer_norm_eps
+  self.batch_first, self.norm_first = r.batch_first, r.norm_first
+  self.self_attn = attention.MultiheadAttention(r.d_model, r.nhead, {dropout = r.dropout, batch_first = r.batch_first})
+  if cross then
+    self.multihead_attn = attention.MultiheadAttention(r.d_model, r.nhead, {dropout = r.dropout,
+                                                                     batch_first = r.batch_first})
+  end
+  self.linear1 = nn.Linear(r.d_model, r.dim_feedforward)
+  self.dropout = nn.Dropout(r.dropout)
+  self.linear2 = nn.Linear(r.dim_feedforward, r.d_model)
+  for i = 1, n do self["norm" .. i] = nn.LayerNorm(r.d_model, {eps = r.layer_norm_eps}) end
+  for i = 1, n do self["dropout" .. i] = nn.Dropout(r.dropout) end
+  set_activation(self, r)
+end
+
 local TransformerEncoderLayer = nn.Module:extend("TransformerEncoderLayer")
 M.TransformerEncoderLayer = TransformerEncoderLayer
 
@@ -357,19 +377,7 @@ M.TransformerEncoderLayer = TransformerEncoderLayer
 -- Children: self_attn, linear1, dropout, linear2, norm1, norm2, dropout1,
 -- dropout2 (and activation when it is a module).
 function TransformerEncoderLayer:init(...)
-  local r = layer_options("TransformerEncoderLayer", table.pack(...), 4)
-  self.d_model, self.nhead, self.dim_feedforward = r.d_model, r.nhead, r.dim_feedforward
-  self.dropout_p, self.layer_norm_eps = r.dropout, r.layer_norm_eps
-  self.batch_first, self.norm_first = r.batch_first, r.norm_first
-  self.self_attn = attention.MultiheadAttention(r.d_model, r.nhead, {dropout = r.dropout, batch_first = r.batch_first})
-  self.linear1 = nn.Linear(r.d_model, r.dim_feedforward)
-  self.dropout = nn.Dropout(r.dropout)
-  self.linear2 = nn.Linear(r.dim_feedforward, r.d_model)
-  self.norm1 = nn.LayerNorm(r.d_model, {eps = r.layer_norm_eps})
-  self.norm2 = nn.LayerNorm(r.d_model, {eps = r.layer_norm_eps})
-  self.dropout1 = nn.Dropout(r.dropout)
-  self.dropout2 = nn.Dropout(r.dropout)
-  set_activation(self, r)
+  layer_children(self, layer_options("TransformerEncoderLayer", table.pack(...), 4), false, 2)
 end
 
 -- runs the layer on checked arguments (the containers call this)
@@ -421,23 +429,7 @@ M.TransformerDecoderLayer = TransformerDecoderLayer
 -- multihead_attn, linear1, dropout, linear2, norm1, norm2, norm3,
 -- dropout1, dropout2, dropout3 (and activation when it is a module).
 function TransformerDecoderLayer:init(...)
-  local r = layer_options("TransformerDecoderLayer", table.pack(...), 4)
-  self.d_model, self.nhead, self.dim_feedforward = r.d_model, r.nhead, r.dim_feedforward
-  self.dropout_p, self.layer_norm_eps = r.dropout, r.layer_norm_eps
-  self.batch_first, self.norm_first = r.batch_first, r.norm_first
-  self.self_attn = attention.MultiheadAttention(r.d_model, r.nhead, {dropout = r.dropout, batch_first = r.batch_first})
-  self.multihead_attn = attention.MultiheadAttention(r.d_model, r.nhead, {dropout = r.dropout,
-                                                                   batch_first = r.batch_first})
-  self.linear1 = nn.Linear(r.d_model, r.dim_feedforward)
-  self.dropout = nn.Dropout(r.dropout)
-  self.linear2 = nn.Linear(r.dim_feedforward, r.d_model)
-  self.norm1 = nn.LayerNorm(r.d_model, {eps = r.layer_norm_eps})
-  self.norm2 = nn.LayerNorm(r.d_model, {eps = r.layer_norm_eps})
-  self.norm3 = nn.LayerNorm(r.d_model, {eps = r.layer_norm_eps})
-  self.dropout1 = nn.Dropout(r.dropout)
-  self.dropout2 = nn.Dropout(r.dropout)
-  self.dropout3 = nn.Dropout(r.dropout)
-  set_activation(self, r)
+  layer_children(self, layer_options("TransformerDecoderLayer", table.pack(...), 4), true, 3)
 end
 
 -- a = {tgt_mask, kind, memory_mask, kind, tgt_kpm, kind, memory_kpm, kind}
