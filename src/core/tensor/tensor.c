@@ -501,18 +501,38 @@ void attn__broadcast_strides(const attn_tensor *t, int ndim, const int64_t *shap
   }
 }
 
-bool attn__gather_contiguous(const attn_tensor *src, void *dst_) {
-  int64_t shape[ATTN_MAX_DIMS], strides[1][ATTN_MAX_DIMS];
+/* src's shape and strides, coalesced, for the two gathers below; the
+   number of dims left. */
+static int gather_dims(const attn_tensor *src, int64_t shape[ATTN_MAX_DIMS], int64_t strides[1][ATTN_MAX_DIMS]) {
   for (int i = 0; i < src->ndim; i++) {
     shape[i] = src->shape[i];
     strides[0][i] = src->stride[i];
   }
-  int64_t numel = attn_tensor_numel(src);
-  if (numel == 0) return true;
+  return attn__coalesce(src->ndim, shape, 1, strides);
+}
+
+/* Steps the odometer idx over dims [0, nd - 1) to the next row, keeping
+   pos its element offset (stride: the dims' strides); false after the
+   last row. */
+static inline bool next_row(int nd, const int64_t *shape, const int64_t *stride, int64_t *idx, int64_t *pos) {
+  for (int d = nd - 2; d >= 0; d--) {
+    if (++idx[d] < shape[d]) {
+      *pos += stride[d];
+      return true;
+    }
+    *pos -= stride[d] * (shape[d] - 1);
+    idx[d] = 0;
+  }
+  return false;
+}
+
+bool attn__gather_contiguous(const attn_tensor *src, void *dst_) {
+  int64_t shape[ATTN_MAX_DIMS], strides[1][ATTN_MAX_DIMS];
+  if (attn_tensor_numel(src) == 0) return true;
   if (src->dtype != ATTN_FLOAT32) return attn__gather_contiguous_any(src, dst_);
   float *dst = dst_;
   const float *base = attn_tensor_data(src);
-  int nd = attn__coalesce(src->ndim, shape, 1, strides);
+  int nd = gather_dims(src, shape, strides);
   if (src->ndim == 0) {
     dst[0] = base[0];
     return true;
@@ -528,16 +548,7 @@ bool attn__gather_contiguous(const attn_tensor *src, void *dst_) {
     else
       for (int64_t i = 0; i < inner; i++) dst[i] = p[i * is];
     dst += inner;
-    int d = nd - 2;
-    for (; d >= 0; d--) {
-      if (++idx[d] < shape[d]) {
-        pos += strides[0][d];
-        break;
-      }
-      pos -= strides[0][d] * (shape[d] - 1);
-      idx[d] = 0;
-    }
-    if (d < 0) break;
+    if (!next_row(nd, shape, strides[0], idx, &pos)) break;
   }
   return true;
 }
@@ -545,12 +556,7 @@ bool attn__gather_contiguous(const attn_tensor *src, void *dst_) {
 /* The same for any dtype: elements of attn_dtype_size bytes. */
 bool attn__gather_contiguous_any(const attn_tensor *src, void *dst_) {
   int64_t shape[ATTN_MAX_DIMS], strides[1][ATTN_MAX_DIMS];
-  for (int i = 0; i < src->ndim; i++) {
-    shape[i] = src->shape[i];
-    strides[0][i] = src->stride[i];
-  }
-  int64_t numel = attn_tensor_numel(src);
-  if (numel == 0) return true;
+  if (attn_tensor_numel(src) == 0) return true;
   const size_t es = attn_dtype_size(src->dtype);
   char *dst = dst_;
   const char *base = attn_tensor_ptr(src);
@@ -558,7 +564,7 @@ bool attn__gather_contiguous_any(const attn_tensor *src, void *dst_) {
     memcpy(dst, base, es);
     return true;
   }
-  int nd = attn__coalesce(src->ndim, shape, 1, strides);
+  int nd = gather_dims(src, shape, strides);
   int64_t inner = shape[nd - 1], is = strides[0][nd - 1];
   int64_t idx[ATTN_MAX_DIMS] = {0};
   int64_t pos = 0, work = 0;
@@ -572,16 +578,7 @@ bool attn__gather_contiguous_any(const attn_tensor *src, void *dst_) {
     else
       for (int64_t i = 0; i < inner; i++) memcpy(dst + (size_t)i * es, p + (size_t)(i * is) * es, es);
     dst += (size_t)inner * es;
-    int d = nd - 2;
-    for (; d >= 0; d--) {
-      if (++idx[d] < shape[d]) {
-        pos += strides[0][d];
-        break;
-      }
-      pos -= strides[0][d] * (shape[d] - 1);
-      idx[d] = 0;
-    }
-    if (d < 0) break;
+    if (!next_row(nd, shape, strides[0], idx, &pos)) break;
   }
   return true;
 }
