@@ -35,27 +35,16 @@ static void copy_strided_f32(int ndim, const int64_t *shape_in, float *dst, cons
   }
   int nd = attn__coalesce(ndim, shape, 2, st);
   int64_t inner = shape[nd - 1], ds = st[0][nd - 1], ss = st[1][nd - 1];
-  int64_t idx[ATTN_MAX_DIMS] = {0}, pd = 0, ps = 0;
+  int64_t idx[ATTN_MAX_DIMS] = {0}, pos[2] = {0, 0};
   for (;;) {
     if (ds == 1 && ss == 1) {
-      memcpy(dst + pd, src + ps, (size_t)inner * sizeof(float));
+      memcpy(dst + pos[0], src + pos[1], (size_t)inner * sizeof(float));
     } else {
-      float *d = dst + pd;
-      const float *s = src + ps;
+      float *d = dst + pos[0];
+      const float *s = src + pos[1];
       for (int64_t i = 0; i < inner; i++) d[i * ds] = s[i * ss];
     }
-    int k = nd - 2;
-    for (; k >= 0; k--) {
-      if (++idx[k] < shape[k]) {
-        pd += st[0][k];
-        ps += st[1][k];
-        break;
-      }
-      pd -= st[0][k] * (shape[k] - 1);
-      ps -= st[1][k] * (shape[k] - 1);
-      idx[k] = 0;
-    }
-    if (k < 0) break;
+    if (!attn__next_row(nd, shape, 2, st, idx, pos)) break;
   }
 }
 
@@ -75,26 +64,15 @@ static void copy_strided_bytes(int ndim, const int64_t *shape_in, char *dst, con
   }
   int nd = attn__coalesce(ndim, shape, 2, st);
   int64_t inner = shape[nd - 1], ds = st[0][nd - 1], ss = st[1][nd - 1];
-  int64_t idx[ATTN_MAX_DIMS] = {0}, pd = 0, ps = 0;
+  int64_t idx[ATTN_MAX_DIMS] = {0}, pos[2] = {0, 0};
   for (;;) {
     if (ds == 1 && ss == 1) {
-      memcpy(dst + pd * (int64_t)es, src + ps * (int64_t)es, (size_t)inner * es);
+      memcpy(dst + pos[0] * (int64_t)es, src + pos[1] * (int64_t)es, (size_t)inner * es);
     } else {
       for (int64_t i = 0; i < inner; i++)
-        memcpy(dst + (pd + i * ds) * (int64_t)es, src + (ps + i * ss) * (int64_t)es, es);
+        memcpy(dst + (pos[0] + i * ds) * (int64_t)es, src + (pos[1] + i * ss) * (int64_t)es, es);
     }
-    int k = nd - 2;
-    for (; k >= 0; k--) {
-      if (++idx[k] < shape[k]) {
-        pd += st[0][k];
-        ps += st[1][k];
-        break;
-      }
-      pd -= st[0][k] * (shape[k] - 1);
-      ps -= st[1][k] * (shape[k] - 1);
-      idx[k] = 0;
-    }
-    if (k < 0) break;
+    if (!attn__next_row(nd, shape, 2, st, idx, pos)) break;
   }
 }
 

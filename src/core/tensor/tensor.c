@@ -511,21 +511,6 @@ static int gather_dims(const attn_tensor *src, int64_t shape[ATTN_MAX_DIMS], int
   return attn__coalesce(src->ndim, shape, 1, strides);
 }
 
-/* Steps the odometer idx over dims [0, nd - 1) to the next row, keeping
-   pos its element offset (stride: the dims' strides); false after the
-   last row. */
-static inline bool next_row(int nd, const int64_t *shape, const int64_t *stride, int64_t *idx, int64_t *pos) {
-  for (int d = nd - 2; d >= 0; d--) {
-    if (++idx[d] < shape[d]) {
-      *pos += stride[d];
-      return true;
-    }
-    *pos -= stride[d] * (shape[d] - 1);
-    idx[d] = 0;
-  }
-  return false;
-}
-
 bool attn__gather_contiguous(const attn_tensor *src, void *dst_) {
   int64_t shape[ATTN_MAX_DIMS], strides[1][ATTN_MAX_DIMS];
   if (attn_tensor_numel(src) == 0) return true;
@@ -548,7 +533,7 @@ bool attn__gather_contiguous(const attn_tensor *src, void *dst_) {
     else
       for (int64_t i = 0; i < inner; i++) dst[i] = p[i * is];
     dst += inner;
-    if (!next_row(nd, shape, strides[0], idx, &pos)) break;
+    if (!attn__next_row(nd, shape, 1, strides, idx, &pos)) break;
   }
   return true;
 }
@@ -578,7 +563,7 @@ bool attn__gather_contiguous_any(const attn_tensor *src, void *dst_) {
     else
       for (int64_t i = 0; i < inner; i++) memcpy(dst + (size_t)i * es, p + (size_t)(i * is) * es, es);
     dst += (size_t)inner * es;
-    if (!next_row(nd, shape, strides[0], idx, &pos)) break;
+    if (!attn__next_row(nd, shape, 1, strides, idx, &pos)) break;
   }
   return true;
 }
@@ -1063,7 +1048,7 @@ attn_status attn__copy_raw(attn_tensor *dst, const attn_tensor *src) {
     const size_t es = attn_dtype_size(dst->dtype);
     char *db = attn_tensor_ptr(dst);
     const char *sbase = attn_tensor_ptr(src);
-    int64_t idx[ATTN_MAX_DIMS] = {0}, pd = 0, ps = 0, work = 0;
+    int64_t idx[ATTN_MAX_DIMS] = {0}, pos[2] = {0, 0}, work = 0;
     int64_t inner = ndim ? shape[nd - 1] : 1, ds = ndim ? strides[0][nd - 1] : 0, ss = ndim ? strides[1][nd - 1] : 0;
     for (;;) {
       if (attn__poll_work(&work, inner)) {
@@ -1071,44 +1056,22 @@ attn_status attn__copy_raw(attn_tensor *dst, const attn_tensor *src) {
         return attn__limit_error("copy_");
       }
       for (int64_t i = 0; i < inner; i++)
-        memcpy(db + (size_t)(pd + i * ds) * es, sbase + (size_t)(ps + i * ss) * es, es);
-      int k = ndim ? nd - 2 : -1;
-      for (; k >= 0; k--) {
-        if (++idx[k] < shape[k]) {
-          pd += strides[0][k];
-          ps += strides[1][k];
-          break;
-        }
-        pd -= strides[0][k] * (shape[k] - 1);
-        ps -= strides[1][k] * (shape[k] - 1);
-        idx[k] = 0;
-      }
-      if (k < 0) break;
+        memcpy(db + (size_t)(pos[0] + i * ds) * es, sbase + (size_t)(pos[1] + i * ss) * es, es);
+      if (!ndim || !attn__next_row(nd, shape, 2, strides, idx, pos)) break;
     }
   } else if (attn_tensor_numel(dst) > 0) {
     if (ndim == 0) {
       d[0] = s[0];
     } else {
-      int64_t idx[ATTN_MAX_DIMS] = {0}, pd = 0, ps = 0, work = 0;
+      int64_t idx[ATTN_MAX_DIMS] = {0}, pos[2] = {0, 0}, work = 0;
       int64_t inner = shape[nd - 1], ds = strides[0][nd - 1], ss = strides[1][nd - 1];
       for (;;) {
         if (attn__poll_work(&work, inner)) {
           attn_tensor_release(tmp);
           return attn__limit_error("copy_");
         }
-        for (int64_t i = 0; i < inner; i++) d[pd + i * ds] = s[ps + i * ss];
-        int k = nd - 2;
-        for (; k >= 0; k--) {
-          if (++idx[k] < shape[k]) {
-            pd += strides[0][k];
-            ps += strides[1][k];
-            break;
-          }
-          pd -= strides[0][k] * (shape[k] - 1);
-          ps -= strides[1][k] * (shape[k] - 1);
-          idx[k] = 0;
-        }
-        if (k < 0) break;
+        for (int64_t i = 0; i < inner; i++) d[pos[0] + i * ds] = s[pos[1] + i * ss];
+        if (!attn__next_row(nd, shape, 2, strides, idx, pos)) break;
       }
     }
   }

@@ -51,6 +51,24 @@ static inline int attn__iter_next(attn__iter *it) {
    it.  Used by the elementwise kernels to get long inner loops. */
 int attn__coalesce(int ndim, int64_t *shape, int ntensors, int64_t (*strides)[ATTN_MAX_DIMS]);
 
+/* Steps the odometer idx over coalesced dims [0, nd - 1) to the next row
+   (dim nd - 1 is the caller's inner loop), keeping pos[j] the row's
+   element offset in each of the n tensors (strides as attn__coalesce
+   left them); false after the last row.  Once a row, outside the inner
+   loop. */
+static inline bool attn__next_row(int nd, const int64_t *shape, int n, int64_t (*strides)[ATTN_MAX_DIMS], int64_t *idx,
+                                  int64_t *pos) {
+  for (int d = nd - 2; d >= 0; d--) {
+    if (++idx[d] < shape[d]) {
+      for (int j = 0; j < n; j++) pos[j] += strides[j][d];
+      return true;
+    }
+    for (int j = 0; j < n; j++) pos[j] -= strides[j][d] * (shape[d] - 1);
+    idx[d] = 0;
+  }
+  return false;
+}
+
 /* Strides of t broadcast to (ndim, shape): 0 where t is broadcast. */
 void attn__broadcast_strides(const attn_tensor *t, int ndim, const int64_t *shape, int64_t *stride);
 
