@@ -578,6 +578,15 @@ void attn_file_writer_abort(attn_file_writer *w) {
 /* ------------------------------------------------------------------------ */
 /* Named-tensor lists                                                        */
 
+attn_status attn__nt_finish(attn_status st, attn_named_tensors *nt, attn_named_tensors **out) {
+  if (st) {
+    attn_named_tensors_free(nt);
+    return st;
+  }
+  *out = nt;
+  return ATTN_OK;
+}
+
 attn_status attn__nt_alloc(const char *fn, int n, bool with_info, attn_named_tensors **out) {
   attn_named_tensors *nt = attn__calloc(1, sizeof *nt);
   if (!nt) return attn_set_error(ATTN_ERR_NOMEM, "%s: out of memory", fn);

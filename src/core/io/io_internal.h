@@ -132,6 +132,9 @@ void attn__sink_abort(attn__sink *k);
 
 /* An empty list with room for n entries (names NULL). */
 attn_status attn__nt_alloc(const char *fn, int n, bool with_info, attn_named_tensors **out);
+/* Ends a reader: st OK hands nt out through *out, anything else frees nt
+   (NULL is fine); returns st. */
+attn_status attn__nt_finish(attn_status st, attn_named_tensors *nt, attn_named_tensors **out);
 /* Checks names: non-empty, no duplicates.  what names the file kind. */
 attn_status attn__nt_check_names(const char *fn, const char *label, int n, char *const *names);
 

@@ -604,12 +604,7 @@ done:
   for (int i = 0; es && i < n; i++) free(es[i].name);
   free(es);
   free(cd);
-  if (st) {
-    attn_named_tensors_free(nt);
-    return st;
-  }
-  *out = nt;
-  return ATTN_OK;
+  return attn__nt_finish(st, nt, out);
 }
 
 attn_status attn_npz_load(const char *path, attn_named_tensors **out) {

@@ -304,12 +304,7 @@ static attn_status st_parse(const char *fn, const char *label, const char *hdr, 
 done:
   free(ranges);
   cJSON_Delete(root);
-  if (st) {
-    attn_named_tensors_free(nt);
-    return st;
-  }
-  *out = nt;
-  return ATTN_OK;
+  return attn__nt_finish(st, nt, out);
 }
 
 attn_status attn__safetensors_read(FILE *f, uint64_t size, const char *fn, const char *label, bool load_data,
