@@ -96,6 +96,20 @@ out:
 /* ------------------------------------------------------------------------ */
 /* prod                                                                      */
 
+/* The operands prod's and max's backward share: x (saved[0]) contiguous,
+   g and y (saved[1]) contiguous with the reduced dim put back, and r, a
+   fresh gradient of the input's shape; the caller releases what is set,
+   also on failure. */
+static attn_status saved_operands(attn_node *node, const attn_tensor *g, const char *fn, attn_tensor **x,
+                                  attn_tensor **gk, attn_tensor **yk, attn_tensor **r) {
+  const attn__edge *in = &node->next[0];
+  attn_status st;
+  if ((st = attn_contiguous(node->saved[0], x))) return st;
+  if ((st = contig_unreduced(node, g, gk))) return st;
+  if ((st = contig_unreduced(node, node->saved[1], yk))) return st;
+  return attn__alloc(fn, in->ndim, in->shape, r);
+}
+
 /* torch's prod_backward: with no zero anywhere in x, g * (y / x); else the
    zero-safe form g * (exclusive cumprod * reverse exclusive cumprod), the
    cumprods accumulated in double and rounded to float like torch's CPU
@@ -108,10 +122,7 @@ attn_status attn__prod_backward(attn_node *node, const attn_tensor *g, attn_tens
   }
   attn_tensor *x = NULL, *gk = NULL, *yk = NULL, *r = NULL;
   attn_status st;
-  TRY(attn_contiguous(node->saved[0], &x));
-  TRY(contig_unreduced(node, g, &gk));
-  TRY(contig_unreduced(node, node->saved[1], &yk));
-  TRY(attn__alloc("prod backward", in->ndim, in->shape, &r));
+  TRY(saved_operands(node, g, "prod backward", &x, &gk, &yk, &r));
   int64_t outer, n, inner;
   blocks(node, &outer, &n, &inner);
   const float *xp = attn_tensor_data(x), *gp = attn_tensor_data(gk), *yp = attn_tensor_data(yk);
@@ -190,13 +201,9 @@ out:
    evenly_distribute_backward.  Along a dim without indices (amax/amin,
    AmaxBackward0): (g / count) * mask per slice, torch's scale_grad_by_count. */
 attn_status attn__extreme_backward(attn_node *node, const attn_tensor *g, attn_tensor **grads) {
-  const attn__edge *in = &node->next[0];
   attn_tensor *x = NULL, *gk = NULL, *yk = NULL, *r = NULL;
   attn_status st;
-  TRY(attn_contiguous(node->saved[0], &x));
-  TRY(contig_unreduced(node, g, &gk));
-  TRY(contig_unreduced(node, node->saved[1], &yk));
-  TRY(attn__alloc("max backward", in->ndim, in->shape, &r));
+  TRY(saved_operands(node, g, "max backward", &x, &gk, &yk, &r));
   int64_t outer, n, inner;
   blocks(node, &outer, &n, &inner);
   bool all = node_dim(node) < 0;
