@@ -960,34 +960,31 @@ static bool fill_walk_init(attn_tensor *t, attn__iter *it) {
 
 /* fill_ without autograd (views.c's attn_fill_ records, then calls this). */
 attn_status attn__fill_raw(attn_tensor *t, float value) {
+  if (t->dtype != ATTN_FLOAT32) return attn__fill_raw_f64(t, value);
   attn__iter it;
   if (!fill_walk_init(t, &it)) return ATTN_OK;
-  if (t->dtype != ATTN_FLOAT32) {
-    do store_f64(t->storage, it.pos, value);
-    while (attn__iter_next(&it));
-    return ATTN_OK;
-  }
   float *base = t->storage->data;
   do base[it.pos] = value;
   while (attn__iter_next(&it));
   return ATTN_OK;
 }
 
-attn_status attn__fill_raw_i64(attn_tensor *t, int64_t value) {
+/* The fills of any dtype: iv stored exactly when as_int, dv otherwise. */
+static attn_status fill_raw_any(attn_tensor *t, bool as_int, int64_t iv, double dv) {
   attn__iter it;
   if (!fill_walk_init(t, &it)) return ATTN_OK;
-  do store_i64(t->storage, it.pos, value);
-  while (attn__iter_next(&it));
+  do {
+    if (as_int)
+      store_i64(t->storage, it.pos, iv);
+    else
+      store_f64(t->storage, it.pos, dv);
+  } while (attn__iter_next(&it));
   return ATTN_OK;
 }
 
-attn_status attn__fill_raw_f64(attn_tensor *t, double value) {
-  attn__iter it;
-  if (!fill_walk_init(t, &it)) return ATTN_OK;
-  do store_f64(t->storage, it.pos, value);
-  while (attn__iter_next(&it));
-  return ATTN_OK;
-}
+attn_status attn__fill_raw_i64(attn_tensor *t, int64_t value) { return fill_raw_any(t, true, value, 0.0); }
+
+attn_status attn__fill_raw_f64(attn_tensor *t, double value) { return fill_raw_any(t, false, 0, value); }
 
 /* ------------------------------------------------------------------------ */
 /* Raw copies (no autograd): the graph and views.c build on these            */
