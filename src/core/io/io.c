@@ -694,6 +694,12 @@ attn_status attn_named_tensors_set_meta(attn_named_tensors *nt, const char *key,
 
 static int cmp_str_ptr(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
+attn_status attn__nt_check_save(const char *fn, const char *path, const attn_named_tensors *nt) {
+  if (!nt) return attn_set_error(ATTN_ERR_ARG, "%s: tensor list is NULL", fn);
+  if (!path) return attn_set_error(ATTN_ERR_ARG, "%s: path is NULL", fn);
+  return attn__nt_check_names(fn, path, nt->n, nt->names);
+}
+
 attn_status attn__nt_check_names(const char *fn, const char *label, int n, char *const *names) {
   if (n <= 0) return ATTN_OK;
   for (int i = 0; i < n; i++) {

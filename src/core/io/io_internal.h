@@ -137,6 +137,9 @@ attn_status attn__nt_alloc(const char *fn, int n, bool with_info, attn_named_ten
 attn_status attn__nt_finish(attn_status st, attn_named_tensors *nt, attn_named_tensors **out);
 /* Checks names: non-empty, no duplicates.  what names the file kind. */
 attn_status attn__nt_check_names(const char *fn, const char *label, int n, char *const *names);
+/* A writer's first checks: nt and path given and nt's names valid
+   (messages name fn and path). */
+attn_status attn__nt_check_save(const char *fn, const char *path, const attn_named_tensors *nt);
 
 /* ------------------------------------------------------------------------ */
 /* Parsers on open streams (also used by the fuzz tests)                    */

@@ -631,9 +631,7 @@ typedef struct {
 
 attn_status attn__npz_save(const char *path, const attn_named_tensors *nt, bool force_zip64) {
   const char *fn = "npz_save";
-  if (!nt) return attn_set_error(ATTN_ERR_ARG, "%s: tensor list is NULL", fn);
-  if (!path) return attn_set_error(ATTN_ERR_ARG, "%s: path is NULL", fn);
-  attn_status st = attn__nt_check_names(fn, path, nt->n, nt->names);
+  attn_status st = attn__nt_check_save(fn, path, nt);
   if (st) return st;
   for (int i = 0; i < nt->n; i++) {
     if (!nt->tensors[i]) return attn_set_error(ATTN_ERR_ARG, "%s: '%s': tensor '%s' is NULL", fn, path, nt->names[i]);

@@ -459,9 +459,7 @@ static attn_status st_header(const char *fn, const attn_named_tensors *nt, const
 
 attn_status attn_safetensors_save(const char *path, const attn_named_tensors *nt) {
   const char *fn = "safetensors_save";
-  if (!nt) return attn_set_error(ATTN_ERR_ARG, "%s: tensor list is NULL", fn);
-  if (!path) return attn_set_error(ATTN_ERR_ARG, "%s: path is NULL", fn);
-  attn_status st = attn__nt_check_names(fn, path, nt->n, nt->names);
+  attn_status st = attn__nt_check_save(fn, path, nt);
   if (st) return st;
   for (int i = 0; i < nt->n; i++) {
     if (!nt->tensors[i]) return attn_set_error(ATTN_ERR_ARG, "%s: '%s': tensor '%s' is NULL", fn, path, nt->names[i]);
