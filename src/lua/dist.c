@@ -181,27 +181,18 @@ static int l_reduce_scatter(lua_State *L) {
   return finish(L, attn_dist_ireduce_scatter(t, op, box), box, async);
 }
 
-/* send(t, dst, tag, async) */
-static int l_send(lua_State *L) {
-  int dst = check_rank_arg(L, 2, "send", "dst");
+/* send(t, dst, tag, async) and recv(t, src, tag, async) */
+static int point_to_point(lua_State *L, bool send) {
+  int peer = check_rank_arg(L, 2, send ? "send" : "recv", send ? "dst" : "src");
   int tag = (int)luaL_optinteger(L, 3, 0);
   int async = lua_toboolean(L, 4);
   attn_dist_work **box = async ? new_work_box(L) : NULL;
   attn_tensor *t = attnL_check(L, 1);
-  if (!async) return attn_dist_send(t, dst, tag) ? dist_error(L) : 0;
-  return finish(L, attn_dist_isend(t, dst, tag, box), box, async);
+  if (!async) return (send ? attn_dist_send(t, peer, tag) : attn_dist_recv(t, peer, tag)) ? dist_error(L) : 0;
+  return finish(L, send ? attn_dist_isend(t, peer, tag, box) : attn_dist_irecv(t, peer, tag, box), box, async);
 }
-
-/* recv(t, src, tag, async) */
-static int l_recv(lua_State *L) {
-  int src = check_rank_arg(L, 2, "recv", "src");
-  int tag = (int)luaL_optinteger(L, 3, 0);
-  int async = lua_toboolean(L, 4);
-  attn_dist_work **box = async ? new_work_box(L) : NULL;
-  attn_tensor *t = attnL_check(L, 1);
-  if (!async) return attn_dist_recv(t, src, tag) ? dist_error(L) : 0;
-  return finish(L, attn_dist_irecv(t, src, tag, box), box, async);
-}
+static int l_send(lua_State *L) { return point_to_point(L, true); }
+static int l_recv(lua_State *L) { return point_to_point(L, false); }
 
 /* ring_attention(q, k, v, causal, scale) */
 static int l_ring_attention(lua_State *L) {
