@@ -274,6 +274,22 @@ static int reducer_overlapped(lua_State *L) {
   return 1;
 }
 
+/* The metatable name_mt of a handle (work or reducer): methods under
+   __index, gc as both __gc and __close. */
+static void handle_metatable(lua_State *L, const char *name_mt, const luaL_Reg *methods, const char *what,
+                             lua_CFunction gc) {
+  if (luaL_newmetatable(L, name_mt)) {
+    lua_newtable(L);
+    attnL_setmethods(L, methods, what);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, gc);
+    lua_setfield(L, -2, "__close");
+  }
+  lua_pop(L, 1);
+}
+
 void attnL_open_dist(lua_State *L, int module, int methods) {
   (void)methods;
   static const luaL_Reg work_methods[] = {{"wait", work_wait}, {"is_completed", work_is_completed}, {NULL, NULL}};
@@ -299,26 +315,8 @@ void attnL_open_dist(lua_State *L, int module, int methods) {
                                  {"reducer", l_reducer},
                                  {"ring_attention", l_ring_attention},
                                  {NULL, NULL}};
-  if (luaL_newmetatable(L, WORK_MT)) {
-    lua_newtable(L);
-    attnL_setmethods(L, work_methods, "work");
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, work_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, work_gc);
-    lua_setfield(L, -2, "__close");
-  }
-  lua_pop(L, 1);
-  if (luaL_newmetatable(L, REDUCER_MT)) {
-    lua_newtable(L);
-    attnL_setmethods(L, reducer_methods, "reducer");
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, reducer_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, reducer_gc);
-    lua_setfield(L, -2, "__close");
-  }
-  lua_pop(L, 1);
+  handle_metatable(L, WORK_MT, work_methods, "work", work_gc);
+  handle_metatable(L, REDUCER_MT, reducer_methods, "reducer", reducer_gc);
   lua_newtable(L);
   attnL_setfuncs(L, fns);
   lua_setfield(L, module, "_dist"); /* wrapped by lua/attn/dist.lua */
