@@ -27,17 +27,15 @@ local function parse_sig(sig)
   return head, args
 end
 
--- the method form: `t:add(b [, alpha])`
-local function method_form(name, args, self_first)
+-- the method form: `t:add(b [, alpha])` (args[1] is the receiver)
+local function method_form(name, args)
   local parts, opt = {}, {}
-  local first = self_first and 1 or 2
-  for i = first, #args do
+  for i = 2, #args do
     local a = args[i]
     if a.default then opt[#opt + 1] = a.name else parts[#parts + 1] = a.name end
   end
   local s = table.concat(parts, ", ")
   for _, o in ipairs(opt) do s = s .. (s == "" and "[" or " [, ") .. o .. "]" end
-  s = s:gsub("%[%[", "[")
   return ("`t:%s(%s)`"):format(name, s)
 end
 
@@ -67,7 +65,7 @@ w("")
 for _, op in ipairs(ops) do
   if op.kind ~= "unary" then
     local _, args = parse_sig(op.sig)
-    local m = method_form(op.name, args, false)
+    local m = method_form(op.name, args)
     w(("--- %s  Method: %s.  %s."):format(op.doc, m, op.torch))
     w("-- @param a tensor or number")
     w("-- @param b tensor or number")
@@ -99,7 +97,7 @@ for _, op in ipairs(ops) do
   if op.kind == "unary" and op.callable then
     local _, args = parse_sig(op.sig) -- "t:gelu(approximate: ...)": the args after t
     table.insert(args, 1, {name = "t"})
-    local m = method_form(op.name, args, false)
+    local m = method_form(op.name, args)
     w(("--- %s  Method: %s.  %s."):format(op.doc, m, op.torch))
     w("-- @param t tensor")
     for i = 2, #args do

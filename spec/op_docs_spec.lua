@@ -5,18 +5,16 @@
 local ROOT = os.getenv("ATTN_SOURCE_DIR") or (debug.getinfo(1, "S").source:match("^@(.*)/spec/[^/]*$") or ".")
 
 describe("docs/api/ops.luadoc", function()
+  local text = assert(loadfile(ROOT .. "/scripts/gen_op_docs.lua"))("--text")
+
   it("is what scripts/gen_op_docs.lua makes of the op table", function()
-    local gen = assert(loadfile(ROOT .. "/scripts/gen_op_docs.lua"))
-    local want = gen("--text")
     local f = assert(io.open(ROOT .. "/docs/api/ops.luadoc", "rb"))
     local have = f:read("a")
     f:close()
-    assert(have == want, "docs/api/ops.luadoc is stale: run build/bin/attn scripts/gen_op_docs.lua")
+    assert(have == text, "docs/api/ops.luadoc is stale: run build/bin/attn scripts/gen_op_docs.lua")
   end)
 
   it("documents every callable op of the table and its in-place form", function()
-    local gen = assert(loadfile(ROOT .. "/scripts/gen_op_docs.lua"))
-    local text = gen("--text")
     local n = 0
     for _, op in ipairs(require("attn.core")._ops) do
       if op.callable then

@@ -72,8 +72,8 @@ enum { ATTN_OP_KIND_ARITH, ATTN_OP_KIND_COMPARE };
 
 /* Binary fields: X(ID, name, sig, kind, ints, lo, hi, node, torch, doc)
  *   sig    the Lua call (also t:NAME(b) and t:NAME_(b))
- *   kind   ARITH (a float32 result; differentiable when node is not NONE)
- *          or COMPARE (a bool result)
+ *   kind   ARITH (differentiable: node names its backward) or COMPARE (a
+ *          bool result, node NONE)
  *   ints   int64 and bool inputs: KEEP (exact integer arithmetic) or FLOAT
  *   lo hi  the generic test samples both operands there
  * Every binary op is t:NAME(other), attn.NAME(a, b) and t:NAME_(other);

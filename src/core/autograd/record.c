@@ -12,13 +12,17 @@
 /* Recorders of the formulas in grad_elementwise.c */
 
 /* torch's node names and what each backward reads, from the op table
-   (attn_ops.h); a binary op without a node ("NONE": comparisons) is not
+   (attn_ops.h); comparisons (kind COMPARE, node NONE) are not
    differentiable. */
 #define NODE_OF_(ID, NAME, SIG, KIND, INTS, LO, HI, NODE, ...) #NODE,
+#define KIND_OF_(ID, NAME, SIG, KIND, ...) ATTN_OP_KIND_##KIND,
 static const char *binary_node_names[ATTN_BINARY_OP_COUNT] = {ATTN_BINARY_OPS(NODE_OF_)};
+static const unsigned char binary_kinds[ATTN_BINARY_OP_COUNT] = {ATTN_BINARY_OPS(KIND_OF_)};
 #undef NODE_OF_
+#undef KIND_OF_
 
-static bool binary_differentiable(attn_binary_op op) { return strcmp(binary_node_names[op], "NONE") != 0; }
+/* a table lookup, not a string compare: it runs on every recorded op */
+static bool binary_differentiable(attn_binary_op op) { return binary_kinds[op] == ATTN_OP_KIND_ARITH; }
 
 attn_status attn__record_binary(attn_binary_op op, const attn_tensor *a, const attn_tensor *b, attn_tensor *o) {
   const attn_tensor *in[2] = {a, b};
