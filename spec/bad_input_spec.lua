@@ -2206,7 +2206,13 @@ for _, name in ipairs({"SGD", "Adam", "AdamW", "RMSprop"}) do
   local fields = OPTIMS[name]
   if name == "SGD" then fields.lr.opt = true end
   E("attn.optim." .. name, {K.custom(params_with_grads, PARAMS_BADS), K.opts(fields, {opt = name ~= "SGD"})},
-    {covers = {optim[name].new}, noalias = true, names = {name}, cases = {
+    -- a number there is torch's positional lr: optim.SGD(params, 0.1)
+    {covers = {optim[name].new}, noalias = true, names = {name}, override = {[2] = {["a number"] = "any"}}, cases = {
+      {"torch's positional order", function() return {params_with_grads(), 0.1, name == "SGD" and 0.9 or nil} end,
+        "ok"},
+      {"a positional lr and an options table", function() return {params_with_grads(), 0.1, {weight_decay = 0.01}} end,
+        "ok"},
+      {"lr given twice", function() return {params_with_grads(), 0.1, {lr = 0.2}} end, "error"},
       {"steps after construction", function() return {params_with_grads(), {lr = 0.1}} end, "ok",
         function(o) o:step() end},
     }})
@@ -2277,14 +2283,95 @@ ometh("add_param_group", {K.custom(function() return {params = {nn.Parameter(att
   {"a group with an unknown option", function() return {params = {nn.Parameter(attn.ones(2))}, lrr = 1} end, "any"},
 }, {skip = {["a table"] = true}})})
 
+local function adam() return optim.Adam(params_with_grads(), 1e-3) end
+local SCHEDS = {
+  multistep = function(o) return optim.MultiStepLR(o, {2, 4}, 0.5) end,
+  constant = function(o) return optim.ConstantLR(o, 0.5, 3) end,
+  linear = function(o) return optim.LinearLR(o, 0.1, 1, 4) end,
+  exponential = function(o) return optim.ExponentialLR(o, 0.9) end,
+  multiplicative = function(o) return optim.MultiplicativeLR(o, function() return 0.9 end) end,
+  cosine = function(o) return optim.CosineAnnealingLR(o, 5, 0.001) end,
+  warm = function(o) return optim.CosineAnnealingWarmRestarts(o, 3, 2) end,
+  onecycle = function(o) return optim.OneCycleLR(o, 0.1, 50) end,
+  sequential = function(o)
+    return optim.SequentialLR(o, {optim.LinearLR(o, 0.1, 1, 2), optim.ExponentialLR(o, 0.9)}, {2})
+  end,
+  chained = function(o) return optim.ChainedScheduler({optim.ConstantLR(o, 0.5, 2), optim.ExponentialLR(o, 0.9)}) end,
+  plateau = function(o) return optim.ReduceLROnPlateau(o, "min", 0.5, 1) end,
+}
 local function sched(kind_)
   return function()
     local o = sgd()
     if kind_ == "step" then return optim.StepLR(o, 2, 0.5) end
     if kind_ == "noam" then return optim.NoamLR(o, {d_model = 8, warmup = 4}) end
+    if SCHEDS[kind_] then return SCHEDS[kind_](o) end
     return optim.LambdaLR(o, function(e) return 1 / (e + 1) end)
   end
 end
+local function sentry(path, name, sig, extra)
+  local o = {names = {name}, writes_all = true}
+  for k, v in pairs(extra or {}) do o[k] = v end
+  table.insert(sig, 1, K.fixed(sgd))
+  return E(path, sig, o)
+end
+local LAST_EPOCH = K.int(-1, {opt = true, min = -1})
+sentry("attn.optim.MultiStepLR", "MultiStepLR", {K.custom(function() return {2, 4, 4} end, {
+  {"a list holding a string", function() return {2, "x"} end, "error"},
+  {"a list holding 1.5", function() return {1.5} end, "error"},
+  {"an empty list", function() return {} end, "any"},
+}, {skip = {["a table"] = true}}), K.num(0.5, {opt = true, finite = true}), LAST_EPOCH},
+  {cases = {{"options table", function() return {sgd(), {milestones = {2}, gamma = 0.5}} end, "ok"}}})
+sentry("attn.optim.ConstantLR", "ConstantLR", {K.num(0.5, {opt = true, min = 0, max = 1, finite = true}),
+  K.int(3, {opt = true}), LAST_EPOCH})
+sentry("attn.optim.LinearLR", "LinearLR", {K.num(0.5, {opt = true, min = 1e-300, max = 1, finite = true}),
+  K.num(1, {opt = true, min = 0, max = 1, finite = true}), K.int(4, {opt = true, min = 1}), LAST_EPOCH},
+  {override = {[2] = {["-0"] = "error", ["0"] = "error"}},
+   cases = {{"options table", function() return {sgd(), {start_factor = 0.1, total_iters = 3}} end, "ok"}}})
+sentry("attn.optim.ExponentialLR", "ExponentialLR", {K.num(0.9, {finite = true}), LAST_EPOCH})
+sentry("attn.optim.MultiplicativeLR", "MultiplicativeLR", {K.custom(function() return function() return 0.9 end end, {
+  {"a function returning a string", function() return function() return "x" end end, "any"},
+}, {skip = {["a function"] = true}}), LAST_EPOCH})
+sentry("attn.optim.CosineAnnealingLR", "CosineAnnealingLR", {K.num(5, {finite = true}),
+  K.num(0, {opt = true, finite = true}), LAST_EPOCH}, {override = {[2] = {["-0"] = "error", ["0"] = "error"}},
+  cases = {{"options table", function() return {sgd(), {T_max = 5, eta_min = 0.001}} end, "ok"},
+           {"an unknown option", function() return {sgd(), {T_max = 5, eta_mn = 0}} end, "error"}}})
+sentry("attn.optim.CosineAnnealingWarmRestarts", "CosineAnnealingWarmRestarts", {K.int(3, {min = 1}),
+  K.int(2, {opt = true, min = 1}), K.num(0, {opt = true, finite = true}), LAST_EPOCH})
+sentry("attn.optim.OneCycleLR", "OneCycleLR", {K.num(0.1, {finite = true}), K.int(10, {min = 1}),
+  K.opts({pct_start = K.num(0.3, {opt = true, min = 0, max = 1, finite = true}),
+    anneal_strategy = K.choice("cos", {opt = true}), cycle_momentum = BOOL(true), three_phase = BOOL(false),
+    base_momentum = K.num(0.85, {opt = true, finite = true}), max_momentum = K.num(0.95, {opt = true, finite = true}),
+    div_factor = K.num(25, {opt = true, finite = true}), final_div_factor = K.num(1e4, {opt = true, finite = true}),
+  })}, {override = {[2] = {["a table"] = "any"}, [4] = {["a number"] = "any", ["option base_momentum = a table"] = "any",
+    ["option max_momentum = a table"] = "any"}}, cases = {
+    {"epochs and steps_per_epoch", function() return {sgd(), {max_lr = 0.1, epochs = 2, steps_per_epoch = 3}} end, "ok"},
+    {"neither total_steps nor epochs", function() return {sgd(), {max_lr = 0.1}} end, "error"},
+    {"Adam (cycles betas[1])", function() return {adam(), 0.1, 10} end, "ok"},
+    {"max_lr per group of the wrong length", function() return {sgd(), {0.1, 0.2}, 10} end, "error"},
+  }})
+local function seq_children() local o = sgd() return {optim.LinearLR(o, 0.1, 1, 2), optim.ExponentialLR(o, 0.9)} end
+E("attn.optim.SequentialLR", {K.custom(seq_children, {
+  {"schedulers of two optimizers", function() return {optim.StepLR(sgd(), 2), optim.StepLR(sgd(), 2)} end, "error"},
+  {"a list holding a number", function() return {1, 2} end, "error"},
+  {"an empty list", function() return {} end, "error"},
+}, {skip = {["a table"] = true}}), K.custom(function() return {2} end, {
+  {"two milestones for two schedulers", function() return {2, 3} end, "error"},
+  {"a milestone 1.5", function() return {1.5} end, "error"},
+}, {skip = {["a table"] = true}}), LAST_EPOCH}, {names = {"SequentialLR"}, writes_all = true, fn = optim.SequentialLR,
+  call = function(list, ms, le)
+    local o = type(list) == "table" and type(list[1]) == "table" and list[1].optimizer or sgd()
+    return optim.SequentialLR(o, list, ms, le)
+  end})
+E("attn.optim.ChainedScheduler", {K.custom(seq_children, {
+  {"schedulers of two optimizers", function() return {optim.StepLR(sgd(), 2), optim.StepLR(sgd(), 2)} end, "error"},
+  {"a list holding a number", function() return {1, 2} end, "error"},
+}, {skip = {["a table"] = true}})}, {names = {"ChainedScheduler"}, writes_all = true})
+sentry("attn.optim.ReduceLROnPlateau", "ReduceLROnPlateau", {K.opts({mode = K.choice("min", {opt = true}),
+  factor = K.num(0.5, {opt = true, max = 0.99, finite = true}), patience = K.int(2, {opt = true, min = 0}),
+  threshold = K.num(1e-4, {opt = true, finite = true}), threshold_mode = K.choice("rel", {opt = true}),
+  cooldown = K.int(0, {opt = true, min = 0}), min_lr = K.num(0, {opt = true, finite = true}),
+  eps = K.num(1e-8, {opt = true, finite = true})})}, {override = {[2] = {["option min_lr = a table"] = "any"}},
+  cases = {{"torch's positional order", function() return {sgd(), "max", 0.5, 3} end, "ok"}}})
 E("attn.optim.StepLR", {K.fixed(sgd), K.int(2, {min = 1}), K.num(0.5, {opt = true}), K.int(-1, {opt = true, min = -1})},
   {names = {"StepLR"}, writes_all = true, cases = {
     {"last_epoch 0 without initial_lr", function() return {sgd(), 2, 0.5, 0} end, "error"},
@@ -2301,7 +2388,8 @@ E("attn.optim.NoamLR", {K.fixed(sgd), K.opts({d_model = K.num(8, {min = 1e-300})
   override = {[2] = {["option d_model = -0"] = "error", ["option d_model = 0"] = "error",
     ["option warmup = -0"] = "error", ["option warmup = 0"] = "error", ["option d_model = nil"] = "error",
     ["option warmup = nil"] = "error", ["an empty table"] = "error"}}})
-for _, k in ipairs({"step", "lambda", "noam"}) do
+for _, k in ipairs({"step", "lambda", "noam", "multistep", "constant", "linear", "exponential", "multiplicative",
+  "cosine", "warm", "onecycle", "sequential", "chained", "plateau"}) do
   local function smeth(name, sig, opts)
     opts = opts or {}
     table.insert(sig, 1, K.fixed(sched(k)))
@@ -2309,16 +2397,36 @@ for _, k in ipairs({"step", "lambda", "noam"}) do
     opts.writes_all = true
     return E("attn.optim.LRScheduler." .. name, sig, opts)
   end
-  smeth("step", {K.num(3, {opt = true})}, {override = {[2] = {["-nan"] = "error", ["nan"] = "error"}}})
+  if k == "plateau" then
+    -- a NaN or infinite metric is a metric (torch compares it, never improving on NaN)
+    smeth("step", {K.num(0.5, {tensor_ok = true}), K.num(3, {opt = true})}, {fn = optim.ReduceLROnPlateau.step,
+      override = {[3] = {["-nan"] = "error", ["nan"] = "error"}}})
+  elseif k == "sequential" or k == "chained" then
+    smeth("step", {}, {fn = k == "chained" and optim.ChainedScheduler.step or optim.SequentialLR.step, cases = {
+      {"an epoch", function() return {sched(k)(), 3} end, "error"}}})
+  elseif k == "warm" then
+    smeth("step", {K.num(3.5, {opt = true, min = 0})}, {fn = optim.CosineAnnealingWarmRestarts.step,
+      override = {[2] = {["-nan"] = "error", ["nan"] = "error", ["inf"] = "any"}}})
+  elseif k == "onecycle" then
+    smeth("step", {K.num(3, {opt = true, max = 50})}, {override = {[2] = {["-nan"] = "error", ["nan"] = "error"}}})
+  else
+    smeth("step", {K.num(3, {opt = true})}, {override = {[2] = {["-nan"] = "error", ["nan"] = "error"}}})
+  end
   smeth("get_last_lr", {})
-  smeth("state_dict", {})
+  local nested = (k == "sequential" and optim.SequentialLR) or (k == "chained" and optim.ChainedScheduler) or nil
+  smeth("state_dict", {}, {fn = nested and nested.state_dict})
   smeth("load_state_dict", {K.custom(function() return sched(k)():state_dict() end, {
     {"a state with a string last_epoch", function() local sd = sched(k)():state_dict(); sd.last_epoch = "x"; return sd end,
       "error"},
     {"a state with an unknown key", function() local sd = sched(k)():state_dict(); sd.bogus = 1; return sd end, "error"},
     {"an empty table", function() return {} end, "any"},
-  }, {skip = {["a table"] = true}})})
-  smeth("get_lr", {}, {fn = k == "step" and optim.StepLR.get_lr or optim.LambdaLR.get_lr})
+  }, {skip = {["a table"] = true}})}, {fn = nested and nested.load_state_dict})
+  local GET_LR = {step = "StepLR", multistep = "MultiStepLR", constant = "ConstantLR", linear = "LinearLR",
+    exponential = "ExponentialLR", multiplicative = "MultiplicativeLR", cosine = "CosineAnnealingLR",
+    warm = "CosineAnnealingWarmRestarts", onecycle = "OneCycleLR"}
+  if k ~= "sequential" and k ~= "chained" and k ~= "plateau" then
+    smeth("get_lr", {}, {fn = optim[GET_LR[k] or "LambdaLR"].get_lr})
+  end
 end
 local function clip_params()
   local ps = params_with_grads()
@@ -2339,7 +2447,13 @@ for _, path in ipairs({"attn.optim.clip_grad_norm_", "attn.nn.utils.clip_grad_no
     {"0", function() return 0 end, "any"},
     {"a string", function() return "two" end, "error"},
   }, {opt = true, skip = {["a string"] = true}}), BOOL(false)}, {writes_all = true, noalias = true,
-    names = {"clip_grad_norm_"}})
+    names = {"clip_grad_norm_"}, override = {[4] = {["a table"] = "any"}}, -- {}: an empty trailing options table
+    cases = {
+      {"options table", function() return {clip_params(), 0.5, {norm_type = math.huge, error_if_nonfinite = true}} end,
+        "ok"},
+      {"an unknown option", function() return {clip_params(), 0.5, {norm = 2}} end, "error"},
+      {"norm_type given twice", function() return {clip_params(), 0.5, 2, {norm_type = 1}} end, "error"},
+    }})
 end
 for _, path in ipairs({"attn.optim.clip_grad_value_", "attn.nn.utils.clip_grad_value_"}) do
   E(path, {K.custom(clip_params, CLIP_BADS), K.num(0.5)}, {writes_all = true, noalias = true,

@@ -6,7 +6,7 @@
 -- the same parameters and gradients gives torch's result (to float32
 -- rounding).
 --
---   local opt = attn.optim.Adam(model:parameters(), {lr = 1e-3})
+--   local opt = attn.optim.Adam(model:parameters(), 1e-3) -- or {lr = 1e-3}
 --   opt:zero_grad(); loss:backward(); opt:step()
 --
 -- params: a list of tensors, or a list of parameter groups
@@ -72,8 +72,51 @@ local function check_types(d, defaults)
   end
 end
 
--- A class derived from Optimizer: cls(params, opts) builds an instance.
-local function class(name, defaults, validate)
+-- torch's calling convention: the values given positionally (in the order
+-- of names) and, when the last one given is an options table (a plain
+-- table with no [1]; an empty one too, unless its slot takes a list), its
+-- keys.  known: the keys the options table may hold (default: names);
+-- lists: the names whose value may be a list (a table there is positional).
+-- Returns a table name -> value; an unknown key, a key given twice or too
+-- many positional values raise at the user's line.
+local function torch_args(fn, names, known, lists, ...)
+  local a = table.pack(...)
+  local last = a.n
+  while last > 0 and a[last] == nil do last = last - 1 end
+  local t, opts = a[last], nil
+  if last > 0 and type(t) == "table" and getmetatable(t) == nil and t[1] == nil
+      and (next(t) ~= nil or not lists[names[last] or ""]) then
+    opts, last = t, last - 1
+  end
+  if last > #names then
+    error(("%s: takes at most %d positional arguments after the first (%s), got %d; pass the others in a "
+      .. "trailing options table"):format(fn, #names, table.concat(names, ", "), last))
+  end
+  local o = {}
+  for i = 1, last do o[names[i]] = a[i] end
+  if opts then
+    local set = {}
+    for _, n in ipairs(known or names) do set[n] = true end
+    for k, v in pairs(opts) do
+      if not set[k] then error(attn._misuse.unknown_option(fn, k, known or names)) end
+      if o[k] ~= nil then error(("%s: '%s' given both positionally and in the options table"):format(fn, k)) end
+      o[k] = v
+    end
+  end
+  return o
+end
+optim._torch_args = torch_args
+
+local function keys_of(t)
+  local ks = {}
+  for k in pairs(t) do ks[#ks + 1] = k end
+  table.sort(ks)
+  return ks
+end
+
+-- A class derived from Optimizer: cls(params, ...) builds an instance;
+-- positional: torch's positional parameters after params, in order.
+local function class(name, defaults, validate, positional)
   local cls = {}
   cls.__index = cls
   cls.__name = name
@@ -84,25 +127,24 @@ local function class(name, defaults, validate)
   end
   setmetatable(cls, {
     __index = Optimizer,
-    __call = function(c, params, opts) return c.new(params, opts) end,
+    __call = function(c, params, ...) return c.new(params, ...) end,
   })
-  --- Cls.new(params [, opts]) (also Cls(params, opts)): an optimizer of this
+  local known = keys_of(defaults)
+  --- Cls.new(params, ...) (also Cls(params, ...)): an optimizer of this
   -- class over params (a list of tensors, or of {params = ..., lr = ...}
-  -- groups) with opts merged over the class defaults and checked.
+  -- groups); the options in torch's positional order (SGD(params, 0.1,
+  -- 0.9)) and/or a trailing options table (SGD(params, {lr = 0.1})),
+  -- merged over the class defaults and checked.
   -- @function Optimizer.new
-  function cls.new(params, opts)
-    if opts ~= nil and (type(opts) ~= "table" or attn.is_tensor(opts)) then
-      error(("%s: options must be a table such as {lr = 0.01} (got %s)"):format(name, type(opts)), 3)
+  function cls.new(params, ...)
+    if select("#", ...) > 0 and attn.is_tensor((...)) then
+      error(("%s: options must be numbers in torch's order (%s) or a table such as {lr = 0.01} (got a tensor)")
+        :format(name, table.concat(positional, ", ")), 3)
     end
-    opts = opts or {}
+    local opts = torch_args(name, positional, known, {betas = true}, ...)
     local d = {}
     for k, v in pairs(defaults) do d[k] = v end
-    for k, v in pairs(opts) do
-      if defaults[k] == nil then
-        error(attn._misuse.unknown_option(name, k, defaults), 3)
-      end
-      d[k] = copy_value(v)
-    end
+    for k, v in pairs(opts) do d[k] = copy_value(v) end
     local ok, err = pcall(cls._validate, d)
     if not ok then error(name .. ": " .. tostring(err):gsub("^.-:%d+: ", ""), 3) end
     local self = setmetatable({defaults = d, state = {}, param_groups = {}}, cls)
@@ -304,8 +346,10 @@ end
 -- SGD
 -- ------------------------------------------------------------------------
 
---- SGD(params, {lr (required), momentum = 0, dampening = 0,
--- weight_decay = 0, nesterov = false, maximize = false})
+--- SGD(params, lr, momentum = 0, dampening = 0, weight_decay = 0,
+-- nesterov = false [, opts]): torch's positional order, and any of them
+-- plus maximize = false in a trailing options table: SGD(params, 0.1, 0.9)
+-- or SGD(params, {lr = 0.1, momentum = 0.9}).
 optim.SGD = class("SGD", {lr = REQUIRED, momentum = 0, dampening = 0, weight_decay = 0, nesterov = false,
   maximize = false}, function(d)
   if d.lr ~= REQUIRED and d.lr < 0 then error("Invalid learning rate: " .. fmt(d.lr)) end
@@ -314,7 +358,7 @@ optim.SGD = class("SGD", {lr = REQUIRED, momentum = 0, dampening = 0, weight_dec
   if d.nesterov and (d.momentum <= 0 or d.dampening ~= 0) then
     error("Nesterov momentum requires a momentum and zero dampening")
   end
-end)
+end, {"lr", "momentum", "dampening", "weight_decay", "nesterov"})
 
 function optim.SGD:_update(g, p, d_p, st)
   if g.maximize then d_p = -d_p end
@@ -394,11 +438,12 @@ local function adam_update(g, p, grad, st, decay)
   p:add_(exp_avg * -step_size / denom)
 end
 
---- Adam(params, {lr = 1e-3, betas = {0.9, 0.999}, eps = 1e-8,
--- weight_decay = 0 (added to the gradient), amsgrad = false,
--- maximize = false})
+--- Adam(params, lr = 1e-3, betas = {0.9, 0.999}, eps = 1e-8,
+-- weight_decay = 0 (added to the gradient), amsgrad = false [, opts]):
+-- positional as torch, or in a trailing options table (maximize = false
+-- too): Adam(params, 1e-3, {0.9, 0.98}) or Adam(params, {lr = 1e-3}).
 optim.Adam = class("Adam", {lr = 1e-3, betas = {0.9, 0.999}, eps = 1e-8, weight_decay = 0, amsgrad = false,
-  maximize = false}, check_adam)
+  maximize = false}, check_adam, {"lr", "betas", "eps", "weight_decay", "amsgrad"})
 
 function optim.Adam:_update(g, p, grad, st)
   adam_init(g, p, st)
@@ -408,11 +453,12 @@ function optim.Adam:_update(g, p, grad, st)
   adam_update(g, p, grad, st)
 end
 
---- AdamW(params, {lr = 1e-3, betas = {0.9, 0.999}, eps = 1e-8,
+--- AdamW(params, lr = 1e-3, betas = {0.9, 0.999}, eps = 1e-8,
 -- weight_decay = 1e-2 (decoupled: p *= 1 - lr * weight_decay),
--- amsgrad = false, maximize = false})
+-- amsgrad = false [, opts]): positional as torch, or in a trailing
+-- options table (maximize = false too).
 optim.AdamW = class("AdamW", {lr = 1e-3, betas = {0.9, 0.999}, eps = 1e-8, weight_decay = 1e-2,
-  amsgrad = false, maximize = false}, check_adam)
+  amsgrad = false, maximize = false}, check_adam, {"lr", "betas", "eps", "weight_decay", "amsgrad"})
 
 function optim.AdamW:_update(g, p, grad, st)
   adam_init(g, p, st)
@@ -425,8 +471,9 @@ end
 -- RMSprop
 -- ------------------------------------------------------------------------
 
---- RMSprop(params, {lr = 1e-2, alpha = 0.99, eps = 1e-8, weight_decay = 0,
--- momentum = 0, centered = false, maximize = false})
+--- RMSprop(params, lr = 1e-2, alpha = 0.99, eps = 1e-8, weight_decay = 0,
+-- momentum = 0, centered = false [, opts]): positional as torch, or in a
+-- trailing options table (maximize = false too).
 optim.RMSprop = class("RMSprop", {lr = 1e-2, alpha = 0.99, eps = 1e-8, weight_decay = 0, momentum = 0,
   centered = false, maximize = false}, function(d)
   if d.lr < 0 then error("Invalid learning rate: " .. fmt(d.lr)) end
@@ -434,7 +481,7 @@ optim.RMSprop = class("RMSprop", {lr = 1e-2, alpha = 0.99, eps = 1e-8, weight_de
   if d.momentum < 0 then error("Invalid momentum value: " .. fmt(d.momentum)) end
   if d.weight_decay < 0 then error("Invalid weight_decay value: " .. fmt(d.weight_decay)) end
   if d.alpha < 0 then error("Invalid alpha value: " .. fmt(d.alpha)) end
-end)
+end, {"lr", "alpha", "eps", "weight_decay", "momentum", "centered"})
 
 function optim.RMSprop:_update(g, p, grad, st)
   if st.step == nil then
@@ -576,10 +623,46 @@ function Scheduler:load_state_dict(sd)
   end
 end
 
+-- Checks of scheduler arguments (plain messages: raised at the user's line).
+local function check_num(fn, k, v, lo, hi)
+  if type(v) ~= "number" or v ~= v or v == math.huge or v == -math.huge then
+    error(("%s: %s must be a finite number (got %s)"):format(fn, k, tostring(v)))
+  end
+  if (lo and v < lo) or (hi and v > hi) then
+    error(("%s: %s must be in [%s, %s] (got %s)"):format(fn, k, tostring(lo or "-inf"), tostring(hi or "inf"),
+      tostring(v)))
+  end
+  return v
+end
+local function check_int(fn, k, v, lo)
+  local i = type(v) == "number" and math.tointeger(v) or nil
+  if i == nil then error(("%s: %s must be an integer (got %s)"):format(fn, k, tostring(v))) end
+  if lo and i < lo then error(("%s: %s must be an integer >= %d (got %d)"):format(fn, k, lo, i)) end
+  return i
+end
+local function default(v, d) if v == nil then return d end return v end
+local function check_optimizer(fn, o)
+  if type(o) ~= "table" or type(o.param_groups) ~= "table" then error(fn .. ": expected an optimizer") end
+end
+
+-- A scheduler class whose constructor takes torch's positional order
+-- (names, after the optimizer) or a trailing options table; build(cls, a,
+-- optimizer) makes the instance from the named arguments a.
+local function sched_ctor(cls, names, lists, build)
+  setmetatable(cls, {__index = Scheduler, __call = function(c, optimizer, ...)
+    return build(c, torch_args(c.__name, names, nil, lists or {}, ...), optimizer)
+  end})
+  return cls
+end
+
 --- StepLR(optimizer, step_size, gamma = 0.1, last_epoch = -1): multiplies
--- the rate by gamma every step_size epochs.
+-- the rate by gamma every step_size epochs.  Like every scheduler, the
+-- arguments after the optimizer go in torch's order or in a trailing
+-- options table: StepLR(opt, 2, 0.5) or StepLR(opt, {step_size = 2,
+-- gamma = 0.5}).
 optim.StepLR = scheduler_class("StepLR")
-setmetatable(optim.StepLR, {__index = Scheduler, __call = function(cls, optimizer, step_size, gamma, last_epoch)
+sched_ctor(optim.StepLR, {"step_size", "gamma", "last_epoch"}, nil, function(cls, a, optimizer)
+  local step_size, gamma, last_epoch = a.step_size, a.gamma, a.last_epoch
   step_size = type(step_size) == "number" and math.tointeger(step_size) or step_size
   if math.type(step_size) ~= "integer" or step_size < 1 then
     error("StepLR: step_size must be a positive integer", 2)
@@ -589,7 +672,7 @@ setmetatable(optim.StepLR, {__index = Scheduler, __call = function(cls, optimize
   end
   local self = setmetatable({step_size = step_size, gamma = gamma or 0.1}, cls)
   return scheduler_init(self, optimizer, last_epoch, "StepLR")
-end})
+end)
 
 --- scheduler:get_lr(): the rates for the current epoch, one per group
 -- (StepLR: multiplied by gamma every step_size epochs).
@@ -628,9 +711,9 @@ local function lambda_new(cls, optimizer, fn, last_epoch, name)
   local self = setmetatable({lr_lambdas = fns}, cls)
   return scheduler_init(self, optimizer, last_epoch, name)
 end
-setmetatable(optim.LambdaLR, {__index = Scheduler, __call = function(cls, optimizer, fn, last_epoch)
-  return lambda_new(cls, optimizer, fn, last_epoch, "LambdaLR")
-end})
+sched_ctor(optim.LambdaLR, {"lr_lambda", "last_epoch"}, {lr_lambda = true}, function(cls, a, optimizer)
+  return lambda_new(cls, optimizer, a.lr_lambda, a.last_epoch, "LambdaLR")
+end)
 
 --- scheduler:get_lr(): initial_lr * fn(epoch) for each group.
 function optim.LambdaLR:get_lr()
@@ -687,6 +770,591 @@ setmetatable(optim.NoamLR, {__index = optim.LambdaLR, __call = function(cls, opt
   return self
 end})
 
+--- MultiStepLR(optimizer, milestones, gamma = 0.1, last_epoch = -1):
+-- multiplies the rate by gamma at each epoch listed in milestones (an
+-- epoch listed twice: by gamma^2).
+optim.MultiStepLR = scheduler_class("MultiStepLR")
+sched_ctor(optim.MultiStepLR, {"milestones", "gamma", "last_epoch"}, {milestones = true}, function(cls, a, optimizer)
+  local fn = "MultiStepLR"
+  if type(a.milestones) ~= "table" or getmetatable(a.milestones) ~= nil then
+    error(("%s: milestones must be a list of epochs (got %s)"):format(fn, type(a.milestones)))
+  end
+  local counts, sorted = {}, {}
+  for i, m in ipairs(a.milestones) do
+    m = check_int(fn, ("milestones[%d]"):format(i), m)
+    counts[m] = (counts[m] or 0) + 1
+    sorted[#sorted + 1] = m
+  end
+  table.sort(sorted)
+  local self = setmetatable({milestones = counts, _sorted = sorted,
+    gamma = check_num(fn, "gamma", default(a.gamma, 0.1))}, cls)
+  return scheduler_init(self, optimizer, a.last_epoch, fn)
+end)
+
+--- scheduler:get_lr() of MultiStepLR: the groups' rates times gamma^k at
+-- an epoch listed k times in milestones.
+function optim.MultiStepLR:get_lr()
+  local out, k = {}, self.milestones[self.last_epoch]
+  for i, g in ipairs(self.optimizer.param_groups) do out[i] = k and g.lr * self.gamma ^ k or g.lr end
+  return out
+end
+
+function optim.MultiStepLR:_closed_form_lr()
+  local n = 0
+  for _, m in ipairs(self._sorted) do if m <= self.last_epoch then n = n + 1 end end
+  local out = {}
+  for i, b in ipairs(self.base_lrs) do out[i] = b * self.gamma ^ n end
+  return out
+end
+
+--- ConstantLR(optimizer, factor = 1/3, total_iters = 5, last_epoch = -1):
+-- the rate times factor until epoch total_iters, then the rate.
+optim.ConstantLR = scheduler_class("ConstantLR")
+sched_ctor(optim.ConstantLR, {"factor", "total_iters", "last_epoch"}, nil, function(cls, a, optimizer)
+  local fn = "ConstantLR"
+  local self = setmetatable({factor = check_num(fn, "factor", default(a.factor, 1.0 / 3), 0, 1),
+    total_iters = check_int(fn, "total_iters", default(a.total_iters, 5))}, cls)
+  return scheduler_init(self, optimizer, a.last_epoch, fn)
+end)
+
+--- scheduler:get_lr() of ConstantLR: torch's chainable form.
+function optim.ConstantLR:get_lr()
+  local out, e = {}, self.last_epoch
+  for i, g in ipairs(self.optimizer.param_groups) do
+    if e == 0 then out[i] = g.lr * self.factor
+    elseif e ~= self.total_iters then out[i] = g.lr
+    else out[i] = g.lr * (1.0 / self.factor) end
+  end
+  return out
+end
+
+function optim.ConstantLR:_closed_form_lr()
+  local out = {}
+  local on = self.last_epoch >= self.total_iters and 1 or 0
+  for i, b in ipairs(self.base_lrs) do out[i] = b * (self.factor + on * (1 - self.factor)) end
+  return out
+end
+
+--- LinearLR(optimizer, start_factor = 1/3, end_factor = 1, total_iters = 5,
+-- last_epoch = -1): the factor goes linearly from start_factor to
+-- end_factor over total_iters epochs (torch's chainable form, step by step).
+optim.LinearLR = scheduler_class("LinearLR")
+sched_ctor(optim.LinearLR, {"start_factor", "end_factor", "total_iters", "last_epoch"}, nil,
+  function(cls, a, optimizer)
+    local fn = "LinearLR"
+    local sf = default(a.start_factor, 1.0 / 3)
+    if type(sf) == "number" and sf == 0 then
+      error(fn .. ": start_factor must be in (0, 1] (got 0): torch divides by it")
+    end
+    local self = setmetatable({start_factor = check_num(fn, "start_factor", sf, 0, 1),
+      end_factor = check_num(fn, "end_factor", default(a.end_factor, 1.0), 0, 1),
+      total_iters = check_int(fn, "total_iters", default(a.total_iters, 5), 1)}, cls)
+    return scheduler_init(self, optimizer, a.last_epoch, fn)
+  end)
+
+--- scheduler:get_lr() of LinearLR: torch's chainable form.
+function optim.LinearLR:get_lr()
+  local out, e = {}, self.last_epoch
+  local sf, ef, n = self.start_factor, self.end_factor, self.total_iters
+  for i, g in ipairs(self.optimizer.param_groups) do
+    if e == 0 then out[i] = g.lr * sf
+    elseif e > n then out[i] = g.lr
+    else out[i] = g.lr * (1. + (ef - sf) / (n * sf + (e - 1) * (ef - sf))) end
+  end
+  return out
+end
+
+function optim.LinearLR:_closed_form_lr()
+  local out = {}
+  local sf, ef, n = self.start_factor, self.end_factor, self.total_iters
+  for i, b in ipairs(self.base_lrs) do out[i] = b * (sf + (ef - sf) * math.min(n, self.last_epoch) / n) end
+  return out
+end
+
+--- ExponentialLR(optimizer, gamma, last_epoch = -1): the rate times gamma
+-- every epoch.
+optim.ExponentialLR = scheduler_class("ExponentialLR")
+sched_ctor(optim.ExponentialLR, {"gamma", "last_epoch"}, nil, function(cls, a, optimizer)
+  local self = setmetatable({gamma = check_num("ExponentialLR", "gamma", a.gamma)}, cls)
+  return scheduler_init(self, optimizer, a.last_epoch, "ExponentialLR")
+end)
+
+--- scheduler:get_lr() of ExponentialLR: the groups' rates times gamma.
+function optim.ExponentialLR:get_lr()
+  local out = {}
+  for i, g in ipairs(self.optimizer.param_groups) do out[i] = self.last_epoch == 0 and g.lr or g.lr * self.gamma end
+  return out
+end
+
+function optim.ExponentialLR:_closed_form_lr()
+  local out = {}
+  for i, b in ipairs(self.base_lrs) do out[i] = b * self.gamma ^ self.last_epoch end
+  return out
+end
+
+--- MultiplicativeLR(optimizer, lr_lambda, last_epoch = -1): the rate times
+-- lr_lambda(epoch) every epoch after the first (one function, or a list
+-- with one per parameter group).
+optim.MultiplicativeLR = scheduler_class("MultiplicativeLR")
+sched_ctor(optim.MultiplicativeLR, {"lr_lambda", "last_epoch"}, {lr_lambda = true}, function(cls, a, optimizer)
+  return lambda_new(cls, optimizer, a.lr_lambda, a.last_epoch, "MultiplicativeLR")
+end)
+
+--- scheduler:get_lr() of MultiplicativeLR: each group's rate times its
+-- lr_lambda(epoch).
+function optim.MultiplicativeLR:get_lr()
+  local out = {}
+  for i, g in ipairs(self.optimizer.param_groups) do
+    if self.last_epoch > 0 then
+      local f = self.lr_lambdas[i](self.last_epoch)
+      if type(f) ~= "number" then
+        error(("MultiplicativeLR: lr_lambda returned a %s for epoch %s, expected a number"):format(type(f),
+          tostring(self.last_epoch)))
+      end
+      out[i] = g.lr * f
+    else
+      out[i] = g.lr
+    end
+  end
+  return out
+end
+
+--- CosineAnnealingLR(optimizer, T_max, eta_min = 0, last_epoch = -1):
+-- cosine annealing from the initial rate to eta_min over T_max epochs
+-- (and back up over the next T_max, as torch), computed with torch's
+-- recursive (chainable) formula so the rates equal torch's bit for bit.
+optim.CosineAnnealingLR = scheduler_class("CosineAnnealingLR")
+sched_ctor(optim.CosineAnnealingLR, {"T_max", "eta_min", "last_epoch"}, nil, function(cls, a, optimizer)
+  local fn = "CosineAnnealingLR"
+  local T_max = check_num(fn, "T_max", a.T_max)
+  if T_max == 0 then error(fn .. ": T_max must not be 0") end
+  local self = setmetatable({T_max = T_max, eta_min = check_num(fn, "eta_min", default(a.eta_min, 0))}, cls)
+  return scheduler_init(self, optimizer, a.last_epoch, fn)
+end)
+
+--- scheduler:get_lr() of CosineAnnealingLR: torch's chainable form.
+function optim.CosineAnnealingLR:get_lr()
+  local out, e, T, eta = {}, self.last_epoch, self.T_max, self.eta_min
+  for i, g in ipairs(self.optimizer.param_groups) do
+    local b = self.base_lrs[i]
+    if e == 0 then
+      out[i] = g.lr
+    elseif self._step_count == 1 and e > 0 then
+      out[i] = eta + (b - eta) * (1 + math.cos(e * math.pi / T)) / 2
+    elseif (e - 1 - T) % (2 * T) == 0 then
+      out[i] = g.lr + (b - eta) * (1 - math.cos(math.pi / T)) / 2
+    else
+      out[i] = (1 + math.cos(math.pi * e / T)) / (1 + math.cos(math.pi * (e - 1) / T)) * (g.lr - eta) + eta
+    end
+  end
+  return out
+end
+
+function optim.CosineAnnealingLR:_closed_form_lr()
+  local out, eta = {}, self.eta_min
+  for i, b in ipairs(self.base_lrs) do
+    out[i] = eta + (b - eta) * (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
+  end
+  return out
+end
+
+--- CosineAnnealingWarmRestarts(optimizer, T_0, T_mult = 1, eta_min = 0,
+-- last_epoch = -1): cosine annealing restarted after T_0 epochs, then
+-- T_0 * T_mult, ...; step(epoch) takes fractional epochs (epoch + i /
+-- iters within an epoch) as torch.
+optim.CosineAnnealingWarmRestarts = scheduler_class("CosineAnnealingWarmRestarts")
+sched_ctor(optim.CosineAnnealingWarmRestarts, {"T_0", "T_mult", "eta_min", "last_epoch"}, nil,
+  function(cls, a, optimizer)
+    local fn = "CosineAnnealingWarmRestarts"
+    local last_epoch = check_int(fn, "last_epoch", default(a.last_epoch, -1), -1)
+    local self = setmetatable({T_0 = check_int(fn, "T_0", a.T_0, 1), T_mult = check_int(fn, "T_mult",
+      default(a.T_mult, 1), 1), eta_min = check_num(fn, "eta_min", default(a.eta_min, 0)), T_cur = last_epoch}, cls)
+    self.T_i = self.T_0
+    return scheduler_init(self, optimizer, last_epoch, fn)
+  end)
+
+--- scheduler:get_lr() of CosineAnnealingWarmRestarts: eta_min + (base -
+-- eta_min) * (1 + cos(pi * T_cur / T_i)) / 2.
+function optim.CosineAnnealingWarmRestarts:get_lr()
+  local out, eta = {}, self.eta_min
+  for i, b in ipairs(self.base_lrs) do
+    out[i] = eta + (b - eta) * (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2
+  end
+  return out
+end
+
+--- scheduler:step([epoch]) of CosineAnnealingWarmRestarts: one epoch on,
+-- or to epoch (a number >= 0, fractional allowed).
+function optim.CosineAnnealingWarmRestarts:step(epoch)
+  local fn = "CosineAnnealingWarmRestarts:step"
+  if epoch == nil and self.last_epoch < 0 then epoch = 0 end
+  if epoch == nil then
+    epoch = self.last_epoch + 1
+    self.T_cur = self.T_cur + 1
+    if self.T_cur >= self.T_i then
+      self.T_cur = self.T_cur - self.T_i
+      self.T_i = self.T_i * self.T_mult
+    end
+  else
+    check_num(fn, "epoch", epoch)
+    if epoch < 0 then error(("%s: expected a non-negative epoch, but got %s"):format(fn, tostring(epoch))) end
+    local T_0, m = self.T_0, self.T_mult
+    if epoch >= T_0 then
+      if m == 1 then
+        self.T_cur = epoch % T_0
+      else
+        -- Python's math.log(x, base) is log(x) / log(base) (Lua's uses log2 for base 2)
+        local n = math.floor(math.log(epoch / T_0 * (m - 1) + 1) / math.log(m))
+        self.T_cur = epoch - T_0 * (m ^ n - 1) / (m - 1)
+        self.T_i = T_0 * (math.tointeger(m ^ n) or m ^ n)
+      end
+    else
+      self.T_i = T_0
+      self.T_cur = epoch
+    end
+  end
+  self._step_count = self._step_count + 1
+  self.last_epoch = math.floor(epoch)
+  local values = self:get_lr()
+  self._last_lr = {}
+  for i, g in ipairs(self.optimizer.param_groups) do
+    g.lr = values[i]
+    self._last_lr[i] = g.lr
+  end
+end
+
+-- A per-group list from a number or a list of one value per group.
+local function per_group(fn, k, v, optimizer)
+  local n = #optimizer.param_groups
+  local out = {}
+  if type(v) == "table" and getmetatable(v) == nil then
+    if #v ~= n then error(("%s: expected %d values for %s, got %d"):format(fn, n, k, #v)) end
+    for i = 1, n do out[i] = check_num(fn, ("%s[%d]"):format(k, i), v[i]) end
+  else
+    check_num(fn, k, v)
+    for i = 1, n do out[i] = v end
+  end
+  return out
+end
+
+--- OneCycleLR(optimizer, max_lr, total_steps, epochs, steps_per_epoch,
+-- pct_start = 0.3, anneal_strategy = "cos", cycle_momentum = true,
+-- base_momentum = 0.85, max_momentum = 0.95, div_factor = 25,
+-- final_div_factor = 1e4, three_phase = false, last_epoch = -1): the
+-- 1cycle policy, stepped once per batch: the rate rises from max_lr /
+-- div_factor to max_lr and anneals to initial / final_div_factor over
+-- total_steps (or epochs * steps_per_epoch) steps, while the momentum
+-- (SGD's momentum, Adam's betas[1]) cycles the other way.  Stepping past
+-- total_steps raises, as torch.
+optim.OneCycleLR = scheduler_class("OneCycleLR")
+sched_ctor(optim.OneCycleLR, {"max_lr", "total_steps", "epochs", "steps_per_epoch", "pct_start", "anneal_strategy",
+  "cycle_momentum", "base_momentum", "max_momentum", "div_factor", "final_div_factor", "three_phase", "last_epoch"},
+  {max_lr = true, base_momentum = true, max_momentum = true}, function(cls, a, optimizer)
+    local fn = "OneCycleLR"
+    check_optimizer(fn, optimizer)
+    local total
+    -- epochs and steps_per_epoch are checked even when total_steps wins (torch ignores them)
+    if a.epochs ~= nil then check_int(fn, "epochs", a.epochs, 1) end
+    if a.steps_per_epoch ~= nil then check_int(fn, "steps_per_epoch", a.steps_per_epoch, 1) end
+    if a.total_steps == nil and a.epochs == nil and a.steps_per_epoch == nil then
+      error(fn .. ": you must define either total_steps OR (epochs AND steps_per_epoch)")
+    elseif a.total_steps ~= nil then
+      total = check_int(fn, "total_steps", a.total_steps, 1)
+    else
+      total = check_int(fn, "epochs", a.epochs, 1) * check_int(fn, "steps_per_epoch", a.steps_per_epoch, 1)
+    end
+    local pct = check_num(fn, "pct_start", default(a.pct_start, 0.3), 0, 1)
+    local strategy = default(a.anneal_strategy, "cos")
+    if strategy ~= "cos" and strategy ~= "linear" then
+      error(("%s: anneal_strategy must be \"cos\" or \"linear\" (got %s)"):format(fn, tostring(strategy)))
+    end
+    local three = default(a.three_phase, false)
+    local cycle = default(a.cycle_momentum, true)
+    if type(three) ~= "boolean" then error(fn .. ": three_phase must be a boolean") end
+    if type(cycle) ~= "boolean" then error(fn .. ": cycle_momentum must be a boolean") end
+    local div = check_num(fn, "div_factor", default(a.div_factor, 25.))
+    local final_div = check_num(fn, "final_div_factor", default(a.final_div_factor, 1e4))
+    local last_epoch = check_int(fn, "last_epoch", default(a.last_epoch, -1), -1)
+    local phases
+    if three then
+      phases = {
+        {end_step = pct * total - 1, start_lr = "initial_lr", end_lr = "max_lr", start_momentum = "max_momentum",
+         end_momentum = "base_momentum"},
+        {end_step = 2 * pct * total - 2, start_lr = "max_lr", end_lr = "initial_lr", start_momentum = "base_momentum",
+         end_momentum = "max_momentum"},
+        {end_step = total - 1, start_lr = "initial_lr", end_lr = "min_lr", start_momentum = "max_momentum",
+         end_momentum = "max_momentum"},
+      }
+    else
+      phases = {
+        {end_step = pct * total - 1, start_lr = "initial_lr", end_lr = "max_lr", start_momentum = "max_momentum",
+         end_momentum = "base_momentum"},
+        {end_step = total - 1, start_lr = "max_lr", end_lr = "min_lr", start_momentum = "base_momentum",
+         end_momentum = "max_momentum"},
+      }
+    end
+    local max_lrs = per_group(fn, "max_lr", a.max_lr, optimizer)
+    if last_epoch == -1 then
+      for i, g in ipairs(optimizer.param_groups) do
+        g.initial_lr = max_lrs[i] / div
+        g.max_lr = max_lrs[i]
+        g.min_lr = g.initial_lr / final_div
+      end
+    end
+    local self = setmetatable({total_steps = total, _schedule_phases = phases, anneal_strategy = strategy,
+      cycle_momentum = cycle}, cls)
+    if cycle then
+      local d = optimizer.defaults or {}
+      if d.momentum == nil and d.betas == nil then
+        error(fn .. ": optimizer must support momentum with the cycle_momentum option enabled")
+      end
+      self.use_beta1 = d.betas ~= nil
+      local maxm = per_group(fn, "max_momentum", default(a.max_momentum, 0.95), optimizer)
+      local basem = per_group(fn, "base_momentum", default(a.base_momentum, 0.85), optimizer)
+      if last_epoch == -1 then
+        for i, g in ipairs(optimizer.param_groups) do
+          if self.use_beta1 then g.betas = {maxm[i], g.betas[2]} else g.momentum = maxm[i] end
+          g.max_momentum, g.base_momentum = maxm[i], basem[i]
+        end
+      end
+    end
+    return scheduler_init(self, optimizer, last_epoch, fn)
+  end)
+
+local function anneal(strategy, start, stop, pct)
+  if strategy == "cos" then return stop + (start - stop) / 2.0 * (math.cos(math.pi * pct) + 1) end
+  return (stop - start) * pct + start
+end
+
+--- scheduler:get_lr() of OneCycleLR: the rates for the current step (and
+-- sets each group's momentum or betas[1] when cycle_momentum).
+function optim.OneCycleLR:get_lr()
+  local step = self.last_epoch
+  if step > self.total_steps then
+    error(("OneCycleLR: tried to step %s times. The specified number of total steps is %d"):format(
+      tostring(math.tointeger(step + 1) or step + 1), self.total_steps))
+  end
+  local out, phases = {}, self._schedule_phases
+  for gi, g in ipairs(self.optimizer.param_groups) do
+    local start, lr, mom = 0, nil, nil
+    for i, ph in ipairs(phases) do
+      local stop = ph.end_step
+      if step <= stop or i == #phases then
+        local pct = (step - start) / (stop - start)
+        lr = anneal(self.anneal_strategy, g[ph.start_lr], g[ph.end_lr], pct)
+        if self.cycle_momentum then
+          mom = anneal(self.anneal_strategy, g[ph.start_momentum], g[ph.end_momentum], pct)
+        end
+        break
+      end
+      start = stop
+    end
+    out[gi] = lr
+    if self.cycle_momentum then
+      if self.use_beta1 then g.betas = {mom, g.betas[2]} else g.momentum = mom end
+    end
+  end
+  return out
+end
+
+-- Whether v is a scheduler of optimizer (any, when optimizer is nil).
+local function check_schedulers(fn, list, optimizer)
+  if type(list) ~= "table" or getmetatable(list) ~= nil or #list == 0 then
+    error(fn .. ": schedulers must be a non-empty list of schedulers")
+  end
+  for i, s in ipairs(list) do
+    if type(s) ~= "table" or rawget(s, "optimizer") == nil or type(s.step) ~= "function" then
+      error(("%s: schedulers[%d] is not a scheduler"):format(fn, i))
+    end
+    if s.optimizer ~= (optimizer or list[1].optimizer) then
+      error(("%s: all schedulers must belong to the same optimizer, but schedulers[%d] has another"):format(fn, i))
+    end
+  end
+end
+
+-- state_dict / load_state_dict of a scheduler holding others (_schedulers).
+local function nested_state_dict(self)
+  local sd = {}
+  for k, v in pairs(self) do
+    if k ~= "optimizer" and k ~= "_schedulers" then sd[k] = copy_value(v) end
+  end
+  sd._schedulers = {}
+  for i, s in ipairs(self._schedulers) do sd._schedulers[i] = s:state_dict() end
+  return sd
+end
+local function nested_load_state_dict(self, sd)
+  local name = getmetatable(self).__name
+  if type(sd) ~= "table" or type(sd._schedulers) ~= "table" or #sd._schedulers ~= #self._schedulers then
+    error(("%s:load_state_dict: expected a table from state_dict() with %d schedulers"):format(name,
+      #self._schedulers))
+  end
+  for k, v in pairs(sd) do
+    if k ~= "_schedulers" then
+      if rawget(self, k) == nil or k == "optimizer" then
+        error(("%s:load_state_dict: unknown key '%s'"):format(name, tostring(k)))
+      end
+      if type(v) ~= type(rawget(self, k)) then
+        error(("%s:load_state_dict: '%s' must be a %s (got %s)"):format(name, k, type(rawget(self, k)), type(v)))
+      end
+    end
+  end
+  for i, s in ipairs(self._schedulers) do s:load_state_dict(sd._schedulers[i]) end
+  for k, v in pairs(sd) do if k ~= "_schedulers" then self[k] = copy_value(v) end end
+end
+
+--- SequentialLR(optimizer, schedulers, milestones, last_epoch = -1): runs
+-- schedulers[1] until epoch milestones[1], then schedulers[2] (started
+-- afresh with step(0)), and so on.  scheduler:step() takes no epoch.
+optim.SequentialLR = scheduler_class("SequentialLR")
+sched_ctor(optim.SequentialLR, {"schedulers", "milestones", "last_epoch"}, {schedulers = true, milestones = true},
+  function(cls, a, optimizer)
+    local fn = "SequentialLR"
+    check_optimizer(fn, optimizer)
+    check_schedulers(fn, a.schedulers, optimizer)
+    local ms = a.milestones
+    if type(ms) ~= "table" or getmetatable(ms) ~= nil then error(fn .. ": milestones must be a list of epochs") end
+    if #ms ~= #a.schedulers - 1 then
+      error(("%s: expects one milestone fewer than schedulers, but got %d schedulers and %d milestones"):format(fn,
+        #a.schedulers, #ms))
+    end
+    local milestones = {}
+    for i, m in ipairs(ms) do milestones[i] = check_int(fn, ("milestones[%d]"):format(i), m) end
+    local last_epoch = check_int(fn, "last_epoch", default(a.last_epoch, -1), -1)
+    local self = setmetatable({optimizer = optimizer, _schedulers = {}, _milestones = milestones,
+      last_epoch = last_epoch + 1}, cls)
+    for i, s in ipairs(a.schedulers) do self._schedulers[i] = s end
+    for _, g in ipairs(optimizer.param_groups) do g.lr = g.initial_lr end
+    for _, s in ipairs(self._schedulers) do s.last_epoch = s.last_epoch - 1 end
+    local first = self._schedulers[1]
+    first._step_count = 0
+    first:step()
+    self._last_lr = first:get_last_lr()
+    return self
+  end)
+
+--- scheduler:step() of SequentialLR: one epoch on, in the scheduler whose
+-- span holds it.
+function optim.SequentialLR:step(...)
+  if select("#", ...) > 0 then error("SequentialLR:step: takes no epoch (torch's neither)") end
+  self.last_epoch = self.last_epoch + 1
+  local idx = 0
+  for _, m in ipairs(self._milestones) do if m <= self.last_epoch then idx = idx + 1 end end
+  local s = self._schedulers[idx + 1]
+  if idx > 0 and self._milestones[idx] == self.last_epoch then s:step(0) else s:step() end
+  self._last_lr = s:get_last_lr()
+end
+
+--- scheduler:state_dict() of SequentialLR: its counters and one state_dict per
+-- scheduler it holds (in _schedulers).
+function optim.SequentialLR:state_dict() return nested_state_dict(self) end
+
+--- scheduler:load_state_dict(sd) of SequentialLR: restores what state_dict
+-- gave, each held scheduler from its own entry.
+function optim.SequentialLR:load_state_dict(sd) return nested_load_state_dict(self, sd) end
+
+--- ChainedScheduler(schedulers): steps every scheduler of the list (all of
+-- one optimizer) at each step, so their factors multiply.
+optim.ChainedScheduler = scheduler_class("ChainedScheduler")
+setmetatable(optim.ChainedScheduler, {__index = Scheduler, __call = function(cls, ...)
+  local a = torch_args("ChainedScheduler", {"schedulers"}, nil, {schedulers = true}, ...)
+  check_schedulers("ChainedScheduler", a.schedulers)
+  local self = setmetatable({_schedulers = {}, optimizer = a.schedulers[1].optimizer}, cls)
+  for i, s in ipairs(a.schedulers) do self._schedulers[i] = s end
+  self._last_lr = {}
+  for i, g in ipairs(self.optimizer.param_groups) do self._last_lr[i] = g.lr end
+  return self
+end})
+
+--- scheduler:step() of ChainedScheduler: steps each scheduler in order.
+function optim.ChainedScheduler:step(...)
+  if select("#", ...) > 0 then error("ChainedScheduler:step: takes no epoch (torch's neither)") end
+  for _, s in ipairs(self._schedulers) do s:step() end
+  self._last_lr = {}
+  for i, g in ipairs(self.optimizer.param_groups) do self._last_lr[i] = g.lr end
+end
+
+--- scheduler:state_dict() of ChainedScheduler: its counters and one state_dict per
+-- scheduler it holds (in _schedulers).
+function optim.ChainedScheduler:state_dict() return nested_state_dict(self) end
+
+--- scheduler:load_state_dict(sd) of ChainedScheduler: restores what state_dict
+-- gave, each held scheduler from its own entry.
+function optim.ChainedScheduler:load_state_dict(sd) return nested_load_state_dict(self, sd) end
+
+--- ReduceLROnPlateau(optimizer, mode = "min", factor = 0.1, patience = 10,
+-- threshold = 1e-4, threshold_mode = "rel", cooldown = 0, min_lr = 0,
+-- eps = 1e-8): scheduler:step(metric) multiplies the rates by factor
+-- (not below min_lr, a number or one per group) once the metric (a
+-- number or a 0-d tensor) has not improved for more than patience steps.
+optim.ReduceLROnPlateau = scheduler_class("ReduceLROnPlateau")
+sched_ctor(optim.ReduceLROnPlateau, {"mode", "factor", "patience", "threshold", "threshold_mode", "cooldown",
+  "min_lr", "eps"}, {min_lr = true}, function(cls, a, optimizer)
+  local fn = "ReduceLROnPlateau"
+  local factor = check_num(fn, "factor", default(a.factor, 0.1))
+  if factor >= 1.0 then error(fn .. ": factor should be < 1.0 (got " .. tostring(factor) .. ")") end
+  check_optimizer(fn, optimizer)
+  local mode, tmode = default(a.mode, "min"), default(a.threshold_mode, "rel")
+  if mode ~= "min" and mode ~= "max" then error(("%s: mode must be \"min\" or \"max\" (got %s)"):format(fn,
+    tostring(mode))) end
+  if tmode ~= "rel" and tmode ~= "abs" then error(("%s: threshold_mode must be \"rel\" or \"abs\" (got %s)"):format(fn,
+    tostring(tmode))) end
+  local self = setmetatable({optimizer = optimizer, factor = factor,
+    min_lrs = per_group(fn, "min_lr", default(a.min_lr, 0), optimizer),
+    patience = check_int(fn, "patience", default(a.patience, 10), 0),
+    cooldown = check_int(fn, "cooldown", default(a.cooldown, 0), 0),
+    threshold = check_num(fn, "threshold", default(a.threshold, 1e-4)), mode = mode, threshold_mode = tmode,
+    eps = check_num(fn, "eps", default(a.eps, 1e-8)), last_epoch = 0, cooldown_counter = 0, num_bad_epochs = 0,
+    mode_worse = mode == "min" and math.huge or -math.huge}, cls)
+  self.best = self.mode_worse
+  self._last_lr = {}
+  for i, g in ipairs(optimizer.param_groups) do self._last_lr[i] = g.lr end
+  return self
+end)
+
+function optim.ReduceLROnPlateau:_is_better(x, best)
+  local t = self.threshold
+  if self.mode == "min" then
+    if self.threshold_mode == "rel" then return x < best * (1. - t) end
+    return x < best - t
+  end
+  if self.threshold_mode == "rel" then return x > best * (t + 1.) end
+  return x > best + t
+end
+
+--- scheduler:step(metric [, epoch]) of ReduceLROnPlateau: records the
+-- metric (a number or a one-element tensor) and reduces the rates after
+-- more than patience steps without improvement.
+function optim.ReduceLROnPlateau:step(metric, epoch)
+  local fn = "ReduceLROnPlateau:step"
+  if attn.is_tensor(metric) then metric = metric:item() end
+  if type(metric) ~= "number" then
+    error(("%s: expected the metric (a number or a one-element tensor), got %s"):format(fn, type(metric)))
+  end
+  if epoch == nil then epoch = self.last_epoch + 1 else check_num(fn, "epoch", epoch) end
+  self.last_epoch = epoch
+  if self:_is_better(metric, self.best) then
+    self.best = metric
+    self.num_bad_epochs = 0
+  else
+    self.num_bad_epochs = self.num_bad_epochs + 1
+  end
+  if self.cooldown_counter > 0 then
+    self.cooldown_counter = self.cooldown_counter - 1
+    self.num_bad_epochs = 0
+  end
+  if self.num_bad_epochs > self.patience then
+    for i, g in ipairs(self.optimizer.param_groups) do
+      local old = g.lr
+      local new = math.max(old * self.factor, self.min_lrs[i])
+      if old - new > self.eps then g.lr = new end
+    end
+    self.cooldown_counter = self.cooldown
+    self.num_bad_epochs = 0
+  end
+  self._last_lr = {}
+  for i, g in ipairs(self.optimizer.param_groups) do self._last_lr[i] = g.lr end
+end
+
 -- ------------------------------------------------------------------------
 -- Gradient clipping (torch.nn.utils)
 -- ------------------------------------------------------------------------
@@ -709,16 +1377,22 @@ end
 -- error_if_nonfinite = false): scales every grad in place by
 -- min(1, max_norm / (total + 1e-6)), total being the norm of all grads
 -- together (norm_type math.huge or "inf": the largest |g|).  Returns the
--- total norm as a 0-d tensor (0 when no parameter has a grad).
-function optim.clip_grad_norm_(parameters, max_norm, norm_type, error_if_nonfinite)
+-- total norm as a 0-d tensor (0 when no parameter has a grad).  The
+-- arguments after parameters go in torch's order or in a trailing options
+-- table: clip_grad_norm_(ps, 0.6, {norm_type = math.huge}).
+function optim.clip_grad_norm_(parameters, ...)
   local fn = "clip_grad_norm_"
-  if type(max_norm) ~= "number" then error(fn .. ": max_norm must be a number", 2) end
+  local a = torch_args(fn, {"max_norm", "norm_type", "error_if_nonfinite"}, nil, {}, ...)
+  local max_norm, norm_type, error_if_nonfinite = a.max_norm, a.norm_type, a.error_if_nonfinite
+  if type(max_norm) ~= "number" then error(("%s: max_norm must be a number (got %s)"):format(fn, type(max_norm)), 2) end
   if norm_type == nil then norm_type = 2 end
   if error_if_nonfinite ~= nil and type(error_if_nonfinite) ~= "boolean" then
     error(fn .. ": error_if_nonfinite must be a boolean", 2)
   end
   if norm_type == "inf" then norm_type = math.huge end
-  if type(norm_type) ~= "number" then error(fn .. ": norm_type must be a number or \"inf\"", 2) end
+  if type(norm_type) ~= "number" then
+    error(("%s: norm_type must be a number, math.huge or \"inf\" (got %s)"):format(fn, type(norm_type)), 2)
+  end
   local grads = grads_of(parameters, fn)
   local _ <close> = attn.no_grad()
   if #grads == 0 then return attn.tensor(0) end
@@ -745,8 +1419,9 @@ function optim.clip_grad_norm_(parameters, max_norm, norm_type, error_if_nonfini
 end
 
 --- clip_grad_value_(parameters, clip_value): clamps every grad in place
--- to [-clip_value, clip_value].
-function optim.clip_grad_value_(parameters, clip_value)
+-- to [-clip_value, clip_value] (clip_value positional or {clip_value = }).
+function optim.clip_grad_value_(parameters, ...)
+  local clip_value = torch_args("clip_grad_value_", {"clip_value"}, nil, {}, ...).clip_value
   if type(clip_value) ~= "number" then error("clip_grad_value_: clip_value must be a number", 2) end
   local grads = grads_of(parameters, "clip_grad_value_")
   local _ <close> = attn.no_grad()
