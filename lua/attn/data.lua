@@ -820,6 +820,15 @@ function DistributedSampler:iter()
   end
 end
 
+-- torch.utils.data's TensorDataset, Subset, DataLoader, random_split and
+-- default_collate (lua/attn/dataset.lua), under attn.data like torch's.
+do
+  local dataset = require "attn.dataset"
+  for _, k in ipairs({"TensorDataset", "Subset", "DataLoader", "random_split", "default_collate"}) do
+    data[k] = dataset[k]
+  end
+end
+
 -- vocab.encode(s) for vocab:encode(s) (and every other method) says to write ':'.
 attn._misuse.guard_class(Vocab, "vocab")
 attn._misuse.guard_class(CharTable, "chars")

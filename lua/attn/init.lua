@@ -31,6 +31,7 @@ local submodules = {
   rnn = "attn.rnn",
   conv = "attn.conv",
   activation = "attn.activation",
+  utils = "attn.utils",
 }
 
 --- attn.deepcopy(x): a deep copy of a module, tensor or table (Python's
