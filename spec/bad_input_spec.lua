@@ -2289,6 +2289,7 @@ local SCHEDS = {
   constant = function(o) return optim.ConstantLR(o, 0.5, 3) end,
   linear = function(o) return optim.LinearLR(o, 0.1, 1, 4) end,
   exponential = function(o) return optim.ExponentialLR(o, 0.9) end,
+  polynomial = function(o) return optim.PolynomialLR(o, 4, 2) end,
   multiplicative = function(o) return optim.MultiplicativeLR(o, function() return 0.9 end) end,
   cosine = function(o) return optim.CosineAnnealingLR(o, 5, 0.001) end,
   warm = function(o) return optim.CosineAnnealingWarmRestarts(o, 3, 2) end,
@@ -2328,6 +2329,8 @@ sentry("attn.optim.LinearLR", "LinearLR", {K.num(0.5, {opt = true, min = 1e-300,
   {override = {[2] = {["-0"] = "error", ["0"] = "error"}},
    cases = {{"options table", function() return {sgd(), {start_factor = 0.1, total_iters = 3}} end, "ok"}}})
 sentry("attn.optim.ExponentialLR", "ExponentialLR", {K.num(0.9, {finite = true}), LAST_EPOCH})
+sentry("attn.optim.PolynomialLR", "PolynomialLR", {K.int(4, {opt = true, min = 1}), K.num(2, {opt = true, finite = true}),
+  LAST_EPOCH})
 sentry("attn.optim.MultiplicativeLR", "MultiplicativeLR", {K.custom(function() return function() return 0.9 end end, {
   {"a function returning a string", function() return function() return "x" end end, "any"},
 }, {skip = {["a function"] = true}}), LAST_EPOCH})
@@ -2388,7 +2391,8 @@ E("attn.optim.NoamLR", {K.fixed(sgd), K.opts({d_model = K.num(8, {min = 1e-300})
   override = {[2] = {["option d_model = -0"] = "error", ["option d_model = 0"] = "error",
     ["option warmup = -0"] = "error", ["option warmup = 0"] = "error", ["option d_model = nil"] = "error",
     ["option warmup = nil"] = "error", ["an empty table"] = "error"}}})
-for _, k in ipairs({"step", "lambda", "noam", "multistep", "constant", "linear", "exponential", "multiplicative",
+for _, k in ipairs({"step", "lambda", "noam", "multistep", "constant", "linear", "exponential", "polynomial",
+  "multiplicative",
   "cosine", "warm", "onecycle", "sequential", "chained", "plateau"}) do
   local function smeth(name, sig, opts)
     opts = opts or {}
@@ -2422,7 +2426,7 @@ for _, k in ipairs({"step", "lambda", "noam", "multistep", "constant", "linear",
     {"an empty table", function() return {} end, "any"},
   }, {skip = {["a table"] = true}})}, {fn = nested and nested.load_state_dict})
   local GET_LR = {step = "StepLR", multistep = "MultiStepLR", constant = "ConstantLR", linear = "LinearLR",
-    exponential = "ExponentialLR", multiplicative = "MultiplicativeLR", cosine = "CosineAnnealingLR",
+    exponential = "ExponentialLR", polynomial = "PolynomialLR", multiplicative = "MultiplicativeLR", cosine = "CosineAnnealingLR",
     warm = "CosineAnnealingWarmRestarts", onecycle = "OneCycleLR"}
   if k ~= "sequential" and k ~= "chained" and k ~= "plateau" then
     smeth("get_lr", {}, {fn = optim[GET_LR[k] or "LambdaLR"].get_lr})

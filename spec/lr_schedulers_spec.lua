@@ -104,11 +104,11 @@ describe("attn.optim lr schedulers against torch 1.13", function()
       seen[c.sched] = true
     end
     for _, name in ipairs({"StepLR", "MultiStepLR", "ConstantLR", "LinearLR", "ExponentialLR", "MultiplicativeLR",
-      "CosineAnnealingLR", "CosineAnnealingWarmRestarts", "OneCycleLR", "SequentialLR", "ChainedScheduler",
+      "PolynomialLR", "CosineAnnealingLR", "CosineAnnealingWarmRestarts", "OneCycleLR", "SequentialLR", "ChainedScheduler",
       "ReduceLROnPlateau"}) do
       assert.is_true(seen[name], name .. " has fixture cases")
     end
-    assert.are.equal(2 * 26, n)
+    assert.are.equal(2 * 28, n)
     print(("\n  %d scheduler runs, %d steps, max relative difference from torch %.3g"):format(n, steps, maxrel))
   end)
 

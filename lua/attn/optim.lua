@@ -16,8 +16,14 @@
 -- rate), opt.state[param] the per-parameter state.  Parameters whose grad
 -- is nil are skipped.
 --
--- Schedulers: StepLR, LambdaLR, NoamLR (the Annotated Transformer's
--- warm-up schedule); clip_grad_norm_, clip_grad_value_.
+-- Schedulers (torch 1.13's, giving its rates step by step): StepLR,
+-- MultiStepLR, ConstantLR, LinearLR, ExponentialLR, PolynomialLR,
+-- LambdaLR, MultiplicativeLR, CosineAnnealingLR,
+-- CosineAnnealingWarmRestarts, OneCycleLR, SequentialLR, ChainedScheduler,
+-- ReduceLROnPlateau, and NoamLR (the Annotated Transformer's warm-up
+-- schedule); clip_grad_norm_, clip_grad_value_.  Optimizers, schedulers and
+-- the clip functions take torch's positional order or a trailing options
+-- table: SGD(params, 0.1, 0.9), StepLR(opt, {step_size = 2, gamma = 0.5}).
 local attn = require "attn.base"
 local core = require "attn.core"
 local error = core._error -- raises at the user's line (the first caller outside attn)
@@ -889,6 +895,30 @@ end
 function optim.ExponentialLR:_closed_form_lr()
   local out = {}
   for i, b in ipairs(self.base_lrs) do out[i] = b * self.gamma ^ self.last_epoch end
+  return out
+end
+
+--- PolynomialLR(optimizer, total_iters = 5, power = 1, last_epoch = -1):
+-- the rate decays as (1 - epoch / total_iters)^power until total_iters.
+optim.PolynomialLR = scheduler_class("PolynomialLR")
+sched_ctor(optim.PolynomialLR, {"total_iters", "power", "last_epoch"}, nil, function(cls, a, optimizer)
+  local fn = "PolynomialLR"
+  local self = setmetatable({total_iters = check_int(fn, "total_iters", default(a.total_iters, 5), 1),
+    power = check_num(fn, "power", default(a.power, 1.0))}, cls)
+  return scheduler_init(self, optimizer, a.last_epoch, fn)
+end)
+
+--- scheduler:get_lr() of PolynomialLR: torch's chainable form.
+function optim.PolynomialLR:get_lr()
+  local out, e, n = {}, self.last_epoch, self.total_iters
+  local f = (e == 0 or e > n) and 1 or ((1.0 - e / n) / (1.0 - (e - 1) / n)) ^ self.power
+  for i, g in ipairs(self.optimizer.param_groups) do out[i] = (e == 0 or e > n) and g.lr or g.lr * f end
+  return out
+end
+
+function optim.PolynomialLR:_closed_form_lr()
+  local out, n = {}, self.total_iters
+  for i, b in ipairs(self.base_lrs) do out[i] = b * (1.0 - math.min(n, self.last_epoch) / n) ^ self.power end
   return out
 end
 
