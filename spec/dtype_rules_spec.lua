@@ -214,6 +214,11 @@ local EXCLUDED = {
   backward = "runs backward; returns nothing", dim = "returns a Lua integer", numel = "returns a Lua integer",
   size = "returns Lua integers", stride = "returns Lua integers", item = "returns a Lua value",
   totable = "returns a Lua table", tostring = "returns a string", type = "returns a type name",
+  half = "storage dtype conversion: spec/storage_dtype_spec.lua checks it against torch",
+  bfloat16 = "storage dtype conversion: spec/storage_dtype_spec.lua checks it against torch",
+  double = "storage dtype conversion: spec/storage_dtype_spec.lua checks it against torch",
+  cpu = "device no-op (returns the tensor itself): spec/storage_dtype_spec.lua",
+  cuda = "always an error (attn runs on the CPU only): spec/storage_dtype_spec.lua",
   element_size = "returns a Lua integer", is_contiguous = "returns a Lua boolean",
   is_floating_point = "returns a Lua boolean", retain_grad = "autograd state only (a float tensor that requires grad)",
   shape = "returns a Shape (Lua integers)",
@@ -312,13 +317,21 @@ end)
 
 describe("dtypes attn does not have", function()
   it("are refused by name, not read as float32", function()
-    for _, name in ipairs({"float64", "double", "float16", "half", "bfloat16"}) do
+    for _, name in ipairs({"int32", "complex64", "uint8", "float8"}) do
       local ok, err = pcall(attn.zeros, 2, {dtype = name})
       assert.is_false(ok, name)
       assert.matches(name, err, 1, true)
     end
   end)
 end)
+  it("float16, bfloat16, float64 are storage dtypes: compute ops refuse them by name", function()
+    for _, name in ipairs({"float64", "double", "float16", "half", "bfloat16"}) do
+      local z = attn.zeros(2, {dtype = name})
+      local ok, err = pcall(function() return z + z end)
+      assert.is_false(ok, name)
+      assert.matches("a storage dtype (attn computes in float32): convert it with x:float()", err, 1, true)
+    end
+  end)
 
 describe("x.grad = g (issue 27)", function()
   it("refuses a gradient of another dtype or shape in torch's words", function()

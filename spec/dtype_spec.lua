@@ -166,7 +166,8 @@ describe("dtype objects", function()
     assert.are.equal(attn.float32, A_B:to("float").dtype)
     assert.are_not.equal(A_I, A_I:to("int64", {copy = true}))
     assert.has_error(function() A_I:to("int32") end,
-      "to: unknown dtype 'int32' (expected \"float32\", \"int64\" or \"bool\")")
+      "to: unknown dtype 'int32' (expected \"float32\", \"int64\", \"bool\", or the storage dtypes "
+        .. "\"float16\", \"bfloat16\", \"float64\")")
     assert.is_true(A_F:is_floating_point())
     assert.is_false(A_I:is_floating_point())
   end)

@@ -74,24 +74,46 @@ const char *attn_shape_str(int ndim, const int64_t *shape, char *buf, size_t siz
 /* ------------------------------------------------------------------------ */
 /* Storage and tensors                                                       */
 
-/* Element types, as torch's float32, int64 and bool. */
+/* Element types, as torch's float32, int64 and bool, and the storage
+   dtypes float16, bfloat16 and float64 (uint16_t bits, uint16_t bits,
+   double): they hold values (creation, conversion, copy_, views, data
+   movement, printing, save/load) but attn computes in float32 only, so the
+   compute ops refuse them with a message saying to convert with :float(). */
 typedef enum attn_dtype {
   ATTN_FLOAT32 = 0, /* float */
   ATTN_INT64,       /* int64_t */
   ATTN_BOOL,        /* bool (one byte, 0 or 1) */
+  ATTN_FLOAT16,     /* IEEE half, as uint16_t bits (storage only) */
+  ATTN_BFLOAT16,    /* bfloat16, as uint16_t bits (storage only) */
+  ATTN_FLOAT64,     /* double (storage only) */
   ATTN_DTYPE_COUNT
 } attn_dtype;
 
-/* "float32", "int64", "bool" ("?" for a bad value). */
+/* "float32", "int64", "bool", "float16", "bfloat16", "float64" ("?" for a
+   bad value). */
 const char *attn_dtype_name(attn_dtype dt);
 /* Bytes of one element. */
 size_t attn_dtype_size(attn_dtype dt);
-/* Parses "float32"/"float"/"int64"/"long"/"bool"; false if unknown. */
+/* Parses "float32"/"float"/"int64"/"long"/"bool"/"float16"/"half"/
+   "bfloat16"/"float64"/"double" (optionally prefixed "torch." or
+   "attn."); false if unknown. */
 bool attn_dtype_parse(const char *name, attn_dtype *out);
-/* torch's result type of a binary op on a and b: float32 if either is
-   float32, else int64 if either is int64, else bool. */
+/* torch's result type of a binary op on a and b (torch.promote_types):
+   float64 if either is float64; else float32 if either is float32 or they
+   are float16 and bfloat16; else the floating one of them; else int64 if
+   either is int64; else bool. */
 attn_dtype attn_promote_types(attn_dtype a, attn_dtype b);
 static inline bool attn_dtype_is_float(attn_dtype dt) { return dt == ATTN_FLOAT32; }
+/* float16, bfloat16, float64: dtypes attn stores but does not compute in. */
+static inline bool attn_dtype_is_storage(attn_dtype dt) {
+  return dt == ATTN_FLOAT16 || dt == ATTN_BFLOAT16 || dt == ATTN_FLOAT64;
+}
+/* Scalar conversions rounding exactly as torch 1.13 (round to nearest even,
+   subnormals, overflow to inf, NaN kept). */
+uint16_t attn_f32_to_f16(float f);
+float attn_f16_to_f32(uint16_t h);
+uint16_t attn_f32_to_bf16(float f);
+float attn_bf16_to_f32(uint16_t h);
 
 /* Called when the last reference to a wrapped buffer goes away. */
 typedef void (*attn_release_fn)(void *ctx, float *data);
@@ -225,6 +247,10 @@ attn_status attn_to_dtype(const attn_tensor *t, attn_dtype dt, attn_tensor **out
 /* ATTN_OK when t is float32, else ATTN_ERR_ARG "fn: expected a floating
    tensor, got int64" (what names the argument, may be NULL). */
 attn_status attn_check_float(const char *fn, const char *what, const attn_tensor *t);
+/* Fails, naming fn and the argument (what, or "argument argno" when what is
+   NULL), when t has a storage dtype: "add: argument 1 is float16, a storage
+   dtype (attn computes in float32): convert it with x:float()". */
+attn_status attn_check_compute(const char *fn, int argno, const char *what, const attn_tensor *t);
 /* Copies n floats laid out row-major into a fresh tensor of the shape. */
 attn_status attn_from_data(int ndim, const int64_t *shape, const float *data, attn_tensor **out);
 /* Wraps a caller's buffer without copying.  release (may be NULL: the

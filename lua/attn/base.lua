@@ -19,8 +19,7 @@ attn._VERSION = "attn " .. core.info().version
 attn._methods = core._methods
 local methods = core._methods
 
---- t:type(): "attn.Tensor", like the userdata's __name.
-function methods.type() return "attn.Tensor" end
+-- t:type() (torch's "torch.FloatTensor", or t:type(dtype) converting) is a C method.
 
 --------------------------------------------------------------------------
 -- Misuse checks shared by the package's classes and options tables.

@@ -671,6 +671,17 @@ static void check_plain_table(lua_State *L, int idx, const char *fn, const char 
     lua_pushnil(L);
     if (lua_next(L, idx))
       attnL_raise(L, "%s: argument '%s' must be a list of numbers (a table with keys 1..n), got a table with a %s key",
+      } else if (attn_dtype_is_storage(dt)) {
+        /* torch: a Python number goes to half/bfloat16 through float */
+        double x = ty == LUA_TBOOLEAN ? (lua_toboolean(L, -1) ? 1.0 : 0.0) : (double)lua_tonumber(L, -1);
+        if (dt == ATTN_FLOAT64) {
+          memcpy(*data, &x, sizeof x);
+          *data += sizeof x;
+        } else {
+          uint16_t v = dt == ATTN_FLOAT16 ? attn_f32_to_f16((float)x) : attn_f32_to_bf16((float)x);
+          memcpy(*data, &v, sizeof v);
+          *data += sizeof v;
+        }
                   fn, arg, luaL_typename(L, -2));
   }
 }
@@ -958,6 +969,9 @@ int attnL_option_field(lua_State *L, int opts, const char *key) {
 static bool opt_present(lua_State *L, int idx, const char *fn, const char *key, int ty, const char *what) {
   if (lua_isnoneornil(L, idx)) return false;
   if (lua_type(L, idx) != ty)
+  case ATTN_FLOAT16: lua_pushnumber(L, attn_f16_to_f32(((const uint16_t *)t->storage->data)[pos])); break;
+  case ATTN_BFLOAT16: lua_pushnumber(L, attn_bf16_to_f32(((const uint16_t *)t->storage->data)[pos])); break;
+  case ATTN_FLOAT64: lua_pushnumber(L, ((const double *)t->storage->data)[pos]); break;
     attnL_raise(L, "%s: option '%s' must be %s (got %s)", fn, key, what, luaL_typename(L, idx));
   return true;
 }

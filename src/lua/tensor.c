@@ -56,11 +56,10 @@ attn_dtype attnL_checkdtype(lua_State *L, int arg, const char *fn) {
   if (lua_type(L, arg) == LUA_TSTRING) {
     if (attn_dtype_parse(lua_tostring(L, arg), &dt)) return dt;
     const char *name = lua_tostring(L, arg);
-    bool wide = strcmp(name, "float64") == 0 || strcmp(name, "double") == 0 || strcmp(name, "float16") == 0 ||
-                strcmp(name, "half") == 0 || strcmp(name, "bfloat16") == 0;
-    attnL_raise(L, "%s: unknown dtype '%s' (expected \"float32\", \"int64\" or \"bool\")%s", fn, name,
-                wide ? "; attn computes in float32 only: use \"float32\" (files of other float types load as float32)"
-                     : "");
+    attnL_raise(L,
+                "%s: unknown dtype '%s' (expected \"float32\", \"int64\", \"bool\", or the storage dtypes "
+                "\"float16\", \"bfloat16\", \"float64\")",
+                fn, name);
   }
   attn_tensor *t = attnL_test(L, arg);
   if (t) return t->dtype;
@@ -127,7 +126,7 @@ static void open_dtypes(lua_State *L, int module) {
     lua_rawseti(L, -2, 2);
     lua_pushstring(L, attn_dtype_name((attn_dtype)i));
     lua_setfield(L, -2, "name");
-    lua_pushboolean(L, i == ATTN_FLOAT32);
+    lua_pushboolean(L, i == ATTN_FLOAT32 || attn_dtype_is_storage((attn_dtype)i));
     lua_setfield(L, -2, "is_floating_point");
     lua_pushinteger(L, (lua_Integer)attn_dtype_size((attn_dtype)i));
     lua_setfield(L, -2, "itemsize");
@@ -141,6 +140,10 @@ static void open_dtypes(lua_State *L, int module) {
   lua_setfield(L, module, "long");
   lua_rawgeti(L, -1, ATTN_FLOAT32 + 1);
   lua_setfield(L, module, "float");
+  lua_rawgeti(L, -1, ATTN_FLOAT16 + 1);
+  lua_setfield(L, module, "half");
+  lua_rawgeti(L, -1, ATTN_FLOAT64 + 1);
+  lua_setfield(L, module, "double");
   lua_setfield(L, LUA_REGISTRYINDEX, DTYPES_KEY);
   lua_pop(L, 1);
   if (luaL_newmetatable(L, SHAPE_MT)) {
@@ -1049,16 +1052,43 @@ static int m_long(lua_State *L) { return to_dtype(L, attnL_check(L, 1), ATTN_INT
 static int m_bool(lua_State *L) { return to_dtype(L, attnL_check(L, 1), ATTN_BOOL); }
 static int m_float(lua_State *L) { return to_dtype(L, attnL_check(L, 1), ATTN_FLOAT32); }
 
-/* t:to(dtype | "int64" | other_tensor [, {copy = true}]) */
+/* t:to(dtype | "float16" | device | other_tensor [, dtype] [, non_blocking, copy])
+   and t:to({dtype =, device =, copy =, non_blocking =}): torch's forms.  A
+   dtype equal to t's (or only a device) returns t itself unless copy. */
 static int m_to(lua_State *L) {
   attn_tensor *t = attnL_check(L, 1);
   luaL_checkany(L, 2);
-  attn_dtype dt = attnL_checkdtype(L, 2, "to");
-  int copy = 0;
-  if (lua_type(L, 3) == LUA_TTABLE) {
-    lua_getfield(L, 3, "copy");
-    copy = lua_toboolean(L, -1);
-    lua_pop(L, 1);
+  int top = lua_gettop(L), copy = 0, have_dt = 0, nbool = 0;
+  attn_dtype dt = t->dtype;
+  for (int i = 2; i <= top; i++) {
+    int ty = lua_type(L, i);
+    if (ty == LUA_TBOOLEAN) {
+      /* torch's positional non_blocking, copy */
+      if (nbool++ == 1) copy = lua_toboolean(L, i);
+    } else if (ty == LUA_TNIL) {
+      continue;
+    } else if (device_arg(L, i, "to")) {
+      continue;
+    } else if (ty == LUA_TTABLE && !attnL_test(L, i) && dtype_of_object(L, i) < 0) {
+      static const char *const known[] = {"dtype", "device", "copy", "non_blocking", "memory_format", NULL};
+      attnL_checkoptions(L, i, "to", known);
+      int f = attnL_option_field(L, i, "dtype");
+      if (!lua_isnil(L, f)) {
+        dt = attnL_checkdtype(L, f, "to");
+        have_dt = 1;
+      }
+      f = attnL_option_field(L, i, "device");
+      if (!lua_isnil(L, f) && !device_arg(L, f, "to"))
+        attnL_raise(L, "to: option 'device' must be \"cpu\" or attn.device(\"cpu\")");
+      copy = attnL_option_bool(L, attnL_option_field(L, i, "copy"), "to", "copy", copy);
+      attnL_option_bool(L, attnL_option_field(L, i, "non_blocking"), "to", "non_blocking", 0);
+    } else if (!have_dt) {
+      dt = attnL_checkdtype(L, i, "to");
+      have_dt = 1;
+    } else {
+      attnL_raise(L, "to: unexpected argument %d (%s): give one dtype, device or tensor", i - 1,
+                  luaL_typename(L, i));
+    }
   }
   if (copy && t->dtype == dt) {
     attn_tensor **box = attnL_newbox(L);
@@ -1076,7 +1106,8 @@ static int m_type_as(lua_State *L) {
 }
 
 static int m_is_floating_point(lua_State *L) {
-  lua_pushboolean(L, attnL_check(L, 1)->dtype == ATTN_FLOAT32);
+  attn_dtype dt = attnL_check(L, 1)->dtype;
+  lua_pushboolean(L, dt == ATTN_FLOAT32 || attn_dtype_is_storage(dt));
   return 1;
 }
 
@@ -1186,6 +1217,37 @@ static int l_now(lua_State *L) {
 }
 
 /* attn.core._isatty(file): whether a Lua file handle (io.stderr, ...) is a
+static int m_half(lua_State *L) { return to_dtype(L, attnL_check(L, 1), ATTN_FLOAT16); }
+static int m_bfloat16(lua_State *L) { return to_dtype(L, attnL_check(L, 1), ATTN_BFLOAT16); }
+static int m_double(lua_State *L) { return to_dtype(L, attnL_check(L, 1), ATTN_FLOAT64); }
+
+/* Whether the value at arg names a device: a string "cpu", "cpu:N",
+   "cuda", "cuda:N", "mps", ... or a device object ({type = "cpu"}, see
+   attn.device).  A device other than the CPU raises: attn runs on the CPU. */
+static bool device_arg(lua_State *L, int arg, const char *fn) {
+  const char *name = NULL;
+  if (lua_type(L, arg) == LUA_TSTRING) {
+    name = lua_tostring(L, arg);
+  } else if (lua_type(L, arg) == LUA_TTABLE && dtype_of_object(L, arg) < 0 && lua_getmetatable(L, arg)) {
+    lua_pop(L, 1);
+    if (lua_getfield(L, arg, "type") == LUA_TSTRING) name = lua_tostring(L, -1);
+    lua_pop(L, 1);
+    if (!name) return false;
+  }
+  if (!name) return false;
+  static const char *const devices[] = {"cpu", "cuda", "mps", "xpu", "meta", "xla", "vulkan", "hip", NULL};
+  for (int i = 0; devices[i]; i++) {
+    size_t n = strlen(devices[i]);
+    if (strncmp(name, devices[i], n) == 0 && (name[n] == 0 || name[n] == ':')) {
+      if (i == 0) return true;
+      attnL_raise(L,
+                  "%s: device '%s' is not available: attn runs on the CPU only (write x:to(\"cpu\") or leave the "
+                  "device out)",
+                  fn, name);
+    }
+  }
+  return false;
+}
    terminal, so attn.data's progress bar can stay quiet in logs and pipes.
    A closed handle is not a terminal. */
 static int l_isatty(lua_State *L) {
@@ -1206,6 +1268,40 @@ static int l_debug_counts(lua_State *L) {
   lua_setfield(L, -2, "storages");
   lua_pushinteger(L, c.storage_bytes);
   lua_setfield(L, -2, "storage_bytes");
+/* t:cpu() -> t (attn runs on the CPU: torch returns self too); t:cuda() raises. */
+static int m_cpu(lua_State *L) {
+  attnL_check(L, 1);
+  lua_settop(L, 1);
+  return 1;
+}
+static int m_cuda(lua_State *L) {
+  attnL_check(L, 1);
+  return attnL_raise(L, "cuda: device 'cuda' is not available: attn runs on the CPU only (write x:cpu() or leave "
+                        "it out)");
+}
+
+/* torch's legacy type names, by dtype */
+static const char *const type_names[ATTN_DTYPE_COUNT] = {"torch.FloatTensor", "torch.LongTensor",
+                                                         "torch.BoolTensor",  "torch.HalfTensor",
+                                                         "torch.BFloat16Tensor", "torch.DoubleTensor"};
+
+/* t:type() -> "torch.FloatTensor" (torch's name); t:type(dtype | name) ->
+   t in that dtype ("float64", attn.half, "torch.HalfTensor", ...). */
+static int m_type(lua_State *L) {
+  attn_tensor *t = attnL_check(L, 1);
+  if (lua_isnoneornil(L, 2)) {
+    lua_pushstring(L, type_names[t->dtype]);
+    return 1;
+  }
+  attn_dtype dt = ATTN_DTYPE_COUNT;
+  if (lua_type(L, 2) == LUA_TSTRING)
+    for (int i = 0; i < ATTN_DTYPE_COUNT; i++)
+      if (strcmp(lua_tostring(L, 2), type_names[i]) == 0) dt = (attn_dtype)i;
+  if (dt == ATTN_DTYPE_COUNT) dt = attnL_checkdtype(L, 2, "type");
+  lua_settop(L, 1);
+  return to_dtype(L, t, dt);
+}
+
   lua_pushinteger(L, c.nodes);
   lua_setfield(L, -2, "nodes");
   return 1;
@@ -1304,3 +1400,12 @@ void attnL_open_tensor(lua_State *L, int module, int methods_idx) {
   lua_setfield(L, -2, "__le");
   lua_pop(L, 1);
 }
+                                   {"half", m_half},
+                                   {"bfloat16", m_bfloat16},
+                                   {"double", m_double},
+/* Methods only (attn.cuda is the device table, attn.type would shadow Lua's type). */
+static const luaL_Reg method_only[] = {{"cpu", m_cpu}, {"cuda", m_cuda}, {"type", m_type}, {NULL, NULL}};
+
+  lua_newtable(L);
+  attnL_register(L, lua_gettop(L), methods_idx, method_only);
+  lua_pop(L, 1);

@@ -356,7 +356,7 @@ attn_status attn_tensor_format(const attn_tensor *t, const attn_print_opts *opts
   printer *pr = &prv;
   pr->t = t;
   pr->data = t->storage;
-  pr->ints = t->dtype != ATTN_FLOAT32;
+  pr->ints = t->dtype == ATTN_INT64 || t->dtype == ATTN_BOOL; /* float16 & co print as floats (torch) */
   pr->precision = opts->precision;
   pr->linewidth = opts->linewidth;
   pr->edge = opts->edgeitems;
@@ -395,8 +395,8 @@ attn_status attn_tensor_format(const attn_tensor *t, const attn_print_opts *opts
       add_suffix(pr, &last_line_len, size.p, indent);
     free(size.p);
   }
-  if (numel == 0 && t->dtype != ATTN_FLOAT32) {
-    /* torch names the dtype of an empty non-default tensor */
+  if ((numel == 0 && t->dtype != ATTN_FLOAT32) || attn_dtype_is_storage(t->dtype)) {
+    /* torch names the dtype of an empty non-default tensor, and of any float16, bfloat16, float64 one */
     char dts[32];
     snprintf(dts, sizeof dts, "dtype=attn.%s", attn_dtype_name(t->dtype));
     add_suffix(pr, &last_line_len, dts, indent);

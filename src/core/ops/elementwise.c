@@ -543,6 +543,9 @@ static attn_status binary_int(attn_binary_op op, const attn_tensor *a, const att
 }
 
 attn_status attn_binary(attn_binary_op op, const attn_tensor *a, const attn_tensor *b, attn_tensor **out) {
+  if (attn_check_compute((unsigned)op < ATTN_BINARY_OP_COUNT ? binary_names[op] : "binary", 1, NULL, a) ||
+      attn_check_compute((unsigned)op < ATTN_BINARY_OP_COUNT ? binary_names[op] : "binary", 2, NULL, b))
+    return ATTN_ERR_ARG;
   attn_status st = check_binary(op);
   if (!st) st = check_bool_operands(op, a->dtype == ATTN_BOOL, b->dtype == ATTN_BOOL, false);
   if (st) return st;
@@ -579,6 +582,9 @@ static attn_status commit_into(const char *fn, attn_tensor *a, attn_tensor *r) {
 }
 
 attn_status attn_binary_(attn_binary_op op, attn_tensor *a, const attn_tensor *b) {
+  if (attn_check_compute((unsigned)op < ATTN_BINARY_OP_COUNT ? binary_names[op] : "binary", 1, NULL, a) ||
+      attn_check_compute((unsigned)op < ATTN_BINARY_OP_COUNT ? binary_names[op] : "binary", 2, NULL, b))
+    return ATTN_ERR_ARG;
   attn_status st = check_binary(op);
   if (!st) st = check_bool_operands(op, a->dtype == ATTN_BOOL, b->dtype == ATTN_BOOL, false);
   if (st) return st;
@@ -663,6 +669,8 @@ static attn_status binary_scalar_int_exact(attn_binary_op op, const attn_tensor 
 }
 
 attn_status attn_binary_scalar(attn_binary_op op, const attn_tensor *a, float s, bool reversed, attn_tensor **out) {
+  if (attn_check_compute((unsigned)op < ATTN_BINARY_OP_COUNT ? binary_names[op] : "binary", 1, NULL, a))
+    return ATTN_ERR_ARG;
   attn_status st = check_binary(op);
   if (!st) st = check_bool_operands(op, a->dtype == ATTN_BOOL, false, true);
   if (st) return st;
@@ -689,6 +697,8 @@ attn_status attn_binary_scalar(attn_binary_op op, const attn_tensor *a, float s,
 }
 
 attn_status attn_binary_scalar_(attn_binary_op op, attn_tensor *a, float s, bool reversed) {
+  if (attn_check_compute((unsigned)op < ATTN_BINARY_OP_COUNT ? binary_names[op] : "binary", 1, NULL, a))
+    return ATTN_ERR_ARG;
   attn_status st = check_binary(op);
   if (st) return st;
   if (a->dtype == ATTN_FLOAT32) return binary_scalar_inplace_f32(op, a, s, reversed);
@@ -745,6 +755,8 @@ static attn_status unary_int(attn_unary_op op, const attn_tensor *a, attn_tensor
 }
 
 attn_status attn_unary(attn_unary_op op, const attn_tensor *a, attn_tensor **out) {
+  if (attn_check_compute((unsigned)op < ATTN_UNARY_OP_COUNT ? unary_names[op] : "unary", 1, NULL, a))
+    return ATTN_ERR_ARG;
   if ((unsigned)op >= ATTN_UNARY_OP_COUNT) return attn_set_error(ATTN_ERR_ARG, "unary: unknown op %d", (int)op);
   if (a->dtype == ATTN_FLOAT32) return unary_f32(op, a, out);
   if (unary_int_capable(op)) return unary_int(op, a, out);
@@ -760,6 +772,8 @@ attn_status attn_unary(attn_unary_op op, const attn_tensor *a, attn_tensor **out
 }
 
 attn_status attn_unary_(attn_unary_op op, attn_tensor *a) {
+  if (attn_check_compute((unsigned)op < ATTN_UNARY_OP_COUNT ? unary_names[op] : "unary", 1, NULL, a))
+    return ATTN_ERR_ARG;
   if ((unsigned)op >= ATTN_UNARY_OP_COUNT) return attn_set_error(ATTN_ERR_ARG, "unary: unknown op %d", (int)op);
   if (a->dtype == ATTN_FLOAT32) return unary_inplace_f32(op, a);
   char name[32];
@@ -800,6 +814,7 @@ static attn_status clamp_int(const attn_tensor *a, float lo, float hi, attn_tens
 }
 
 attn_status attn_clamp(const attn_tensor *a, float lo, float hi, attn_tensor **out) {
+  if (attn_check_compute("clamp", 1, NULL, a)) return ATTN_ERR_ARG;
   if (a->dtype == ATTN_FLOAT32) return clamp_f32(a, lo, hi, out);
   if ((lo != lo || lo == floorf(lo)) && (hi != hi || hi == floorf(hi))) return clamp_int(a, lo, hi, out);
   attn_tensor *fa;
@@ -811,6 +826,7 @@ attn_status attn_clamp(const attn_tensor *a, float lo, float hi, attn_tensor **o
 }
 
 attn_status attn_clamp_(attn_tensor *a, float lo, float hi) {
+  if (attn_check_compute("clamp_", 1, NULL, a)) return ATTN_ERR_ARG;
   if (a->dtype == ATTN_FLOAT32) return clamp_inplace_f32(a, lo, hi);
   attn_status st = check_writable("clamp_", a);
   if (st) return st;
@@ -850,6 +866,9 @@ static attn_status where_int(const attn_tensor *cond, const attn_tensor *a, cons
 }
 
 attn_status attn_where(const attn_tensor *cond, const attn_tensor *a, const attn_tensor *b, attn_tensor **out) {
+  if (attn_check_compute("where", 1, "condition", cond) || attn_check_compute("where", 2, "input", a) ||
+      attn_check_compute("where", 3, "other", b))
+    return ATTN_ERR_ARG;
   attn_status st;
   if (attn_promote_types(a->dtype, b->dtype) != ATTN_FLOAT32) {
     int n1, ndim;
@@ -900,6 +919,8 @@ static attn_status masked_fill_int(const char *fn, attn_tensor *o, const attn_te
 }
 
 attn_status attn_masked_fill(const attn_tensor *t, const attn_tensor *mask, float value, attn_tensor **out) {
+  if (attn_check_compute("masked_fill", 1, "input", t) || attn_check_compute("masked_fill", 2, "mask", mask))
+    return ATTN_ERR_ARG;
   attn_status st;
   if (t->dtype != ATTN_FLOAT32) {
     attn_tensor *o;
@@ -920,6 +941,8 @@ attn_status attn_masked_fill(const attn_tensor *t, const attn_tensor *mask, floa
 }
 
 attn_status attn_masked_fill_(attn_tensor *t, const attn_tensor *mask, float value) {
+  if (attn_check_compute("masked_fill_", 1, "input", t) || attn_check_compute("masked_fill_", 2, "mask", mask))
+    return ATTN_ERR_ARG;
   attn_status st;
   if (t->dtype != ATTN_FLOAT32) {
     if ((st = check_writable("masked_fill_", t))) return st;
@@ -939,6 +962,7 @@ attn_status attn_masked_fill_(attn_tensor *t, const attn_tensor *mask, float val
 }
 
 attn_status attn_add_scaled(const attn_tensor *a, const attn_tensor *b, float alpha, attn_tensor **out) {
+  if (attn_check_compute("add", 1, NULL, a) || attn_check_compute("add", 2, NULL, b)) return ATTN_ERR_ARG;
   if (a->dtype == ATTN_FLOAT32 && b->dtype == ATTN_FLOAT32) return add_scaled_f32(a, b, alpha, out);
   attn_tensor *fa = NULL, *fb = NULL;
   attn_status st;
@@ -952,6 +976,7 @@ attn_status attn_add_scaled(const attn_tensor *a, const attn_tensor *b, float al
 /* Logical ops, float classification, integer division                      */
 
 attn_status attn_logical(attn_logical_op op, const attn_tensor *a, const attn_tensor *b, attn_tensor **out) {
+  if (attn_check_compute("logical", 1, NULL, a) || attn_check_compute("logical", 2, NULL, b)) return ATTN_ERR_ARG;
   static const attn_binary_op as_bool_op[] = {ATTN_MUL, ATTN_ADD, ATTN_NE};
   static const char *const names[] = {"logical_and", "logical_or", "logical_xor"};
   if ((unsigned)op > ATTN_LOGICAL_XOR) return attn_set_error(ATTN_ERR_ARG, "logical: unknown op %d", (int)op);
@@ -968,6 +993,7 @@ attn_status attn_logical(attn_logical_op op, const attn_tensor *a, const attn_te
 }
 
 attn_status attn_logical_not(const attn_tensor *a, attn_tensor **out) {
+  if (attn_check_compute("logical_not", 1, NULL, a)) return ATTN_ERR_ARG;
   attn_tensor *ba;
   attn_status st = attn_to_dtype(a, ATTN_BOOL, &ba);
   if (st) return st;
@@ -979,6 +1005,7 @@ attn_status attn_logical_not(const attn_tensor *a, attn_tensor **out) {
 /* kind 0: isnan, 1: isinf, 2: isfinite (integers: never nan/inf) */
 static attn_status classify(int kind, const attn_tensor *a, attn_tensor **out) {
   static const char *const names[] = {"isnan", "isinf", "isfinite"};
+  if (attn_check_compute(names[kind], 1, NULL, a)) return ATTN_ERR_ARG;
   attn_tensor *o;
   attn_status st = attn__alloc_dtype(names[kind], ATTN_BOOL, a->ndim, a->shape, &o);
   if (st) return st;
@@ -1063,6 +1090,8 @@ static attn_status float_divmod(bool rem, const attn_tensor *a, const attn_tenso
 }
 
 attn_status attn_floor_divide(const attn_tensor *a, const attn_tensor *b, attn_tensor **out) {
+  if (attn_check_compute("floor_divide", 1, NULL, a) || attn_check_compute("floor_divide", 2, NULL, b))
+    return ATTN_ERR_ARG;
   int ndim;
   int64_t shape[ATTN_MAX_DIMS];
   attn_status st = attn_broadcast_shape("floor_divide", a, b, &ndim, shape);
@@ -1072,6 +1101,7 @@ attn_status attn_floor_divide(const attn_tensor *a, const attn_tensor *b, attn_t
 }
 
 attn_status attn_remainder(const attn_tensor *a, const attn_tensor *b, attn_tensor **out) {
+  if (attn_check_compute("remainder", 1, NULL, a) || attn_check_compute("remainder", 2, NULL, b)) return ATTN_ERR_ARG;
   int ndim;
   int64_t shape[ATTN_MAX_DIMS];
   attn_status st = attn_broadcast_shape("remainder", a, b, &ndim, shape);
@@ -1082,6 +1112,8 @@ attn_status attn_remainder(const attn_tensor *a, const attn_tensor *b, attn_tens
 
 attn_status attn_binary_scalar_i64(attn_binary_op op, const attn_tensor *a, int64_t s, bool reversed,
                                    attn_tensor **out) {
+  if (attn_check_compute((unsigned)op < ATTN_BINARY_OP_COUNT ? binary_names[op] : "binary", 1, NULL, a))
+    return ATTN_ERR_ARG;
   attn_status st = check_binary(op);
   if (!st) st = check_bool_operands(op, a->dtype == ATTN_BOOL, false, true);
   if (st) return st;

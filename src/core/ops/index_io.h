@@ -24,6 +24,7 @@ static inline bool attn__mask_at(const attn_tensor *m, int64_t pos) { return att
 /* The float kernels' inputs: float32 only, else an error naming the dtype. */
 static inline attn_status attn__float_only(const char *fn, const char *arg, const attn_tensor *t) {
   if (t->dtype == ATTN_FLOAT32) return ATTN_OK;
+  if (attn_dtype_is_storage(t->dtype)) return attn_check_compute(fn, 1, arg, t);
   return attn_set_error(ATTN_ERR_ARG, "%s: %s must be a float32 tensor, got %s (convert it with :float())", fn, arg,
                         attn_dtype_name(t->dtype));
 }

@@ -588,6 +588,7 @@ static attn_dtype float_result_dtype(attn_reduce_op op) {
    output dtype to infer) and argmax/argmin of bools. */
 static attn_status check_reduce_dtype(attn_reduce_op op, const attn_tensor *t) {
   if (t->dtype == ATTN_FLOAT32) return ATTN_OK;
+  if (attn_check_compute(reduce_names[op], 1, NULL, t)) return ATTN_ERR_ARG;
   if (op == ATTN_MEAN || op == ATTN_VAR || op == ATTN_STD || op == ATTN_NORM)
     return attn_set_error(ATTN_ERR_ARG,
                           "%s: expected a floating tensor, got %s (torch cannot infer the output dtype either: "
@@ -639,6 +640,7 @@ attn_status attn_reduce_all(attn_reduce_op op, const attn_tensor *t, const attn_
 attn_status attn_max_dim(const attn_tensor *t, int dim, bool keepdim, bool is_min, attn_tensor **values,
                          attn_tensor **indices) {
   attn_status st;
+  if (attn_check_compute(is_min ? "min" : "max", 1, NULL, t)) return ATTN_ERR_ARG;
   if (t->dtype != ATTN_FLOAT32) return int_reduce(is_min ? ATTN_MIN : ATTN_MAX, t, dim, keepdim, values, indices);
   attn_tensor *ix = NULL;
   if ((st = max_dim_f32(t, dim, keepdim, is_min, values, indices ? &ix : NULL))) return st;
@@ -650,6 +652,7 @@ attn_status attn_max_dim(const attn_tensor *t, int dim, bool keepdim, bool is_mi
 }
 
 attn_status attn_cumsum(const attn_tensor *t, int dim, attn_tensor **out) {
+  if (attn_check_compute("cumsum", 1, NULL, t)) return ATTN_ERR_ARG;
   if (t->dtype == ATTN_FLOAT32) return cumsum_f32(t, dim, out);
   attn_status st = check_reduce_dim("cumsum", t, dim);
   if (st) return st;

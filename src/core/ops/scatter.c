@@ -518,6 +518,7 @@ attn_status attn_inplace_result(const char *fn, attn_tensor *t, const attn_tenso
 /* t [S] -> [n, ndim]: the 0-based positions of the non-zero elements in
    row-major order. */
 attn_status attn_nonzero(const attn_tensor *t, attn_tensor **out) {
+  if (attn_check_compute("nonzero", 1, "input", t)) return ATTN_ERR_ARG;
   int64_t count = 0, total = attn_tensor_numel(t), work = 0;
   attn__iter it;
   if (total > 0) {
@@ -584,6 +585,8 @@ out:
 
 /* t and mask broadcast together; -> 1-d of t's values where mask is set */
 attn_status attn_masked_select(const attn_tensor *t, const attn_tensor *mask, attn_tensor **out) {
+  if (attn_check_compute("masked_select", 1, "input", t) || attn_check_compute("masked_select", 2, "mask", mask))
+    return ATTN_ERR_ARG;
   int nd;
   int64_t shape[ATTN_MAX_DIMS];
   attn_status st = attn_broadcast_shape("masked_select", t, mask, &nd, shape);
@@ -642,6 +645,8 @@ out:
    [0, N]: the first i with x <= boundaries[i] (right: x < boundaries[i]),
    N when there is none (torch.bucketize). */
 attn_status attn_bucketize(const attn_tensor *t, const attn_tensor *boundaries, bool right, attn_tensor **out) {
+  if (attn_check_compute("bucketize", 1, "input", t) || attn_check_compute("bucketize", 2, "boundaries", boundaries))
+    return ATTN_ERR_ARG;
   char sb[ATTN_SHAPE_BUF];
   if (boundaries->ndim != 1)
     return attn_set_error(ATTN_ERR_SHAPE, "bucketize: boundaries must be 1-d, got %s", ATTN_SHAPE(boundaries, sb));

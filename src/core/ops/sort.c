@@ -287,6 +287,7 @@ fail:
 
 static attn_status check_sort_dim(const char *fn, const attn_tensor *t, int dim) {
   if (t->ndim == 0 && dim == 0) return ATTN_OK;
+  if (attn_check_compute(fn, 1, NULL, t)) return ATTN_ERR_ARG;
   return attn__check_dim(fn, t, dim);
 }
 

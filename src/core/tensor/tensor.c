@@ -330,8 +330,9 @@ bool attn_same_shape(const attn_tensor *a, const attn_tensor *b) {
 /* ------------------------------------------------------------------------ */
 /* Dtypes                                                                    */
 
-static const char *const dtype_names[ATTN_DTYPE_COUNT] = {"float32", "int64", "bool"};
-static const size_t dtype_sizes[ATTN_DTYPE_COUNT] = {sizeof(float), sizeof(int64_t), sizeof(bool)};
+static const char *const dtype_names[ATTN_DTYPE_COUNT] = {"float32", "int64", "bool", "float16", "bfloat16", "float64"};
+static const size_t dtype_sizes[ATTN_DTYPE_COUNT] = {sizeof(float),    sizeof(int64_t),  sizeof(bool),
+                                                     sizeof(uint16_t), sizeof(uint16_t), sizeof(double)};
 
 const char *attn_dtype_name(attn_dtype dt) { return (unsigned)dt < ATTN_DTYPE_COUNT ? dtype_names[dt] : "?"; }
 size_t attn_dtype_size(attn_dtype dt) { return (unsigned)dt < ATTN_DTYPE_COUNT ? dtype_sizes[dt] : sizeof(float); }
@@ -341,8 +342,9 @@ bool attn_dtype_parse(const char *name, attn_dtype *out) {
     const char *name;
     attn_dtype dt;
   } names[] = {
-      {"float32", ATTN_FLOAT32}, {"float", ATTN_FLOAT32}, {"int64", ATTN_INT64},
-      {"long", ATTN_INT64},      {"bool", ATTN_BOOL},
+      {"float32", ATTN_FLOAT32}, {"float", ATTN_FLOAT32},   {"int64", ATTN_INT64},  {"long", ATTN_INT64},
+      {"bool", ATTN_BOOL},       {"float16", ATTN_FLOAT16}, {"half", ATTN_FLOAT16}, {"bfloat16", ATTN_BFLOAT16},
+      {"float64", ATTN_FLOAT64}, {"double", ATTN_FLOAT64},
   };
   if (!name) return false;
   if (strncmp(name, "torch.", 6) == 0)
@@ -358,31 +360,125 @@ bool attn_dtype_parse(const char *name, attn_dtype *out) {
 }
 
 attn_dtype attn_promote_types(attn_dtype a, attn_dtype b) {
+  if (a == ATTN_FLOAT64 || b == ATTN_FLOAT64) return ATTN_FLOAT64;
   if (a == ATTN_FLOAT32 || b == ATTN_FLOAT32) return ATTN_FLOAT32;
+  if (attn_dtype_is_storage(a) && attn_dtype_is_storage(b)) return a == b ? a : ATTN_FLOAT32; /* f16 with bf16 */
+  if (attn_dtype_is_storage(a)) return a;
+  if (attn_dtype_is_storage(b)) return b;
   if (a == ATTN_INT64 || b == ATTN_INT64) return ATTN_INT64;
   return ATTN_BOOL;
 }
 
+attn_status attn_check_compute(const char *fn, int argno, const char *what, const attn_tensor *t) {
+  if (!t || !attn_dtype_is_storage(t->dtype)) return ATTN_OK;
+  const char *name = attn_dtype_name(t->dtype);
+  if (what)
+    return attn_set_error(ATTN_ERR_ARG,
+                          "%s: argument '%s' is %s, a storage dtype (attn computes in float32): convert it with "
+                          "x:float()",
+                          fn, what, name);
+  return attn_set_error(ATTN_ERR_ARG,
+                        "%s: argument %d is %s, a storage dtype (attn computes in float32): convert it with x:float()",
+                        fn, argno, name);
+}
+
 attn_status attn_check_float(const char *fn, const char *what, const attn_tensor *t) {
   if (t->dtype == ATTN_FLOAT32) return ATTN_OK;
+  if (attn_dtype_is_storage(t->dtype)) return attn_check_compute(fn, 1, what ? what : "input", t);
   if (what)
     return attn_set_error(ATTN_ERR_ARG, "%s: expected a floating tensor for '%s', got %s", fn, what,
                           attn_dtype_name(t->dtype));
   return attn_set_error(ATTN_ERR_ARG, "%s: expected a floating tensor, got %s", fn, attn_dtype_name(t->dtype));
 }
 
+/* ------------------------------------------------------------------------ */
+/* float16 and bfloat16: torch 1.13's c10::Half and c10::BFloat16 rounding.  */
+
+static inline uint32_t f32_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+static inline float bits_f32(uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+uint16_t attn_f32_to_f16(float f) {
+  uint32_t u = f32_bits(f);
+  uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+  uint32_t a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);  /* NaN: c10 keeps the sign only */
+  if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* >= 65520 (and inf): inf */
+  if (a < 0x38800000u) {
+    /* below the smallest normal half 2^-14: a subnormal half (or 0), m * 2^-24 */
+    if (a < 0x33000000u) return sign; /* < 2^-25: rounds to 0 (2^-25 itself is a tie to even 0) */
+    uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u;
+    uint32_t shift = 126u - e; /* 14..24: value = m * 2^(e-150), half unit 2^-24 */
+    uint32_t q = m >> shift, rem = m & ((1u << shift) - 1u), halfway = 1u << (shift - 1u);
+    if (rem > halfway || (rem == halfway && (q & 1u))) q++;
+    return (uint16_t)(sign | q);
+  }
+  /* normal: rebias the exponent and round the 13 dropped bits to even */
+  uint32_t h = ((a - 0x38000000u) >> 13), rem = a & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h++; /* a carry into the exponent is right */
+  return (uint16_t)(sign | h);
+}
+
+float attn_f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  if (e == 0x1fu) return bits_f32(sign | 0x7f800000u | (m << 13));
+  if (e == 0) {
+    float v = (float)m * 5.9604644775390625e-08f; /* m * 2^-24, exact */
+    return sign ? -v : v;
+  }
+  return bits_f32(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+uint16_t attn_f32_to_bf16(float f) {
+  uint32_t u = f32_bits(f);
+  if (f != f) return 0x7fc0u; /* torch: every NaN is 0x7FC0 */
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+float attn_bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
+
 /* The element at storage position pos, converted. */
 static inline double load_f64(const attn_storage *s, int64_t pos) {
   switch (s->dtype) {
   case ATTN_INT64: return (double)((const int64_t *)s->data)[pos];
   case ATTN_BOOL: return ((const bool *)s->data)[pos] ? 1.0 : 0.0;
+  case ATTN_FLOAT16: return (double)attn_f16_to_f32(((const uint16_t *)s->data)[pos]);
+  case ATTN_BFLOAT16: return (double)attn_bf16_to_f32(((const uint16_t *)s->data)[pos]);
+  case ATTN_FLOAT64: return ((const double *)s->data)[pos];
   default: return (double)((const float *)s->data)[pos];
   }
+}
+/* The element as torch's float32 (float64 rounded once, the others exact). */
+static inline float load_f32(const attn_storage *s, int64_t pos) {
+  switch (s->dtype) {
+  case ATTN_INT64: return (float)((const int64_t *)s->data)[pos];
+  case ATTN_BOOL: return ((const bool *)s->data)[pos] ? 1.0f : 0.0f;
+  case ATTN_FLOAT16: return attn_f16_to_f32(((const uint16_t *)s->data)[pos]);
+  case ATTN_BFLOAT16: return attn_bf16_to_f32(((const uint16_t *)s->data)[pos]);
+  case ATTN_FLOAT64: return (float)((const double *)s->data)[pos];
+  default: return ((const float *)s->data)[pos];
+  }
+}
+static inline int64_t sat_i64(double v) {
+  if (!(v == v)) return 0;
+  if (v >= 9.2233720368547758e18) return INT64_MAX;
+  if (v <= -9.2233720368547758e18) return INT64_MIN;
+  return (int64_t)v;
 }
 static inline int64_t load_i64(const attn_storage *s, int64_t pos) {
   switch (s->dtype) {
   case ATTN_INT64: return ((const int64_t *)s->data)[pos];
   case ATTN_BOOL: return ((const bool *)s->data)[pos];
+  case ATTN_FLOAT64: return sat_i64(((const double *)s->data)[pos]);
+  case ATTN_FLOAT16:
+  case ATTN_BFLOAT16: return sat_i64((double)load_f32(s, pos));
   default: {
     float f = ((const float *)s->data)[pos];
     /* saturate like a checked cast; NaN gives 0 */
@@ -402,6 +498,10 @@ static inline void store_f64(attn_storage *s, int64_t pos, double v) {
                                                               : (int64_t)v;
     break;
   case ATTN_BOOL: ((bool *)s->data)[pos] = v != 0; break;
+  /* torch casts a double to half or bfloat16 through float (rounds twice) */
+  case ATTN_FLOAT16: ((uint16_t *)s->data)[pos] = attn_f32_to_f16((float)v); break;
+  case ATTN_BFLOAT16: ((uint16_t *)s->data)[pos] = attn_f32_to_bf16((float)v); break;
+  case ATTN_FLOAT64: ((double *)s->data)[pos] = v; break;
   default: ((float *)s->data)[pos] = (float)v; break;
   }
 }
@@ -409,6 +509,9 @@ static inline void store_i64(attn_storage *s, int64_t pos, int64_t v) {
   switch (s->dtype) {
   case ATTN_INT64: ((int64_t *)s->data)[pos] = v; break;
   case ATTN_BOOL: ((bool *)s->data)[pos] = v != 0; break;
+  case ATTN_FLOAT16: ((uint16_t *)s->data)[pos] = attn_f32_to_f16((float)v); break;
+  case ATTN_BFLOAT16: ((uint16_t *)s->data)[pos] = attn_f32_to_bf16((float)v); break;
+  case ATTN_FLOAT64: ((double *)s->data)[pos] = (double)v; break;
   default: ((float *)s->data)[pos] = (float)v; break;
   }
 }
@@ -738,7 +841,22 @@ attn_status attn_to_dtype(const attn_tensor *t, attn_dtype dt, attn_tensor **out
       float *p = attn_tensor_data(o);
       do {
         if ((i & 0xffff) == 0 && attn__poll_work(&work, 0x10000)) goto cancelled;
-        p[i++] = (float)load_f64(s, it.pos);
+        p[i++] = load_f32(s, it.pos);
+      } while (attn__iter_next(&it));
+    } else if (dt == ATTN_FLOAT16 || dt == ATTN_BFLOAT16) {
+      /* torch: every source goes through float (int64 and float64 round there first) */
+      uint16_t *p = (uint16_t *)attn_tensor_ptr(o);
+      bool half = dt == ATTN_FLOAT16;
+      do {
+        if ((i & 0xffff) == 0 && attn__poll_work(&work, 0x10000)) goto cancelled;
+        float f = load_f32(s, it.pos);
+        p[i++] = half ? attn_f32_to_f16(f) : attn_f32_to_bf16(f);
+      } while (attn__iter_next(&it));
+    } else if (dt == ATTN_FLOAT64) {
+      double *p = (double *)attn_tensor_ptr(o);
+      do {
+        if ((i & 0xffff) == 0 && attn__poll_work(&work, 0x10000)) goto cancelled;
+        p[i++] = load_f64(s, it.pos);
       } while (attn__iter_next(&it));
     } else if (dt == ATTN_INT64) {
       int64_t *p = attn_tensor_i64(o);
