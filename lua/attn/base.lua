@@ -77,8 +77,12 @@ function attn._misuse.is_guarded(f) return guards[f] ~= nil end
 -- stands for, else f: for tools that name functions by identity (the docs
 -- and bad-input checks).
 function attn._misuse.unwrap_method(f)
-  local g = guards[f]
-  if g ~= nil then return g end
+  local wrapped = require("attn.signature").wrapped -- options-table wrappers (attn/signature.lua)
+  for _ = 1, 4 do
+    local g = guards[f] or wrapped[f]
+    if g == nil then break end
+    f = g
+  end
   return core._unwrap_method(f)
 end
 
@@ -220,5 +224,9 @@ do
     methods[name] = attn._misuse.guard_method(name, methods[name], "x", attn.is_tensor)
   end
 end
+
+-- torch's keywords in a trailing options table (attn/signature.lua)
+require("attn.signature").install(attn, "")
+require("attn.signature").install(methods, "")
 
 return attn

@@ -631,4 +631,7 @@ function F.conv1d(input, weight, bias, stride, padding, dilation, groups)
 end
 -- <<< activations and conv1d
 
+-- torch's keywords in a trailing options table (attn/signature.lua)
+require("attn.signature").install(F, "F.")
+
 return F

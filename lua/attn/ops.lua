@@ -652,6 +652,12 @@ function M._install(attn, methods)
     repeat_interleave = M.repeat_interleave,
     tile = M.tile,
   }
+  -- isclose, allclose, equal, addmm, baddbmm, addbmm: attn/ops/compare.lua
+  local compare = require "attn.ops.compare"
+  compare.attn = attn
+  for _, name in ipairs({"isclose", "allclose", "equal", "addmm", "baddbmm", "addbmm"}) do
+    wrapped[name] = compare[name]
+  end
   for name, f in pairs(wrapped) do
     attn[name] = f
     if name ~= "einsum" then methods[name] = f end

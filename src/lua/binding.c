@@ -77,6 +77,7 @@ typedef struct {
   lua_CFunction fn;
   const char *method; /* a method's name (t:name()), NULL for a function */
   const char *recv;   /* how the dot-call message names the receiver: "x", "g" */
+  int nreq;           /* declared by core._declare: a trailing options table after nreq arguments is expanded */
 } bound_fn;
 
 static const char state_key = 0;
@@ -243,6 +244,7 @@ void attnL_leave(lua_State *L, attnL_state *S, uintptr_t frame, const attnL_save
 }
 
 static int dot_call_error(lua_State *L, const bound_fn *b);
+static void expand_options(lua_State *L, const bound_fn *b);
 
 /* Every function of the binding runs through here (see attnL_pushfn). */
 static int call_bound(lua_State *L) {
@@ -252,6 +254,8 @@ static int call_bound(lua_State *L) {
      this one a few): another userdata as self fails in the function's own
      argument check. */
   if (b->method && lua_type(L, 1) != LUA_TUSERDATA) return dot_call_error(L, b);
+  /* torch's keywords in a trailing options table (attn/signature.lua) */
+  if (b->nreq && lua_type(L, -1) == LUA_TTABLE && lua_gettop(L) > b->nreq) expand_options(L, b);
   uintptr_t frame = ATTNL_FRAME();
   attnL_saved saved;
   attnL_enter(L, b->S, frame, &saved);
@@ -270,8 +274,56 @@ static void push_bound(lua_State *L, lua_CFunction fn, const char *method, const
   b->fn = fn;
   b->method = method;
   b->recv = recv;
+  b->nreq = 0;
   if (plain) lua_pushvalue(L, plain);
   lua_pushcclosure(L, call_bound, plain ? 2 : 1);
+}
+
+static const char EXPANDERS_KEY[] = "attn.expanders";
+
+/* The trailing table at the top as torch's keyword arguments: the
+   declared expander (a Lua function of attn/signature.lua) gets the
+   arguments and returns them positional.  It runs before the call scope
+   opens, so no borrowed pointer is held.  A table with a metatable or
+   whose first key is not a string (a list: sizes, dims, tensors) is an
+   argument, not options. */
+static void expand_options(lua_State *L, const bound_fn *b) {
+  if (lua_getmetatable(L, -1)) {
+    lua_pop(L, 1);
+    return;
+  }
+  lua_pushnil(L);
+  if (!lua_next(L, -2)) return; /* {}: an empty list */
+  bool named = lua_type(L, -2) == LUA_TSTRING;
+  lua_pop(L, 2);
+  if (!named) return;
+  int n = lua_gettop(L);
+  lua_getfield(L, LUA_REGISTRYINDEX, EXPANDERS_KEY);
+  lua_rawgetp(L, -1, b);
+  lua_remove(L, -2);
+  lua_insert(L, 1);
+  lua_call(L, n, LUA_MULTRET);
+}
+
+/* core._declare(f, nreq, expander): f (a binding function) expands a
+   trailing options table after nreq arguments with expander(...). */
+int attnL_declare(lua_State *L) {
+  luaL_checktype(L, 3, LUA_TFUNCTION);
+  lua_Integer nreq = luaL_checkinteger(L, 2);
+  if (lua_tocfunction(L, 1) != call_bound || nreq < 0 || nreq > 16 || !lua_getupvalue(L, 1, 1))
+    return luaL_error(L, "_declare: not a binding function or a bad count");
+  bound_fn *b = lua_touserdata(L, -1);
+  lua_pop(L, 1);
+  if (lua_getfield(L, LUA_REGISTRYINDEX, EXPANDERS_KEY) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, LUA_REGISTRYINDEX, EXPANDERS_KEY);
+  }
+  lua_pushvalue(L, 3);
+  lua_rawsetp(L, -2, b);
+  b->nreq = (int)nreq;
+  return 0;
 }
 
 int attnL_unwrap_method(lua_State *L) {

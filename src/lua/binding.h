@@ -178,6 +178,9 @@ void attnL_setfuncs(lua_State *L, const luaL_Reg *fns);
 /* core._unwrap_method(f): the function form of a tensor method (attn.sum
    for attn._methods.sum, which is a closure of its own), else f itself. */
 int attnL_unwrap_method(lua_State *L);
+/* core._declare(f, nreq, expander): f expands a trailing options table
+   (torch's keywords) with expander (attn/signature.lua). */
+int attnL_declare(lua_State *L);
 /* The same for the methods of a userdata class (a generator's, recv "g"):
    a call without self (g.seed() for g:seed()) says to write ':'. */
 void attnL_setmethods(lua_State *L, const luaL_Reg *fns, const char *recv);

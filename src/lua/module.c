@@ -43,6 +43,8 @@ int luaopen_attn_core(lua_State *L) {
   lua_setfield(L, module, "_error");
   lua_pushcfunction(L, attnL_unwrap_method);
   lua_setfield(L, module, "_unwrap_method");
+  lua_pushcfunction(L, attnL_declare);
+  lua_setfield(L, module, "_declare");
   /* attn.version: the VERSION file's number (attn_version.h via attn.h). */
   lua_pushliteral(L, ATTN_VERSION);
   lua_setfield(L, module, "version");

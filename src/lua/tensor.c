@@ -1350,6 +1350,7 @@ static const luaL_Reg methods[] = {{"size", m_size},
                                    {"is_contiguous", m_is_contiguous},
                                    {"item", m_item},
                                    {"totable", m_totable},
+                                   {"tolist", m_totable}, /* torch's name */
                                    {"tostring", m_tostring},
                                    {"contiguous", m_contiguous},
                                    {"clone", m_clone},

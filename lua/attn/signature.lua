@@ -1,0 +1,166 @@
+-- SPDX-License-Identifier: MIT
+
+--- attn.signature: torch's signatures of attn's public functions, declared
+-- once (the calling convention of issue 29).
+--
+-- Every optional argument that torch takes by keyword can be given in a
+-- trailing options table, and torch's positional order works too:
+--
+--     F.gelu(x, "tanh")              F.gelu(x, {approximate = "tanh"})
+--     x:argmax(2, true)              x:argmax(2, {keepdim = true})
+--     attn.cat(xs, 2)                attn.cat(xs, {dim = 2})
+--
+-- A line of SIGNATURES names a function and its torch signature, the
+-- parameters in torch's order, the optional ones with "=default":
+--
+--     argmax = "input, dim=nil, keepdim=false"
+--
+-- From that line come the argument handling (a trailing plain table whose
+-- first key is a string, after the required arguments, becomes the
+-- positional arguments it names; an unknown key is an error listing the
+-- valid ones) and the generic check of both forms
+-- (spec/calling_convention_spec.lua).  A C function is declared to the
+-- binding (core._declare: the expansion costs nothing until an options
+-- table is given); a Lua function is wrapped.  "native" marks a function
+-- that reads its options table itself (then only the spec uses the line);
+-- false marks a function without optional arguments.
+--
+-- Keys: "name" is attn.name and the tensor method t:name (self standing
+-- for torch's input); "F.name" is attn.F.name (nn.functional); other
+-- modules use their path under attn ("optim.SGD").  Extend the table when
+-- a function is added; the spec fails for a public function it lacks.
+local core = require "attn.core"
+local error = core._error -- positioned at the user's line
+
+local M = {}
+
+-- Signatures written in torch's order.  Defaults are informative (the
+-- function applies its own); only the names and the count of required
+-- parameters drive the expansion.
+M.SIGNATURES = {
+  -- attn.* and tensor methods
+  add = "input, other, alpha=1",
+  sub = "input, other, alpha=1",
+  gelu = "input, approximate='none'",
+  softmax = "input, dim", -- torch's dtype= is not taken (attn computes in float32)
+  log_softmax = "input, dim",
+  cumsum = "input, dim",
+  argmax = "input, dim=nil, keepdim=false",
+  argmin = "input, dim=nil, keepdim=false",
+  all = "input, dim=nil, keepdim=false",
+  any = "input, dim=nil, keepdim=false",
+  prod = "input, dim=nil, keepdim=false",
+  multinomial = "input, num_samples, replacement=false, generator=nil",
+  cat = "tensors, dim=1",
+  stack = "tensors, dim=1",
+  isclose = "input, other, rtol=1e-05, atol=1e-08, equal_nan=false",
+  allclose = "input, other, rtol=1e-05, atol=1e-08, equal_nan=false",
+  equal = false,
+  addmm = "input, mat1, mat2, beta=1, alpha=1",
+  baddbmm = "input, batch1, batch2, beta=1, alpha=1",
+  addbmm = "input, batch1, batch2, beta=1, alpha=1",
+  tolist = false,
+  -- attn.F (torch.nn.functional)
+  ["F.gelu"] = "input, approximate='none'",
+  ["F.softmax"] = "input, dim",
+  ["F.log_softmax"] = "input, dim",
+  ["F.dropout"] = "input, p=0.5, training=true",
+  ["F.leaky_relu"] = "input, negative_slope=0.01, inplace=false",
+  ["F.elu"] = "input, alpha=1.0, inplace=false",
+  ["F.softplus"] = "input, beta=1, threshold=20",
+  ["F.layer_norm"] = "input, normalized_shape, weight=nil, bias=nil, eps=1e-05",
+  ["F.one_hot"] = "tensor, num_classes=-1",
+  ["F.linear"] = "input, weight, bias=nil",
+}
+
+--- Parses a signature line: the list of names, the number of required
+-- parameters (those before the first one with a default) and the number
+-- of leading ones that are never in the options table (the first: the
+-- tensor, or the list of tensors of cat; torch takes every other one by
+-- keyword too, F.softmax(x, dim = 2)).
+function M.parse(sig)
+  local names, nreq, optional = {}, 0, false
+  for item in sig:gmatch("[^,]+") do
+    local name, default = item:match("^%s*([%w_]+)%s*(=?)")
+    assert(name, "attn.signature: bad signature " .. sig)
+    names[#names + 1] = name
+    if default == "=" then optional = true elseif not optional then nreq = nreq + 1 end
+  end
+  return names, nreq, 1
+end
+
+--- Whether v is an options table: plain, and its first key a string.
+function M.is_options(v)
+  return type(v) == "table" and getmetatable(v) == nil and type(next(v)) == "string"
+end
+local is_options = M.is_options
+
+--- The expander of function fn (its name in messages): (...) with a
+-- trailing options table -> the same arguments, positional; the first
+-- lead parameters are never options.
+function M.expander(fn, names, lead)
+  local nreq = lead
+  local index, valid = {}, {}
+  for i, n in ipairs(names) do
+    index[n] = i
+    if i > nreq then valid[#valid + 1] = n end
+  end
+  return function(...)
+    local n = select("#", ...)
+    local args = {...}
+    local opts = args[n]
+    args[n] = nil
+    local last = n - 1
+    for k, v in next, opts do
+      local i = index[k]
+      if i == nil or i <= nreq then
+        error(require("attn.base")._misuse.unknown_option(fn, k, valid), 2)
+      end
+      if i <= n - 1 and args[i] ~= nil then
+        error(("%s: %s given twice (as argument %d and in the options table)"):format(fn, k, i), 2)
+      end
+      args[i] = v
+      if i > last then last = i end
+    end
+    return table.unpack(args, 1, last)
+  end
+end
+
+-- wrapper -> the function it wraps (attn._misuse.unwrap_method)
+M.wrapped = setmetatable({}, {__mode = "k"})
+
+--- f (a Lua function) taking a trailing options table as declared.
+function M.wrap(fn, f, sig)
+  local names, _, lead = M.parse(sig)
+  local expand = M.expander(fn, names, lead)
+  local w = function(...)
+    local n = select("#", ...)
+    if n > lead and is_options((select(n, ...))) then return f(expand(...)) end
+    return f(...)
+  end
+  M.wrapped[w] = f
+  return w
+end
+
+-- f declared under key: a binding function learns its expander; a Lua
+-- function is returned wrapped.
+local function declare(f, fn, sig)
+  local names, _, lead = M.parse(sig)
+  if pcall(core._declare, f, lead, M.expander(fn, names, lead)) then return f end -- a binding function
+  return M.wrap(fn, f, sig)
+end
+
+--- Installs the declarations of the functions in table t whose keys are
+-- prefix .. name ("" for attn and the tensor methods, "F." for attn.F).
+function M.install(t, prefix)
+  for key, sig in pairs(M.SIGNATURES) do
+    local name = key:sub(1, #prefix) == prefix and key:sub(#prefix + 1) or nil
+    if name and not name:find(".", 1, true) and type(sig) == "string" and sig ~= "native" then
+      local f = rawget(t, name)
+      if type(f) == "function" and not M.wrapped[f] then rawset(t, name, declare(f, name, sig)) end
+    end
+  end
+  return t
+end
+
+return M
