@@ -41,6 +41,13 @@ local function describe(v)
   return type(v) == "table" and "a table" or (type(v) == "nil" and "nil" or ("a " .. type(v)))
 end
 
+-- Raises unless g is nil or an open attn.Generator.
+local function check_generator(fn, g)
+  if g == nil then return end
+  if not is_generator(g) then fail(fn, "generator must be an attn.Generator (got %s)", describe(g)) end
+  if not pcall(g.initial_seed, g) then fail(fn, "generator is closed") end
+end
+
 -- ---------------------------------------------------------------------------
 -- Datasets
 
@@ -436,9 +443,7 @@ function M.DataLoader(...)
     end
   end
   local g = o.generator
-  if g ~= nil and not is_generator(g) then
-    fail("DataLoader", "generator must be an attn.Generator (got %s)", describe(g))
-  end
+  check_generator("DataLoader", g)
   if o.sampler ~= nil and o.shuffle then fail("DataLoader", "sampler option is mutually exclusive with shuffle") end
   local self = {dataset = ds, generator = g, drop_last = o.drop_last == true, collate_fn = o.collate_fn,
     shuffle = o.shuffle == true, _n = n}
@@ -625,9 +630,7 @@ function M.random_split(dataset, lengths, generator)
     local opts = attn._misuse.check_options("random_split", generator, {"generator"})
     generator = opts.generator
   end
-  if generator ~= nil and not is_generator(generator) then
-    fail("random_split", "generator must be an attn.Generator (got %s)", describe(generator))
-  end
+  check_generator("random_split", generator)
   if not is_list(lengths) or #lengths == 0 then
     fail("random_split", "lengths must be a non-empty list of integers or fractions (got %s)", describe(lengths))
   end
