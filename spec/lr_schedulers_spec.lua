@@ -10,7 +10,14 @@ local optim = attn.optim
 local nn = attn.nn
 
 local F = fx.load("lr_schedulers")
-local RTOL = tonumber(os.getenv("H3_RTOL") or "") or 1e-12 -- measured: 0 (bit for bit)
+-- Measured: 0 (bit for bit) on every case.  Schedulers whose formulas use
+-- only + - * / are compared exactly (the chainable form differs from the
+-- closed form by ~1e-16, so this catches a closed form); those calling
+-- cos or pow get 1e-12 relative, room for another libm.
+local RTOL = tonumber(os.getenv("H3_RTOL") or "") or 1e-12
+local EXACT = {StepLR = true, ConstantLR = true, LinearLR = true, ExponentialLR = true, MultiplicativeLR = true,
+  ChainedScheduler = true, ReduceLROnPlateau = true}
+local rtol = RTOL
 
 local LAMBDAS = {
   mult = function(e) return 0.9 + 0.01 * (e % 3) end,
@@ -64,7 +71,7 @@ local function close(got, want, what)
   local rel = d / math.max(math.abs(want), 1e-300)
   if want == 0 then rel = d end
   if rel > maxrel then maxrel = rel end
-  assert(rel <= RTOL, ("%s: got %.17g, torch %.17g"):format(what, got, want))
+  assert(rel <= rtol, ("%s: got %.17g, torch %.17g"):format(what, got, want))
 end
 
 local function check_row(got, want, what)
@@ -73,6 +80,7 @@ local function check_row(got, want, what)
 end
 
 local function run(c, form)
+  rtol = EXACT[c.sched] and 0 or RTOL
   local opt = make_opt(c)
   local s = build(c.sched, c.order, c.kw, opt, form)
   local what = ("%s (%s form)"):format(c.name, form)
@@ -134,6 +142,7 @@ describe("attn.optim lr schedulers against torch 1.13", function()
   end)
 
   it("state_dict / load_state_dict resume a schedule where it was", function()
+    rtol = RTOL
     for _, c in ipairs(F.cases) do
       if c.sched ~= "ReduceLROnPlateau" and not c.epochs and c.steps >= 10 then
         local opt = make_opt(c)
