@@ -210,9 +210,6 @@ local function is_list(t)
   return true
 end
 
--- The float dtype of Lua floats: torch collates Python floats to float64;
--- attn uses float64 where the core has it, float32 before.
-local function float_dtype() return rawget(attn, "float64") or attn.float32 end
 
 function collate(batch)
   local elem = batch[1]
@@ -243,7 +240,7 @@ function collate(batch)
     if kind == "boolean" then return attn.tensor(values, {dtype = attn.bool}) end
     -- torch: an int first gives torch.tensor(batch) (int64, or float32 if a float follows); a float gives float64
     if kind == "integer" then return attn.tensor(values, {dtype = all_int and attn.int64 or attn.float32}) end
-    return attn.tensor(values, {dtype = float_dtype()})
+    return attn.tensor(values, {dtype = attn.float64})
   end
   if kind == "string" then
     local out = {}
@@ -287,7 +284,7 @@ end
 --- data.default_collate(batch) -> the items of batch (a list) merged as
 -- torch's default_collate: tensors are stacked along a new dim 1; Lua
 -- integers give an int64 tensor, booleans a bool tensor, Lua floats a
--- float64 tensor (float32 where attn has no float64 storage); strings
+-- float64 tensor (torch's collate_float_fn); strings
 -- stay a list; lists collate position by position and dicts key by key,
 -- recursively.
 function M.default_collate(batch)
