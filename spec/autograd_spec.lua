@@ -35,7 +35,7 @@ describe("backward", function()
 
   it("does not alias the first gradient it stores", function()
     local x = attn.ones(3):requires_grad_(true)
-    local g = attn.full({3}, 2)
+    local g = attn.full({3}, 2.0)
     x:backward(g) -- a leaf's own gradient is the seed itself
     g:fill_(5)
     assert.are.same({2, 2, 2}, x.grad:totable())
@@ -44,8 +44,8 @@ describe("backward", function()
   end)
 
   it("takes an explicit gradient for a non-scalar output", function()
-    local x = attn.tensor({0.5, -1, 2}):requires_grad_(true)
-    local g = attn.tensor({1, 2, 3})
+    local x = attn.tensor({0.5, -1.0, 2.0}):requires_grad_(true)
+    local g = attn.tensor({1.0, 2.0, 3.0})
     x:sin():backward(g)
     local expected = {}
     for i, v in ipairs({0.5, -1, 2}) do expected[i] = math.cos(v) * i end
@@ -53,14 +53,14 @@ describe("backward", function()
   end)
 
   it("implies a gradient of 1 only for one-element outputs", function()
-    local x = attn.tensor({1, 2}):requires_grad_(true)
+    local x = attn.tensor({1.0, 2.0}):requires_grad_(true)
     local y = x * x
     assert.error_matches(function() y:backward() end, "gradient can be implied only for a tensor with one element")
     assert.error_matches(function() y:backward(attn.ones(3)) end, "gradient of shape %[3%] for a tensor of shape %[2%]")
     local z = (x * x):sum()
     z:backward()
     assert.are.same({2, 4}, x.grad:totable())
-    local w = attn.tensor({3}):requires_grad_(true)
+    local w = attn.tensor({3.0}):requires_grad_(true)
     ;(w * w):backward() -- shape [1] counts too
     assert.are.same({6}, w.grad:totable())
   end)
@@ -70,7 +70,7 @@ describe("backward", function()
   end)
 
   it("raises a clear error on a second backward without retain_graph", function()
-    local x = attn.tensor({1, 2, 3}):requires_grad_(true)
+    local x = attn.tensor({1.0, 2.0, 3.0}):requires_grad_(true)
     local y = x * x -- MulBackward0 saves x
     y:backward(attn.ones(3))
     assert.are.same({2, 4, 6}, x.grad:totable())
@@ -79,7 +79,7 @@ describe("backward", function()
   end)
 
   it("runs a second time with retain_graph, doubling the gradients", function()
-    local x = attn.tensor({1, 2, 3}):requires_grad_(true)
+    local x = attn.tensor({1.0, 2.0, 3.0}):requires_grad_(true)
     local y = (x * x):exp()
     y:backward(attn.ones(3), true)
     local once = x.grad:totable()
@@ -90,7 +90,7 @@ describe("backward", function()
   end)
 
   it("walks a graph that saved nothing again without retain_graph (like torch)", function()
-    local x = attn.tensor({1, 2}):requires_grad_(true)
+    local x = attn.tensor({1.0, 2.0}):requires_grad_(true)
     local y = (x + x):view(2, 1)
     y:backward(attn.ones(2, 1))
     y:backward(attn.ones(2, 1))
@@ -108,7 +108,7 @@ describe("backward", function()
   end)
 
   it("adds the gradients of a tensor used twice by one op", function()
-    local x = attn.tensor({1.5, -2}):requires_grad_(true)
+    local x = attn.tensor({1.5, -2.0}):requires_grad_(true)
     ;(x * x + x):backward(attn.ones(2))
     assert.are.same({4, -3}, x.grad:totable())
   end)
@@ -275,22 +275,22 @@ describe("gradients added straight into a leaf's .grad", function()
     -- the two gradients are summed first, then added (torch's order)
     check("relu + tanh of one leaf", function(t) return t:relu() + t:tanh() end, 40, 100)
     -- an expanded .grad (stride 0) is replaced by the sum, never written through
-    local y = attn.tensor({1, -2, 3}):requires_grad_()
-    y.grad = attn.tensor({10}):expand(3)
+    local y = attn.tensor({1.0, -2.0, 3.0}):requires_grad_()
+    y.grad = attn.tensor({10.0}):expand(3)
     y:relu():backward(attn.ones(3))
     assert.are.same({11, 10, 11}, y.grad:totable())
   end)
 
   it("never alias the first gradient a leaf stores with anything the caller holds", function()
     local x, z = attn.ones(3):requires_grad_(), attn.ones(3):requires_grad_()
-    local g = attn.full({3}, 2)
+    local g = attn.full({3}, 2.0)
     ;(x + z):backward(g) -- both leaves get g itself from AddBackward
     g:fill_(5)
     assert.are.same({2, 2, 2}, x.grad:totable())
     assert.are.same({2, 2, 2}, z.grad:totable())
     x.grad:fill_(9)
     assert.are.same({2, 2, 2}, z.grad:totable())
-    local w = attn.tensor({1, -1}):requires_grad_()
+    local w = attn.tensor({1.0, -1.0}):requires_grad_()
     local h = w:exp()
     h:retain_grad()
     h:relu():backward(attn.ones(2))
@@ -384,7 +384,7 @@ describe("leaves, detach, requires_grad, retain_grad", function()
   end)
 
   it("detach cuts the graph but shares the storage", function()
-    local x = attn.tensor({1, 2, 3}):requires_grad_(true)
+    local x = attn.tensor({1.0, 2.0, 3.0}):requires_grad_(true)
     local y = x * 2
     local d = y:detach()
     assert.is_false(d.requires_grad)
@@ -446,7 +446,7 @@ describe("leaves, detach, requires_grad, retain_grad", function()
     assert.is_nil(x.grad)
     ;(x * 2):backward(attn.ones(3))
     assert.are.same({2, 2, 2}, x.grad:totable()) -- starts from zero again
-    x.grad = attn.full({3}, 5)
+    x.grad = attn.full({3}, 5.0)
     ;(x * 2):backward(attn.ones(3))
     assert.are.same({7, 7, 7}, x.grad:totable())
     assert.error_matches(function() x.grad = attn.ones(4) end, "shape")
@@ -455,7 +455,7 @@ end)
 
 describe("non-differentiable outputs", function()
   it("comparisons, argmax/argmin, max indices, all/any need no grad", function()
-    local x = attn.tensor({{0.5, -1, 2}, {3, 0.1, -0.2}}):requires_grad_(true)
+    local x = attn.tensor({{0.5, -1.0, 2.0}, {3.0, 0.1, -0.2}}):requires_grad_(true)
     local outs = {
       gt = x:gt(0), lt = x:lt(0), eq = x:eq(x), ne = attn.ne(x, 1), ge = x:ge(0), le = x:le(0),
       argmax = x:argmax(), argmin = x:argmin(2), all = x:all(), any = x:any(1),
@@ -498,7 +498,7 @@ describe("in-place operations", function()
   end)
 
   it("are refused on a leaf that requires grad, which keeps its values", function()
-    local x = attn.tensor({1, 2, 3}):requires_grad_(true)
+    local x = attn.tensor({1.0, 2.0, 3.0}):requires_grad_(true)
     for _, f in ipairs({
       function() x:mul_(2) end, function() x:add_(1) end, function() x:exp_() end,
       function() x:fill_(0) end, function() x:zero_() end, function() x:copy_(attn.zeros(3)) end,
@@ -514,7 +514,7 @@ describe("in-place operations", function()
   end)
 
   it("are refused on views of tensors in a graph", function()
-    local x = attn.tensor({{1, 2}, {3, 4}}):requires_grad_(true)
+    local x = attn.tensor({{1.0, 2.0}, {3.0, 4.0}}):requires_grad_(true)
     assert.error_matches(function() x:narrow(1, 1, 1):mul_(2) end, "view")
     assert.error_matches(function() x[1]:add_(1) end, "view")
     local y = x * 2
@@ -525,8 +525,8 @@ describe("in-place operations", function()
   end)
 
   it("raise the version error when a saved tensor was modified before backward", function()
-    local x = attn.tensor({1, 2, 3}):requires_grad_(true)
-    local w = attn.tensor({4, 5, 6})
+    local x = attn.tensor({1.0, 2.0, 3.0}):requires_grad_(true)
+    local w = attn.tensor({4.0, 5.0, 6.0})
     local y = x * w -- saves w
     w:mul_(2)       -- w is in no graph: the write itself is allowed
     assert.error_matches(function() y:backward(attn.ones(3)) end, "modified in place")
@@ -540,7 +540,7 @@ describe("in-place operations", function()
   it("are allowed on a result a backward node saved, and backward then refuses", function()
     -- like torch: y:mul_(2) goes through; ExpBackward0 saved y, so the
     -- version check stops the backward with a clear message
-    local x = attn.tensor({0, 1}):requires_grad_(true)
+    local x = attn.tensor({0.0, 1.0}):requires_grad_(true)
     local y = x:exp() -- ExpBackward0 saves its output
     y:mul_(2)
     assert.are.same("MulBackward0", y.grad_fn)
@@ -553,7 +553,7 @@ describe("in-place operations", function()
   end)
 
   it("are refused on views of tensors that take part in autograd", function()
-    local x = attn.tensor({{1, 2}, {3, 4}}):requires_grad_(true)
+    local x = attn.tensor({{1.0, 2.0}, {3.0, 4.0}}):requires_grad_(true)
     local y = x * 1
     local row = y[1]
     assert.error_matches(function() row:mul_(2) end, "view")
@@ -623,7 +623,7 @@ describe("deep graphs and memory", function()
     x.grad = nil
     local v = x
     for i = 1, 100000 do v = i % 2 == 0 and v:view(2) or v:unsqueeze(1):squeeze(1) end
-    v:backward(attn.full({2}, 3))
+    v:backward(attn.full({2}, 3.0))
     assert.are.same({3, 3}, x.grad:totable())
   end)
 

@@ -114,6 +114,7 @@ describe("attn.data.DataLoader against torch 1.13", function()
       if want.shape then
         assert.is_true(attn.is_tensor(got), what)
         local dt = want.dtype
+        if dt == "float64" and not rawget(attn, "float64") then dt = "float32" end -- documented difference
         assert.are.same(want.shape, {table.unpack(got.shape)}, what)
         assert.are.equal(attn[dt], got.dtype, what)
         local vals = got:reshape(-1):totable()

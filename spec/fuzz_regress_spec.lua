@@ -81,8 +81,8 @@ describe("fuzz findings", function()
   -- batch; the fold skipped size-1 dims without keeping the stride chain,
   -- so an expanded batch read batch 0 for every batch (silently wrong).
   it("multiplies expanded batches by a vector or matrix", function()
-    local a = attn.tensor({ -4, -1 }):view(2, 1, 1, 1):expand(2, 1, 2, 4)
-    local v = attn.tensor({ -4, -4, -4, -4 })
+    local a = attn.tensor({ -4.0, -1.0 }):view(2, 1, 1, 1):expand(2, 1, 2, 4)
+    local v = attn.tensor({ -4.0, -4.0, -4.0, -4.0 })
     assert.are.same({ 64, 64, 16, 16 }, values(attn.matmul(a, v)))
     assert.are.same(values(attn.matmul(a:contiguous(), v)), values(attn.matmul(a, v)))
     local m = attn.ones(4, 2)

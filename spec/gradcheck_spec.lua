@@ -140,9 +140,9 @@ case("clamp(nil, max)", function(a) return a:clamp(nil, 0.4) end, function() ret
 case("where with broadcasting", function(c, a, b) return attn.where(c, a, b) end,
   function() return {attn.rand(3, 4):lt(0.5), randn(3, 4), randn(4)} end)
 case("where with a broadcast condition", function(c, a, b) return attn.where(c, a, b) end,
-  function() return {attn.tensor({{1}, {0}, {1}}), randn(1, 4), randn(3, 4)} end)
+  function() return {attn.tensor({{1.0}, {0.0}, {1.0}}), randn(1, 4), randn(3, 4)} end)
 case("masked_fill with a broadcast mask", function(x, m) return x:masked_fill(m, -1.5) end,
-  function() return {randn(3, 4), attn.tensor({{1, 0, 0, 1}})} end)
+  function() return {randn(3, 4), attn.tensor({{1.0, 0.0, 0.0, 1.0}})} end)
 case("masked_fill with a full mask", function(x, m) return x:masked_fill(m, 2) end,
   function() return {randn(3, 4), attn.rand(3, 4):lt(0.5)} end)
 
@@ -188,7 +188,7 @@ case("layer_norm no affine", function(x) return attn.F.layer_norm(x, 4) end, fun
 case("layer_norm weight only", function(x, w) return attn.F.layer_norm(x, 4, w) end,
   function() return {randn(3, 4), randn(4)} end)
 case("softmax after masked_fill with -inf", function(x, m) return x:masked_fill(m, -math.huge):softmax(2) end,
-  function() return {randn(3, 4), attn.tensor({{0, 1, 1, 1}, {0, 0, 1, 1}, {0, 0, 0, 1}})} end)
+  function() return {randn(3, 4), attn.tensor({{0.0, 1.0, 1.0, 1.0}, {0.0, 0.0, 1.0, 1.0}, {0.0, 0.0, 0.0, 1.0}})} end)
 case("attention: softmax(q k^T / sqrt(d)) v, causal mask", function(q, k, v, m)
   local s = q:matmul(k:transpose(-2, -1)) / math.sqrt(4)
   return s:masked_fill(m, -math.huge):softmax(-1):matmul(v)
@@ -283,11 +283,11 @@ case("cat with a constant", function(a, b) return attn.cat({a, b}, 1) end,
 case("stack dim 1", function(a, b) return attn.stack({a, b}, 1) end, function() return {randn(3, 4), randn(3, 4)} end)
 case("stack dim 3", function(a, b) return attn.stack({a, b}, 3) end, function() return {randn(3, 4), randn(3, 4)} end)
 case("index_select with repeats", function(x, i) return x:index_select(1, i) end,
-  function() return {randn(3, 4), attn.tensor({3, 1, 3, 2})} end)
+  function() return {randn(3, 4), attn.tensor({3.0, 1.0, 3.0, 2.0})} end)
 case("index_select dim 2", function(x, i) return x:index_select(2, i) end,
-  function() return {randn(3, 4), attn.tensor({2, 2, 4})} end)
+  function() return {randn(3, 4), attn.tensor({2.0, 2.0, 4.0})} end)
 case("gather dim 2", function(x, i) return x:gather(2, i) end,
-  function() return {randn(3, 4), attn.tensor({{1, 1, 4, 2, 1}, {3, 3, 3, 2, 4}, {4, 1, 2, 2, 3}})} end)
+  function() return {randn(3, 4), attn.tensor({{1.0, 1.0, 4.0, 2.0, 1.0}, {3.0, 3.0, 3.0, 2.0, 4.0}, {4.0, 1.0, 2.0, 2.0, 3.0}})} end)
 case("gather dim 1", function(x, i) return x:gather(1, i) end,
   function() return {randn(3, 4), attn.tensor({{1, 3, 3, 2}, {3, 3, 1, 1}})} end)
 case("split", function(x) return x:split(3, 2) end, function() return {randn(3, 4)} end)
@@ -300,9 +300,9 @@ case("tril", function(x) return x:tril() end, function() return {randn(4, 4)} en
 case("triu 1", function(x) return x:triu(1) end, function() return {randn(3, 4)} end)
 case("tril -1", function(x) return x:tril(-1) end, function() return {randn(3, 4)} end)
 case("embedding with repeated ids", function(w, i) return attn.embedding(w, i) end,
-  function() return {randn(5, 3), attn.tensor({{2, 5, 2}, {1, 2, 4}})} end)
+  function() return {randn(5, 3), attn.tensor({{2.0, 5.0, 2.0}, {1.0, 2.0, 4.0}})} end)
 case("embedding with padding_idx (not looked up)", function(w, i) return attn.embedding(w, i, 3) end,
-  function() return {randn(5, 3), attn.tensor({{2, 5, 2}, {1, 2, 4}})} end)
+  function() return {randn(5, 3), attn.tensor({{2.0, 5.0, 2.0}, {1.0, 2.0, 4.0}})} end)
 
 ---------------------------------------------------------------------------
 -- Strided layouts: non-contiguous leaves, gradients that arrive transposed
@@ -324,7 +324,7 @@ local strided = {
   {"flip", function(x) return x:flip(2) end},
   {"repeat", function(x) return x:rep(2, 1) end},
   {"index_select", function(x) return x:index_select(2, {3, 1, 3}) end},
-  {"gather", function(x) return x:gather(2, attn.tensor({{1, 4}, {2, 2}, {4, 3}})) end},
+  {"gather", function(x) return x:gather(2, attn.tensor({{1.0, 4.0}, {2.0, 2.0}, {4.0, 3.0}})) end},
   {"cat", function(x) return attn.cat({x, x * 2}, 2) end},
   {"stack", function(x) return attn.stack({x, x:exp()}, 2) end},
   {"split", function(x) return x:split(1, 1) end},
@@ -434,7 +434,7 @@ describe("attn.gradcheck", function()
   it("leaves the inputs' .grad as it found them", function()
     attn.manual_seed(6)
     local x, y = randn(3), randn(3)
-    x.grad = attn.full({3}, 7)
+    x.grad = attn.full({3}, 7.0)
     attn.gradcheck(function(a, b) return a * b end, {x, y})
     assert.are.same({7, 7, 7}, x.grad:totable())
     assert.is_nil(y.grad)
@@ -495,7 +495,7 @@ describe("attn.gradcheck", function()
 
   it("catches embedding's padding row: it gets no gradient although it is read", function()
     attn.manual_seed(11)
-    local w, ids = randn(5, 3), attn.tensor({{2, 5, 2}, {1, 3, 4}})
+    local w, ids = randn(5, 3), attn.tensor({{2.0, 5.0, 2.0}, {1.0, 3.0, 4.0}})
     local ok, msg = attn.gradcheck(function(a, i) return attn.embedding(a, i, 3) end, {w, ids}, {raise = false})
     assert.is_false(ok)
     assert.matches("input 1 (shape [5,3]) at element 7 (index {3,1})", msg, 1, true)

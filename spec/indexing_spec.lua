@@ -31,16 +31,16 @@ local writes = {
   w_row = function(x) x[2] = attn.arange(6):float() end,
   w_row_scalar = function(x) x[3] = 0 end,
   w_elem = function(x) x[{2, 3}] = 7 end,
-  w_col = function(x) x[{{}, 1}] = attn.tensor({1, 2, 3, 4}) end,
-  w_range_bcast = function(x) x[{{2, 3}, {}}] = attn.tensor({9, 8, 7, 6, 5, 4}) end,
+  w_col = function(x) x[{{}, 1}] = attn.tensor({1.0, 2.0, 3.0, 4.0}) end,
+  w_range_bcast = function(x) x[{{2, 3}, {}}] = attn.tensor({9.0, 8.0, 7.0, 6.0, 5.0, 4.0}) end,
   w_step = function(x) x[{{}, {1, -1, 2}}] = -1 end,
   w_mask_scalar = function(x) x[x:gt(1)] = 0 end,
-  w_mask_rows = function(x) x[attn.tensor({true, false, true, false})] = attn.tensor({{1, 1, 1, 1, 1, 1}, {2, 2, 2, 2, 2, 2}}) end,
+  w_mask_rows = function(x) x[attn.tensor({true, false, true, false})] = attn.tensor({{1.0, 1.0, 1.0, 1.0, 1.0, 1.0}, {2.0, 2.0, 2.0, 2.0, 2.0, 2.0}}) end,
   w_mask_values = function(x)
     local m = x:lt(-2)
     x[m] = attn.arange(m:sum():item()):float()
   end,
-  w_ids = function(x) x[ids({4, 2})] = attn.tensor({{10, 10, 10, 10, 10, 10}, {20, 20, 20, 20, 20, 20}}) end,
+  w_ids = function(x) x[ids({4, 2})] = attn.tensor({{10.0, 10.0, 10.0, 10.0, 10.0, 10.0}, {20.0, 20.0, 20.0, 20.0, 20.0, 20.0}}) end,
   w_col_ids = function(x) x[{{}, ids({6, 1})}] = attn.tensor({1.5, 2.5}) end,
 }
 
@@ -87,7 +87,7 @@ describe("indexing gradients match torch", function()
   end)
   it("through writes (index tensor rows, a column, a mask)", function()
     local w = X():requires_grad_()
-    local v = attn.tensor({{1, -2, 3, -4, 5, -6}, {0.5, 0.25, 2, 4, 8, 16}}):requires_grad_()
+    local v = attn.tensor({{1.0, -2.0, 3.0, -4.0, 5.0, -6.0}, {0.5, 0.25, 2.0, 4.0, 8.0, 16.0}}):requires_grad_()
     local a = w * 1
     a[ids({4, 2})] = v
     a[{{}, 1}] = 0
@@ -171,17 +171,17 @@ describe("indexing keys", function()
   it("a value that does not fit the masked elements is told in torch's words", function()
     local y = attn.zeros(2, 3)
     local mask = attn.tensor({{true, false, true}, {false, true, false}})
-    local ok, err = pcall(function() y[mask] = attn.tensor({1, 2}) end)
+    local ok, err = pcall(function() y[mask] = attn.tensor({1.0, 2.0}) end)
     assert.is_false(ok)
     assert.matches("indexing_spec.lua:%d+: newindex: shape mismatch: value tensor of shape %[2%] cannot be "
       .. "broadcast to indexing result of shape %[3%] %(give one value per selected element, or a single value "
       .. "for all%)", err)
     -- torch's rules: rows per true entry, one value for all, or values per element
-    y[mask] = attn.tensor({1, 2, 3})
+    y[mask] = attn.tensor({1.0, 2.0, 3.0})
     assert.same({{1, 0, 2}, {0, 3, 0}}, y:totable())
-    y[attn.tensor({false, true})] = attn.tensor({7, 8, 9})
+    y[attn.tensor({false, true})] = attn.tensor({7.0, 8.0, 9.0})
     assert.same({{1, 0, 2}, {7, 8, 9}}, y:totable())
-    assert.has_error(function() y[attn.tensor({true, false})] = attn.tensor({1, 2}) end,
+    assert.has_error(function() y[attn.tensor({true, false})] = attn.tensor({1.0, 2.0}) end,
       "newindex: shape mismatch: value tensor of shape [2] cannot be broadcast to indexing result of shape [1,3] "
         .. "(give one value per selected element, or a single value for all)")
     assert.has_error(function() y[ids({1, 2, 1})] = attn.ones(2) end)
@@ -197,7 +197,7 @@ describe("indexing keys", function()
       assert.matches("newindex: the .* a mask must be a bool tensor", err)
       assert.same({0, 2}, x[m:bool()]:totable())
     end
-    assert.same({0, 0}, x[attn.tensor({1, 1})]:totable()) -- 1s alone are ids
+    assert.same({0, 0}, x[attn.tensor({1.0, 1.0})]:totable()) -- 1s alone are ids
   end)
   it("exposes shape, ndim, dtype, T and mT as properties", function()
     local x = attn.randn(2, 3, 4)

@@ -145,14 +145,14 @@ end)
 describe("round trips", function()
   local function samples()
     local base = attn.arange(0, 24):reshape(2, 3, 4) * 0.25 - 2
-    local special = attn.tensor({0, -0.0, 1 / 0, -1 / 0, 0 / 0, 1e-45, 3.4e38, -7.5})
+    local special = attn.tensor({0.0, -0.0, 1.0 / 0.0, -1.0 / 0.0, 0.0 / 0.0, 1e-45, 3.4e38, -7.5})
     local eight = attn.arange(0, 256):reshape(2, 2, 2, 2, 2, 2, 2, 2)
     return {
       contiguous = base,
       transposed = base:transpose(1, 3),
       permuted = base:permute(3, 1, 2),
       sliced = attn.arange(0, 40):reshape(5, 8):narrow(2, 2, 5),
-      expanded = attn.tensor({{1}, {2}, {3}}):expand(3, 4),
+      expanded = attn.tensor({{1.0}, {2.0}, {3.0}}):expand(3, 4),
       special = special,
       scalar = attn.tensor(2.5):reshape({}),
       empty = attn.zeros(0, 3),
@@ -209,7 +209,7 @@ describe("round trips", function()
 
   it("safetensors: metadata, sorted layout, padded header", function()
     local path = tmp("meta.safetensors")
-    attn.save({b = attn.ones(3), a = attn.zeros(2, 2), c = attn.tensor(1):reshape({})}, path,
+    attn.save({b = attn.ones(3), a = attn.zeros(2, 2), c = attn.tensor(1.0):reshape({})}, path,
       {format = "pt", epoch = 12, note = "with \"quotes\" and \\ and\nnewline"})
     local ts, meta = attn.load(path)
     assert.are.same({format = "pt", epoch = "12", note = "with \"quotes\" and \\ and\nnewline"}, meta)
@@ -268,7 +268,7 @@ describe("numpy reads what attn writes", function()
     attn.save(base:transpose(1, 3), tmp("py_at.npy"))
     attn.save(attn.tensor(2.5):reshape({}), tmp("py_s.npy"))
     attn.save(attn.zeros(0, 3), tmp("py_e.npy"))
-    attn.save({w = base, ["dotted.name"] = base:select(1, 2), s = attn.tensor(-1):reshape({}),
+    attn.save({w = base, ["dotted.name"] = base:select(1, 2), s = attn.tensor(-1.0):reshape({}),
       e = attn.zeros(2, 0)}, tmp("py_x.npz"))
     attn.save({w = base, b = attn.arange(0, 3):float():expand(2, 3)}, tmp("py_x.safetensors"), {format = "pt"})
     local script = tmp("check.py")

@@ -73,7 +73,7 @@ describe("attn.F class losses", function()
       "nll_loss: target 2.5 is not a class number in 1..4")
     assert.has_no_error(function() F.nll_loss(x, {1, 9, 2}, {ignore_index = 9}) end)
     -- strided int64 targets; the first bad one in row-major order is named
-    local cols = attn.tensor({{1, 2}, {7, 3}, {2, 8}}):select(2, 1)
+    local cols = attn.tensor({{1.0, 2.0}, {7.0, 3.0}, {2.0, 8.0}}):select(2, 1)
     assert.is_false(cols:is_contiguous())
     assert.has_error(function() F.cross_entropy(x, cols) end, "cross_entropy: target 7 is not a class number in 1..4")
     assert.has_error(function() F.cross_entropy(x, {1, 4, 5}, {ignore_index = 4}) end,
@@ -119,11 +119,11 @@ describe("attn.F pointwise losses", function()
   end)
 
   it("binary_cross_entropy checks its ranges", function()
-    assert.has_error(function() F.binary_cross_entropy(attn.tensor({0.5, 1.5}), attn.tensor({0, 1})) end,
+    assert.has_error(function() F.binary_cross_entropy(attn.tensor({0.5, 1.5}), attn.tensor({0.0, 1.0})) end,
       "binary_cross_entropy: all elements of input should be between 0 and 1")
-    assert.has_error(function() F.binary_cross_entropy(attn.tensor({0.5, 0.5}), attn.tensor({0, 2})) end,
+    assert.has_error(function() F.binary_cross_entropy(attn.tensor({0.5, 0.5}), attn.tensor({0.0, 2.0})) end,
       "binary_cross_entropy: all elements of target should be between 0 and 1")
-    assert.has_error(function() F.binary_cross_entropy(attn.tensor({0.5, 0.5}), attn.tensor({0})) end,
+    assert.has_error(function() F.binary_cross_entropy(attn.tensor({0.5, 0.5}), attn.tensor({0.0})) end,
       "binary_cross_entropy: target size [1] differs from input size [2]")
   end)
 
@@ -203,7 +203,7 @@ describe("attn.F helpers", function()
   end)
 
   it("wraps activations, softmax and one_hot", function()
-    local x = attn.tensor({-1, 0, 2})
+    local x = attn.tensor({-1.0, 0.0, 2.0})
     fx.assert_equal(F.relu(x), {shape = {3}, data = {0, 0, 2}})
     fx.assert_equal(F.sigmoid(x), {shape = {3}, data = fx.flat(x:sigmoid())})
     fx.assert_equal(F.tanh(x), {shape = {3}, data = fx.flat(x:tanh())})
@@ -212,6 +212,6 @@ describe("attn.F helpers", function()
     fx.assert_equal(F.softmax(x, 1), {shape = {3}, data = fx.flat(x:softmax(1))})
     fx.assert_equal(F.log_softmax(x, -1), {shape = {3}, data = fx.flat(x:log_softmax(1))})
     assert.has_error(function() F.softmax(x) end, "softmax: dim is required")
-    fx.assert_equal(F.one_hot(attn.tensor({2, 1}), 3), {shape = {2, 3}, data = {0, 1, 0, 1, 0, 0}})
+    fx.assert_equal(F.one_hot(attn.tensor({2.0, 1.0}), 3), {shape = {2, 3}, data = {0, 1, 0, 1, 0, 0}})
   end)
 end)

@@ -34,7 +34,7 @@ describe("binary ops with broadcasting", function()
   end
 
   it("operators + - * / ^ and unary minus follow torch", function()
-    local a = attn.tensor{{1, 2}, {3, 4}}
+    local a = attn.tensor{{1.0, 2.0}, {3.0, 4.0}}
     assert.same({{2, 4}, {6, 8}}, (a + a):totable())
     assert.same({{0, 1}, {2, 3}}, (a - 1):totable())
     assert.same({{9, 8}, {7, 6}}, (10 - a):totable())
@@ -47,7 +47,7 @@ describe("binary ops with broadcasting", function()
   end)
 
   it("add and sub accept alpha", function()
-    local a, b = attn.tensor{1, 2}, attn.tensor{10, 20}
+    local a, b = attn.tensor{1.0, 2.0}, attn.tensor{10.0, 20.0}
     assert.same({21, 42}, attn.add(a, b, 2):totable())
     assert.same({-19, -38}, a:sub(b, 2):totable())
   end)
@@ -66,18 +66,18 @@ describe("binary ops with broadcasting", function()
   end)
 
   it("in-place forms modify and return self", function()
-    local a = attn.tensor{1, 2, 3}
+    local a = attn.tensor{1.0, 2.0, 3.0}
     local r = a:add_(1)
     assert.equal(a, r)
     assert.same({2, 3, 4}, a:totable())
-    a:mul_(attn.tensor{2, 2, 2})
+    a:mul_(attn.tensor{2.0, 2.0, 2.0})
     assert.same({4, 6, 8}, a:totable())
     a:exp_():log_()
     fx.assert_close(a, {shape = {3}, data = {4, 6, 8}}, 1e-5)
   end)
 
   it("in-place ops refuse results that do not fit and leave self unchanged", function()
-    local a = attn.tensor{1, 2, 3}
+    local a = attn.tensor{1.0, 2.0, 3.0}
     local ok, err = pcall(a.add_, a, attn.ones(2, 3))
     assert.is_false(ok)
     assert.matches("add_", err, 1, true)
@@ -85,18 +85,18 @@ describe("binary ops with broadcasting", function()
   end)
 
   it("in-place with an aliasing, differently laid out operand is correct", function()
-    local a = attn.tensor{{1, 2}, {3, 4}}
+    local a = attn.tensor{{1.0, 2.0}, {3.0, 4.0}}
     a:add_(a:t())
     assert.same({{2, 5}, {5, 8}}, a:totable())
   end)
 
   it("in-place into an expanded view is refused", function()
-    local e = attn.tensor{1, 2}:expand(3, 2)
+    local e = attn.tensor{1.0, 2.0}:expand(3, 2)
     assert.has_error(function() e:add_(1) end)
   end)
 
   it("comparisons give bool masks (torch)", function()
-    local a = attn.tensor{1, 2, 3}
+    local a = attn.tensor{1.0, 2.0, 3.0}
     assert.same({false, true, false}, a:eq(2):totable())
     assert.same({true, true, false}, a:le(2):totable())
     assert.equal(attn.bool, a:le(2).dtype)
@@ -118,7 +118,7 @@ describe("unary ops", function()
   end
 
   it("relu keeps NaN and exp of 1e4 is inf, not an error", function()
-    local r = attn.tensor{0 / 0, -1, 2}:relu():totable()
+    local r = attn.tensor{0.0 / 0.0, -1.0, 2.0}:relu():totable()
     assert.is_true(r[1] ~= r[1])
     assert.same({0, 2}, {r[2], r[3]})
     assert.equal(math.huge, attn.tensor{1e4}:exp()[1])
@@ -137,7 +137,7 @@ describe("clamp, where, masked_fill", function()
   it("where broadcasts its three arguments", function()
     local c = F.where[1]
     fx.assert_close(attn.where(fx.tensor(c.cond), fx.tensor(c.a), fx.tensor(c.b)), c.out, 0)
-    assert.same({1, 0}, attn.where(attn.tensor{1, 0}, 1, 0):totable())
+    assert.same({1, 0}, attn.where(attn.tensor{1.0, 0.0}, 1, 0):totable())
   end)
   for i, c in ipairs(F.masked_fill) do
     it("masked_fill #" .. i, function()
@@ -176,7 +176,7 @@ describe("matmul", function()
     assert.matches("matmul: cannot multiply [6,3] by [2,4]", err, 1, true)
     ok, err = pcall(attn.mm, attn.zeros(2, 3, 4), attn.zeros(4, 2))
     assert.matches("mm: expects two matrices", err, 1, true)
-    ok, err = pcall(attn.matmul, attn.tensor(1), attn.zeros(2))
+    ok, err = pcall(attn.matmul, attn.tensor(1.0), attn.zeros(2))
     assert.matches("at least 1 dimension", err, 1, true)
   end)
   it("a big product goes through BLAS and agrees with a slow sum", function()

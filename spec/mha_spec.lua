@@ -152,7 +152,7 @@ describe("nn.MultiheadAttention conventions", function()
     local m = module()
     local x = attn.randn(3, 2, E) -- sequence first: [L=3, N=2, E]
     -- hide key 2 from every query
-    local hide = attn.tensor({{0, 1, 0}, {0, 1, 0}, {0, 1, 0}})
+    local hide = attn.tensor({{0.0, 1.0, 0.0}, {0.0, 1.0, 0.0}, {0.0, 1.0, 0.0}})
     local _, w = m(x, x, x, {attn_mask = hide, attn_mask_kind = "bool"})
     local wt = w:totable()
     for b = 1, 2 do
@@ -167,7 +167,7 @@ describe("nn.MultiheadAttention conventions", function()
     local _, w3 = m(x, x, x, {attn_mask = add, attn_mask_kind = "additive"})
     fx.assert_close(w3, {shape = w:shape(), data = fx.flat(w)}, 1e-6, 0, "additive")
     -- key_padding_mask: 1 = padding, ignored
-    local _, w4 = m(x, x, x, {key_padding_mask = attn.tensor({{0, 0, 1}, {0, 0, 0}}), key_padding_mask_kind = "bool"})
+    local _, w4 = m(x, x, x, {key_padding_mask = attn.tensor({{0.0, 0.0, 1.0}, {0.0, 0.0, 0.0}}), key_padding_mask_kind = "bool"})
     local t4 = w4:totable()
     for i = 1, 3 do
       assert.are.equal(0, t4[1][i][3])

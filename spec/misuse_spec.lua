@@ -31,7 +31,7 @@ local leaf = attn.zeros(2, {requires_grad = true})
 -- {misuse (on one line: that line is where the error must point), the
 -- cause, the fix}; patterns.
 local CATALOGUE = {
-  {function() local y = attn.zeros(2, 3); y[mask] = attn.tensor({1, 2}) end,
+  {function() local y = attn.zeros(2, 3); y[mask] = attn.tensor({1.0, 2.0}) end,
     "cannot be broadcast to indexing result of shape %[3%]", "give one value per selected element"},
   {function() local r = F.pad(attn.zeros(3), {math.mininteger, 0}); return r end,
     "pad%[1%] = %-9223372036854775808 crops more than size 3", "a negative count crops at most"},
@@ -47,7 +47,7 @@ local CATALOGUE = {
     "GRU: input must be a tensor or a PackedSequence", "pack_padded_sequence%(x, lengths%) or pack_sequence"},
   {function() leaf.grad = attn.zeros(2, {dtype = "int64"}) end,
     "assigned grad has data of a different type: int64", "g:float%(%)"},
-  {function() local r = attn.zeros(3)[attn.tensor({1, 0, 1})]; return r end,
+  {function() local r = attn.zeros(3)[attn.tensor({1.0, 0.0, 1.0})]; return r end,
     "read as 1%-based ids", "mask:bool%(%)"},
   {function() local r = lin.parameters(); return r end,
     "parameters: call it as m:parameters", "with ':'"},
@@ -74,7 +74,7 @@ local CATALOGUE = {
     "unknown option 'causal'", "valid options: attn_mask, .*is_causal"},
   {function() local r = nn.GRU(3, 2, {batchfirst = true}); return r end,
     "GRU: unknown option 'batchfirst'", "did you mean 'batch_first'%?%); valid options: batch_first, bias"},
-  {function() local r = F.cross_entropy(x23, attn.tensor({1, 2}), {reduce_mode = "sum"}); return r end,
+  {function() local r = F.cross_entropy(x23, attn.tensor({1.0, 2.0}), {reduce_mode = "sum"}); return r end,
     "cross_entropy: unknown option 'reduce_mode'", "valid options: ignore_index, label_smoothing, reduction, weight"},
   {function() local r = x23:sum({dim = 2}); return r end,
     "sum: dim must be a dim or a list of dims, got a table with the key 'dim'", "write x:sum%(2%)"},
@@ -94,7 +94,7 @@ describe("misuse catalogue", function()
     local made = {
       attn.zeros(3, {requires_grad = true}), attn.ones({2}, {requires_grad = true}),
       attn.empty(2, {requires_grad = true}), attn.full({2}, 1.5, {requires_grad = true}),
-      attn.tensor({1, 2}, {requires_grad = true}), attn.arange(4.0, {requires_grad = true}),
+      attn.tensor({1.0, 2.0}, {requires_grad = true}), attn.arange(4.0, {requires_grad = true}),
       attn.linspace(0, 1, 3, {requires_grad = true}), attn.eye(2, {requires_grad = true}),
       attn.zeros_like(x23, {requires_grad = true}), attn.ones_like(x23, {requires_grad = true}),
       attn.full_like(x23, 2, {requires_grad = true}), attn.empty_like(x23, {requires_grad = true}),

@@ -126,7 +126,7 @@ describe("nn.Embedding", function()
   end)
 
   it("from_pretrained uses the given weights", function()
-    local w = attn.tensor({{1, 2}, {3, 4}, {5, 6}})
+    local w = attn.tensor({{1.0, 2.0}, {3.0, 4.0}, {5.0, 6.0}})
     local m = nn.Embedding.from_pretrained(w)
     assert.is_false(m.weight.requires_grad)
     assert.are.same({{5, 6}, {1, 2}}, m({3, 1}):totable())

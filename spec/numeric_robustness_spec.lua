@@ -384,8 +384,8 @@ describe("numerical properties", function()
   end)
 
   it("cross_entropy at logits of 1e4 is the margin, finite with finite gradients", function()
-    local x = attn.tensor({{1e4, 0, -1e4}, {0, 1e4, 1e4}, {-1e4, 5e3, 1e4}}):requires_grad_(true)
-    local t = attn.tensor({2, 1, 3})
+    local x = attn.tensor({{1e4, 0.0, -1e4}, {0.0, 1e4, 1e4}, {-1e4, 5e3, 1e4}}):requires_grad_(true)
+    local t = attn.tensor({2.0, 1.0, 3.0})
     local l = fx.flat(F.cross_entropy(x, t, {reduction = "none"}))
     assert.are.equal(1e4, l[1])
     assert.is_true(math.abs(l[2] - (1e4 + math.log(2))) < 1e-2)
@@ -396,7 +396,7 @@ describe("numerical properties", function()
 
   it("binary_cross_entropy_with_logits at +-1e4 and +-inf has torch's gradient sigmoid(x) - t", function()
     local x = attn.tensor({-math.huge, -1e4, 1e4, math.huge}):requires_grad_(true)
-    local t = attn.tensor({0.25, 1, 0, 0.5})
+    local t = attn.tensor({0.25, 1.0, 0.0, 0.5})
     local l = fx.flat(F.binary_cross_entropy_with_logits(x, t, {reduction = "none"}))
     assert.is_true(isnan(l[1]))               -- as torch: (1 - t) x + max(-x, 0) is -inf + inf
     assert.are.equal(1e4, l[2])
@@ -406,13 +406,13 @@ describe("numerical properties", function()
     assert.are.same({-0.25, -1, 1, 0.5}, fx.flat(x.grad))
     local xp = attn.tensor({-math.huge, math.huge}):requires_grad_(true)
     F.binary_cross_entropy_with_logits(xp, attn.tensor({0.5, 0.5}), {reduction = "sum",
-      pos_weight = attn.tensor({3})}):backward()
+      pos_weight = attn.tensor({3.0})}):backward()
     assert.are.same({-1.5, 0.5}, fx.flat(xp.grad)) -- -pos_weight t; (1 + (pw - 1) t) - pw t
   end)
 
   it("layer_norm of a constant row is exactly the bias, with finite gradients", function()
-    local x = attn.tensor({{-1e4, -1e4, -1e4, -1e4}, {7, 7, 7, 7}, {1e30, 1e30, 1e30, 1e30}}):requires_grad_(true)
-    local w, b = attn.tensor({1, 2, 3, 4}), attn.tensor({0.5, -0.5, 0.25, 0})
+    local x = attn.tensor({{-1e4, -1e4, -1e4, -1e4}, {7.0, 7.0, 7.0, 7.0}, {1e30, 1e30, 1e30, 1e30}}):requires_grad_(true)
+    local w, b = attn.tensor({1.0, 2.0, 3.0, 4.0}), attn.tensor({0.5, -0.5, 0.25, 0.0})
     local y = F.layer_norm(x, 4, w, b)
     for r = 1, 3 do assert.are.same(fx.flat(b), fx.flat(y:select(1, r))) end
     ;(y * attn.randn(3, 4)):sum():backward()
@@ -420,7 +420,7 @@ describe("numerical properties", function()
   end)
 
   it("layer_norm gives NaN, not zeros, where the variance overflows float32", function()
-    local y = F.layer_norm(attn.tensor({{1e20, -1e20, 0, 1}, {1, 2, 3, 4}}), 4)
+    local y = F.layer_norm(attn.tensor({{1e20, -1e20, 0.0, 1.0}, {1.0, 2.0, 3.0, 4.0}}), 4)
     for _, v in ipairs(fx.flat(y:select(1, 1))) do assert.is_true(isnan(v)) end
     for _, v in ipairs(fx.flat(y:select(1, 2))) do assert.is_true(finite(v)) end
   end)

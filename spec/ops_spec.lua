@@ -157,10 +157,10 @@ describe("ops gradcheck", function()
   end)
 
   it("scatter family", function()
-    local idx = attn.tensor{{1, 3}, {2, 1}, {3, 2}}
+    local idx = attn.tensor{{1.0, 3.0}, {2.0, 1.0}, {3.0, 2.0}}
     assert.is_true(gradcheck(function(s, b) return s:scatter(2, idx, b) end,
       {leaf(attn.randn(3, 4)), leaf(attn.randn(3, 2))}))
-    local dup = attn.tensor{{1, 1, 3}, {2, 2, 2}}
+    local dup = attn.tensor{{1.0, 1.0, 3.0}, {2.0, 2.0, 2.0}}
     assert.is_true(gradcheck(function(s, b) return s:scatter_add(2, dup, b) end,
       {leaf(attn.randn(2, 4)), leaf(attn.randn(2, 3))}))
     for _, red in ipairs({"sum", "mean", "amax", "amin"}) do
@@ -172,13 +172,13 @@ describe("ops gradcheck", function()
   end)
 
   it("index_add, index_copy, index_fill, masked_select", function()
-    local i = attn.tensor{3, 1}
+    local i = attn.tensor{3.0, 1.0}
     assert.is_true(gradcheck(function(s, b) return s:index_add(1, i, b, 0.5) end,
       {leaf(attn.randn(3, 2)), leaf(attn.randn(2, 2))}))
     assert.is_true(gradcheck(function(s, b) return s:index_copy(1, i, b) end,
       {leaf(attn.randn(3, 2)), leaf(attn.randn(2, 2))}))
     assert.is_true(gradcheck(function(s) return s:index_fill(2, {2}, 3) end, {leaf(attn.randn(3, 2))}))
-    local m = attn.tensor{{1, 0, 1}}
+    local m = attn.tensor{{1.0, 0.0, 1.0}}
     assert.is_true(gradcheck(function(x) return x:masked_select(m) end, {leaf(attn.randn(2, 3))}))
   end)
 
@@ -206,7 +206,7 @@ describe("ops gradcheck", function()
     assert.is_true(gradcheck(function(x) return x:amin(3, true) end, {distinct(2, 3, 2)}))
     local lo, hi = attn.tensor{-0.5, 0.35}, attn.tensor{{0.6}, {1.05}, {0.15}}
     assert.is_true(gradcheck(function(x, a, b) return x:clamp(a, b) end,
-      {leaf(attn.tensor{{-1, 0.1}, {0.7, 2}, {0.05, -0.3}}), leaf(lo), leaf(hi)}))
+      {leaf(attn.tensor{{-1.0, 0.1}, {0.7, 2.0}, {0.05, -0.3}}), leaf(lo), leaf(hi)}))
     assert.is_true(gradcheck(function(x) return F.normalize(x, {dim = 1}) end, {leaf(attn.randn(3, 2))}))
     assert.is_true(gradcheck(function(a, b) return F.cosine_similarity(a, b) end,
       {leaf(attn.randn(3, 4)), leaf(attn.randn(3, 4))}))
@@ -215,7 +215,7 @@ end)
 
 describe("ops behaviour", function()
   it("returns 1-based indices that index the input", function()
-    local x = attn.tensor{{3, 1, 2}, {0, 9, -1}}
+    local x = attn.tensor{{3.0, 1.0, 2.0}, {0.0, 9.0, -1.0}}
     local v, i = x:topk(1)
     assert.are.same({{3}, {9}}, v:totable())
     assert.are.same({{1}, {2}}, i:totable())
@@ -226,7 +226,7 @@ describe("ops behaviour", function()
   end)
 
   it("gives int64 indices, takes int64 or float indices and bool masks, and refuses non-float data to scatter", function()
-    local x = attn.tensor{{3.5, 1, 2}, {0, 9, -1}}
+    local x = attn.tensor{{3.5, 1.0, 2.0}, {0.0, 9.0, -1.0}}
     local _, i = x:topk(2)
     assert.are.equal("int64", i:dtype().name)
     assert.are.equal("int64", x:argsort():dtype().name)
@@ -238,11 +238,11 @@ describe("ops behaviour", function()
     local r, c = attn.where(m)
     assert.are.same({1, 1, 2}, r:totable())
     assert.are.same({1, 3, 2}, c:totable())
-    local idx64, idxf = attn.tensor({{2}, {1}}, {dtype = "int64"}), attn.tensor{{2}, {1}}
+    local idx64, idxf = attn.tensor({{2}, {1}}, {dtype = "int64"}), attn.tensor{{2.0}, {1.0}}
     assert.are.equal("int64", idx64:dtype().name)
     assert.are.equal("float32", idxf:dtype().name)
     assert.are.same(x:scatter(2, idx64, 7):totable(), x:scatter(2, idxf, 7):totable())
-    assert.has_error(function() attn.tensor({{1, 2}}, {dtype = "int64"}):scatter(2, attn.tensor{{1}}, 5) end,
+    assert.has_error(function() attn.tensor({{1, 2}}, {dtype = "int64"}):scatter(2, attn.tensor{{1.0}}, 5) end,
       "scatter: self must be a float32 tensor, got int64 (convert it with :float())")
     local v = attn.tensor({3, 1, 2}, {dtype = "int64"}):sort() -- int64 values stay int64
     assert.are.equal("int64", v:dtype().name)
@@ -250,7 +250,7 @@ describe("ops behaviour", function()
   end)
 
   it("keeps saved indices private: rewriting the returned indices does not change the gradient", function()
-    local x = attn.tensor{5, 1, 3}:requires_grad_(true)
+    local x = attn.tensor{5.0, 1.0, 3.0}:requires_grad_(true)
     local v, i = x:topk(2)
     i:fill_(1)
     v:sum():backward()
@@ -261,15 +261,15 @@ describe("ops behaviour", function()
     local t = attn.zeros(2, 3)
     assert.are.equal(t, t:index_fill_(2, {1, 3}, 7))
     assert.are.same({{7, 0, 7}, {7, 0, 7}}, t:totable())
-    t:scatter_(2, attn.tensor{{2}, {2}}, 5)
+    t:scatter_(2, attn.tensor{{2.0}, {2.0}}, 5)
     assert.are.same({{7, 5, 7}, {7, 5, 7}}, t:totable())
-    t:scatter_add_(1, attn.tensor{{1, 1, 1}}, attn.ones(1, 3))
+    t:scatter_add_(1, attn.tensor{{1.0, 1.0, 1.0}}, attn.ones(1, 3))
     assert.are.same({{8, 6, 8}, {7, 5, 7}}, t:totable())
     t:index_add_(1, {2}, attn.ones(1, 3), 2)
     assert.are.same({{8, 6, 8}, {9, 7, 9}}, t:totable())
     t:index_copy_(2, {2}, attn.zeros(2, 1))
     assert.are.same({{8, 0, 8}, {9, 0, 9}}, t:totable())
-    t:scatter_reduce_(2, attn.tensor{{1}, {1}}, attn.tensor{{10}, {1}}, "amax")
+    t:scatter_reduce_(2, attn.tensor{{1.0}, {1.0}}, attn.tensor{{10.0}, {1.0}}, "amax")
     assert.are.same({{10, 0, 8}, {9, 0, 9}}, t:totable())
   end)
 
@@ -283,13 +283,13 @@ describe("ops behaviour", function()
   end)
 
   it("takes torch's positional and keyword forms", function()
-    local x = attn.tensor{{1, 4, 2}, {3, 0, 5}}
+    local x = attn.tensor{{1.0, 4.0, 2.0}, {3.0, 0.0, 5.0}}
     assert.are.same(x:sort(2, true):totable(), x:sort{dim = 2, descending = true}:totable())
     assert.are.same(x:topk(1, 1, false):totable(), x:topk(1, {dim = 1, largest = false}):totable())
     assert.are.same(x:var(2, false, true):totable(), x:var(2, {correction = 0, keepdim = true}):totable())
     assert.are.same(x:var(2, 0):totable(), x:var(2, {unbiased = false}):totable())
     assert.are.same(x:sum():totable(), x:sum({}):totable())
-    assert.are.same({{1, 2}}, attn.nonzero(attn.tensor{{0, 1}}):totable())
+    assert.are.same({{1, 2}}, attn.nonzero(attn.tensor{{0.0, 1.0}}):totable())
   end)
 
   it("returns new tensors from pad and roll even when nothing moves (writing them leaves x alone)", function()
@@ -320,9 +320,9 @@ describe("ops behaviour", function()
     assert.matches("kthvalue: k = 0 out of range", msg(function() local r = x:kthvalue(0); return r end))
     assert.matches("sort: unknown option 'dimm'", msg(function() local r = x:sort{dimm = 1}; return r end))
     assert.matches("scatter: index 4 in 'index' out of range %(expected 1..3%)",
-      msg(function() local r = x:scatter(2, attn.tensor{{4}}, 1); return r end))
+      msg(function() local r = x:scatter(2, attn.tensor{{4.0}}, 1); return r end))
     assert.matches("scatter_reduce: reduce must be", msg(function()
-      local r = x:scatter_reduce(2, attn.tensor{{1}}, attn.ones(1, 1), "max"); return r end))
+      local r = x:scatter_reduce(2, attn.tensor{{1.0}}, attn.ones(1, 1), "max"); return r end))
     assert.matches("index_copy: source %[2,2%] must be self %[2,3%]", msg(function()
       local r = x:index_copy(2, {1}, attn.ones(2, 2)); return r end))
     assert.matches("ops_spec.lua:%d+: einsum: operand 1 has 2 dims but its subscripts name 3",

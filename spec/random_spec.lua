@@ -169,7 +169,7 @@ describe("shapes and indices", function()
   it("bernoulli keeps the shape of probs", function()
     local b = attn.bernoulli({{0, 1}, {1, 0}})
     assert.same({{0, 1}, {1, 0}}, b:totable())
-    assert.same({{0, 1}, {1, 0}}, attn.tensor({{0, 1}, {1, 0}}):bernoulli():totable())
+    assert.same({{0, 1}, {1, 0}}, attn.tensor({{0.0, 1.0}, {1.0, 0.0}}):bernoulli():totable())
   end)
 
   it("rand_like keeps the layout of a transposed tensor, like torch's empty_like", function()

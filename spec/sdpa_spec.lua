@@ -100,7 +100,7 @@ describe("scaled_dot_product_attention options", function()
     local q, k, v = randn(2, 3), randn(3, 3), randn(3, 2)
     local mt = {{1, 0, 1}, {0, 1, 1}}
     local a = sdpa(q, k, v, {attn_mask = mt, attn_mask_kind = "bool"})
-    local b = sdpa(q, k, v, {attn_mask = attn.tensor(mt), attn_mask_kind = "bool"})
+    local b = sdpa(q, k, v, {attn_mask = attn.tensor(mt, {dtype = attn.float32}), attn_mask_kind = "bool"})
     assert.is_true(max_abs_diff(a, b) == 0)
   end)
 

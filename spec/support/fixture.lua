@@ -16,9 +16,19 @@ function M.load(name)
   return chunk()
 end
 
+-- The generators write a float 1.0 as 1, so a fixture's data keep the
+-- dtype it records, else float32 (bool when every value is a boolean).
+local function data_dtype(f)
+  if f.dtype then return f.dtype end
+  for _, v in ipairs(f.data) do
+    if type(v) ~= "boolean" then return "float32" end
+  end
+  return #f.data > 0 and "bool" or "float32"
+end
+
 --- A fixture tensor {shape = {...}, data = {...}} as an attn tensor.
 function M.tensor(f)
-  local t = attn.tensor(f.data)
+  local t = attn.tensor(f.data, {dtype = data_dtype(f)})
   if #f.shape == 0 then return t:reshape({}) end
   return t:reshape(f.shape)
 end
@@ -60,7 +70,7 @@ function M.assert_close(t, f, atol, rtol, what)
   -- round the expected values to float32 the same way the tensor did
   -- int64 results compare exactly against int64 expectations
   local int = f.dtype == "int64" or (f.dtype == nil and t.dtype == attn.int64)
-  local expected = #f.data > 0 and M.flat(attn.tensor(f.data, int and {dtype = "int64"} or nil)) or {}
+  local expected = #f.data > 0 and M.flat(attn.tensor(f.data, {dtype = int and "int64" or data_dtype(f)})) or {}
   for i, e in ipairs(expected) do
     local g = got[i]
     local ok

@@ -738,7 +738,33 @@ static void check_plain_table(lua_State *L, int idx, const char *fn, const char 
   }
 }
 
-/* dt < 0: float32, or bool when every entry is a Lua boolean. */
+/* What the leaves of a nested table hold (torch.tensor's inference): any
+   Lua float makes float32, else any number makes int64, else booleans make
+   bool.  Entries that are not where the shape says are left to table_fill,
+   which raises; the walk visits at most the numel of the float32 tensor
+   allocated before it. */
+enum { LEAF_BOOL = 1, LEAF_INT = 2, LEAF_FLOAT = 4 };
+static int table_leaf_kinds(lua_State *L, int idx, const table_shape *ts, int depth) {
+  luaL_checkstack(L, 2, "nested table");
+  int kinds = 0;
+  int64_t n = (int64_t)lua_rawlen(L, idx);
+  if (n > ts->shape[depth]) n = ts->shape[depth];
+  for (int64_t i = 1; i <= n && !(kinds & LEAF_FLOAT); i++) {
+    int ty = lua_rawgeti(L, idx, (lua_Integer)i);
+    if (depth + 1 < ts->ndim) {
+      if (ty == LUA_TTABLE) kinds |= table_leaf_kinds(L, lua_gettop(L), ts, depth + 1);
+    } else if (ty == LUA_TBOOLEAN) {
+      kinds |= LEAF_BOOL;
+    } else if (ty == LUA_TNUMBER) {
+      kinds |= lua_isinteger(L, -1) ? LEAF_INT : LEAF_FLOAT;
+    }
+    lua_pop(L, 1);
+  }
+  return kinds;
+}
+
+/* dt == ATTNL_INFER: torch.tensor's inference; other dt < 0: float32, or
+   bool when every entry is a Lua boolean. */
 static attn_tensor *table_to_tensor_dt(lua_State *L, int idx, int dt, const char *fn, const char *arg) {
   idx = lua_absindex(L, idx);
   check_plain_table(L, idx, fn, arg);
@@ -746,6 +772,15 @@ static attn_tensor *table_to_tensor_dt(lua_State *L, int idx, int dt, const char
   table_shape_of(L, idx, &ts, fn, arg);
   attn_tensor **box = attnL_newbox(L);
   if (attn_empty_dtype(dt < 0 ? ATTN_FLOAT32 : (attn_dtype)dt, ts.ndim, ts.shape, box)) attnL_error(L);
+  if (dt == ATTNL_INFER && attn_tensor_numel(*box) > 0) {
+    int kinds = table_leaf_kinds(L, idx, &ts, 0);
+    dt = kinds & LEAF_FLOAT ? ATTN_FLOAT32 : kinds & LEAF_INT ? ATTN_INT64 : kinds ? ATTN_BOOL : ATTN_FLOAT32;
+    if (dt != ATTN_FLOAT32) {
+      attn_tensor_release(*box);
+      *box = NULL;
+      if (attn_empty_dtype((attn_dtype)dt, ts.ndim, ts.shape, box)) attnL_error(L);
+    }
+  }
   char *p = attn_tensor_ptr(*box);
   int64_t nbool = 0, numel = attn_tensor_numel(*box);
   if (numel > 0) {
@@ -986,6 +1021,9 @@ int attnL_unknown_option(lua_State *L, const char *fn, int key, const char *cons
     if (d < bd) bd = d, best = *p;
   }
   luaL_pushresult(&b);
+  case ATTN_FLOAT16: lua_pushnumber(L, attn_f16_to_f32(((const uint16_t *)t->storage->data)[pos])); break;
+  case ATTN_BFLOAT16: lua_pushnumber(L, attn_bf16_to_f32(((const uint16_t *)t->storage->data)[pos])); break;
+  case ATTN_FLOAT64: lua_pushnumber(L, ((const double *)t->storage->data)[pos]); break;
   size_t nk = k ? strlen(k) : 0, lim = nk / 3 > 1 ? nk / 3 : 1;
   const char *near = best && (bd <= lim || strstr(best, k) || strstr(k, best)) ? best : NULL;
   const char *shown = luaL_tolstring(L, key, NULL);
@@ -1021,9 +1059,6 @@ int attnL_option_field(lua_State *L, int opts, const char *key) {
 static bool opt_present(lua_State *L, int idx, const char *fn, const char *key, int ty, const char *what) {
   if (lua_isnoneornil(L, idx)) return false;
   if (lua_type(L, idx) != ty)
-  case ATTN_FLOAT16: lua_pushnumber(L, attn_f16_to_f32(((const uint16_t *)t->storage->data)[pos])); break;
-  case ATTN_BFLOAT16: lua_pushnumber(L, attn_bf16_to_f32(((const uint16_t *)t->storage->data)[pos])); break;
-  case ATTN_FLOAT64: lua_pushnumber(L, ((const double *)t->storage->data)[pos]); break;
     attnL_raise(L, "%s: option '%s' must be %s (got %s)", fn, key, what, luaL_typename(L, idx));
   return true;
 }

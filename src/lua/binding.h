@@ -79,8 +79,13 @@ attn_tensor *attnL_test(lua_State *L, int idx);
    temporary is owned by Lua.  fn/arg name the caller in messages. */
 attn_tensor *attnL_totensor(lua_State *L, int idx, const char *fn, const char *arg);
 
-/* A nested table converted to a fresh tensor of dtype dt (dt < 0: float32,
-   or bool for a table of booleans), pushed on the stack. */
+/* A nested table converted to a fresh tensor of dtype dt, pushed on the
+   stack.  dt == ATTNL_INFER infers it as torch.tensor does: bool when
+   every entry is a Lua boolean, int64 when the numbers are all Lua
+   integers (booleans mixed in count as 0/1), float32 when any number is a
+   Lua float or the table is empty.  Other dt < 0: float32, or bool for a
+   table of booleans (the conversion of op arguments). */
+#define ATTNL_INFER (-2)
 attn_tensor *attnL_table_to_tensor(lua_State *L, int idx, int dt, const char *fn, const char *arg);
 
 /* Pushes an empty (NULL) tensor box; fill *box, then call attnL_account. */

@@ -179,7 +179,9 @@ static void convert_top(lua_State *L, attn_dtype dt) {
 
 /* attn.tensor(data [, {dtype = ...}]): a fresh tensor from a nested table,
    a number or a tensor (always a copy, like torch.tensor).  Without a
-   dtype: float32, or bool for a table of Lua booleans. */
+   dtype it is inferred as torch 1.13 does: Lua integers (math.type 3)
+   give int64, any Lua float (3.0) float32, Lua booleans alone bool
+   (mixed with integers they count as 0/1), an empty table float32. */
 static int l_tensor(lua_State *L) {
   luaL_checkany(L, 1);
   int has_dt = lua_type(L, 2) == LUA_TTABLE || lua_type(L, 2) == LUA_TSTRING;
@@ -192,8 +194,8 @@ static int l_tensor(lua_State *L) {
   }
   attn_tensor *src = attnL_test(L, 1);
   if (!src) {
-    if (lua_type(L, 1) == LUA_TTABLE && has_dt) {
-      attnL_table_to_tensor(L, 1, (int)dt, "tensor", "data");
+    if (lua_type(L, 1) == LUA_TTABLE) {
+      attnL_table_to_tensor(L, 1, has_dt ? (int)dt : ATTNL_INFER, "tensor", "data");
       return attnL_creation_grad(L, 2);
     }
     if (lua_type(L, 1) == LUA_TBOOLEAN) {
@@ -202,7 +204,7 @@ static int l_tensor(lua_State *L) {
       if (has_dt) convert_top(L, dt);
       return attnL_creation_grad(L, 2);
     }
-    if (lua_type(L, 1) == LUA_TNUMBER && has_dt && dt == ATTN_INT64 && lua_isinteger(L, 1)) {
+    if (lua_type(L, 1) == LUA_TNUMBER && (!has_dt || dt == ATTN_INT64) && lua_isinteger(L, 1)) {
       attn_tensor **box = attnL_newbox(L);
       attnL_result(L, attn_full_i64(0, NULL, (int64_t)lua_tointeger(L, 1), box));
       return attnL_creation_grad(L, 2);
@@ -266,7 +268,11 @@ static int l_full(lua_State *L) {
         return attnL_raise(L, "full: invalid size %I at position %d of the shape", (lua_Integer)shape[i], i + 1);
     }
   }
-  attn_dtype dt = lua_type(L, value_arg) == LUA_TBOOLEAN ? ATTN_BOOL : ATTN_FLOAT32;
+  /* torch 1.13 infers the dtype from the fill value: bool, int64 for a Lua
+     integer (torch.full((2,), 3)), float32 for a Lua float */
+  attn_dtype dt = lua_type(L, value_arg) == LUA_TBOOLEAN ? ATTN_BOOL
+                  : lua_isinteger(L, value_arg)          ? ATTN_INT64
+                                                         : ATTN_FLOAT32;
   dt = attnL_optdtype_field(L, value_arg + 1, dt, "full");
   double v;
   if (lua_type(L, value_arg) == LUA_TBOOLEAN)
@@ -1211,12 +1217,6 @@ static int l_get_num_threads(lua_State *L) {
    CPU time of every thread, which misleads with threaded BLAS). */
 static int l_now(lua_State *L) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  lua_pushnumber(L, (lua_Number)ts.tv_sec + (lua_Number)ts.tv_nsec * 1e-9);
-  return 1;
-}
-
-/* attn.core._isatty(file): whether a Lua file handle (io.stderr, ...) is a
 static int m_half(lua_State *L) { return to_dtype(L, attnL_check(L, 1), ATTN_FLOAT16); }
 static int m_bfloat16(lua_State *L) { return to_dtype(L, attnL_check(L, 1), ATTN_BFLOAT16); }
 static int m_double(lua_State *L) { return to_dtype(L, attnL_check(L, 1), ATTN_FLOAT64); }
@@ -1248,6 +1248,12 @@ static bool device_arg(lua_State *L, int arg, const char *fn) {
   }
   return false;
 }
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  lua_pushnumber(L, (lua_Number)ts.tv_sec + (lua_Number)ts.tv_nsec * 1e-9);
+  return 1;
+}
+
+/* attn.core._isatty(file): whether a Lua file handle (io.stderr, ...) is a
    terminal, so attn.data's progress bar can stay quiet in logs and pipes.
    A closed handle is not a terminal. */
 static int l_isatty(lua_State *L) {
@@ -1262,12 +1268,6 @@ static int l_debug_counts(lua_State *L) {
   attn_debug_counts c;
   attn_debug_counts_get(&c);
   lua_createtable(L, 0, 4);
-  lua_pushinteger(L, c.tensors);
-  lua_setfield(L, -2, "tensors");
-  lua_pushinteger(L, c.storages);
-  lua_setfield(L, -2, "storages");
-  lua_pushinteger(L, c.storage_bytes);
-  lua_setfield(L, -2, "storage_bytes");
 /* t:cpu() -> t (attn runs on the CPU: torch returns self too); t:cuda() raises. */
 static int m_cpu(lua_State *L) {
   attnL_check(L, 1);
@@ -1302,6 +1302,12 @@ static int m_type(lua_State *L) {
   return to_dtype(L, t, dt);
 }
 
+  lua_pushinteger(L, c.tensors);
+  lua_setfield(L, -2, "tensors");
+  lua_pushinteger(L, c.storages);
+  lua_setfield(L, -2, "storages");
+  lua_pushinteger(L, c.storage_bytes);
+  lua_setfield(L, -2, "storage_bytes");
   lua_pushinteger(L, c.nodes);
   lua_setfield(L, -2, "nodes");
   return 1;
