@@ -41,6 +41,13 @@ local function describe(v)
   return type(v) == "table" and "a table" or (type(v) == "nil" and "nil" or ("a " .. type(v)))
 end
 
+-- Raises unless g is nil or an open attn.Generator.
+local function check_generator(fn, g)
+  if g == nil then return end
+  if not is_generator(g) then fail(fn, "generator must be an attn.Generator (got %s)", describe(g)) end
+  if not pcall(g.initial_seed, g) then fail(fn, "generator is closed") end
+end
+
 -- ---------------------------------------------------------------------------
 -- Datasets
 
@@ -203,9 +210,6 @@ local function is_list(t)
   return true
 end
 
--- The float dtype of Lua floats: torch collates Python floats to float64;
--- attn uses float64 where the core has it, float32 before.
-local function float_dtype() return rawget(attn, "float64") or attn.float32 end
 
 function collate(batch)
   local elem = batch[1]
@@ -236,7 +240,7 @@ function collate(batch)
     if kind == "boolean" then return attn.tensor(values, {dtype = attn.bool}) end
     -- torch: an int first gives torch.tensor(batch) (int64, or float32 if a float follows); a float gives float64
     if kind == "integer" then return attn.tensor(values, {dtype = all_int and attn.int64 or attn.float32}) end
-    return attn.tensor(values, {dtype = float_dtype()})
+    return attn.tensor(values, {dtype = attn.float64})
   end
   if kind == "string" then
     local out = {}
@@ -280,7 +284,7 @@ end
 --- data.default_collate(batch) -> the items of batch (a list) merged as
 -- torch's default_collate: tensors are stacked along a new dim 1; Lua
 -- integers give an int64 tensor, booleans a bool tensor, Lua floats a
--- float64 tensor (float32 where attn has no float64 storage); strings
+-- float64 tensor (torch's collate_float_fn); strings
 -- stay a list; lists collate position by position and dicts key by key,
 -- recursively.
 function M.default_collate(batch)
@@ -436,9 +440,7 @@ function M.DataLoader(...)
     end
   end
   local g = o.generator
-  if g ~= nil and not is_generator(g) then
-    fail("DataLoader", "generator must be an attn.Generator (got %s)", describe(g))
-  end
+  check_generator("DataLoader", g)
   if o.sampler ~= nil and o.shuffle then fail("DataLoader", "sampler option is mutually exclusive with shuffle") end
   local self = {dataset = ds, generator = g, drop_last = o.drop_last == true, collate_fn = o.collate_fn,
     shuffle = o.shuffle == true, _n = n}
@@ -545,6 +547,11 @@ local function load_batch(self, idx)
   if self.collate_fn == nil and getmetatable(ds) == TensorDataset then
     return tensor_batch(ds, {unpack(idx)}), true
   end
+  if self.collate_fn == nil and getmetatable(ds) == Subset and getmetatable(ds.dataset) == TensorDataset then
+    local mapped = {} -- random_split's halves: the parent's rows, one index_select a tensor
+    for j, k in ipairs(idx) do mapped[j] = to_int(ds.indices[check_index("Subset", k, ds._n)]) end
+    return tensor_batch(ds.dataset, mapped), true
+  end
   local items = {}
   for j, k in ipairs(idx) do
     local item = ds_get(ds, k)
@@ -625,9 +632,7 @@ function M.random_split(dataset, lengths, generator)
     local opts = attn._misuse.check_options("random_split", generator, {"generator"})
     generator = opts.generator
   end
-  if generator ~= nil and not is_generator(generator) then
-    fail("random_split", "generator must be an attn.Generator (got %s)", describe(generator))
-  end
+  check_generator("random_split", generator)
   if not is_list(lengths) or #lengths == 0 then
     fail("random_split", "lengths must be a non-empty list of integers or fractions (got %s)", describe(lengths))
   end
