@@ -2952,6 +2952,50 @@ E("attn.data.batches", {ITEMS, K.size(2, {min = 1}), K.opts({shuffle = BOOL(true
   generator = K.custom(function() return attn.Generator(3) end, {{"a number", function() return 3 end, "error"}},
     {opt = true, skip = {["a generator"] = true}})})}, {override = {[1] = {["an empty list"] = "error"},
   [2] = {["0"] = "error"}}, check = function(it) assert(type(it) == "function") end})
+-- torch.utils.data's datasets and loader (lua/attn/dataset.lua)
+local function tds() return data.TensorDataset(attn.arange(6):float():reshape(6, 1), attn.arange(6)) end
+local DATASET = K.custom(tds, {
+  {"a Lua list of items", function() return {1, 2, 3, 4, 5, 6} end, "ok"},
+  {"an empty list", function() return {} end, "any"},
+  {"a tensor", function() return attn.ones(3) end, "error"},
+  {"a table of strings", function() return {"a", "b"} end, "any"},
+  {"an object with :len() and :get(i)", function()
+    return {len = function() return 2 end, get = function(_, i) return attn.full({2}, i) end}
+  end, "ok"},
+}, {skip = {["a table"] = true}})
+local function is_loader(l) assert(getmetatable(l).__name == "attn.data.DataLoader") end
+E("attn.data.TensorDataset", {K.tensor({4, 2}), K.tensor({4}, {salt = 2, opt = true})}, {nocompare = true,
+  override = {[1] = {["the same values as a table"] = "error", ["a number"] = "error", ["an empty table"] = "error",
+    ["a table with holes"] = "error", ["a 0-d tensor"] = "error"},
+    [2] = {["the same values as a table"] = "error", ["a number"] = "error", ["an empty table"] = "error",
+    ["a table with holes"] = "error", ["a 0-d tensor"] = "error", ["a tensor with one extra leading dim"] = "error",
+    ["a tensor with dim 1 of size 0"] = "error", ["a tensor with dim 1 one larger"] = "error"}}})
+E("attn.data.Subset", {DATASET, K.custom(function() return {2, 1} end, {
+  {"an index past the end", function() return {9} end, "error"},
+  {"index 0", function() return {0} end, "error"},
+  {"a fractional index", function() return {1.5} end, "error"},
+  {"an empty list", function() return {} end, "ok"},
+}, {skip = {["a table"] = true}})}, {override = {[1] = {["an empty list"] = "error", ["a table of strings"] = "any",
+  ["an object with :len() and :get(i)"] = "any"}}})
+E("attn.data.DataLoader", {DATASET, K.size(2, {min = 1, opt = true}), BOOL(false), K.opts({drop_last = BOOL(false),
+  generator = gen_opt(), num_workers = K.int(0, {opt = true, min = 0, max = 0}),
+  collate_fn = K.custom(function() return data.default_collate end, {}, {opt = true, skip = {["a function"] = true}})})},
+  {nocompare = true, check = is_loader, override = {[2] = {["0"] = "error", ["false"] = "ok"},
+    [4] = {["option generator = a table"] = "error", ["option generator = options with a generator"] = "error"}}})
+E("attn.data.random_split", {DATASET, K.custom(function() return {0.5, 0.5} end, {
+  {"integer lengths", function() return {4, 2} end, "ok"},
+  {"lengths that do not sum to the size", function() return {4, 4} end, "error"},
+  {"a negative length", function() return {7, -1} end, "error"},
+  {"a NaN fraction", function() return {0 / 0, 1} end, "error"},
+  {"an empty list", function() return {} end, "error"},
+}, {skip = {["a table"] = true}}), gen_opt({})}, {nocompare = true})
+E("attn.data.default_collate", {K.custom(function() return {{attn.ones(2), 1, "a"}, {attn.zeros(2), 2, "b"}} end, {
+  {"a ragged batch", function() return {{attn.ones(2)}, {attn.ones(2), 1}} end, "error"},
+  {"tensors of two shapes", function() return {attn.ones(2), attn.ones(3)} end, "error"},
+  {"a batch of functions", function() return {print} end, "error"},
+  {"an empty batch", function() return {} end, "error"},
+  {"dicts", function() return {{a = 1.5}, {a = 2}} end, "ok"},
+}, {skip = {["a table"] = true}})})
 E("attn.data.progress", {K.size(10, {min = 1}), K.opts({label = K.str("train", {opt = true}),
   width = K.size(20, {opt = true, min = 1}), interactive = BOOL(false), min_interval = K.num(0.1, {opt = true, min = 0}),
   out = K.custom(function() return io.stderr end, {
