@@ -1217,6 +1217,12 @@ static int l_get_num_threads(lua_State *L) {
    CPU time of every thread, which misleads with threaded BLAS). */
 static int l_now(lua_State *L) {
   struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  lua_pushnumber(L, (lua_Number)ts.tv_sec + (lua_Number)ts.tv_nsec * 1e-9);
+  return 1;
+}
+
+/* attn.core._isatty(file): whether a Lua file handle (io.stderr, ...) is a
 static int m_half(lua_State *L) { return to_dtype(L, attnL_check(L, 1), ATTN_FLOAT16); }
 static int m_bfloat16(lua_State *L) { return to_dtype(L, attnL_check(L, 1), ATTN_BFLOAT16); }
 static int m_double(lua_State *L) { return to_dtype(L, attnL_check(L, 1), ATTN_FLOAT64); }
@@ -1248,12 +1254,6 @@ static bool device_arg(lua_State *L, int arg, const char *fn) {
   }
   return false;
 }
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  lua_pushnumber(L, (lua_Number)ts.tv_sec + (lua_Number)ts.tv_nsec * 1e-9);
-  return 1;
-}
-
-/* attn.core._isatty(file): whether a Lua file handle (io.stderr, ...) is a
    terminal, so attn.data's progress bar can stay quiet in logs and pipes.
    A closed handle is not a terminal. */
 static int l_isatty(lua_State *L) {
@@ -1268,6 +1268,12 @@ static int l_debug_counts(lua_State *L) {
   attn_debug_counts c;
   attn_debug_counts_get(&c);
   lua_createtable(L, 0, 4);
+  lua_pushinteger(L, c.tensors);
+  lua_setfield(L, -2, "tensors");
+  lua_pushinteger(L, c.storages);
+  lua_setfield(L, -2, "storages");
+  lua_pushinteger(L, c.storage_bytes);
+  lua_setfield(L, -2, "storage_bytes");
 /* t:cpu() -> t (attn runs on the CPU: torch returns self too); t:cuda() raises. */
 static int m_cpu(lua_State *L) {
   attnL_check(L, 1);
@@ -1302,12 +1308,6 @@ static int m_type(lua_State *L) {
   return to_dtype(L, t, dt);
 }
 
-  lua_pushinteger(L, c.tensors);
-  lua_setfield(L, -2, "tensors");
-  lua_pushinteger(L, c.storages);
-  lua_setfield(L, -2, "storages");
-  lua_pushinteger(L, c.storage_bytes);
-  lua_setfield(L, -2, "storage_bytes");
   lua_pushinteger(L, c.nodes);
   lua_setfield(L, -2, "nodes");
   return 1;
