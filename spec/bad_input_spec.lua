@@ -78,7 +78,7 @@ local function IDX(shape, hi)
   local v = {}
   for i = 1, n do v[i] = (i * 7) % hi + 1 end
   if n == 0 then return attn.zeros(0):reshape(shape) end
-  return attn.tensor(v):reshape(shape)
+  return attn.tensor(v, {dtype = attn.float32}):reshape(shape) -- float ids, so 1.5 and NaN can be stored
 end
 
 local function flat(t)
@@ -2058,8 +2058,10 @@ E("attn.nn.ModuleList.extend", {mod(mlist), K.custom(function() return {nn.Tanh(
 }, {skip = {["a table"] = true}})}, {method = "extend", writes_all = true})
 E("attn.nn.ModuleList.insert", {mod(mlist), K.int(1), K.custom(function() return nn.Tanh() end, MOD_BADS)},
   {method = "insert", writes_all = true})
-local function mdict() return nn.ModuleDict({a = nn.Linear(2, 2), b = nn.Tanh()}) end
+local function mdict() return nn.ModuleDict({{"a", nn.Linear(2, 2)}, {"b", nn.Tanh()}}) end
 local DICT_BADS = {
+  {"a table with two string keys (no order)", function() return {c = nn.Tanh(), d = nn.ReLU()} end, "error"},
+  {"a list mixed with a string key", function() return {{"c", nn.Tanh()}, d = nn.ReLU()} end, "error"},
   {"a table with a non-module value", function() return {a = "x"} end, "error"},
   {"a table with a number key", function() return {[5] = nn.Tanh()} end, "error"},
   {"a list with a bad pair", function() return {{"a", "x"}} end, "error"},

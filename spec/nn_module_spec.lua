@@ -398,9 +398,9 @@ describe("containers", function()
     assert.has_error(function() l(1) end)
   end)
 
-  it("ModuleDict: string keys, sorted from a table, ordered from pairs", function()
-    local d = nn.ModuleDict({relu = nn.ReLU(), act = nn.Tanh()})
-    assert.are.same({"act", "relu"}, d:keys())
+  it("ModuleDict: string keys in the order of a list of pairs", function()
+    local d = nn.ModuleDict({{"relu", nn.ReLU()}, {"act", nn.Tanh()}})
+    assert.are.same({"relu", "act"}, d:keys())
     assert.are.equal("ReLU()", tostring(d.relu))
     assert.are.equal("Tanh()", tostring(d["act"]))
     assert.are.equal(2, #d)
@@ -413,6 +413,48 @@ describe("containers", function()
     for k in o:items() do ks[#ks + 1] = k end
     assert.are.same({"z", "a"}, ks)
     assert.has_error(function() nn.ModuleDict({keys = nn.ReLU()}) end) -- a method's name
+  end)
+
+  it("ModuleDict, Sequential and ModuleList refuse a table whose order Lua cannot know", function()
+    -- one key is unambiguous
+    assert.are.same({"act"}, nn.ModuleDict({act = nn.Tanh()}):keys())
+    local ok, err = pcall(function() return nn.ModuleDict({wte = nn.ReLU(), wpe = nn.Tanh()}) end)
+    assert.is_false(ok)
+    assert.matches("nn_module_spec.lua:%d+: ModuleDict: a Lua table with string keys has no order", err)
+    assert.truthy(err:find('pass a list of {name, module} pairs: nn.ModuleDict({{"wpe", ...}, {"wte", ...}, ...})', 1,
+      true), err)
+    local d = nn.ModuleDict({{"a", nn.Tanh()}})
+    ok, err = pcall(function() return d:update({b = nn.ReLU(), c = nn.Tanh()}) end)
+    assert.is_false(ok)
+    assert.truthy(err:find("ModuleDict.update: a Lua table with string keys has no order", 1, true), err)
+    assert.are.same({"a"}, d:keys()) -- nothing added
+    ok, err = pcall(function() return nn.ModuleDict({{"a", nn.Tanh()}, b = nn.ReLU()}) end)
+    assert.is_false(ok)
+    assert.truthy(err:find("ModuleDict: the table mixes a list with a string key (b)", 1, true), err)
+    -- Sequential(OrderedDict(...)) is a list of pairs; a dict gave an empty Sequential
+    ok, err = pcall(function() return nn.Sequential({fc = nn.Linear(2, 2), act = nn.Tanh()}) end)
+    assert.is_false(ok)
+    assert.truthy(err:find("Sequential: a Lua table with string keys has no order", 1, true), err)
+    assert.are.same({"fc.weight", "fc.bias"},
+      nn.state_dict_keys(nn.Sequential({{"fc", nn.Linear(2, 2)}, {"act", nn.Tanh()}}):state_dict()))
+    ok, err = pcall(function() return nn.ModuleList({a = nn.Tanh()}) end)
+    assert.is_false(ok)
+    assert.truthy(err:find('ModuleList: expected a list of modules {m1, m2, ...}, got a table with the key "a"', 1,
+      true), err)
+  end)
+
+  it("registers attributes assigned in init in assignment order, like torch", function()
+    local OrderNet = nn.Module:extend("OrderNet")
+    function OrderNet:init()
+      self.wte = nn.Embedding(5, 2)
+      self.wpe = nn.Embedding(3, 2)
+      self.h = nn.ModuleList({nn.Linear(2, 2)})
+      self.ln_f = nn.LayerNorm(2)
+      self.bias = nn.Parameter(attn.zeros(2))
+    end
+    -- torch's state_dict: the module's own parameters first, then each child
+    assert.are.same({"bias", "wte.weight", "wpe.weight", "h.0.weight", "h.0.bias", "ln_f.weight", "ln_f.bias"},
+      nn.state_dict_keys(OrderNet():state_dict()))
   end)
 end)
 

@@ -25,10 +25,38 @@ local function abs_index(i, n)
   return i
 end
 
+-- A Lua table with string keys has no order, and torch registers children
+-- in its dict's order (parameters(), state_dict(), the optimizer's steps):
+-- refuse a table that mixes a list with other keys, or (when one_key_ok)
+-- holds 2+ string keys, rather than guess an order.
+local function check_ordered(fn, t, one_key_ok, level)
+  local n, extra, first, names = #t, 0, nil, {}
+  for k in pairs(t) do
+    if not (math.type(k) == "integer" and k >= 1 and k <= n) then
+      extra = extra + 1
+      first = first or k
+      if type(k) == "string" then names[#names + 1] = k end
+    end
+  end
+  if extra == 0 or (one_key_ok and n == 0 and extra == 1) then return end
+  table.sort(names) -- only for a message that does not change from run to run
+  local example = {}
+  for i = 1, math.min(#names, 2) do example[i] = ("{%q, ...}"):format(names[i]) end
+  if #example == 0 then example[1] = '{"name", ...}' end
+  example = ("nn.%s({%s, ...})"):format(fn:match("^[%w]+"), table.concat(example, ", "))
+  if n > 0 then
+    error(("%s: the table mixes a list with a %s key (%s); pass a list of {name, module} pairs: %s")
+      :format(fn, type(first), tostring(first), example), level + 1)
+  end
+  error(("%s: a Lua table with string keys has no order (torch registers in the dict's order); "
+    .. "pass a list of {name, module} pairs: %s"):format(fn, example), level + 1)
+end
+
 local function add_all(self, fn, ...)
   local list, n = table.pack(...), select("#", ...)
   if n == 1 and type(list[1]) == "table" and not is_module(list[1]) then
     list = list[1]
+    check_ordered(fn, list, false, 3)
     n = #list
   end
   for i = 1, n do
@@ -127,6 +155,12 @@ function ModuleList:extend(modules)
   if type(modules) ~= "table" or is_module(modules) then
     error(("ModuleList.extend: expected a list of modules (got %s)"):format(type_name(modules)), 2)
   end
+  for k in pairs(modules) do -- keys past the list would be dropped without a sign
+    if not (math.type(k) == "integer" and k >= 1 and k <= #modules) then
+      error(("ModuleList: expected a list of modules {m1, m2, ...}, got a table with the key %s"):format(
+        type(k) == "string" and ("%q"):format(k) or tostring(k)), 2)
+    end
+  end
   for i = 1, #modules do
     local m = modules[i]
     if not is_module(m) then
@@ -163,18 +197,28 @@ local ModuleDict = Module:extend("ModuleDict")
 nn.ModuleDict = ModuleDict
 
 --- ModuleDict([modules]): children under string keys, md[key] / md.key.
--- modules is {key = m, ...} (added in sorted key order, since Lua tables
--- have none) or a list of {key, m} pairs (added in list order).
+-- modules is a list of {key, m} pairs, added in list order (torch's
+-- dict order): nn.ModuleDict({{"wte", emb}, {"wpe", pos}}).  A table
+-- {key = m} with one key is taken too; one with 2+ string keys raises,
+-- since a Lua table has no order and the registration order (parameters(),
+-- state_dict(), optimizer) would differ from torch's without a sign.
+local update_from
+
 function ModuleDict:init(modules)
-  if modules ~= nil then self:update(modules) end
+  if modules ~= nil then update_from(self, modules, "ModuleDict") end
 end
 
---- update(modules): adds or replaces children from {key = m, ...} (in
--- sorted key order) or a list of {key, m} pairs (in list order); returns self.
+--- update(modules): adds or replaces children from a list of {key, m}
+-- pairs (in list order) or a one-key table {key = m}; returns self.
 function ModuleDict:update(modules)
+  return update_from(self, modules, "ModuleDict.update")
+end
+
+function update_from(self, modules, fn)
   if type(modules) ~= "table" or is_module(modules) then
-    error("ModuleDict.update: expected a table of modules", 2)
+    error(fn .. ": expected a list of {key, module} pairs", 2)
   end
+  check_ordered(fn, modules, true, 2)
   if #modules > 0 then
     for i, e in ipairs(modules) do
       if type(e) ~= "table" or type(e[1]) ~= "string" or not is_module(e[2]) then
@@ -189,8 +233,7 @@ function ModuleDict:update(modules)
     if type(k) ~= "string" then error("ModuleDict: keys must be strings", 2) end
     keys[#keys + 1] = k
   end
-  table.sort(keys)
-  for _, k in ipairs(keys) do
+  for _, k in ipairs(keys) do -- at most one
     if not is_module(modules[k]) then
       error(("ModuleDict: value for '%s' is not a module (got %s)"):format(k, type_name(modules[k])), 2)
     end
