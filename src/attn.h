@@ -819,6 +819,30 @@ attn_status attn_npy_save(const char *path, const attn_tensor *t);
 attn_status attn_npz_load(const char *path, attn_named_tensors **out);
 attn_status attn_npz_save(const char *path, const attn_named_tensors *nt);
 
+/* torch's checkpoint container (torch.save, torch >= 1.6; io_torch.c): the
+   zip archive around data.pkl.  The pickle is read and written by
+   lua/attn/ptfile.lua; these read and write the records. */
+typedef struct attn_pt_archive attn_pt_archive;
+attn_status attn_pt_open(const char *path, attn_pt_archive **out);
+void attn_pt_close(attn_pt_archive *a); /* NULL is fine */
+/* The record "<prefix>/<name>" (e.g. "data.pkl") in a malloc'd buffer. */
+attn_status attn_pt_read_record(attn_pt_archive *a, const char *name, char **buf, size_t *len);
+/* Storage "<prefix>/data/<key>" of numel elements of torch.<storage_type>
+   ("FloatStorage", ...) as a 1-D tensor: floats load as float32, integers
+   as int64, bool as bool. */
+attn_status attn_pt_storage(attn_pt_archive *a, const char *key, const char *storage_type, int64_t numel,
+                            attn_tensor **out);
+/* torch's storage name for a dtype ("FloatStorage"), NULL if none. */
+const char *attn_pt_storage_name(attn_dtype dt);
+typedef struct attn_pt_writer attn_pt_writer;
+attn_status attn_pt_writer_open(const char *path, attn_pt_writer **out);
+attn_status attn_pt_writer_add(attn_pt_writer *w, const char *name, const void *data, size_t n);
+/* t's elements, row-major, in its own dtype (little-endian). */
+attn_status attn_pt_writer_add_tensor(attn_pt_writer *w, const char *name, const attn_tensor *t);
+/* commit and abort free the writer. */
+attn_status attn_pt_writer_commit(attn_pt_writer *w);
+void attn_pt_writer_abort(attn_pt_writer *w);
+
 /* Atomic replacement of any file, as the writers above do it: bytes go to a
    temporary "<path>.tmp.XXXXXX" beside path; commit flushes, fsyncs and
    renames it over path; abort removes it.  commit and abort free the

@@ -15,6 +15,21 @@ end
 
 attn._VERSION = "attn " .. core.info().version
 
+-- attn.load / attn.save: torch's own files (.pt, .pth, .bin, or a zip with
+-- <name>/data.pkl) go through attn/ptfile.lua; the rest to the C loaders.
+do
+  local ptfile = require "attn.ptfile"
+  local c_load, c_save = core.load, core.save
+  attn.load = function(path, format, ...)
+    if ptfile._is_pt(path, format) then return ptfile.load(path) end
+    return c_load(path, format, ...)
+  end
+  attn.save = function(x, path, ...)
+    if type(path) == "string" and ptfile._ext_pt(path) then return ptfile.save(x, path) end
+    return c_save(x, path, ...)
+  end
+end
+
 --- Tensor methods defined in Lua, shared with the C ones (t:name(...)).
 attn._methods = core._methods
 local methods = core._methods

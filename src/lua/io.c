@@ -246,16 +246,168 @@ static int l_safetensors_info(lua_State *L) {
   return 2;
 }
 
+/* ---- torch checkpoints: the container; lua/attn/ptfile.lua does the pickle */
+#define ATTN_PT_MT "attn.PtArchive"
+#define ATTN_PTW_MT "attn.PtWriter"
+
+static attn_pt_archive **check_archive(lua_State *L) {
+  attn_pt_archive **h = luaL_checkudata(L, 1, ATTN_PT_MT);
+  if (!*h) attnL_raise(L, "load: the torch file is closed");
+  return h;
+}
+
+static int pt_gc(lua_State *L) {
+  attn_pt_archive **h = luaL_checkudata(L, 1, ATTN_PT_MT);
+  attn_pt_close(*h);
+  *h = NULL;
+  return 0;
+}
+
+/* core._pt_open(path) -> archive */
+static int l_pt_open(lua_State *L) {
+  const char *path = check_cstring(L, 1, "load", "path");
+  attn_pt_archive **h = lua_newuserdatauv(L, sizeof *h, 0);
+  *h = NULL;
+  luaL_setmetatable(L, ATTN_PT_MT);
+  if (attn_pt_open(path, h)) return attnL_error(L);
+  return 1;
+}
+
+/* archive:record(name) -> string */
+static int pt_record(lua_State *L) {
+  attn_pt_archive **h = check_archive(L);
+  const char *name = luaL_checkstring(L, 2);
+  char *buf;
+  size_t len;
+  if (attn_pt_read_record(*h, name, &buf, &len)) return attnL_error(L);
+  lua_pushlstring(L, buf, len); /* may raise (memory): buf leaks only then */
+  free(buf);
+  return 1;
+}
+
+/* archive:storage(key, storage_type, numel) -> 1-D tensor */
+static int pt_storage(lua_State *L) {
+  attn_pt_archive **h = check_archive(L);
+  const char *key = luaL_checkstring(L, 2), *type = luaL_checkstring(L, 3);
+  lua_Integer numel = luaL_checkinteger(L, 4);
+  attn_tensor **box = attnL_newbox(L);
+  return attnL_result(L, attn_pt_storage(*h, key, type, (int64_t)numel, box));
+}
+
+/* core._pt_view(storage, offset, size, stride) -> view (0-based offset) */
+static int l_pt_view(lua_State *L) {
+  attn_tensor *t = attnL_check(L, 1);
+  lua_Integer off = luaL_checkinteger(L, 2);
+  luaL_checktype(L, 3, LUA_TTABLE);
+  luaL_checktype(L, 4, LUA_TTABLE);
+  int64_t shape[ATTN_MAX_DIMS], stride[ATTN_MAX_DIMS];
+  lua_Integer nd = luaL_len(L, 3);
+  if (nd > ATTN_MAX_DIMS || luaL_len(L, 4) != nd)
+    return attnL_raise(L, "load: a tensor with %d sizes and %d strides", (int)nd, (int)luaL_len(L, 4));
+  for (int i = 0; i < (int)nd; i++) {
+    lua_geti(L, 3, i + 1);
+    lua_geti(L, 4, i + 1);
+    int ok1, ok2;
+    shape[i] = (int64_t)lua_tointegerx(L, -2, &ok1);
+    stride[i] = (int64_t)lua_tointegerx(L, -1, &ok2);
+    lua_pop(L, 2);
+    if (!ok1 || !ok2) return attnL_raise(L, "load: tensor sizes and strides must be integers");
+  }
+  attn_tensor **box = attnL_newbox(L);
+  return attnL_result(L, attn_as_strided(t, (int)nd, shape, stride, (int64_t)off, box));
+}
+
+/* core._pt_storage_name(t) -> "FloatStorage" | nil */
+static int l_pt_storage_name(lua_State *L) {
+  attn_tensor *t = attnL_check(L, 1);
+  const char *s = attn_pt_storage_name(t->dtype);
+  if (s)
+    lua_pushstring(L, s);
+  else
+    lua_pushnil(L);
+  return 1;
+}
+
+static attn_pt_writer **check_writer(lua_State *L) {
+  attn_pt_writer **h = luaL_checkudata(L, 1, ATTN_PTW_MT);
+  if (!*h) attnL_raise(L, "save: the .pt writer is closed");
+  return h;
+}
+
+static int ptw_gc(lua_State *L) {
+  attn_pt_writer **h = luaL_checkudata(L, 1, ATTN_PTW_MT);
+  attn_pt_writer_abort(*h);
+  *h = NULL;
+  return 0;
+}
+
+/* core._pt_writer(path) -> writer */
+static int l_pt_writer(lua_State *L) {
+  const char *path = check_cstring(L, 1, "save", "path");
+  attn_pt_writer **h = lua_newuserdatauv(L, sizeof *h, 0);
+  *h = NULL;
+  luaL_setmetatable(L, ATTN_PTW_MT);
+  if (attn_pt_writer_open(path, h)) return attnL_error(L);
+  return 1;
+}
+
+/* writer:add(name, bytes | tensor) */
+static int ptw_add(lua_State *L) {
+  attn_pt_writer **h = check_writer(L);
+  const char *name = luaL_checkstring(L, 2);
+  attn_status st;
+  if (lua_type(L, 3) == LUA_TSTRING) {
+    size_t len;
+    const char *data = lua_tolstring(L, 3, &len);
+    st = attn_pt_writer_add(*h, name, data, len);
+  } else {
+    st = attn_pt_writer_add_tensor(*h, name, attnL_check(L, 3));
+  }
+  if (st) return attnL_error(L);
+  return 0;
+}
+
+/* writer:commit() */
+static int ptw_commit(lua_State *L) {
+  attn_pt_writer **h = check_writer(L);
+  attn_pt_writer *w = *h;
+  *h = NULL;
+  if (attn_pt_writer_commit(w)) return attnL_error(L);
+  return 0;
+}
+
+static void open_pt(lua_State *L) {
+  static const luaL_Reg am[] = {{"record", pt_record}, {"storage", pt_storage}, {"close", pt_gc}, {NULL, NULL}};
+  static const luaL_Reg wm[] = {{"add", ptw_add}, {"commit", ptw_commit}, {"abort", ptw_gc}, {NULL, NULL}};
+  luaL_newmetatable(L, ATTN_PT_MT);
+  lua_pushcfunction(L, pt_gc);
+  lua_setfield(L, -2, "__gc");
+  luaL_newlib(L, am);
+  lua_setfield(L, -2, "__index");
+  lua_pop(L, 1);
+  luaL_newmetatable(L, ATTN_PTW_MT);
+  lua_pushcfunction(L, ptw_gc);
+  lua_setfield(L, -2, "__gc");
+  luaL_newlib(L, wm);
+  lua_setfield(L, -2, "__index");
+  lua_pop(L, 1);
+}
+
 void attnL_open_io(lua_State *L, int module, int methods) {
   (void)methods; /* module functions only */
   luaL_newmetatable(L, ATTN_NAMED_MT);
   lua_pushcfunction(L, holder_gc);
   lua_setfield(L, -2, "__gc");
   lua_pop(L, 1);
+  open_pt(L);
   static const luaL_Reg fns[] = {
       {"save", l_save},
       {"load", l_load},
       {"safetensors_info", l_safetensors_info},
+      {"_pt_open", l_pt_open},
+      {"_pt_view", l_pt_view},
+      {"_pt_storage_name", l_pt_storage_name},
+      {"_pt_writer", l_pt_writer},
       {NULL, NULL},
   };
   attnL_register(L, module, 0, fns);
