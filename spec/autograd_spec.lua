@@ -245,7 +245,7 @@ describe("gradients added straight into a leaf's .grad", function()
     local a, b, c = attn.randn(4, 3, 4), attn.randn(4, 3, 4), attn.randn(4, 3, 4)
     local d = attn.randn(4, 3, 12)
     local y = x * 1.5
-    local parts = y:chunk(3, -1)
+    local parts = {y:chunk(3, -1)}
     -- y * d first gives y's node a sum, which the pieces then add into
     ;((parts[1] * a + parts[2] * b + parts[3]:tanh() * c):sum() + (y * d):sum()):backward()
     local want = attn.no_grad(function()

@@ -1147,6 +1147,11 @@ E("attn.one_hot", {K.index({4}, 5), K.size(5, {opt = true, min = 1, huge = "erro
 
 -- metadata
 E("attn.shape", {t23()})
+-- attn.Size(2, 3): a shape by hand (no allocation: huge sizes are fine)
+E("attn.Size", {K.size(2), K.size(3, {opt = true})}, {
+  override = {[1] = {["a table"] = "any"}}, -- Size({2}): the table form
+  cases = {{"a shape table", function() return {{2, 3}} end, "ok", function(s) assert(s == attn.Size(2, 3)) end}},
+})
 E("attn.size", {t23(), K.dim(2, 2, {opt = true})})
 E("attn.stride", {t23(), K.dim(2, 2, {opt = true})}, {layout = "any"})
 E("attn.dim", {t23()})
@@ -1412,10 +1417,12 @@ E("attn.split", {K.tensor({5, 2}), K.int(2, {min = 0}), K.dim(1, 2, {opt = true}
       "error"},
     {"a string in the sizes table", function() return {attn.ones(5, 2), {2, "x"}} end, "error"},
     -- torch: split(0) of an empty dim gives one empty piece
-    {"size 0 of an empty dim", function() return {attn.ones(0, 3), 0} end, "ok", function(p) assert(#p == 1) end},
+    {"size 0 of an empty dim", function() return {attn.ones(0, 3), 0} end, "ok",
+      function(p, q) assert(attn.is_tensor(p) and p:size(1) == 0 and q == nil) end},
   },
 })
 E("attn.chunk", {K.tensor({5, 2}), K.int(2, {min = 1}), K.dim(1, 2, {opt = true})})
+E("attn.unbind", {K.tensor({3, 2}), K.dim(1, 2, {opt = true})})
 local REPEAT = {K.tensor({2, 3}), K.size(2, {huge = "error"}), K.size(1, {huge = "error"})}
 E("attn.repeat", REPEAT, {cases = {
   {"fewer counts than dims", function() return {attn.ones(2, 3), 2} end, "error"},

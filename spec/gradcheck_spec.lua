@@ -290,9 +290,9 @@ case("gather dim 2", function(x, i) return x:gather(2, i) end,
   function() return {randn(3, 4), attn.tensor({{1.0, 1.0, 4.0, 2.0, 1.0}, {3.0, 3.0, 3.0, 2.0, 4.0}, {4.0, 1.0, 2.0, 2.0, 3.0}})} end)
 case("gather dim 1", function(x, i) return x:gather(1, i) end,
   function() return {randn(3, 4), attn.tensor({{1, 3, 3, 2}, {3, 3, 1, 1}})} end)
-case("split", function(x) return x:split(3, 2) end, function() return {randn(3, 4)} end)
-case("split sizes", function(x) return x:split({1, 2}, 1) end, function() return {randn(3, 4)} end)
-case("chunk", function(x) return x:chunk(2, 2) end, function() return {randn(3, 4)} end)
+case("split", function(x) return {x:split(3, 2)} end, function() return {randn(3, 4)} end)
+case("split sizes", function(x) return {x:split({1, 2}, 1)} end, function() return {randn(3, 4)} end)
+case("chunk", function(x) return {x:chunk(2, 2)} end, function() return {randn(3, 4)} end)
 case("repeat", function(x) return x:rep(2, 1, 2) end, function() return {randn(3, 2)} end)
 case("flip", function(x) return x:flip(1) end, function() return {randn(3, 4)} end)
 case("flip two dims", function(x) return x:flip(1, 2) end, function() return {randn(3, 4)} end)
@@ -327,7 +327,7 @@ local strided = {
   {"gather", function(x) return x:gather(2, attn.tensor({{1.0, 4.0}, {2.0, 2.0}, {4.0, 3.0}})) end},
   {"cat", function(x) return attn.cat({x, x * 2}, 2) end},
   {"stack", function(x) return attn.stack({x, x:exp()}, 2) end},
-  {"split", function(x) return x:split(1, 1) end},
+  {"split", function(x) return {x:split(1, 1)} end},
   {"matmul", function(x) return x:matmul(x:t()) end},
   {"exp", function(x) return x:exp() end},
   {"view after contiguous", function(x) return x:contiguous():view(12) end},

@@ -86,11 +86,11 @@ local run = {
   end,
   split = function(c)
     local t = input(c.inputs[1])
-    assert_pieces(t:split(c.size, c.dim), c.expected, "split")
+    assert_pieces({t:split(c.size, c.dim)}, c.expected, "split")
   end,
   chunk = function(c)
     local t = input(c.inputs[1])
-    assert_pieces(t:chunk(c.chunks, c.dim), c.expected, "chunk")
+    assert_pieces({t:chunk(c.chunks, c.dim)}, c.expected, "chunk")
   end,
   ["repeat"] = function(c)
     local t = input(c.inputs[1])
@@ -172,7 +172,7 @@ end)
 describe("split and chunk", function()
   it("return views that share storage with the input", function()
     local base = attn.arange(14):reshape(7, 2)
-    local pieces = base:split(3)
+    local pieces = {base:split(3)}
     assert.equal(3, #pieces)
     pieces[3][1][2] = -1 -- row 7 of base
     assert.equal(-1, base[7][2])
@@ -180,27 +180,26 @@ describe("split and chunk", function()
     assert.same({{100, 100}, {100, 100}, {100, 100}}, base:narrow(1, 1, 3):totable())
 
     local t = attn.arange(10):reshape(2, 5):t() -- non-contiguous [5,2]
-    local chunks = t:chunk(2, 2)
+    local chunks = {t:chunk(2, 2)}
     assert.equal(2, #chunks)
     chunks[2]:fill_(-7)
     assert.same({-7, -7, -7, -7, -7}, t:select(2, 2):totable())
 
-    local sized = t:split({1, 4})
-    sized[2][4][1] = 42 -- row 5 of t
+    local _, second = t:split({1, 4})
+    second[4][1] = 42 -- row 5 of t
     assert.equal(42, t[5][1])
   end)
 
-  it("default to dim 1 and return plain sequences", function()
-    local pieces = attn.arange(5):chunk(2)
-    assert.equal("table", type(pieces))
-    assert.equal(2, #pieces)
-    assert.same({0, 1, 2}, pieces[1]:totable())
-    assert.same({3, 4}, pieces[2]:totable())
-    assert.is_true(attn.is_tensor(pieces[2]))
+  it("default to dim 1 and return the pieces as multiple values", function()
+    assert.equal(2, select("#", attn.arange(5):chunk(2)))
+    local a, b = attn.arange(5):chunk(2)
+    assert.same({0, 1, 2}, a:totable())
+    assert.same({3, 4}, b:totable())
+    assert.is_true(attn.is_tensor(b))
   end)
 
   it("keep the input alive through their views", function()
-    local pieces = attn.arange(6):split(2)
+    local pieces = {attn.arange(6):split(2)}
     collectgarbage()
     collectgarbage()
     assert.same({4, 5}, pieces[3]:totable())

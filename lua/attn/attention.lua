@@ -517,8 +517,7 @@ function MultiheadAttention:forward(query, key, value, opts)
   if self._qkv_same_embed_dim then
     local w = self.in_proj_weight
     if self_attn then
-      local qkv = linear(query, w, b):chunk(3, -1)
-      q, k, v = qkv[1], qkv[2], qkv[3]
+      q, k, v = linear(query, w, b):chunk(3, -1)
     else
       q = linear(query, w:narrow(1, 1, E), bq)
       k = linear(key, w:narrow(1, E + 1, E), bk)

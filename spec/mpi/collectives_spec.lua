@@ -159,7 +159,7 @@ describe("attn.dist.allgather", function()
   it("concatenates along dim 1 in rank order", function()
     local t = attn.tensor({{R, R + 0.5}})
     local g = dist.allgather(t)
-    assert.are.same({P, 2}, g:size())
+    assert.are.same({P, 2}, {g:size()})
     local want = {}
     for r = 0, P - 1 do want[#want + 1] = r; want[#want + 1] = r + 0.5 end
     same(g, want, "allgather")
@@ -168,7 +168,7 @@ describe("attn.dist.allgather", function()
   it("async gives the result from wait", function()
     local h = dist.allgather(attn.full({2}, R), {async = true})
     local g = h:wait()
-    assert.are.same({2 * P}, g:size())
+    assert.are.same({2 * P}, {g:size()})
     assert.are.equal(P - 1, g[2 * P])
   end)
 end)
@@ -182,7 +182,7 @@ describe("attn.dist.reduce_scatter", function()
     for r = 0, P - 1 do s = s + r end
     for _, op in ipairs({"sum", "avg", "max"}) do
       local out = dist.reduce_scatter(x, op)
-      assert.are.same({2, 3}, out:size())
+      assert.are.same({2, 3}, {out:size()})
       local want = {}
       for i = 2 * R + 1, 2 * R + 2 do
         for j = 1, 3 do

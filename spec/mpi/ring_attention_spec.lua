@@ -30,7 +30,7 @@ local function check(case)
   ql:requires_grad_(); kl:requires_grad_(); vl:requires_grad_()
   local out = F.ring_attention(ql, kl, vl, {causal = case.causal, scale = case.scale})
   assert.are.equal("RingAttentionBackward0", out.grad_fn)
-  assert.are.same({B, H, case.Lper, Ev}, out:size())
+  assert.are.same({B, H, case.Lper, Ev}, {out:size()})
   out:backward(dist.ring_shard(dout, o))
   assert.are.equal(0, maxdiff(kl, k_before)) -- inputs untouched
   local d = {

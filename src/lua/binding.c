@@ -861,6 +861,11 @@ int attnL_optdim(lua_State *L, int arg, int ndim, int def, const char *fn) {
   return attnL_checkdim(L, arg, ndim, 0, fn);
 }
 
+/* a nil size most often comes from a shape index past the last dim */
+#define NIL_SIZE_HINT                                                                                                  \
+  " (every size must be an integer; a nil often comes from a shape position past the last dim, e.g. x.shape[3] "       \
+  "of a 2-d tensor)"
+
 int attnL_checkshape(lua_State *L, int arg, int64_t *shape, int allow_neg1, const char *fn) {
   int ndim = 0;
   if (lua_type(L, arg) == LUA_TTABLE) {
@@ -870,19 +875,31 @@ int attnL_checkshape(lua_State *L, int arg, int64_t *shape, int allow_neg1, cons
       lua_rawgeti(L, arg, i);
       int isnum = 0;
       lua_Integer v = lua_tointegerx(L, -1, &isnum);
+      if (lua_isnil(L, -1)) attnL_raise(L, "%s: size %d is nil%s", fn, i, NIL_SIZE_HINT);
       if (!isnum) attnL_raise(L, "%s: size %d of the shape must be an integer (got %s)", fn, i, luaL_typename(L, -1));
       lua_pop(L, 1);
       shape[ndim++] = v;
     }
   } else {
     int top = lua_gettop(L);
-    /* the shape starts at arg: anything there but a number is a mistake
-       (not an empty shape) */
-    if (arg <= top && lua_type(L, arg) != LUA_TNUMBER)
-      attnL_raise(L, "%s: size 1 of the shape must be an integer (got %s)", fn, luaL_typename(L, arg));
-    for (int i = arg; i <= top && lua_type(L, i) == LUA_TNUMBER; i++) {
+    /* the shape starts at arg and runs to the first value that is not a
+       number (options, a generator, or a mistake the caller reports): a nil
+       in it is a size gone missing (x:view(-1, nil) must not be a 1-d view),
+       and anything but a number at arg is a mistake (not an empty shape) */
+    for (int i = arg; i <= top; i++) {
+      int ty = lua_type(L, i);
+      if (ty == LUA_TNIL) attnL_raise(L, "%s: size %d is nil%s", fn, i - arg + 1, NIL_SIZE_HINT);
+      if (ty != LUA_TNUMBER) {
+        if (i == arg)
+          attnL_raise(L, "%s: size %d of the shape must be an integer (got %s)", fn, i - arg + 1, luaL_typename(L, i));
+        break; /* the caller names what follows the shape */
+      }
       if (ndim == ATTN_MAX_DIMS) attnL_raise(L, "%s: at most %d dims supported", fn, ATTN_MAX_DIMS);
-      shape[ndim++] = attnL_checkint(L, i, fn, "size");
+      int isnum = 0;
+      lua_Integer v = lua_tointegerx(L, i, &isnum);
+      if (!isnum)
+        attnL_raise(L, "%s: size %d of the shape must be an integer (got %s)", fn, i - arg + 1, lua_tostring(L, i));
+      shape[ndim++] = v;
     }
   }
   for (int i = 0; i < ndim; i++)

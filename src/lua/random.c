@@ -246,7 +246,7 @@ static attn_generator *factory_opts(lua_State *L, int *top, int first_opt, const
     lua_pop(L, 1);
     lua_getfield(L, n, "generator");
     lua_replace(L, n);
-    lua_settop(L, n);
+    lua_settop(L, lua_isnil(L, n) ? n - 1 : n); /* no generator: no argument (a nil there is a missing size) */
   }
   return opt_gen(L, top);
 }

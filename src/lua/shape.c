@@ -8,6 +8,7 @@
 #include "binding.h"
 #include "openers.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -205,20 +206,22 @@ static pieces *new_pieces(lua_State *L) {
   return p;
 }
 
-/* Completes a split/chunk call: a sequence of the views. */
-static int push_pieces(lua_State *L, pieces *p, attn_status st) {
+/* Completes a split/chunk call: the views as multiple return values, like
+   torch's tuple (local q, k, v = x:chunk(3, -1); {x:split(n)} for a list). */
+static int push_pieces(lua_State *L, pieces *p, attn_status st, const char *fn) {
   if (st) return attnL_error(L);
-  lua_createtable(L, p->n, 0);
+  if (!lua_checkstack(L, p->n + LUA_MINSTACK))
+    return attnL_raise(L, "%s: %d pieces are more than Lua can return at once; use larger pieces or x:narrow", fn,
+                       p->n);
   for (int i = 0; i < p->n; i++) {
     attn_tensor **box = attnL_newbox(L);
     *box = p->outs[i];
     p->outs[i] = NULL;
     attnL_account(L, box);
-    lua_rawseti(L, -2, i + 1);
   }
   free(p->outs);
   p->outs = NULL;
-  return 1;
+  return p->n;
 }
 
 /* t:split(size, dim?) -> pieces of `size` (the last may be smaller);
@@ -246,14 +249,14 @@ static int l_split(lua_State *L) {
       return attnL_raise(L, "split: sizes %s must add up to %d, the size of dim %d", sb, (int)m, dim + 1);
     }
     pieces *p = new_pieces(L);
-    return push_pieces(L, p, attn_split_sizes(t, ns, sizes, dim, &p->n, &p->outs));
+    return push_pieces(L, p, attn_split_sizes(t, ns, sizes, dim, &p->n, &p->outs), "split");
   }
   int64_t size = attnL_checkint(L, 2, "split", "size");
   if (size < 0) return attnL_raise(L, "split: split size must be non-negative (got %d)", (int)size);
   if (size == 0 && m > 0)
     return attnL_raise(L, "split: split size can only be 0 if dim %d is empty (it has size %d)", dim + 1, (int)m);
   pieces *p = new_pieces(L);
-  return push_pieces(L, p, attn_split(t, size, dim, &p->n, &p->outs));
+  return push_pieces(L, p, attn_split(t, size, dim, &p->n, &p->outs), "split");
 }
 
 /* t:chunk(n, dim?) -> at most n views of ceil(size / n) (torch.chunk). */
@@ -263,7 +266,27 @@ static int l_chunk(lua_State *L) {
   int64_t chunks = attnL_checkint(L, 2, "chunk", "chunks");
   int dim = attnL_optdim(L, 3, t->ndim, 0, "chunk");
   pieces *p = new_pieces(L);
-  return push_pieces(L, p, attn_chunk(t, chunks, dim, &p->n, &p->outs));
+  return push_pieces(L, p, attn_chunk(t, chunks, dim, &p->n, &p->outs), "chunk");
+}
+
+/* t:unbind(dim?) -> the size(dim) slices along dim, each without that dim,
+   as multiple return values (torch.unbind's tuple). */
+static int l_unbind(lua_State *L) {
+  attn_tensor *t = attnL_totensor(L, 1, "unbind", "input");
+  if (t->ndim == 0) return attnL_raise(L, "unbind: cannot unbind a 0-d tensor");
+  int dim = attnL_optdim(L, 2, t->ndim, 0, "unbind");
+  int64_t n = t->shape[dim];
+  if (n > INT_MAX - LUA_MINSTACK || !lua_checkstack(L, (int)n + LUA_MINSTACK))
+    return attnL_raise(L,
+                       "unbind: %I slices are more than Lua can return at once; use x:select(dim, i) or "
+                       "x:split(size, dim)",
+                       (lua_Integer)n);
+  for (int64_t i = 0; i < n; i++) {
+    attn_tensor **box = attnL_newbox(L);
+    if (attn_select(t, dim, i, box)) return attnL_error(L);
+    attnL_account(L, box);
+  }
+  return (int)n;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -277,6 +300,7 @@ static int check_int_list(lua_State *L, int arg, int64_t *v, const char *fn, con
     if (len > ATTN_MAX_DIMS) attnL_raise(L, "%s: %d %s given, at most %d supported", fn, len, what, ATTN_MAX_DIMS);
     for (int i = 1; i <= len; i++) {
       lua_rawgeti(L, arg, i);
+      if (lua_isnil(L, -1)) attnL_raise(L, "%s: entry %d of the %s is nil (expected an integer)", fn, i, what);
       v[n++] = attnL_checkint(L, -1, fn, what);
       lua_pop(L, 1);
     }
@@ -284,7 +308,10 @@ static int check_int_list(lua_State *L, int arg, int64_t *v, const char *fn, con
     int top = lua_gettop(L);
     if (top - arg + 1 > ATTN_MAX_DIMS)
       attnL_raise(L, "%s: %d %s given, at most %d supported", fn, top - arg + 1, what, ATTN_MAX_DIMS);
-    for (int i = arg; i <= top; i++) v[n++] = attnL_checkint(L, i, fn, what);
+    for (int i = arg; i <= top; i++) {
+      if (lua_isnil(L, i)) attnL_raise(L, "%s: entry %d of the %s is nil (expected an integer)", fn, i - arg + 1, what);
+      v[n++] = attnL_checkint(L, i, fn, what);
+    }
   }
   return n;
 }
@@ -335,10 +362,10 @@ static int l_flip(lua_State *L) {
 static const luaL_Reg module_fns[] = {
     {"cat", l_cat}, {"stack", l_stack}, {"vstack", l_vstack}, {"hstack", l_hstack}, {NULL, NULL}};
 
-static const luaL_Reg methods[] = {{"tril", l_tril},     {"triu", l_triu},   {"index_select", l_index_select},
-                                   {"gather", l_gather}, {"split", l_split}, {"chunk", l_chunk},
-                                   {"repeat", l_repeat}, {"rep", l_repeat},  {"flip", l_flip},
-                                   {NULL, NULL}};
+static const luaL_Reg methods[] = {{"tril", l_tril},     {"triu", l_triu},     {"index_select", l_index_select},
+                                   {"gather", l_gather}, {"split", l_split},   {"chunk", l_chunk},
+                                   {"unbind", l_unbind}, {"repeat", l_repeat}, {"rep", l_repeat},
+                                   {"flip", l_flip},     {NULL, NULL}};
 
 void attnL_open_shape(lua_State *L, int module, int methods_idx) {
   luaL_newmetatable(L, PIECES_MT);

@@ -29,7 +29,7 @@ static int t_gc(lua_State *L) {
 
 static const char DTYPES_KEY[] = "attn.dtypes";
 static const char DTYPE_MT[] = "attn.dtype";
-static const char SHAPE_MT[] = "attn.Shape";
+static const char SHAPE_MT[] = "attn.Size";
 
 void attnL_pushdtype(lua_State *L, attn_dtype dt) {
   lua_getfield(L, LUA_REGISTRYINDEX, DTYPES_KEY);
@@ -146,11 +146,6 @@ static void open_dtypes(lua_State *L, int module) {
   lua_setfield(L, module, "double");
   lua_setfield(L, LUA_REGISTRYINDEX, DTYPES_KEY);
   lua_pop(L, 1);
-  if (luaL_newmetatable(L, SHAPE_MT)) {
-    lua_pushcfunction(L, shape_call);
-    lua_setfield(L, -2, "__call");
-  }
-  lua_pop(L, 1);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -263,6 +258,7 @@ static int l_full(lua_State *L) {
     nd = value_arg - 1;
     if (nd > ATTN_MAX_DIMS) return attnL_raise(L, "full: at most %d dims supported", ATTN_MAX_DIMS);
     for (int i = 0; i < nd; i++) {
+      if (lua_isnil(L, i + 1)) return attnL_raise(L, "full: size %d is nil (every size must be an integer)", i + 1);
       shape[i] = attnL_checkint(L, i + 1, "full", "size");
       if (shape[i] < 0)
         return attnL_raise(L, "full: invalid size %I at position %d of the shape", (lua_Integer)shape[i], i + 1);
@@ -407,18 +403,155 @@ static void push_shape(lua_State *L, int ndim, const int64_t *shape) {
   }
 }
 
-static int m_shape(lua_State *L) {
-  attn_tensor *t = attnL_check(L, 1);
-  push_shape(L, t->ndim, t->shape);
+/* ------------------------------------------------------------------------ */
+/* attn.Size: what t.shape, t:shape() and attn.shape(t) give (torch.Size).
+   A fresh Lua list of the sizes on each access (changing it never changes
+   the tensor), with a metatable: it prints as attn.Size([4, 5]), == compares
+   by value with another shape or a plain list ({4, 5}), a negative index
+   counts from the end, and 1-based positions past the last dim give nil
+   like any Lua list (so ipairs stops there) while 0 and negatives past the
+   first raise.  #, ipairs and table.unpack work as on any list. */
+
+static void push_size(lua_State *L, int ndim, const int64_t *shape) {
+  push_shape(L, ndim, shape);
+  luaL_setmetatable(L, SHAPE_MT);
+}
+
+/* the shape's own sizes compared with the list at idx */
+static bool size_equal(lua_State *L, int a, int b) {
+  lua_Integer n = (lua_Integer)luaL_len(L, a);
+  if (n != (lua_Integer)luaL_len(L, b)) return false;
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_geti(L, a, i);
+    lua_geti(L, b, i);
+    bool same = lua_type(L, -1) == LUA_TNUMBER && lua_type(L, -2) == LUA_TNUMBER && lua_rawequal(L, -1, -2);
+    lua_pop(L, 2);
+    if (!same) return false;
+  }
+  return true;
+}
+
+static int size_eq(lua_State *L) {
+  lua_pushboolean(L, lua_type(L, 1) == LUA_TTABLE && lua_type(L, 2) == LUA_TTABLE && size_equal(L, 1, 2));
   return 1;
 }
 
-/* t:size() -> shape table; t:size(dim) -> number */
+/* s:equals(other): other a shape or a plain list of sizes */
+static int size_equals(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  if (lua_type(L, 2) != LUA_TTABLE || attnL_test(L, 2))
+    return attnL_raise(L, "Size:equals: expected a shape or a list of sizes such as {4, 5} (got %s)",
+                       luaL_typename(L, 2));
+  lua_pushboolean(L, size_equal(L, 1, 2));
+  return 1;
+}
+
+/* s:numel(): the product of the sizes (torch.Size.numel) */
+static int size_numel(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_Integer n = (lua_Integer)luaL_len(L, 1), p = 1;
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_geti(L, 1, i);
+    p *= luaL_checkinteger(L, -1);
+    lua_pop(L, 1);
+  }
+  lua_pushinteger(L, p);
+  return 1;
+}
+
+/* pushes "attn.Size([4, 5])" for the shape at idx */
+static void push_size_string(lua_State *L, int idx) {
+  luaL_Buffer b;
+  idx = lua_absindex(L, idx);
+  lua_Integer n = (lua_Integer)luaL_len(L, idx);
+  luaL_buffinit(L, &b);
+  luaL_addstring(&b, "attn.Size([");
+  for (lua_Integer i = 1; i <= n; i++) {
+    if (i > 1) luaL_addstring(&b, ", ");
+    lua_geti(L, idx, i);
+    luaL_tolstring(L, -1, NULL);
+    lua_remove(L, -2);
+    luaL_addvalue(&b);
+  }
+  luaL_addstring(&b, "])");
+  luaL_pushresult(&b);
+}
+
+static int size_tostring(lua_State *L) {
+  push_size_string(L, 1);
+  return 1;
+}
+
+static bool is_size(lua_State *L, int idx) {
+  if (lua_type(L, idx) != LUA_TTABLE || !lua_getmetatable(L, idx)) return false;
+  luaL_getmetatable(L, SHAPE_MT);
+  bool same = lua_rawequal(L, -1, -2);
+  lua_pop(L, 2);
+  return same;
+}
+
+/* "shape " .. x.shape, like Python's f"{x.shape}" */
+static int size_concat(lua_State *L) {
+  lua_settop(L, 2);
+  for (int i = 1; i <= 2; i++) {
+    if (is_size(L, i)) {
+      push_size_string(L, i);
+      lua_replace(L, i);
+    } else if (!lua_isstring(L, i)) {
+      return attnL_raise(L, "attempt to concatenate a %s value with an attn.Size", luaL_typename(L, i));
+    }
+  }
+  lua_concat(L, 2);
+  return 1;
+}
+
+/* s[k] for a key the list lacks: a negative position, 0, one past the end,
+   or a method name */
+static int size_index(lua_State *L) {
+  int isint = 0;
+  lua_Integer k = lua_tointegerx(L, 2, &isint);
+  if (isint) {
+    lua_Integer n = (lua_Integer)lua_rawlen(L, 1);
+    if (k > n) return 0; /* nil, like any Lua list: ipairs stops here */
+    if (k < 0 && k >= -n) {
+      lua_rawgeti(L, 1, n + k + 1);
+      return 1;
+    }
+    return attnL_raise(L, "Size: index %I out of range for a %I-d shape (expected 1..%I, or -%I..-1 from the end)%s", k,
+                       n, n, n, ATTNL_INDEX_HINT(k));
+  }
+  if (lua_type(L, 2) == LUA_TSTRING) {
+    const char *key = lua_tostring(L, 2);
+    if (strncmp(key, "__", 2) != 0 && luaL_getmetafield(L, 1, key) != LUA_TNIL) return 1;
+  }
+  return 0;
+}
+
+/* attn.Size(4, 5) or attn.Size({4, 5}): a shape made by hand */
+static int l_size_new(lua_State *L) {
+  int64_t shape[ATTN_MAX_DIMS];
+  int nd = attnL_checkshape(L, 1, shape, 0, "Size");
+  int used = lua_type(L, 1) == LUA_TTABLE ? 1 : nd;
+  if (lua_gettop(L) > used)
+    return attnL_raise(L, "Size: unexpected argument #%d (%s) after the sizes", used + 1, luaL_typename(L, used + 1));
+  push_size(L, nd, shape);
+  return 1;
+}
+
+static int m_shape(lua_State *L) {
+  attn_tensor *t = attnL_check(L, 1);
+  push_size(L, t->ndim, t->shape);
+  return 1;
+}
+
+/* t:size() -> the sizes as integers (local B, T, C = x:size());
+   t:size(dim) -> one integer */
 static int m_size(lua_State *L) {
   attn_tensor *t = attnL_check(L, 1);
   if (lua_isnoneornil(L, 2)) {
-    push_shape(L, t->ndim, t->shape);
-    return 1;
+    luaL_checkstack(L, t->ndim, "size");
+    for (int i = 0; i < t->ndim; i++) lua_pushinteger(L, (lua_Integer)t->shape[i]);
+    return t->ndim;
   }
   int d = attnL_checkdim(L, 2, t->ndim, 0, "size");
   lua_pushinteger(L, t->ndim ? (lua_Integer)t->shape[d] : 1);
@@ -969,8 +1102,7 @@ static int tensor_property(lua_State *L, attn_tensor *t, const char *key) {
     return 1;
   }
   if (strcmp(key, "shape") == 0) {
-    push_shape(L, t->ndim, t->shape);
-    luaL_setmetatable(L, SHAPE_MT);
+    push_size(L, t->ndim, t->shape);
     return 1;
   }
   if (strcmp(key, "ndim") == 0) {
@@ -1333,6 +1465,7 @@ static const luaL_Reg module_fns[] = {{"tensor", l_tensor},
                                       {"one_hot", l_one_hot},
                                       {"info", l_info},
                                       {"shape", m_shape},
+                                      {"Size", l_size_new},
                                       {"set_num_threads", l_set_num_threads},
                                       {"set_isa", l_set_isa},
                                       {"get_num_threads", l_get_num_threads},
@@ -1384,6 +1517,12 @@ void attnL_open_tensor(lua_State *L, int module, int methods_idx) {
   attnL_register(L, module, 0, module_fns);
   attnL_register(L, module, methods_idx, methods);
   open_dtypes(L, module); /* after the methods: attn.bool, attn.float, attn.long are dtypes */
+  luaL_newmetatable(L, SHAPE_MT);
+  static const luaL_Reg size_mt[] = {
+      {"__call", shape_call},  {"__eq", size_eq},       {"__tostring", size_tostring}, {"__concat", size_concat},
+      {"__index", size_index}, {"equals", size_equals}, {"numel", size_numel},         {NULL, NULL}};
+  attnL_setfuncs(L, size_mt);
+  lua_pop(L, 1);
   luaL_getmetatable(L, ATTN_TENSOR_MT);
   lua_pushcfunction(L, t_gc);
   lua_setfield(L, -2, "__gc");

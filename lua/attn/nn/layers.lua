@@ -580,11 +580,11 @@ function GRUCell:forward(x, hx)
   local batched, state
   x, batched, state = cell_inputs(self, "GRUCell", x)
   local h = state(hx, "hx")
-  local gi = linear(x, self.weight_ih, self.bias_ih):chunk(3, 2)
-  local gh = linear(h, self.weight_hh, self.bias_hh):chunk(3, 2)
-  local r = (gh[1] + gi[1]):sigmoid()
-  local z = (gh[2] + gi[2]):sigmoid()
-  local n = (gi[3] + gh[3] * r):tanh()
+  local gi_r, gi_z, gi_n = linear(x, self.weight_ih, self.bias_ih):chunk(3, 2)
+  local gh_r, gh_z, gh_n = linear(h, self.weight_hh, self.bias_hh):chunk(3, 2)
+  local r = (gh_r + gi_r):sigmoid()
+  local z = (gh_z + gi_z):sigmoid()
+  local n = (gi_n + gh_n * r):tanh()
   local hy = (h - n) * z + n -- torch's form of (1 - z) * n + z * h
   if not batched then hy = hy:squeeze(1) end
   return hy
@@ -611,11 +611,11 @@ function LSTMCell:forward(x, hx)
   end
   local h = state(hx and hx[1], "hx[1] (h)")
   local c = state(hx and hx[2], "hx[2] (c)")
-  local gates = (linear(x, self.weight_ih, self.bias_ih) + linear(h, self.weight_hh, self.bias_hh)):chunk(4, 2)
-  local i = gates[1]:sigmoid()
-  local f = gates[2]:sigmoid()
-  local g = gates[3]:tanh()
-  local o = gates[4]:sigmoid()
+  local gi, gf, gg, go = (linear(x, self.weight_ih, self.bias_ih) + linear(h, self.weight_hh, self.bias_hh)):chunk(4, 2)
+  local i = gi:sigmoid()
+  local f = gf:sigmoid()
+  local g = gg:tanh()
+  local o = go:sigmoid()
   local cy = f * c + i * g
   local hy = o * cy:tanh()
   if not batched then
