@@ -3691,6 +3691,9 @@ E("attn.to", {t23(), K.custom(function() return "int64" end, {
   {"a tensor (its dtype)", function() return attn.ones(2, {dtype = "int64"}) end, "ok"},
 }, {wrong = false})})
 E("attn.type_as", {t23(), K.tensor({2})})
+-- devices (issue 29): x:cpu() is x itself; x:cuda() always raises (attn runs on the CPU only)
+E("attn.Tensor.cpu", {SELF({2, 3})}, {fn = attn._methods.cpu, call = function(t) return t:cpu() end,
+  override = {[1] = {["a closed tensor"] = "any"}}})
 E("attn.is_floating_point", {t23()})
 E("attn.element_size", {t23()})
 for _, name in ipairs({"logical_and", "logical_or", "logical_xor", "floor_divide", "remainder"}) do
@@ -3711,15 +3714,14 @@ E("attn.Tensor.__le", {t23(), t23({salt = 2})}, {fn = TMT.__le, names = {"'<='"}
   call = function(a, b) return a <= b end})
 
 local EXCLUDED = {
+  -- always raises "device 'cuda' is not available" (spec/storage_dtype_spec.lua)
+  ["attn.Tensor.cuda"] = true,
   -- finalisers: run by the garbage collector only (closing is exercised
   -- through __close and closed tensors/generators passed everywhere)
   ["attn.Tensor.__gc"] = true,
   ["attn.Generator.__gc"] = true,
   -- the scripts' command line: they print and end the process (os.exit);
   -- attn.script.parse, which they call, is catalogued
--- devices (issue 29): x:cpu() is x itself; x:cuda() always raises (attn runs on the CPU only)
-E("attn.Tensor.cpu", {SELF({2, 3})}, {fn = attn._methods.cpu, call = function(t) return t:cpu() end,
-  override = {[1] = {["a closed tensor"] = "any"}}})
   ["attn.script.args"] = true,
   ["attn.script.fail"] = true,
   -- `function Cls:name() ... end` on a module class: stores the method
@@ -3732,6 +3734,10 @@ E("attn.Tensor.cpu", {SELF({2, 3})}, {fn = attn._methods.cpu, call = function(t)
   ["attn.signature.wrap"] = true,
   ["attn.signature.install"] = true,
   ["attn.signature.is_options"] = true,
+  -- torch .pt files: the code behind attn.load / attn.save for .pt paths
+  -- (both catalogued); spec/pt_io_spec.lua checks them and their errors
+  ["attn.ptfile.load"] = true,
+  ["attn.ptfile.save"] = true,
 }
 
 describe("bad-input catalogue", function()

@@ -324,7 +324,6 @@ describe("dtypes attn does not have", function()
       assert.matches(name, err, 1, true)
     end
   end)
-end)
   it("float16, bfloat16, float64 are storage dtypes: compute ops refuse them by name", function()
     for _, name in ipairs({"float64", "double", "float16", "half", "bfloat16"}) do
       local z = attn.zeros(2, {dtype = name})
@@ -333,6 +332,7 @@ end)
       assert.matches("a storage dtype (attn computes in float32): convert it with x:float()", err, 1, true)
     end
   end)
+end)
 
 describe("x.grad = g (issue 27)", function()
   it("refuses a gradient of another dtype or shape in torch's words", function()

@@ -671,6 +671,17 @@ static void table_fill(lua_State *L, int idx, const table_shape *ts, int depth, 
         bool v = ty == LUA_TBOOLEAN ? lua_toboolean(L, -1) : lua_tonumber(L, -1) != 0;
         memcpy(*data, &v, sizeof v);
         *data += sizeof v;
+      } else if (attn_dtype_is_storage(dt)) {
+        /* torch: a Python number goes to half/bfloat16 through float */
+        double x = ty == LUA_TBOOLEAN ? (lua_toboolean(L, -1) ? 1.0 : 0.0) : (double)lua_tonumber(L, -1);
+        if (dt == ATTN_FLOAT64) {
+          memcpy(*data, &x, sizeof x);
+          *data += sizeof x;
+        } else {
+          uint16_t v = dt == ATTN_FLOAT16 ? attn_f32_to_f16((float)x) : attn_f32_to_bf16((float)x);
+          memcpy(*data, &v, sizeof v);
+          *data += sizeof v;
+        }
       } else {
         float v = ty == LUA_TBOOLEAN ? (lua_toboolean(L, -1) ? 1.0f : 0.0f) : (float)lua_tonumber(L, -1);
         memcpy(*data, &v, sizeof v);
@@ -723,17 +734,6 @@ static void check_plain_table(lua_State *L, int idx, const char *fn, const char 
     lua_pushnil(L);
     if (lua_next(L, idx))
       attnL_raise(L, "%s: argument '%s' must be a list of numbers (a table with keys 1..n), got a table with a %s key",
-      } else if (attn_dtype_is_storage(dt)) {
-        /* torch: a Python number goes to half/bfloat16 through float */
-        double x = ty == LUA_TBOOLEAN ? (lua_toboolean(L, -1) ? 1.0 : 0.0) : (double)lua_tonumber(L, -1);
-        if (dt == ATTN_FLOAT64) {
-          memcpy(*data, &x, sizeof x);
-          *data += sizeof x;
-        } else {
-          uint16_t v = dt == ATTN_FLOAT16 ? attn_f32_to_f16((float)x) : attn_f32_to_bf16((float)x);
-          memcpy(*data, &v, sizeof v);
-          *data += sizeof v;
-        }
                   fn, arg, luaL_typename(L, -2));
   }
 }
@@ -969,6 +969,9 @@ void attnL_pushelem(lua_State *L, const attn_tensor *t, int64_t pos) {
   switch (t->dtype) {
   case ATTN_INT64: lua_pushinteger(L, (lua_Integer)((const int64_t *)t->storage->data)[pos]); break;
   case ATTN_BOOL: lua_pushboolean(L, ((const bool *)t->storage->data)[pos]); break;
+  case ATTN_FLOAT16: lua_pushnumber(L, attn_f16_to_f32(((const uint16_t *)t->storage->data)[pos])); break;
+  case ATTN_BFLOAT16: lua_pushnumber(L, attn_bf16_to_f32(((const uint16_t *)t->storage->data)[pos])); break;
+  case ATTN_FLOAT64: lua_pushnumber(L, ((const double *)t->storage->data)[pos]); break;
   default: lua_pushnumber(L, ((const float *)t->storage->data)[pos]); break;
   }
 }
@@ -1038,9 +1041,6 @@ int attnL_unknown_option(lua_State *L, const char *fn, int key, const char *cons
     if (d < bd) bd = d, best = *p;
   }
   luaL_pushresult(&b);
-  case ATTN_FLOAT16: lua_pushnumber(L, attn_f16_to_f32(((const uint16_t *)t->storage->data)[pos])); break;
-  case ATTN_BFLOAT16: lua_pushnumber(L, attn_bf16_to_f32(((const uint16_t *)t->storage->data)[pos])); break;
-  case ATTN_FLOAT64: lua_pushnumber(L, ((const double *)t->storage->data)[pos]); break;
   size_t nk = k ? strlen(k) : 0, lim = nk / 3 > 1 ? nk / 3 : 1;
   const char *near = best && (bd <= lim || strstr(best, k) || strstr(k, best)) ? best : NULL;
   const char *shown = luaL_tolstring(L, key, NULL);

@@ -204,6 +204,11 @@ static int l_tensor(lua_State *L) {
       attnL_result(L, attn_full_i64(0, NULL, (int64_t)lua_tointeger(L, 1), box));
       return attnL_creation_grad(L, 2);
     }
+    if (lua_type(L, 1) == LUA_TNUMBER && has_dt && attn_dtype_is_storage(dt)) {
+      attn_tensor **box = attnL_newbox(L); /* a float64 keeps the Lua number exactly */
+      attnL_result(L, attn_scalar_dtype(dt, lua_tonumber(L, 1), box));
+      return attnL_creation_grad(L, 2);
+    }
     attnL_totensor(L, 1, "tensor", "data");
     lua_pushvalue(L, 1); /* the conversion is already fresh */
     if (has_dt) convert_top(L, dt);
@@ -1182,6 +1187,11 @@ static int to_dtype(lua_State *L, attn_tensor *t, attn_dtype dt) {
     lua_settop(L, 1);
     return 1;
   }
+  if (attn_dtype_is_storage(dt) && attn_requires_grad(t) && attnL_grad_enabled(L))
+    return attnL_raise(L,
+                       "to: x requires grad and %s is a storage dtype (attn differentiates in float32 only): "
+                       "convert x:detach() to store it, or keep computing in float32",
+                       attn_dtype_name(dt));
   attn_tensor **box = attnL_newbox(L);
   return attnL_result(L, attn_to_dtype(t, dt, box));
 }
@@ -1189,6 +1199,37 @@ static int to_dtype(lua_State *L, attn_tensor *t, attn_dtype dt) {
 static int m_long(lua_State *L) { return to_dtype(L, attnL_check(L, 1), ATTN_INT64); }
 static int m_bool(lua_State *L) { return to_dtype(L, attnL_check(L, 1), ATTN_BOOL); }
 static int m_float(lua_State *L) { return to_dtype(L, attnL_check(L, 1), ATTN_FLOAT32); }
+static int m_half(lua_State *L) { return to_dtype(L, attnL_check(L, 1), ATTN_FLOAT16); }
+static int m_bfloat16(lua_State *L) { return to_dtype(L, attnL_check(L, 1), ATTN_BFLOAT16); }
+static int m_double(lua_State *L) { return to_dtype(L, attnL_check(L, 1), ATTN_FLOAT64); }
+
+/* Whether the value at arg names a device: a string "cpu", "cpu:N",
+   "cuda", "cuda:N", "mps", ... or a device object ({type = "cpu"}, see
+   attn.device).  A device other than the CPU raises: attn runs on the CPU. */
+static bool device_arg(lua_State *L, int arg, const char *fn) {
+  const char *name = NULL;
+  if (lua_type(L, arg) == LUA_TSTRING) {
+    name = lua_tostring(L, arg);
+  } else if (lua_type(L, arg) == LUA_TTABLE && dtype_of_object(L, arg) < 0 && lua_getmetatable(L, arg)) {
+    lua_pop(L, 1);
+    if (lua_getfield(L, arg, "type") == LUA_TSTRING) name = lua_tostring(L, -1);
+    lua_pop(L, 1);
+    if (!name) return false;
+  }
+  if (!name) return false;
+  static const char *const devices[] = {"cpu", "cuda", "mps", "xpu", "meta", "xla", "vulkan", "hip", NULL};
+  for (int i = 0; devices[i]; i++) {
+    size_t n = strlen(devices[i]);
+    if (strncmp(name, devices[i], n) == 0 && (name[n] == 0 || name[n] == ':')) {
+      if (i == 0) return true;
+      attnL_raise(L,
+                  "%s: device '%s' is not available: attn runs on the CPU only (write x:to(\"cpu\") or leave the "
+                  "device out)",
+                  fn, name);
+    }
+  }
+  return false;
+}
 
 /* t:to(dtype | "float16" | device | other_tensor [, dtype] [, non_blocking, copy])
    and t:to({dtype =, device =, copy =, non_blocking =}): torch's forms.  A
@@ -1224,14 +1265,47 @@ static int m_to(lua_State *L) {
       dt = attnL_checkdtype(L, i, "to");
       have_dt = 1;
     } else {
-      attnL_raise(L, "to: unexpected argument %d (%s): give one dtype, device or tensor", i - 1,
-                  luaL_typename(L, i));
+      attnL_raise(L, "to: unexpected argument %d (%s): give one dtype, device or tensor", i - 1, luaL_typename(L, i));
     }
   }
   if (copy && t->dtype == dt) {
     attn_tensor **box = attnL_newbox(L);
     return attnL_result(L, attn_clone(t, box));
   }
+  lua_settop(L, 1);
+  return to_dtype(L, t, dt);
+}
+
+/* t:cpu() -> t (attn runs on the CPU: torch returns self too); t:cuda() raises. */
+static int m_cpu(lua_State *L) {
+  attnL_check(L, 1);
+  lua_settop(L, 1);
+  return 1;
+}
+static int m_cuda(lua_State *L) {
+  attnL_check(L, 1);
+  return attnL_raise(L, "cuda: device 'cuda' is not available: attn runs on the CPU only (write x:cpu() or leave "
+                        "it out)");
+}
+
+/* torch's legacy type names, by dtype */
+static const char *const type_names[ATTN_DTYPE_COUNT] = {"torch.FloatTensor",    "torch.LongTensor",
+                                                         "torch.BoolTensor",     "torch.HalfTensor",
+                                                         "torch.BFloat16Tensor", "torch.DoubleTensor"};
+
+/* t:type() -> "torch.FloatTensor" (torch's name); t:type(dtype | name) ->
+   t in that dtype ("float64", attn.half, "torch.HalfTensor", ...). */
+static int m_type(lua_State *L) {
+  attn_tensor *t = attnL_check(L, 1);
+  if (lua_isnoneornil(L, 2)) {
+    lua_pushstring(L, type_names[t->dtype]);
+    return 1;
+  }
+  attn_dtype dt = ATTN_DTYPE_COUNT;
+  if (lua_type(L, 2) == LUA_TSTRING)
+    for (int i = 0; i < ATTN_DTYPE_COUNT; i++)
+      if (strcmp(lua_tostring(L, 2), type_names[i]) == 0) dt = (attn_dtype)i;
+  if (dt == ATTN_DTYPE_COUNT) dt = attnL_checkdtype(L, 2, "type");
   lua_settop(L, 1);
   return to_dtype(L, t, dt);
 }
@@ -1355,37 +1429,6 @@ static int l_now(lua_State *L) {
 }
 
 /* attn.core._isatty(file): whether a Lua file handle (io.stderr, ...) is a
-static int m_half(lua_State *L) { return to_dtype(L, attnL_check(L, 1), ATTN_FLOAT16); }
-static int m_bfloat16(lua_State *L) { return to_dtype(L, attnL_check(L, 1), ATTN_BFLOAT16); }
-static int m_double(lua_State *L) { return to_dtype(L, attnL_check(L, 1), ATTN_FLOAT64); }
-
-/* Whether the value at arg names a device: a string "cpu", "cpu:N",
-   "cuda", "cuda:N", "mps", ... or a device object ({type = "cpu"}, see
-   attn.device).  A device other than the CPU raises: attn runs on the CPU. */
-static bool device_arg(lua_State *L, int arg, const char *fn) {
-  const char *name = NULL;
-  if (lua_type(L, arg) == LUA_TSTRING) {
-    name = lua_tostring(L, arg);
-  } else if (lua_type(L, arg) == LUA_TTABLE && dtype_of_object(L, arg) < 0 && lua_getmetatable(L, arg)) {
-    lua_pop(L, 1);
-    if (lua_getfield(L, arg, "type") == LUA_TSTRING) name = lua_tostring(L, -1);
-    lua_pop(L, 1);
-    if (!name) return false;
-  }
-  if (!name) return false;
-  static const char *const devices[] = {"cpu", "cuda", "mps", "xpu", "meta", "xla", "vulkan", "hip", NULL};
-  for (int i = 0; devices[i]; i++) {
-    size_t n = strlen(devices[i]);
-    if (strncmp(name, devices[i], n) == 0 && (name[n] == 0 || name[n] == ':')) {
-      if (i == 0) return true;
-      attnL_raise(L,
-                  "%s: device '%s' is not available: attn runs on the CPU only (write x:to(\"cpu\") or leave the "
-                  "device out)",
-                  fn, name);
-    }
-  }
-  return false;
-}
    terminal, so attn.data's progress bar can stay quiet in logs and pipes.
    A closed handle is not a terminal. */
 static int l_isatty(lua_State *L) {
@@ -1406,40 +1449,6 @@ static int l_debug_counts(lua_State *L) {
   lua_setfield(L, -2, "storages");
   lua_pushinteger(L, c.storage_bytes);
   lua_setfield(L, -2, "storage_bytes");
-/* t:cpu() -> t (attn runs on the CPU: torch returns self too); t:cuda() raises. */
-static int m_cpu(lua_State *L) {
-  attnL_check(L, 1);
-  lua_settop(L, 1);
-  return 1;
-}
-static int m_cuda(lua_State *L) {
-  attnL_check(L, 1);
-  return attnL_raise(L, "cuda: device 'cuda' is not available: attn runs on the CPU only (write x:cpu() or leave "
-                        "it out)");
-}
-
-/* torch's legacy type names, by dtype */
-static const char *const type_names[ATTN_DTYPE_COUNT] = {"torch.FloatTensor", "torch.LongTensor",
-                                                         "torch.BoolTensor",  "torch.HalfTensor",
-                                                         "torch.BFloat16Tensor", "torch.DoubleTensor"};
-
-/* t:type() -> "torch.FloatTensor" (torch's name); t:type(dtype | name) ->
-   t in that dtype ("float64", attn.half, "torch.HalfTensor", ...). */
-static int m_type(lua_State *L) {
-  attn_tensor *t = attnL_check(L, 1);
-  if (lua_isnoneornil(L, 2)) {
-    lua_pushstring(L, type_names[t->dtype]);
-    return 1;
-  }
-  attn_dtype dt = ATTN_DTYPE_COUNT;
-  if (lua_type(L, 2) == LUA_TSTRING)
-    for (int i = 0; i < ATTN_DTYPE_COUNT; i++)
-      if (strcmp(lua_tostring(L, 2), type_names[i]) == 0) dt = (attn_dtype)i;
-  if (dt == ATTN_DTYPE_COUNT) dt = attnL_checkdtype(L, 2, "type");
-  lua_settop(L, 1);
-  return to_dtype(L, t, dt);
-}
-
   lua_pushinteger(L, c.nodes);
   lua_setfield(L, -2, "nodes");
   return 1;
@@ -1479,6 +1488,9 @@ static const luaL_Reg methods[] = {{"size", m_size},
                                    {"long", m_long},
                                    {"bool", m_bool},
                                    {"float", m_float},
+                                   {"half", m_half},
+                                   {"bfloat16", m_bfloat16},
+                                   {"double", m_double},
                                    {"to", m_to},
                                    {"type_as", m_type_as},
                                    {"is_floating_point", m_is_floating_point},
@@ -1513,9 +1525,15 @@ static const luaL_Reg methods[] = {{"size", m_size},
                                    {"flatten", m_flatten},
                                    {NULL, NULL}};
 
+/* Methods only (attn.cuda is the device table, attn.type would shadow Lua's type). */
+static const luaL_Reg method_only[] = {{"cpu", m_cpu}, {"cuda", m_cuda}, {"type", m_type}, {NULL, NULL}};
+
 void attnL_open_tensor(lua_State *L, int module, int methods_idx) {
   attnL_register(L, module, 0, module_fns);
   attnL_register(L, module, methods_idx, methods);
+  lua_newtable(L);
+  attnL_register(L, lua_gettop(L), methods_idx, method_only);
+  lua_pop(L, 1);
   open_dtypes(L, module); /* after the methods: attn.bool, attn.float, attn.long are dtypes */
   luaL_newmetatable(L, SHAPE_MT);
   static const luaL_Reg size_mt[] = {
@@ -1546,12 +1564,3 @@ void attnL_open_tensor(lua_State *L, int module, int methods_idx) {
   lua_setfield(L, -2, "__le");
   lua_pop(L, 1);
 }
-                                   {"half", m_half},
-                                   {"bfloat16", m_bfloat16},
-                                   {"double", m_double},
-/* Methods only (attn.cuda is the device table, attn.type would shadow Lua's type). */
-static const luaL_Reg method_only[] = {{"cpu", m_cpu}, {"cuda", m_cuda}, {"type", m_type}, {NULL, NULL}};
-
-  lua_newtable(L);
-  attnL_register(L, lua_gettop(L), methods_idx, method_only);
-  lua_pop(L, 1);

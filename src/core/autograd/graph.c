@@ -206,6 +206,11 @@ oom:
 /* Public tensor-level API                                                   */
 
 attn_status attn_requires_grad_(attn_tensor *t, bool on) {
+  if (on && attn_dtype_is_storage(t->dtype))
+    return attn_set_error(ATTN_ERR_ARG,
+                          "requires_grad_: %s is a storage dtype (attn computes and differentiates in float32): "
+                          "convert it with x:float() and make that require grad",
+                          attn_dtype_name(t->dtype));
   if (on && t->dtype != ATTN_FLOAT32)
     return attn_set_error(ATTN_ERR_ARG, "requires_grad_: only floating point tensors can require gradients (got %s)",
                           attn_dtype_name(t->dtype));

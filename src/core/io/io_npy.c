@@ -319,7 +319,11 @@ attn_status attn_npy_load(const char *path, attn_tensor **out, attn_weight_info 
    of 64 bytes (always at least one space). */
 size_t attn__npy_header(attn_dtype dt, int ndim, const int64_t *shape, unsigned char *buf) {
   char dict[ATTN__NPY_HEADER_MAX];
-  const char *descr = dt == ATTN_INT64 ? "<i8" : dt == ATTN_BOOL ? "|b1" : "<f4";
+  const char *descr = dt == ATTN_INT64     ? "<i8"
+                      : dt == ATTN_BOOL    ? "|b1"
+                      : dt == ATTN_FLOAT16 ? "<f2"
+                      : dt == ATTN_FLOAT64 ? "<f8"
+                                           : "<f4";
   size_t n = (size_t)snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (", descr);
   for (int d = 0; d < ndim; d++)
     n += (size_t)snprintf(dict + n, sizeof dict - n, d ? ", %lld" : "%lld", (long long)shape[d]);
@@ -342,6 +346,11 @@ size_t attn__npy_header(attn_dtype dt, int ndim, const int64_t *shape, unsigned 
 attn_status attn_npy_save(const char *path, const attn_tensor *t) {
   const char *fn = "npy_save";
   if (!t) return attn_set_error(ATTN_ERR_ARG, "%s: tensor is NULL", fn);
+  if (t->dtype == ATTN_BFLOAT16)
+    return attn_set_error(ATTN_ERR_ARG,
+                          "%s: '%s': numpy has no bfloat16: save it as .safetensors (BF16) or convert it with "
+                          "x:float()",
+                          fn, path ? path : "?");
   unsigned char hdr[ATTN__NPY_HEADER_MAX];
   size_t hlen = attn__npy_header(t->dtype, t->ndim, t->shape, hdr);
   attn__sink k;
@@ -638,6 +647,11 @@ attn_status attn__npz_save(const char *path, const attn_named_tensors *nt, bool 
     if (strlen(nt->names[i]) > 65535 - 4)
       return attn_set_error(ATTN_ERR_ARG, "%s: '%s': tensor name of %zu bytes is too long for zip", fn, path,
                             strlen(nt->names[i]));
+    if (nt->tensors[i]->dtype == ATTN_BFLOAT16)
+      return attn_set_error(ATTN_ERR_ARG,
+                            "%s: '%s': tensor '%s': numpy has no bfloat16: save it as .safetensors (BF16) or "
+                            "convert it with x:float()",
+                            fn, path, nt->names[i]);
   }
   zip_written *w = attn__calloc((size_t)nt->n, sizeof *w);
   if (!w) return attn_set_error(ATTN_ERR_NOMEM, "%s: out of memory", fn);

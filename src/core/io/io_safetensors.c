@@ -434,9 +434,12 @@ static attn_status st_header(const char *fn, const attn_named_tensors *nt, const
       break;
     }
     ok = cJSON_AddStringToObject(e, "dtype",
-                                 t->dtype == ATTN_INT64  ? "I64"
-                                 : t->dtype == ATTN_BOOL ? "BOOL"
-                                                         : "F32") != NULL;
+                                 t->dtype == ATTN_INT64      ? "I64"
+                                 : t->dtype == ATTN_BOOL     ? "BOOL"
+                                 : t->dtype == ATTN_FLOAT16  ? "F16"
+                                 : t->dtype == ATTN_BFLOAT16 ? "BF16"
+                                 : t->dtype == ATTN_FLOAT64  ? "F64"
+                                                             : "F32") != NULL;
     cJSON *shape = ok ? cJSON_AddArrayToObject(e, "shape") : NULL;
     ok = shape != NULL;
     for (int d = 0; ok && d < t->ndim; d++) {

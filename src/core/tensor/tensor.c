@@ -783,7 +783,10 @@ attn_status attn_full_dtype(attn_dtype dt, int ndim, const int64_t *shape, doubl
   attn_tensor *t;
   attn_status st = attn__alloc_dtype("full", dt, ndim, shape, &t);
   if (st) return st;
-  memset(attn_tensor_ptr(t), value != 0, (size_t)attn_tensor_numel(t));
+  if (dt == ATTN_BOOL)
+    memset(attn_tensor_ptr(t), value != 0, (size_t)attn_tensor_numel(t));
+  else
+    (void)attn__fill_raw_f64(t, value); /* float16, bfloat16, float64: rounded as torch */
   *out = t;
   return ATTN_OK;
 }
