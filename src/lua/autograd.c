@@ -3,6 +3,7 @@
 #include "binding.h"
 #include "openers.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* t:requires_grad_([flag = true]) -> t */
@@ -14,14 +15,132 @@ static int m_requires_grad_(lua_State *L) {
   return 1;
 }
 
+/* The Lua thread running t:backward(), for the Lua backward functions of
+   attn._custom_record (NULL outside backward).  A backward function may not
+   start another backward: the engine's scratch belongs to the running one. */
+static _Thread_local lua_State *backward_L;
+
+/* Where a Lua backward function's error waits while the engine unwinds, so
+   that t:backward() raises that same value. */
+#define HOOK_ERROR_KEY "attn.backward_fn_error"
+
 /* t:backward([gradient [, retain_graph]]) */
 static int m_backward(lua_State *L) {
   attn_tensor *t = attnL_check(L, 1);
   const attn_tensor *g = NULL;
   if (!lua_isnoneornil(L, 2)) g = attnL_totensor(L, 2, "backward", "gradient");
   int retain = attnL_optbool(L, 3, 0);
-  if (attn_backward(t, g, retain)) return attnL_error(L);
+  if (backward_L)
+    return attnL_raise(L, "backward: cannot run backward inside a backward hook (the running backward is not "
+                          "finished); compute what the hook needs from the gradients it receives");
+  backward_L = L;
+  attn_status st = attn_backward(t, g, retain);
+  backward_L = NULL;
+  if (st) {
+    if (lua_getfield(L, LUA_REGISTRYINDEX, HOOK_ERROR_KEY) != LUA_TNIL) {
+      lua_pushnil(L);
+      lua_setfield(L, LUA_REGISTRYINDEX, HOOK_ERROR_KEY);
+      return lua_error(L); /* the Lua backward function's own error */
+    }
+    return attnL_error(L);
+  }
   return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Nodes whose backward is a Lua function (module hooks)                     */
+
+typedef struct {
+  lua_State *main; /* the state's main thread: its registry holds fn */
+  int ref;         /* fn in the registry */
+  int n;           /* number of inputs */
+} lua_custom;
+
+typedef struct {
+  const lua_custom *c;
+  const attn_tensor *g;
+  attn_tensor **grads;
+} lua_custom_call;
+
+static void lua_custom_free(void *p) {
+  lua_custom *c = p;
+  if (c && c->main) luaL_unref(c->main, LUA_REGISTRYINDEX, c->ref);
+  free(c);
+}
+
+/* Runs under lua_pcall: grads = fn(g), a list of n tensors. */
+static int lua_custom_run(lua_State *L) {
+  lua_custom_call *a = lua_touserdata(L, 1);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, a->c->ref);
+  attnL_push(L, attn_tensor_retain((attn_tensor *)a->g));
+  lua_call(L, 1, 1);
+  if (!lua_istable(L, -1))
+    return luaL_error(L, "backward: a Lua backward function must return a list of %d tensors (got %s)", a->c->n,
+                      luaL_typename(L, -1));
+  for (int i = 0; i < a->c->n; i++) {
+    lua_geti(L, -1, i + 1);
+    attn_tensor *t = attnL_test(L, -1);
+    if (!t)
+      return luaL_error(L, "backward: a Lua backward function returned %s as gradient %d (a tensor expected)",
+                        luaL_typename(L, -1), i + 1);
+    a->grads[i] = attn_tensor_retain(t);
+    lua_pop(L, 1);
+  }
+  return 0;
+}
+
+static attn_status lua_custom_backward(void *ctx, const attn_tensor *g, attn_tensor **grads) {
+  lua_State *L = backward_L;
+  if (!L) return attn_set_error(ATTN_ERR_STATE, "backward: a Lua backward function needs a backward started from Lua");
+  if (!lua_checkstack(L, 8)) return attn_set_error(ATTN_ERR_NOMEM, "backward: out of Lua stack");
+  lua_custom_call a = {ctx, g, grads};
+  bool prev = attnL_grad_enabled(L);
+  attnL_set_grad_enabled(L, false); /* hooks run without recording, like torch's */
+  lua_pushcfunction(L, lua_custom_run);
+  lua_pushlightuserdata(L, &a);
+  int st = lua_pcall(L, 1, 0, 0);
+  attnL_set_grad_enabled(L, prev);
+  attn_set_grad_enabled(false); /* the engine's own mode */
+  if (st != LUA_OK) {
+    const char *msg = lua_tostring(L, -1);
+    attn_status err = attn_set_error(ATTN_ERR_STATE, "%s", msg ? msg : "backward: a Lua backward function failed");
+    lua_setfield(L, LUA_REGISTRYINDEX, HOOK_ERROR_KEY);
+    return err;
+  }
+  return ATTN_OK;
+}
+
+/* attn._custom_record(data, inputs, fn [, name]) -> a tensor with data's
+   values (sharing its storage) recorded as the output of a node over the
+   tensors of the list inputs, whose backward is fn(grad) -> {grad_1, ...}
+   (one tensor per input, shaped like it), run without grad recording.
+   Without an input that requires grad: an alias of data outside the graph.
+   For attn.nn's backward hooks; not a public API. */
+static int l_custom_record(lua_State *L) {
+  attn_tensor *data = attnL_check(L, 1);
+  const attn_tensor **inputs;
+  luaL_checktype(L, 3, LUA_TFUNCTION);
+  const char *name = luaL_optstring(L, 4, "BackwardHookFunctionBackward");
+  lua_settop(L, 4);
+  int n = attnL_checktensorlist(L, 2, &inputs, "_custom_record");
+  lua_custom *c = calloc(1, sizeof *c);
+  if (!c) return luaL_error(L, "not enough memory");
+  lua_pushvalue(L, 3);
+  c->ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+  c->main = lua_tothread(L, -1);
+  lua_pop(L, 1);
+  c->n = n;
+  attn_tensor **box = attnL_newbox(L);
+  attn_status st = attn_detach(data, box);
+  if (st) {
+    lua_custom_free(c);
+    return attnL_error(L);
+  }
+  /* the node owns c from here on, also on failure */
+  if (attn_custom_record(*box, name, n, inputs, lua_custom_backward, c, lua_custom_free)) return attnL_error(L);
+  attnL_account(L, box);
+  return 1;
 }
 
 static int m_detach(lua_State *L) {
@@ -184,6 +303,7 @@ static const luaL_Reg module_fns[] = {{"no_grad", l_no_grad},
                                       {"is_grad_enabled", l_is_grad_enabled},
                                       {"set_grad_enabled", l_set_grad_enabled},
                                       {"embedding", l_embedding},
+                                      {"_custom_record", l_custom_record},
                                       {NULL, NULL}};
 
 void attnL_open_autograd(lua_State *L, int module, int methods_idx) {
