@@ -1939,6 +1939,24 @@ local BOOL = function(good) return K.bool(good) end
 E("attn.nn.Parameter", {K.tensor({2, 3}, {opt = true}), BOOL(true)}, {noalias = true})
 E("attn.nn.is_parameter", {K.custom(function() return nn.Parameter(attn.ones(2)) end, {}, {wrong = false, opt = true})})
 E("attn.nn.is_module", {K.custom(function() return nn.Identity() end, {}, {wrong = false, opt = true})})
+-- attn.device (lua/attn/device.lua; attn.device and attn.cuda are its fields)
+do
+  local dev = require "attn.device"
+  E("attn.device.device", {K.choice("cpu"), K.int(0, {opt = true, min = 0})}, {fn = dev.device, call = dev.device,
+    names = {"attn.device"}, cases = {
+      {"cuda", function() return {"cuda"} end, "error"},
+      {"cuda:0", function() return {"cuda:0"} end, "error"},
+      {"mps", function() return {"mps"} end, "error"},
+      {"an index twice", function() return {"cpu:0", 1} end, "error"},
+      {"a device object", function() return {dev.device("cpu")} end, "ok"},
+    }})
+  E("attn.device.is_device", {K.custom(function() return dev.device("cpu") end, {}, {wrong = false, opt = true})},
+    {fn = dev.is_device, call = dev.is_device})
+  E("attn.device.is_device_string", {K.custom(function() return "cuda:0" end, {}, {wrong = false, opt = true})},
+    {fn = dev.is_device_string, call = dev.is_device_string})
+  E("attn.device.cuda.is_available", {}, {fn = dev.cuda.is_available, call = dev.cuda.is_available})
+  E("attn.device.cuda.device_count", {}, {fn = dev.cuda.device_count, call = dev.cuda.device_count})
+end
 E("attn.nn.isinstance", {K.custom(function() return nn.Linear(2, 2) end, {}, {wrong = false, opt = true}),
                          K.custom(function() return nn.Linear end, {
   {"a non-class table", function() return {} end, "any"},
@@ -2135,6 +2153,26 @@ mmeth("zero_grad", {BOOL(true)}, {writes_all = true})
 mmeth("apply", {K.custom(function() return function() end end, {
   {"a function that raises", function() return function() error("inner failure") end end, "error"},
 }, {skip = {["a function"] = true}})}, {writes_all = true, names = {"inner failure"}})
+-- hooks (issue 29): the hook must be callable
+for _, name in ipairs({"register_forward_pre_hook", "register_forward_hook", "register_full_backward_hook"}) do
+  mmeth(name, {K.custom(function() return function() end end, {}, {skip = {["a function"] = true}})},
+    {writes_all = true, nocompare = true})
+end
+-- devices and dtypes (issue 29): attn runs on the CPU only
+mmeth("to", {K.custom(function() return "cpu" end, {
+  {"cuda", function() return "cuda:0" end, "error"},
+  {"an unknown name", function() return "bogus" end, "error"},
+  {"an integer dtype", function() return "int64" end, "error"},
+  {"a number", function() return 1 end, "error"},
+  {"an options table with an unknown key", function() return {devic = "cpu"} end, "error"},
+  {"a float32 dtype", function() return attn.float32 end, "ok"},
+  {"a tensor (its dtype)", function() return attn.ones(1) end, "ok"},
+  {"a cpu device", function() return attn.device("cpu") end, "ok"},
+})}, {writes_all = true, nocompare = true})
+for _, name in ipairs({"cpu", "float", "half", "bfloat16", "double"}) do
+  mmeth(name, {}, {writes_all = true, nocompare = true})
+end
+mmeth("cuda", {}, {base_expect = "error", nocompare = true})
 mmeth("state_dict", {K.opts({prefix = K.str("p.", {opt = true, number = "error"}), keep_vars = BOOL(false)})})
 mmeth("load_state_dict", {K.custom(function() return net():state_dict() end, {
   {"a state with a missing key", function() local sd = net():state_dict(); sd["fc.bias"] = nil; return sd end, "error"},

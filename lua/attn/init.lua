@@ -38,6 +38,10 @@ local submodules = {
 -- copy.deepcopy; see lua/attn/copy.lua).
 function attn.deepcopy(x, memo) return require("attn.copy").deepcopy(x, memo) end
 
+-- Names that are fields of a submodule: attn.device (a function) and
+-- attn.cuda (a table) come from attn.device, loaded on first use.
+local fields = {device = "attn.device", cuda = "attn.device"}
+
 return setmetatable(attn, {
   __index = function(t, key)
     local mod = submodules[key]
@@ -45,6 +49,12 @@ return setmetatable(attn, {
       local m = require(mod)
       rawset(t, key, m)
       return m
+    end
+    mod = fields[key]
+    if mod then
+      local v = require(mod)[key]
+      rawset(t, key, v)
+      return v
     end
     return nil
   end,

@@ -41,6 +41,11 @@ local attention_loading = false
 setmetatable(nn, {
   __index = function(t, key)
     if type(key) ~= "string" then return nil end
+    if key == "init" then -- torch's nn.init path: the same table as attn.init
+      local v = require "attn.nn_init"
+      rawset(t, key, v)
+      return v
+    end
     local file = lazy[key]
     if file then
       local v = require(file)[key]

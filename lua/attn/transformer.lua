@@ -62,6 +62,7 @@ local error = require("attn.core")._error -- raises at the user's line (the firs
 require "attn.nn.layers"
 local nn = require "attn.nn.containers"
 local init = require "attn.nn_init"
+local has_hooks = nn._util.has_hooks
 local attention = require "attn.attention"
 
 local M = {}
@@ -479,6 +480,13 @@ local function decoder_args(self, fn, tgt, memory, o, level)
   return a
 end
 
+-- decoder_args's list back as the options of a layer's call
+local function dec_opts(a)
+  return {tgt_mask = a[1], tgt_mask_kind = a[2], memory_mask = a[3], memory_mask_kind = a[4],
+          tgt_key_padding_mask = a[5], tgt_key_padding_mask_kind = a[6],
+          memory_key_padding_mask = a[7], memory_key_padding_mask_kind = a[8]}
+end
+
 --- dec_layer(tgt, memory [, tgt_mask, memory_mask, tgt_key_padding_mask,
 -- memory_key_padding_mask]) or dec_layer(tgt, memory, {options}) with
 -- those names and their _kind options -> the output, shaped as tgt.
@@ -542,7 +550,13 @@ end
 local enc_fwd = {"mask", "src_key_padding_mask", "mask_kind", "src_key_padding_mask_kind"}
 
 function TransformerEncoder:_run(x, m, mk, p, pk)
-  for _, layer in ipairs(self.layers) do x = layer:_run(x, m, mk, p, pk) end
+  for _, layer in ipairs(self.layers) do
+    if has_hooks(layer) then -- called, so that its hooks run
+      x = layer(x, {src_mask = m, src_mask_kind = mk, src_key_padding_mask = p, src_key_padding_mask_kind = pk})
+    else
+      x = layer:_run(x, m, mk, p, pk)
+    end
+  end
   if self.norm ~= nil then x = self.norm(x) end
   return x
 end
@@ -581,7 +595,9 @@ function TransformerDecoder:init(decoder_layer, num_layers, ...)
 end
 
 function TransformerDecoder:_run(x, mem, a)
-  for _, layer in ipairs(self.layers) do x = layer:_run(x, mem, a) end
+  for _, layer in ipairs(self.layers) do
+    if has_hooks(layer) then x = layer(x, mem, dec_opts(a)) else x = layer:_run(x, mem, a) end
+  end
   if self.norm ~= nil then x = self.norm(x) end
   return x
 end
@@ -699,12 +715,18 @@ function Transformer:forward(src, tgt, ...)
   local memory, enc_args
   if nn.isinstance(enc, TransformerEncoder) and enc.layers[1] ~= nil and enc.layers[1]._run then
     enc_args = {encoder_args(enc.layers[1], fn, src, o, "src_mask", 3)}
-    memory = enc:_run(src, table.unpack(enc_args, 1, 4))
+    if has_hooks(enc) then -- called, so that its hooks run
+      memory = enc(src, {mask = enc_args[1], mask_kind = enc_args[2], src_key_padding_mask = enc_args[3],
+                         src_key_padding_mask_kind = enc_args[4]})
+    else
+      memory = enc:_run(src, table.unpack(enc_args, 1, 4))
+    end
   else
     memory = enc(src, {mask = o.src_mask, src_key_padding_mask = o.src_key_padding_mask})
   end
   if nn.isinstance(dec, TransformerDecoder) and dec.layers[1] ~= nil and dec.layers[1]._run then
     local a = decoder_args(dec.layers[1], fn, tgt, memory, o, 3)
+    if has_hooks(dec) then return dec(tgt, memory, dec_opts(a)) end
     return dec:_run(tgt, memory, a)
   end
   return dec(tgt, memory, {tgt_mask = o.tgt_mask, memory_mask = o.memory_mask,

@@ -175,6 +175,7 @@ ClassMeta.__call = function(cls, ...)
     _non_persistent = {},
     _modules = odict(),
     _attrs = {training = true},
+    _hooks = false, -- {pre =, fwd =, bwd =} once a hook is registered
   }, Instance)
   cls.init(self, ...)
   return self
@@ -294,14 +295,28 @@ function Instance.__newindex(self, k, v)
   end
 end
 
+-- A hooked module's hooks are in its raw field _hooks (false without):
+-- {pre = {...}, fwd = {...}, bwd = {...}}, lists of {fn =, id =} in
+-- registration order, replaced (never edited) when a hook is added or
+-- removed, so that a hook removing hooks does not disturb the running call.
+-- A raw field, so that a call without hooks pays one plain field read;
+-- deepcopy copies it, as torch's deepcopy copies the hook dicts.
+
+local run_hooked -- below, with the hook methods
+local custom_record = require("attn.core")._custom_record -- identity nodes of the backward hooks
+
 --- `m(...)`: runs m:forward(...) (an instance's own forward field first)
--- and returns its results.  torch: module(...), without hooks.
+-- and returns its results, with the module's hooks around it when it has
+-- any (register_forward_pre_hook, register_forward_hook,
+-- register_full_backward_hook).  torch: module(...).
 function Instance.__call(self, ...)
   -- forward is a class method unless the instance set its own: two lookups
   -- instead of the full member search of self:forward
   local f = self._attrs.forward
   if f == nil then f = self._class.forward end
-  return f(self, ...)
+  local h = self._hooks
+  if not h then return f(self, ...) end
+  return run_hooked(self, f, h, ...)
 end
 
 --- `tostring(m)` and print: m:to_string(), the module tree like torch's repr.
@@ -818,9 +833,431 @@ function Module:to_string()
   return s .. ")"
 end
 
+--------------------------------------------------------------------------
+-- Devices and dtypes
+-- @section devices_and_dtypes
+
+-- A dtype object (attn.float32, ...) from a dtype or its name, else nil.
+local function as_dtype(v)
+  local mt = getmetatable(attn.float32)
+  if type(v) == "table" and getmetatable(v) == mt then return v end
+  if type(v) == "string" then
+    local d = attn[v]
+    if type(d) == "table" and getmetatable(d) == mt then return d end
+  end
+  return nil
+end
+
+local grad_wanted = setmetatable({}, {__mode = "k"})
+
+-- Replaces every floating-point parameter and buffer of self and its
+-- descendants by convert(t) (a tensor shared by several modules stays
+-- shared; a parameter stays a parameter with its requires_grad and its
+-- .grad converted).  torch's Module._apply for .to(dtype), .half(), ...
+local function convert_floats(self, dt)
+  local guard <close> = attn.no_grad()
+  local memo = {}
+  local function conv(t, param)
+    if memo[t] ~= nil then return memo[t] end
+    local new = t
+    if tostring(t.dtype.name):find("float", 1, true) then -- float16, bfloat16, float32, float64
+      local c = t:to(dt)
+      if c ~= t then
+        if param then
+          -- attn computes gradients in float32 only: a float16, bfloat16 or
+          -- float64 parameter cannot require grad; it remembers that it
+          -- did, so that float() makes it trainable again
+          local rg = t.requires_grad or grad_wanted[t] == true
+          local ok, p = pcall(nn.Parameter, c, rg)
+          if not ok then
+            p = nn.Parameter(c, false)
+            grad_wanted[p] = rg or nil
+          end
+          new = p
+          local g = t.grad
+          if g ~= nil and p.requires_grad then p.grad = g:to(dt) end
+        else
+          new = c
+        end
+      end
+    end
+    memo[t] = new
+    return new
+  end
+  for _, e in ipairs(collect_modules(self, "", {}, {})) do
+    for _, field in ipairs({"_parameters", "_buffers"}) do
+      local d = rawget(e[2], field)
+      for _, k in ipairs(d.keys) do
+        local v = d.vals[k]
+        if v ~= nil then d.vals[k] = conv(v, field == "_parameters") end
+      end
+    end
+  end
+  return self
+end
+
+local device_lib -- attn.device, loaded by the first device argument
+local function devices()
+  device_lib = device_lib or require "attn.device"
+  return device_lib
+end
+
+--- to(...) -> self: torch's module.to.  Each argument is a device ("cpu",
+-- "cpu:0" or attn.device("cpu"): nothing to move, attn runs on the CPU;
+-- any other device raises), a floating-point dtype (attn.float32 or its
+-- name: every floating-point parameter and buffer is converted, integer
+-- and bool buffers stay), a tensor (its dtype) or an options table
+-- {device =, dtype =, non_blocking =}.
+-- @return self
+function Module:to(...)
+  local args = table.pack(...)
+  if args.n == 0 then error("to: expected a device, a dtype, a tensor or {device =, dtype =}", 2) end
+  local dtype
+  local function take(v, what)
+    if is_tensor(v) then
+      dtype = v.dtype
+    elseif devices().is_device(v) then
+      return
+    elseif devices().is_device_string(v) then
+      if not pcall(devices().device, v) then devices()._cpu_only("to", ("'%s'"):format(v)) end
+    else
+      local d = as_dtype(v)
+      if d == nil then
+        error(("to: expected a device (\"cpu\"), a dtype (attn.float32, \"float32\"), a tensor or "
+          .. "{device =, dtype =} as %s (got %s)"):format(what, type(v) == "string" and ('"' .. v .. '"')
+          or type_name(v)), 3)
+      end
+      if not d.is_floating_point and not (d.name or ""):find("float") then
+        error(("to: nn.Module.to only accepts floating point dtypes, but got desired dtype=%s"):format(d.name), 3)
+      end
+      dtype = d
+    end
+  end
+  for i = 1, args.n do
+    local v = args[i]
+    if type(v) == "table" and getmetatable(v) == nil then
+      for k in pairs(v) do
+        if k ~= "device" and k ~= "dtype" and k ~= "non_blocking" and k ~= "copy" then
+          error(attn._misuse.unknown_option("to", k, {"device", "dtype", "non_blocking"}), 2)
+        end
+      end
+      if v.device ~= nil then take(v.device, "device") end
+      if v.dtype ~= nil then take(v.dtype, "dtype") end
+    elseif v == nil then
+      error(("to: argument %d is nil"):format(i), 2)
+    else
+      take(v, ("argument %d"):format(i))
+    end
+  end
+  if dtype ~= nil then convert_floats(self, dtype) end
+  return self
+end
+
+--- cpu() -> self: every module is on the CPU already.  torch's module.cpu.
+-- @return self
+function Module:cpu()
+  return self
+end
+
+--- cuda() raises: attn runs on the CPU only (torch without CUDA raises
+-- too); write module:to("cpu") or leave it out.
+function Module:cuda()
+  devices()._cpu_only("cuda", "'cuda'")
+end
+
+--- half() -> self: every floating-point parameter and buffer converted to
+-- float16.  torch's module.half.
+-- @return self
+function Module:half()
+  return convert_floats(self, as_dtype("float16") or error("half: this build of attn has no float16 dtype", 2))
+end
+
+--- bfloat16() -> self: every floating-point parameter and buffer converted
+-- to bfloat16.  torch's module.bfloat16.
+-- @return self
+function Module:bfloat16()
+  return convert_floats(self, as_dtype("bfloat16") or error("bfloat16: this build of attn has no bfloat16 dtype", 2))
+end
+
+--- double() -> self: every floating-point parameter and buffer converted
+-- to float64.  torch's module.double.
+-- @return self
+function Module:double()
+  return convert_floats(self, as_dtype("float64") or error("double: this build of attn has no float64 dtype", 2))
+end
+
+--- float() -> self: every floating-point parameter and buffer converted
+-- to float32.  torch's module.float.
+-- @return self
+function Module:float()
+  return convert_floats(self, attn.float32)
+end
+
+--------------------------------------------------------------------------
+-- Hooks
+-- @section hooks
+
+local hook_ids = 0
+
+-- What register_*_hook returns: handle:remove() (or a `<close>` variable)
+-- takes the hook off; removing twice does nothing.
+local Handle = {__name = "attn.nn.RemovableHandle"}
+Handle.__index = Handle
+
+--- handle:remove(): takes the hook off its module (torch's
+-- RemovableHandle.remove); a second call does nothing.  A handle also
+-- works as a to-be-closed variable: `local h <close> = m:register_forward_hook(fn)`.
+function Handle:remove()
+  local m = self._module[1]
+  local h = m and rawget(m, "_hooks")
+  local list = h and h[self._kind]
+  if not list then return end
+  local kept = {}
+  for _, e in ipairs(list) do
+    if e.id ~= self.id then kept[#kept + 1] = e end
+  end
+  h[self._kind] = #kept > 0 and kept or nil
+  if not (h.pre or h.fwd or h.bwd) then rawset(m, "_hooks", false) end
+end
+Handle.__close = Handle.remove
+
+local function add_hook(self, kind, fn, fname)
+  if not is_module(self) then
+    error(("%s: call it on a module, as m:%s(fn)"):format(fname, fname), 3)
+  end
+  local mt = getmetatable(fn)
+  if type(fn) ~= "function" and not (mt and mt.__call) then
+    error(("%s: hook must be a function (got %s)"):format(fname, type_name(fn)), 3)
+  end
+  hook_ids = hook_ids + 1
+  local h = rawget(self, "_hooks")
+  if not h then
+    h = {}
+    rawset(self, "_hooks", h)
+  end
+  local list = h[kind] or {}
+  local new = table.move(list, 1, #list, 1, {})
+  new[#new + 1] = {fn = fn, id = hook_ids}
+  h[kind] = new
+  return setmetatable({id = hook_ids, _kind = kind, _module = setmetatable({self}, {__mode = "v"})}, Handle)
+end
+
+--- register_forward_pre_hook(hook) -> handle.  Before every call of the
+-- module, hook(module, inputs) runs with inputs the list of the positional
+-- arguments (inputs.n of them; options tables included); a non-nil return
+-- replaces them: a plain Lua table is the new list, any other value (a
+-- tensor) the single input.  Hooks run in registration order.
+-- torch.nn.Module.register_forward_pre_hook.
+-- @tparam function hook hook(module, inputs) -> nil or new inputs
+-- @treturn RemovableHandle handle:remove() takes it off
+function Module:register_forward_pre_hook(hook)
+  return add_hook(self, "pre", hook, "register_forward_pre_hook")
+end
+
+--- register_forward_hook(hook) -> handle.  After every call of the module,
+-- hook(module, inputs, output, ...) runs with the inputs list (as the pre
+-- hooks left it) and forward's results (one argument each:
+-- MultiheadAttention's hook gets output, weights); a non-nil first return
+-- value replaces the results with what the hook returned.  The usual way to
+-- capture values from inside a model.  torch.nn.Module.register_forward_hook.
+-- @tparam function hook hook(module, inputs, output, ...) -> nil or new results
+-- @treturn RemovableHandle handle:remove() takes it off
+function Module:register_forward_hook(hook)
+  return add_hook(self, "fwd", hook, "register_forward_hook")
+end
+
+--- register_full_backward_hook(hook) -> handle.  Once per backward pass
+-- through a call of the module, hook(module, grad_input, grad_output) runs
+-- with the gradients with respect to the module's positional inputs and its
+-- results (lists aligned with them; nil for a non-tensor or a tensor that
+-- needs no grad); a non-nil return (a list aligned the same way) replaces
+-- grad_input, a nil entry giving that input no gradient.  Hooks run in
+-- registration order, with grad recording off, and may not start another
+-- backward.  Built, like torch's BackwardHook, on identity nodes around the
+-- inputs and the results.  torch.nn.Module.register_full_backward_hook.
+-- @tparam function hook hook(module, grad_input, grad_output) -> nil or new grad_input
+-- @treturn RemovableHandle handle:remove() takes it off
+function Module:register_full_backward_hook(hook)
+  return add_hook(self, "bwd", hook, "register_full_backward_hook")
+end
+
+-- Positions of the tensors of list (1..n) that require grad, and a
+-- function that fills a list of gradients by position with zeros for the
+-- tensors that got none (torch materialises them: only a non-tensor's
+-- entry is nil).
+local function grad_positions(list, n)
+  local pos, zero = {}, {}
+  for i = 1, n do
+    local v = list[i]
+    if is_tensor(v) then
+      if v.requires_grad then pos[#pos + 1] = i end
+      zero[#zero + 1] = {i, v:shape(), v.dtype}
+    end
+  end
+  local function fill(grads)
+    for _, z in ipairs(zero) do
+      if grads[z[1]] == nil then grads[z[1]] = attn.zeros(z[2], {dtype = z[3]}) end
+    end
+    return grads
+  end
+  return pos, fill
+end
+
+-- Replaces list[p] (p in pos) by aliases whose gradients reach
+-- on_grads(grads) once per backward, all together (grads[p] nil where none
+-- came); on_grads returns the gradients to pass on (same positions, nil:
+-- none).  One node over all of them (a scalar token) and one per alias
+-- into it, so the engine runs on_grads after every alias's gradient.
+local function group_identity(list, pos, on_grads)
+  local shapes = {}
+  local ins = {}
+  for k, p in ipairs(pos) do
+    shapes[k] = list[p]:shape()
+    ins[k] = list[p]
+  end
+  local grads = {}
+  local token = custom_record(attn.zeros({}), ins, function()
+    local given = grads
+    grads = {}
+    local res = on_grads(given)
+    local out = {}
+    for k, p in ipairs(pos) do
+      local g = res[p]
+      out[k] = g ~= nil and g or attn.zeros(shapes[k])
+    end
+    return out
+  end)
+  for _, p in ipairs(pos) do
+    list[p] = custom_record(list[p], {token}, function(g)
+      grads[p] = g
+      return {attn.zeros({})}
+    end)
+  end
+end
+
+-- Checks a backward hook's replacement grad_input against the gradients
+-- it replaces.
+local function check_grad_input(m, r, given, n)
+  if type(r) ~= "table" or getmetatable(r) ~= nil then
+    error(("register_full_backward_hook: the hook of %s returned %s; return nil or a list of gradients "
+      .. "aligned with grad_input"):format(m:_get_name(), type_name(r)), 0)
+  end
+  for i = 1, math.max(n, #r) do
+    local g = r[i]
+    if i > n and g ~= nil then
+      error(("register_full_backward_hook: the hook of %s returned %d gradients for %d inputs")
+        :format(m:_get_name(), #r, n), 0)
+    end
+    if g ~= nil then
+      if not is_tensor(g) then
+        error(("register_full_backward_hook: the hook of %s returned %s as grad_input[%d] (a tensor or nil expected)")
+          :format(m:_get_name(), type_name(g), i), 0)
+      end
+      local old = given[i]
+      if old ~= nil and fmt_shape(old:shape()) ~= fmt_shape(g:shape()) then
+        error(("register_full_backward_hook: the hook of %s returned a gradient of shape %s for grad_input[%d] "
+          .. "of shape %s"):format(m:_get_name(), fmt_shape(g:shape()), i, fmt_shape(old:shape())), 0)
+      end
+    end
+  end
+end
+
+-- The wrapping of one call for the backward hooks of h (torch's
+-- BackwardHook): the input aliases call the hooks with the gradients the
+-- output aliases saw.
+local function backward_hook_inputs(self, hooks, args)
+  local state = {grad_output = nil, n_out = 0, inputs_wrapped = false}
+  local n = args.n
+  local function call_hooks(grad_input)
+    for _, e in ipairs(hooks) do
+      local go = state.grad_output or {}
+      go.n = state.n_out
+      grad_input.n = n
+      local r = e.fn(self, grad_input, go)
+      if r ~= nil then
+        check_grad_input(self, r, grad_input, n)
+        local new = {n = n}
+        for i = 1, n do new[i] = r[i] end
+        grad_input = new
+      end
+    end
+    return grad_input
+  end
+  if attn.is_grad_enabled() then
+    local pos, fill = grad_positions(args, n)
+    if #pos > 0 then
+      state.inputs_wrapped = true
+      group_identity(args, pos, function(grads) return call_hooks(fill(grads)) end)
+    end
+  end
+  return state, call_hooks
+end
+
+local function backward_hook_outputs(self, state, call_hooks, outs)
+  if not attn.is_grad_enabled() then return end
+  local pos, fill = grad_positions(outs, outs.n)
+  if #pos == 0 then return end
+  state.n_out = outs.n
+  group_identity(outs, pos, function(grads)
+    state.grad_output = fill(grads)
+    if not state.inputs_wrapped then
+      -- no input needs grad: the hooks run here, with grad_input all nil
+      -- (torch's BackwardHook does the same)
+      local r = call_hooks({})
+      for i = 1, r.n do
+        if r[i] ~= nil then
+          error(("register_full_backward_hook: the hook of %s returned a gradient for input %d, "
+            .. "which requires no grad"):format(self:_get_name(), i), 0)
+        end
+      end
+    end
+    return grads
+  end)
+end
+
+-- A plain Lua table (no metatable): a list of inputs a pre hook returned.
+local function is_plain_table(v)
+  return type(v) == "table" and getmetatable(v) == nil
+end
+
+run_hooked = function(self, f, h, ...)
+  local args = table.pack(...)
+  local pre, fwd, bwd = h.pre, h.fwd, h.bwd
+  if pre then
+    for i = 1, #pre do
+      local r = pre[i].fn(self, args)
+      if r ~= nil then
+        if is_plain_table(r) then
+          args = table.move(r, 1, r.n or #r, 1, {n = r.n or #r})
+        else
+          args = {r, n = 1}
+        end
+      end
+    end
+  end
+  local state, call_hooks
+  if bwd then state, call_hooks = backward_hook_inputs(self, bwd, args) end
+  local outs = table.pack(f(self, table.unpack(args, 1, args.n)))
+  if fwd then
+    for i = 1, #fwd do
+      local r = table.pack(fwd[i].fn(self, args, table.unpack(outs, 1, outs.n)))
+      if r[1] ~= nil then outs = r end
+    end
+  end
+  if bwd then backward_hook_outputs(self, state, call_hooks, outs) end
+  return table.unpack(outs, 1, outs.n)
+end
+
+-- has_hooks(m): whether module m has a hook of any kind (or its own forward):
+-- the containers that run a child without calling it (the transformer stacks)
+-- call it instead when it has hooks.
+local function has_hooks(m)
+  return rawget(m, "_hooks") or rawget(m, "_attrs").forward ~= nil
+end
+
 -- The helpers the other files of attn.nn (nn/containers.lua, nn/layers.lua,
 -- nn/parallel.lua) share with this one.
 nn._util = {is_module = is_module, type_name = type_name, opt_bool = opt_bool, fmt_shape = fmt_shape,
-            child_pairs = child_pairs, iterate = iterate, od_set = od_set}
+            child_pairs = child_pairs, iterate = iterate, od_set = od_set, has_hooks = has_hooks}
 
 return nn
