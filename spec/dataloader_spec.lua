@@ -201,6 +201,8 @@ describe("attn.data.DataLoader against torch 1.13", function()
       {function() data.Subset(ds, {1, 9}) end, "Subset: indices[2] must be an integer in 1..4"},
       {function() data.default_collate({{1, 2}, {3}}) end, "each element in list of batch should be of equal size"},
       {function() data.default_collate({print}) end, "default_collate: batch must contain tensors"},
+      {function() data.DataLoader(ds, 2).iter() end, "call it as loader:iter()"},
+      {function() return ds.len() end, "call it as ds:len()"},
     }
     for _, c in ipairs(cases) do
       local ok, err = pcall(c[1])

@@ -681,4 +681,9 @@ function M.random_split(dataset, lengths, generator)
   return unpack(out)
 end
 
+-- loader.iter() for loader:iter() (and every other method) says to write ':'.
+attn._misuse.guard_class(LoaderMethods, "loader", "_len")
+attn._misuse.guard_class(TensorDatasetMethods, "ds", "tensors")
+attn._misuse.guard_class(SubsetMethods, "subset", "indices")
+
 return M
