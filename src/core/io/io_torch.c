@@ -305,7 +305,15 @@ attn_status attn_pt_storage(attn_pt_archive *a, const char *key, const char *sto
   if (st == ATTN_OK) {
     attn__src s;
     attn__src_stored(&s, a->f, size, FN, a->label);
-    st = attn__src_read_elems(&s, dt, attn_tensor_ptr(t), t->dtype, numel, "a storage");
+    /* in blocks of 4 Mi elements, polling the deadline between them */
+    const int64_t block = (int64_t)1 << 22;
+    const size_t es = attn_dtype_size(t->dtype);
+    for (int64_t i = 0; i < numel && st == ATTN_OK; i += block) {
+      if (i > 0 && attn__cancelled()) st = attn__limit_error(FN);
+      int64_t k = numel - i < block ? numel - i : block;
+      if (st == ATTN_OK)
+        st = attn__src_read_elems(&s, dt, (char *)attn_tensor_ptr(t) + (size_t)i * es, t->dtype, k, "a storage");
+    }
     attn__src_close(&s);
   }
   free(name);
