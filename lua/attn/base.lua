@@ -244,4 +244,8 @@ end
 require("attn.signature").install(attn, "")
 require("attn.signature").install(methods, "")
 
+-- x.device: every tensor is on the CPU (torch's x.device; a field, not a
+-- method, so it is set after the methods are guarded)
+methods.device = require("attn.device").device("cpu")
+
 return attn
