@@ -108,8 +108,7 @@ static attn_status find_eocd(attn_pt_archive *a, uint64_t *cd_off, uint64_t *cd_
     *count = attn__rd16(b + at + 10);
     *cd_len = attn__rd32(b + at + 12);
     *cd_off = attn__rd32(b + at + 16);
-    uint64_t eocd = a->size - len + (uint64_t)at;
-    if ((*count == 0xFFFF || *cd_len == 0xFFFFFFFFu || *cd_off == 0xFFFFFFFFu) && eocd >= 20 &&
+    if ((*count == 0xFFFF || *cd_len == 0xFFFFFFFFu || *cd_off == 0xFFFFFFFFu) && at >= 20 &&
         attn__rd32(b + at - 20) == 0x07064b50u) {
       unsigned char z[56];
       st = rd_at(a, attn__rd64(b + at - 20 + 8), z, sizeof z, "the zip64 end record");
