@@ -37,6 +37,13 @@ describe("attn.device", function()
       "attn.device: expected a device string such as \"cpu\" (got number)")
   end)
 
+  it("is every tensor's x.device", function()
+    local x = attn.randn(2, 3)
+    assert.equal(attn.device("cpu"), x.device)
+    assert.equal("device(type='cpu')", tostring(x.device))
+    assert.equal(x.device, (x * 2):t().device)
+  end)
+
   it("answers attn.cuda's questions", function()
     assert.is_false(attn.cuda.is_available())
     assert.equal(0, attn.cuda.device_count())
