@@ -67,7 +67,7 @@ end
 -- A fresh tensor of shape with deterministic values.
 local function T(shape, range, salt)
   local n = numel_of(shape)
-  local t = attn.tensor(values(math.max(n, 1), range, salt))
+  local t = attn.tensor(values(math.max(n, 1), range, salt), {dtype = attn.float32}) -- "bin" gives Lua integers
   if n == 0 then t = attn.zeros(0) end
   return t:reshape(shape)
 end
