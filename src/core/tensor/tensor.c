@@ -835,7 +835,34 @@ attn_status attn_to_dtype(const attn_tensor *t, attn_dtype dt, attn_tensor **out
   attn_status st = attn__alloc_dtype("to", dt, t->ndim, t->shape, &o);
   if (st) return st;
   int64_t n = attn_tensor_numel(t);
-  if (n > 0) {
+  if (n > 0 && attn_tensor_is_contiguous(t) && (t->dtype == ATTN_FLOAT32 || dt == ATTN_FLOAT32) &&
+      (attn_dtype_is_storage(t->dtype) || attn_dtype_is_storage(dt))) {
+    /* contiguous float32 <-> float16/bfloat16/float64: tight loops, same rounding */
+    int64_t work = 0;
+    for (int64_t b = 0; b < n; b += 0x10000) {
+      if (attn__poll_work(&work, 0x10000)) goto cancelled;
+      int64_t e = b + 0x10000 < n ? b + 0x10000 : n;
+      if (dt == ATTN_FLOAT32) {
+        float *p = attn_tensor_data(o);
+        const void *src = attn_tensor_ptr(t);
+        if (t->dtype == ATTN_FLOAT16)
+          for (int64_t i = b; i < e; i++) p[i] = attn_f16_to_f32(((const uint16_t *)src)[i]);
+        else if (t->dtype == ATTN_BFLOAT16)
+          for (int64_t i = b; i < e; i++) p[i] = attn_bf16_to_f32(((const uint16_t *)src)[i]);
+        else
+          for (int64_t i = b; i < e; i++) p[i] = (float)((const double *)src)[i];
+      } else {
+        const float *src = attn_tensor_data(t);
+        void *p = attn_tensor_ptr(o);
+        if (dt == ATTN_FLOAT16)
+          for (int64_t i = b; i < e; i++) ((uint16_t *)p)[i] = attn_f32_to_f16(src[i]);
+        else if (dt == ATTN_BFLOAT16)
+          for (int64_t i = b; i < e; i++) ((uint16_t *)p)[i] = attn_f32_to_bf16(src[i]);
+        else
+          for (int64_t i = b; i < e; i++) ((double *)p)[i] = (double)src[i];
+      }
+    }
+  } else if (n > 0) {
     attn__iter it;
     attn__iter_init(&it, t);
     const attn_storage *s = t->storage;
