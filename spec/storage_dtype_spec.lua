@@ -172,6 +172,17 @@ describe("storage dtype idioms", function()
     b:copy_(attn.tensor({1 + 2 ^ -8, 3.0}))
     assert.are.same({1.0, 3.0}, b:totable())
   end)
+  it("load_state_dict converts into float32 parameters (as torch's copy_); layers refuse a half input", function()
+    local l = attn.nn.Linear(3, 2)
+    local sd = {}
+    for k, v in pairs(l:state_dict()) do sd[k] = (v + 0.1):half() end
+    l:load_state_dict(sd)
+    assert.are.equal(attn.float32, l.weight.dtype)
+    assert.are.same(sd.weight:float():totable(), l.weight:totable())
+    local ok, err = pcall(function() return l(attn.ones(4, 3):half()) end)
+    assert.is_false(ok)
+    assert.matches(STORAGE_MSG, err, 1, true)
+  end)
   it("requires_grad is refused with a clear message", function()
     assert.has_error(function() attn.zeros(2, {dtype = "float16"}):requires_grad_() end,
       "requires_grad_: float16 is a storage dtype (attn computes and differentiates in float32): convert it with "
