@@ -102,11 +102,14 @@ describe("attn.load of torch.save files", function()
     assert.are.equal("attn.int64", tostring(c.nested.a[3].b.dtype))
   end)
 
-  it("recognises a torch zip without the extension, and format = 'pt'", function()
+  it("recognises a torch zip by its bytes (no extension, pytorch_model.bin), and format = 'pt'", function()
     local p = tmpdir .. "/noext"
     os.execute("cp '" .. FIX .. "views.pt' '" .. p .. "'")
     check_dict(attn.load(p), expected.views)
     check_dict(attn.load(p, "pt"), expected.views)
+    local bin = tmpdir .. "/pytorch_model.bin"
+    os.execute("cp '" .. FIX .. "state_dict.pt' '" .. bin .. "'")
+    check_dict(attn.load(bin), expected.state_dict)
   end)
 
   describe("refuses", function()

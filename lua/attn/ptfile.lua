@@ -357,7 +357,7 @@ function M.save(obj, path)
   end
 end
 
--- Whether attn.load / attn.save should use this format.
+-- Whether attn.save should write this format (.bin: pytorch_model.bin).
 local function ext_pt(path)
   local l = path:lower()
   return l:match("%.pt$") or l:match("%.pth$") or l:match("%.bin$") or l:match("%.ckpt$")
@@ -367,10 +367,11 @@ end
 function M._is_pt(path, format)
   if type(path) ~= "string" then return false end
   if format ~= nil then return format == "pt" or format == "torch" end
-  if ext_pt(path) then return true end
-  if path:lower():match("%.safetensors$") or path:lower():match("%.npz$") or path:lower():match("%.npy$") then
-    return false
-  end
+  local l = path:lower()
+  -- .bin and other names are recognised by their first bytes (a .bin may
+  -- be safetensors, .npz or .npy too)
+  if l:match("%.pt$") or l:match("%.pth$") or l:match("%.ckpt$") then return true end
+  if l:match("%.safetensors$") or l:match("%.npz$") or l:match("%.npy$") then return false end
   local f = io.open(path, "rb")
   if not f then return false end
   local head = f:read(64) or ""

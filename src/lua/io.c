@@ -6,6 +6,8 @@
  *         .safetensors  x = {name = tensor, ...}; metadata: {key = "value"}
  *         .npz          x = {name = tensor, ...}; members in name order
  *         .npy          x = a single tensor
+ *         .pt .pth .bin .ckpt   torch.save's zip: lua/attn/ptfile.lua (over
+ *                       the _pt_* functions below), chosen in attn/base.lua
  *       The file is replaced atomically (see attn.h, "Weight files").
  *   attn.load(path [, format]) -> {name = tensor, ...} [, metadata]
  *       .npy gives the tensor itself; safetensors files with __metadata__
@@ -99,8 +101,8 @@ static int l_save(lua_State *L) {
   const char *path = check_cstring(L, 2, fn, "path");
   file_format fmt = format_of_path(path);
   if (fmt == FMT_UNKNOWN)
-    return attnL_raise(L, "%s: cannot tell the format of '%s' from its extension (use .safetensors, .npz or .npy)", fn,
-                       path);
+    return attnL_raise(L, "%s: cannot tell the format of '%s' from its extension (use .safetensors, .npz, .npy or .pt)",
+                       fn, path);
   if (fmt == FMT_NPY) {
     attn_tensor *t = attnL_test(L, 1);
     if (!t) {
