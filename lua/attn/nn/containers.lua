@@ -195,6 +195,7 @@ end
 
 local ModuleDict = Module:extend("ModuleDict")
 nn.ModuleDict = ModuleDict
+local update_from
 
 --- ModuleDict([modules]): children under string keys, md[key] / md.key.
 -- modules is a list of {key, m} pairs, added in list order (torch's
@@ -202,8 +203,6 @@ nn.ModuleDict = ModuleDict
 -- {key = m} with one key is taken too; one with 2+ string keys raises,
 -- since a Lua table has no order and the registration order (parameters(),
 -- state_dict(), optimizer) would differ from torch's without a sign.
-local update_from
-
 function ModuleDict:init(modules)
   if modules ~= nil then update_from(self, modules, "ModuleDict") end
 end
