@@ -71,6 +71,9 @@ static MPI_Datatype mpi_dtype(const attn_tensor *t) {
   switch (t->dtype) {
   case ATTN_INT64: return MPI_INT64_T;
   case ATTN_BOOL: return MPI_C_BOOL;
+  case ATTN_FLOAT16:
+  case ATTN_BFLOAT16: return MPI_UINT16_T; /* storage dtypes: moved, never reduced */
+  case ATTN_FLOAT64: return MPI_DOUBLE;
   default: return MPI_FLOAT;
   }
 }
@@ -595,6 +598,7 @@ attn_status attn_dist_iallreduce(attn_tensor *t, attn_dist_op op, attn_dist_work
   ENSURE_INIT();
   attn_status st;
   if ((st = check_count("allreduce", t))) return st;
+  if ((st = attn_check_compute("allreduce", 1, "tensor", t))) return st;
   if (t->dtype == ATTN_BOOL)
     return attn_set_error(ATTN_ERR_ARG, "allreduce: bool tensors cannot be reduced (convert with :long())");
   if (op == ATTN_DIST_AVG && t->dtype != ATTN_FLOAT32)
@@ -685,6 +689,7 @@ static attn_status ireduce_scatter(const attn_tensor *t, attn_dist_op op, attn_d
                 "dim 1 of the tensor %s must be divisible by the world size %d (each rank gets one slice)",
                 attn_shape_str(t->ndim, t->shape, sb, sizeof sb), world_size);
   if ((st = check_count("reduce_scatter", t))) return st;
+  if ((st = attn_check_compute("reduce_scatter", 1, "tensor", t))) return st;
   int64_t shape[ATTN_MAX_DIMS];
   memcpy(shape, t->shape, sizeof shape);
   shape[0] /= world_size;
