@@ -7,7 +7,8 @@
 -- the same table.  This file is the door on top: it returns that table
 -- with all four loaded and makes the modules of the files above them
 -- (attention, transformer, losses, rnn, conv, activation, copy, and the
--- application attn.app.seq2seq) load on their first lookup.  No file of
+-- application attn.app.seq2seq) load on their first lookup; attn.nn.init
+-- is attn.init (torch's nn.init path: one table, two names).  No file of
 -- the package requires this one.
 local nn = require "attn.nn.module"
 require "attn.nn.containers"
