@@ -82,6 +82,7 @@ describe("attn.Size", function()
     assert.is_true(attn.zeros(x.shape).shape == {2, 3})
     assert.is_true(x:view(x.shape).shape == x.shape)
     assert.is_true(attn.randn(x:size()).shape == {2, 3})
+    assert.same({2, 3}, attn.tensor(x.shape):totable()) -- torch.tensor(x.shape)
   end)
 
   it("attn.Size builds a shape from sizes and refuses what is not one", function()

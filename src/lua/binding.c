@@ -728,7 +728,10 @@ static void table_check_empty(lua_State *L, int idx, const table_shape *ts, int 
 static void check_plain_table(lua_State *L, int idx, const char *fn, const char *arg) {
   if (lua_getmetatable(L, idx)) {
     const char *name = lua_getfield(L, -1, "__name") == LUA_TSTRING ? lua_tostring(L, -1) : "an object";
-    attnL_raise(L, "%s: argument '%s' must be a tensor, number or table of numbers (got %s)", fn, arg, name);
+    /* a shape is a plain list of its sizes: attn.tensor(x.shape), like torch.tensor(x.shape) */
+    if (strcmp(name, "attn.Size") != 0)
+      attnL_raise(L, "%s: argument '%s' must be a tensor, number or table of numbers (got %s)", fn, arg, name);
+    lua_pop(L, 2);
   }
   if (lua_rawlen(L, idx) == 0) {
     lua_pushnil(L);
