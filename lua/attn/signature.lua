@@ -60,8 +60,8 @@ M.SIGNATURES = {
   baddbmm = "input, batch1, batch2, beta=1, alpha=1",
   addbmm = "input, batch1, batch2, beta=1, alpha=1",
   tolist = false,
-  sum = "input, dim=nil, keepdim=false",
-  mean = "input, dim=nil, keepdim=false",
+  -- sum and mean (Lua functions, attn/ops.lua) stay undeclared: a Lua
+  -- wrapper costs them about 1000 instructions a call (callgrind)
   max = "input, dim=nil, keepdim=false",
   min = "input, dim=nil, keepdim=false",
   logsumexp = "input, dim, keepdim=false",
@@ -124,7 +124,6 @@ end
 function M.is_options(v)
   return type(v) == "table" and getmetatable(v) == nil and type(next(v)) == "string"
 end
-local is_options = M.is_options
 
 --- The expander of function fn (its name in messages): (...) with a
 -- trailing options table -> the same arguments, positional; the first
@@ -145,7 +144,7 @@ function M.expander(fn, names, lead)
     for k, v in next, opts do
       local i = index[k]
       if i == nil or i <= nreq then
-        error(require("attn.base")._misuse.unknown_option(fn, k, valid), 2)
+        error(M.unknown_option(fn, k, valid), 2)
       end
       if i <= n - 1 and args[i] ~= nil then
         error(("%s: %s given twice (as argument %d and in the options table)"):format(fn, k, i), 2)
@@ -157,17 +156,52 @@ function M.expander(fn, names, lead)
   end
 end
 
+--- The message for an unknown key: attn._misuse.unknown_option, set by
+-- attn.base (which requires this file, so this file cannot require it).
+function M.unknown_option(fn, key, valid)
+  return ("%s: unknown option '%s'; valid options: %s"):format(fn, tostring(key), table.concat(valid, ", "))
+end
+
 -- wrapper -> the function it wraps (attn._misuse.unwrap_method)
 M.wrapped = setmetatable({}, {__mode = "k"})
+
+-- The wrapper's source for k declared parameters: fixed parameters (no
+-- select calls on the common path: a call without options costs two type
+-- tests), extra arguments passed on; the options table, if any, is the
+-- last non-nil one among p2..pk.
+local function wrapper_source(k)
+  local ps = {}
+  for i = 1, k do ps[i] = "p" .. i end
+  local list = table.concat(ps, ", ")
+  local find = {("local last = p%d"):format(k)}
+  for i = k - 1, 2, -1 do find[#find + 1] = ("if last == nil then last = p%d end"):format(i) end
+  return ([[
+local f, slow, is_options = ...
+return function(%s, ...)
+  if (...) ~= nil then return slow(%s, ...) end -- more than declared: an options table among them?
+  %s
+  if type(last) == "table" and is_options(last) then return slow(%s) end
+  return f(%s, ...)
+end]]):format(list, list, table.concat(find, "\n  "), list, list)
+end
 
 --- f (a Lua function) taking a trailing options table as declared.
 function M.wrap(fn, f, sig)
   local names, _, lead = M.parse(sig)
   local expand = M.expander(fn, names, lead)
-  local w = function(...)
-    local n = select("#", ...)
-    if n > lead and is_options((select(n, ...))) then return f(expand(...)) end
-    return f(...)
+  -- the slow path: the arguments up to the options table, expanded
+  local function slow(...)
+    local args, n = {...}, select("#", ...)
+    local last = n
+    while last > 0 and args[last] == nil do last = last - 1 end
+    if not M.is_options(args[last]) then return f(...) end
+    return f(expand(table.unpack(args, 1, last)))
+  end
+  local w
+  if #names >= 2 then
+    w = load(wrapper_source(#names), "=attn/signature.lua")(f, slow, M.is_options)
+  else
+    w = f
   end
   M.wrapped[w] = f
   return w
