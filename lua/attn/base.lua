@@ -241,6 +241,7 @@ do
 end
 
 -- torch's keywords in a trailing options table (attn/signature.lua)
+require("attn.signature").unknown_option = attn._misuse.unknown_option
 require("attn.signature").install(attn, "")
 require("attn.signature").install(methods, "")
 
