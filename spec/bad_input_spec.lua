@@ -3772,6 +3772,7 @@ local EXCLUDED = {
   ["attn.signature.wrap"] = true,
   ["attn.signature.install"] = true,
   ["attn.signature.is_options"] = true,
+  ["attn.signature.unknown_option"] = true,
   -- torch .pt files: the code behind attn.load / attn.save for .pt paths
   -- (both catalogued); spec/pt_io_spec.lua checks them and their errors
   ["attn.ptfile.load"] = true,
