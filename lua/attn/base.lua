@@ -17,7 +17,9 @@ attn._VERSION = "attn " .. core.info().version
 
 -- attn.load / attn.save: torch's own files (.pt, .pth, .bin, or a zip with
 -- <name>/data.pkl) go through attn/ptfile.lua; the rest to the C loaders.
-do
+-- A sandboxed attn.core has no _pt_open: there load and save stay the
+-- core's functions, which refuse (files are not available).
+if core._pt_open then
   local ptfile = require "attn.ptfile"
   local c_load, c_save = core.load, core.save
   attn.load = function(path, format, ...)

@@ -189,6 +189,8 @@ static const char *const kept_internal[] = {"_methods",
                                             "_layer_norm",
                                             "_unwrap_method" /* pure: a method's function form */,
                                             "_ops" /* the op table: data, this state's own copy */,
+                                            "_declare" /* marks this state's binding functions */,
+                                            "_custom_record" /* a graph node with a Lua backward (hooks) */,
                                             NULL};
 
 static bool is_kept_internal(const char *k) {
