@@ -148,7 +148,7 @@ describe("attn.dist.broadcast", function()
 
   it("async and into a non-contiguous view", function()
     local base = attn.zeros(3, 2)
-    if R == 0 then base = attn.tensor({{1, 2}, {3, 4}, {5, 6}}) end
+    if R == 0 then base = attn.tensor({{1.0, 2}, {3, 4}, {5, 6}}) end
     local h = dist.broadcast(base:t(), 0, {async = true})
     h:wait()
     same(base, {1, 2, 3, 4, 5, 6}, "broadcast into a view")
@@ -206,7 +206,7 @@ end)
 describe("attn.dist send / recv", function()
   it("passes tensors around the ring", function()
     local nxt, prv = (R + 1) % P, (R - 1) % P
-    local out = attn.full({2, 2}, R)
+    local out = attn.full({2, 2}, R + 0.0)
     local inb = attn.zeros(2, 2)
     local hr = dist.recv(inb, prv, {async = true, tag = 7})
     local hs = dist.send(out, nxt, {async = true, tag = 7})
@@ -216,7 +216,7 @@ describe("attn.dist send / recv", function()
 
   it("blocking pairs, with tags", function()
     if R == 0 then
-      dist.send(attn.tensor({1, 2, 3}), 1, {tag = 3})
+      dist.send(attn.tensor({1.0, 2, 3}), 1, {tag = 3})
       local back = attn.zeros(3)
       dist.recv(back, 1, {tag = 4})
       same(back, {2, 4, 6}, "echo")
