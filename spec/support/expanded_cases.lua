@@ -63,6 +63,8 @@ local EXCLUDED = {
   backward = "a graph: its work is the forward's",
   -- files (refused in the sandbox)
   save = "file", load = "file", safetensors_info = "file",
+  Size = "creation: a shape from its sizes",
+  cuda = "refused at once: attn has no cuda device",
 }
 
 -- Explicit cases: the known offenders of issue 27 and operands other than
@@ -104,6 +106,8 @@ local EXPLICIT = {
   ["index_fill_"] = function(_, I) return attn.zeros(3):index_fill_(1, I, 2) end,
   ["masked_fill_ by a big mask"] = function(B) return attn.zeros(1):expand(B:size(1)):clone():masked_fill_(B, 1) end,
   ["bmm"] = function() local x = attn.ones(1, 1, 1):expand(2 ^ 38, 1, 1) return x:bmm(x) end,
+  ["baddbmm"] = function() local x = attn.ones(1, 1, 1):expand(2 ^ 38, 1, 1) return attn.baddbmm(x, x, x) end,
+  ["addbmm"] = function() local x = attn.ones(1, 1, 1):expand(2 ^ 38, 1, 1) return attn.addbmm(x[1], x, x) end,
   ["cat"] = function(_, _, F1) return attn.cat({F1, F1}) end,
   ["stack"] = function(_, _, F1) return attn.stack({F1, F1}) end,
   ["hstack"] = function(_, _, F1) return attn.hstack({F1, F1}) end,
