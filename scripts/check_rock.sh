@@ -45,7 +45,7 @@ lua_path="$tree/share/lua/5.4/?.lua;$tree/share/lua/5.4/?/init.lua"
 lua_cpath="$tree/lib/lua/5.4/?.so"
 probe='
 local attn = require "attn"
-local x = attn.tensor({{1, 2}, {3, 4}})
+local x = attn.tensor({{1.0, 2}, {3, 4}})
 local p = x:softmax(-1)
 print(attn.version, x:matmul(x):sum():item(), ("%.4f"):format(p[1][2]))
 print(package.searchpath("attn.core", package.cpath))'
