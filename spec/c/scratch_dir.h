@@ -12,6 +12,29 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+/* The whole file at path (NULL if it cannot be opened or read whole;
+   *n its length). */
+static inline unsigned char *read_all(const char *path, size_t *n) {
+  *n = 0;
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long len = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  if (len < 0) {
+    fclose(f);
+    return NULL;
+  }
+  unsigned char *b = malloc(len > 0 ? (size_t)len : 1);
+  if (b && fread(b, 1, (size_t)len, f) != (size_t)len) {
+    free(b);
+    b = NULL;
+  }
+  fclose(f);
+  *n = (size_t)len;
+  return b;
+}
+
 static char tmpdir[256];
 
 static const char *tpath(const char *name) {

@@ -27,22 +27,6 @@
 #include "io/io_internal.h"
 #include "scratch_dir.h"
 
-static unsigned char *read_all(const char *path, size_t *n) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long len = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char *b = malloc(len > 0 ? (size_t)len : 1);
-  if (b && fread(b, 1, (size_t)len, f) != (size_t)len) {
-    free(b);
-    b = NULL;
-  }
-  fclose(f);
-  *n = (size_t)len;
-  return b;
-}
-
 /* Number of directory entries starting with prefix. */
 static int count_prefix(const char *prefix) {
   DIR *d = opendir(tmpdir);

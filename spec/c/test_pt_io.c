@@ -18,18 +18,6 @@
 #include "check.h"
 #include "scratch_dir.h"
 
-static unsigned char *read_all(const char *path, size_t *n) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long len = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char *b = malloc((size_t)len + 1);
-  *n = fread(b, 1, (size_t)len, f);
-  fclose(f);
-  return b;
-}
-
 static void write_all(const char *path, const unsigned char *b, size_t n) {
   FILE *f = fopen(path, "wb");
   fwrite(b, 1, n, f);
