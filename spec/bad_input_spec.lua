@@ -3773,6 +3773,8 @@ local EXCLUDED = {
   ["attn.signature.install"] = true,
   ["attn.signature.is_options"] = true,
   ["attn.signature.unknown_option"] = true,
+  ["attn.signature.declare"] = true,
+  ["attn.signature.display_name"] = true,
   -- torch .pt files: the code behind attn.load / attn.save for .pt paths
   -- (both catalogued); spec/pt_io_spec.lua checks them and their errors
   ["attn.ptfile.load"] = true,

@@ -82,10 +82,24 @@ local SAMPLES = {
   ["F.linear"] = function() return {x23(), x23(1), attn.tensor({1.0, -1.0})} end,
 }
 
+-- The samples of the other rooms, one file each (spec/support/cc_samples/):
+-- a key maps to a function giving the arguments in torch's positional
+-- order, or to a table {args = that function, call = the function to call
+-- (default: the declared one; a constructor "Cls.init" calls the class
+-- with the arguments after self), view = results -> what is compared}.
+-- args may set n when some of them are nil.
+for _, room in ipairs({"tensor_a", "tensor_b", "functional", "nn", "models", "misc"}) do
+  for key, sample in pairs(require("support.cc_samples." .. room)) do
+    assert(SAMPLES[key] == nil, "two samples for " .. key)
+    SAMPLES[key] = sample
+  end
+end
+
 -- A public function's key in the declarations: attn.name and the method
 -- t:name are "name", attn.F.name (attn.functional.name) is "F.name", the
--- others their path under attn.
+-- others their path under attn (a class's __index table left out).
 local function key_of(qname)
+  qname = qname:gsub("%.__index%.", ".")
   local rest = qname:match("^attn%.Tensor%.(.+)$") or qname:match("^attn%.([^%.]+)$")
   if rest then return rest, qname:match("^attn%.Tensor%.") ~= nil end
   rest = qname:match("^attn%.F%.(.+)$") or qname:match("^attn%.functional%.(.+)$")
@@ -93,48 +107,78 @@ local function key_of(qname)
   return qname:match("^attn%.(.+)$"), false
 end
 
-local function same(a, b)
+-- Metamethods (operators, __gc, __index, ...) take fixed operands, as
+-- torch's __add__ does: nothing to declare.
+local function is_metamethod(qname) return qname:match("%.__[%a_]+$") ~= nil end
+
+local function same(a, b, seen)
+  seen = seen or {}
   if attn.is_tensor(a) and attn.is_tensor(b) then
     return a.dtype == b.dtype and attn.equal(a, b)
   end
   if type(a) == "table" and type(b) == "table" then
+    if seen[a] then return true end
+    seen[a] = true
+    if attn.nn.is_module(a) and attn.nn.is_module(b) then
+      return tostring(a) == tostring(b) and same(a:state_dict(), b:state_dict(), seen)
+    end
     if #a ~= #b then return false end
-    for k, v in pairs(a) do if not same(v, b[k]) then return false end end
+    for k, v in pairs(a) do if not same(v, b[k], seen) then return false end end
+    for k in pairs(b) do if a[k] == nil then return false end end
     return true
   end
+  if type(a) == "function" or type(a) == "userdata" or type(a) == "thread" then return type(a) == type(b) end
   return a == b
 end
 
-local function resolve(key, method)
+local function resolve_path(key)
+  if key:match("^F%.") then return F[key:sub(3)] end
+  local t = attn
+  for part in key:gmatch("[^%.]+") do
+    if type(t) ~= "table" then return nil end
+    t = t[part]
+  end
+  return t
+end
+
+local function caller(key, method, sample)
+  if sample.call then return sample.call end
   if method then
     local name = key
     return function(self, ...) return self[name](self, ...) end
   end
-  local mod, name = key:match("^(.-)%.?([^%.]+)$")
-  local t = mod == "" and attn or (mod == "F" and F or attn[mod])
-  return function(...) return t[name](...) end
+  if key:match("%.init$") then
+    local class = resolve_path(key:sub(1, -6))
+    return function(_, ...) return class(...) end
+  end
+  local f = assert(resolve_path(key), "no function at attn." .. key)
+  return function(...) return f(...) end
 end
 
 describe("calling convention", function()
   local api = public_functions()
-  local stats = {walked = #api, checked = 0, none = 0, pending = 0}
+  local stats = {walked = #api, checked = 0, none = 0, pending = 0, operators = 0}
 
   it("every public function is declared (lua/attn/signature.lua) or pending", function()
+    local declared = {} -- functions declared under one of their names (attn.cdist, attn.ops.cdist)
+    for _, f in ipairs(api) do
+      if signature.SIGNATURES[key_of(f[1])] ~= nil then declared[f[2]] = true end
+    end
     local missing = {}
     for _, f in ipairs(api) do
-      local key = key_of(f[1])
-      if signature.SIGNATURES[key] == nil and not PENDING[f[1]] then missing[#missing + 1] = f[1] end
+      if not declared[f[2]] and not PENDING[f[1]] and not is_metamethod(f[1]) then
+        missing[#missing + 1] = f[1]
+      end
     end
-    assert(#missing == 0, "not declared in lua/attn/signature.lua's SIGNATURES (a signature, or false for a "
-      .. "function without optional arguments): " .. table.concat(missing, ", "))
+    assert(#missing == 0, "not declared (signature.SIGNATURES or signature.declare next to the function: a "
+      .. "signature, or false for a function without optional arguments): " .. table.concat(missing, ", "))
   end)
 
   it("every declared function with optional arguments has a sample", function()
     for key, sig in pairs(signature.SIGNATURES) do
       if sig then
-        local _, nreq = signature.parse(sig)
-        local names = signature.parse(sig)
-        if #names > nreq then assert(SAMPLES[key], "no SAMPLES line for " .. key) end
+        local names, nreq, _, info = signature.parse(sig)
+        if #names > nreq or info.kwonly then assert(SAMPLES[key], "no SAMPLES line for " .. key) end
       end
     end
   end)
@@ -142,36 +186,55 @@ describe("calling convention", function()
   for _, f in ipairs(api) do
     local key, method = key_of(f[1])
     local sig = signature.SIGNATURES[key]
-    if sig == false then
+    if is_metamethod(f[1]) then
+      stats.operators = stats.operators + 1
+    elseif sig == false then
       stats.none = stats.none + 1
     elseif sig and SAMPLES[key] and not (method and key:match("^cat$") or key:match("^stack$") and method) then
       stats.checked = stats.checked + 1
       it(f[1] .. ": positional and options forms agree", function()
-        local names, nreq = signature.parse(sig)
-        local call = resolve(key, method)
-        local args = SAMPLES[key]()
+        local names, nreq, lead, info = signature.parse(sig)
+        local sample = SAMPLES[key]
+        if type(sample) == "function" then sample = {args = sample} end
+        local call = caller(key, method, sample)
+        local view = sample.view or function(...) return {...} end
         local n = #names
-        assert(#args == n, key .. ": the sample gives every argument")
-        local function run(a) return {call(table.unpack(a, 1, n))} end
-        local function forms(split)
-          args = SAMPLES[key]() -- fresh: a generator among them restarts
-          local a, opts = {}, {}
+        lead = math.max(lead, info.varargs or 0)
+        local positional = info.kwonly and info.kwonly - 1 or n -- the parameters torch takes by position
+        -- the first split arguments positional, the others (not nil) in one options table
+        local function form(split, extra)
+          local args = sample.args() -- fresh: a generator among them restarts
+          assert((args.n or #args) == n, key .. ": the sample gives every argument (set n when some are nil)")
+          local a, k, opts, any = {}, 0, {}, false
           for i = 1, n do
-            if i <= split then a[i] = args[i] else opts[names[i]] = args[i] end
+            if i <= split then
+              if i == info.varargs then
+                for _, v in ipairs(args[i]) do k = k + 1; a[k] = v end
+              else
+                k = k + 1; a[k] = args[i]
+              end
+            elseif args[i] ~= nil then
+              opts[names[i]] = args[i]; any = true
+            end
           end
-          a[split + 1] = opts
-          return {call(table.unpack(a, 1, split + 1))}
+          for ek, ev in pairs(extra or {}) do opts[ek] = ev; any = true end
+          if any then k = k + 1; a[k] = opts end
+          attn.manual_seed(0)
+          return a, k
         end
-        local want = run(args)
-        assert.is_true(same(want, forms(1)), key .. ": all but the first argument in an options table")
-        if nreq > 1 and nreq < n then
-          assert.is_true(same(want, forms(nreq)), key .. ": the optional arguments in an options table")
+        local function run(split)
+          local a, k = form(split)
+          return view(call(table.unpack(a, 1, k)))
         end
-        args = SAMPLES[key]()
-        local bad = {}
-        for i = 1, nreq do bad[i] = args[i] end
-        bad[nreq + 1] = {__not_an_option = 1}
-        local ok, err = pcall(call, table.unpack(bad, 1, nreq + 1))
+        local want = run(positional)
+        if positional > lead then
+          assert.is_true(same(want, run(lead)), key .. ": all but the first argument in an options table")
+        end
+        if nreq > lead and nreq < positional then
+          assert.is_true(same(want, run(nreq)), key .. ": the optional arguments in an options table")
+        end
+        local a, k = form(math.max(nreq, lead), {__not_an_option = 1})
+        local ok, err = pcall(call, table.unpack(a, 1, k))
         assert.is_false(ok, key .. ": an unknown option is an error")
         assert.matches("unknown option '__not_an_option'.*valid options: .*" .. names[n], tostring(err))
       end)
@@ -182,7 +245,7 @@ describe("calling convention", function()
 
   it("reports the count", function()
     print(("calling convention: %d public functions walked, %d checked in both forms, %d without options, "
-      .. "%d pending"):format(stats.walked, stats.checked, stats.none, stats.pending))
+      .. "%d operators, %d pending"):format(stats.walked, stats.checked, stats.none, stats.operators, stats.pending))
     assert(stats.checked > 0)
   end)
 end)

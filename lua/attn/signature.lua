@@ -21,14 +21,20 @@
 -- valid ones) and the generic check of both forms
 -- (spec/calling_convention_spec.lua).  A C function is declared to the
 -- binding (core._declare: the expansion costs nothing until an options
--- table is given); a Lua function is wrapped.  "native" marks a function
--- that reads its options table itself (then only the spec uses the line);
--- false marks a function without optional arguments.
+-- table is given); a Lua function is wrapped.  A line written "native:
+-- ..." marks a function that reads its options table itself (then only
+-- the spec uses the line), as does torch's bare "*" (the parameters after
+-- it are keyword-only) and "*size" (torch's varargs sizes); false marks a
+-- function without optional arguments.
 --
 -- Keys: "name" is attn.name and the tensor method t:name (self standing
 -- for torch's input); "F.name" is attn.F.name (nn.functional); other
--- modules use their path under attn ("optim.SGD").  Extend the table when
--- a function is added; the spec fails for a public function it lacks.
+-- modules use their path under attn ("optim.clip_grad_norm_"), a class's
+-- methods its path and the method ("nn.Linear.forward", "self" first;
+-- "nn.Linear.init" is the constructor nn.Linear(...)).  The rooms above
+-- this one declare their functions next to them (M.declare).  Extend the
+-- declarations when a function is added; the spec fails for a public
+-- function they lack.
 local core = require "attn.core"
 local error = core._error -- positioned at the user's line
 
@@ -105,19 +111,38 @@ M.SIGNATURES = {
 }
 
 --- Parses a signature line: the list of names, the number of required
--- parameters (those before the first one with a default) and the number
--- of leading ones that are never in the options table (the first: the
--- tensor, or the list of tensors of cat; torch takes every other one by
--- keyword too, F.softmax(x, dim = 2)).
+-- parameters (those before the first one with a default), the number of
+-- leading ones that are never in the options table (the first: the
+-- tensor, self, or the list of tensors of cat; torch takes every other
+-- one by keyword too, F.softmax(x, dim = 2)) and what else the line says:
+-- {native = the function reads its options table itself (a line written
+-- "native: ..."), kwonly = the index of the first keyword-only parameter
+-- (after torch's bare "*": these come only in the options table),
+-- varargs = the index of a "*size" parameter (torch's *size: its values
+-- are spread among the arguments)}.  A line with keyword-only parameters
+-- is native: the expansion cannot place them.
 function M.parse(sig)
+  local body = sig:match("^native:%s*(.*)$")
+  local info = {native = body ~= nil}
+  body = body or sig
   local names, nreq, optional = {}, 0, false
-  for item in sig:gmatch("[^,]+") do
-    local name, default = item:match("^%s*([%w_]+)%s*(=?)")
-    assert(name, "attn.signature: bad signature " .. sig)
-    names[#names + 1] = name
-    if default == "=" then optional = true elseif not optional then nreq = nreq + 1 end
+  for item in body:gmatch("[^,]+") do
+    item = item:match("^%s*(.-)%s*$")
+    if item == "*" then
+      info.kwonly = #names + 1
+    else
+      local star, name, default = item:match("^(%*?)([%w_]+)%s*(=?)")
+      assert(name, "attn.signature: bad signature " .. sig)
+      names[#names + 1] = name
+      if star == "*" then info.varargs, info.kwonly = #names, #names + 1 end
+      if default == "=" then optional = true elseif not optional then nreq = nreq + 1 end
+    end
   end
-  return names, nreq, 1
+  if info.kwonly then
+    info.native = true
+    if info.kwonly > #names then info.kwonly = nil end
+  end
+  return names, nreq, 1, info
 end
 
 --- Whether v is an options table: plain, and its first key a string.
@@ -215,17 +240,51 @@ local function declare(f, fn, sig)
   return M.wrap(fn, f, sig)
 end
 
+--- The name of the function declared under key in messages: "gelu" for
+-- "F.gelu" and "optim.clip_grad_norm_", the class for a constructor
+-- ("nn.Linear.init": "Linear"), "Class:name" for a method.
+function M.display_name(key)
+  local class, name = key:match("([%w_]+)%.([%w_]+)$")
+  if not class then return key end
+  if name == "init" then return class end
+  if class:match("^%u") and (select(2, key:gsub("%.", "")) >= 2 or class:match("%l")) then
+    return class .. ":" .. name
+  end
+  return name
+end
+
 --- Installs the declarations of the functions in table t whose keys are
--- prefix .. name ("" for attn and the tensor methods, "F." for attn.F).
+-- prefix .. name ("" for attn and the tensor methods, "F." for attn.F,
+-- "nn.Linear." for a class: its init is the constructor).
 function M.install(t, prefix)
   for key, sig in pairs(M.SIGNATURES) do
     local name = key:sub(1, #prefix) == prefix and key:sub(#prefix + 1) or nil
-    if name and not name:find(".", 1, true) and type(sig) == "string" and sig ~= "native" then
+    if name and not name:find(".", 1, true) and type(sig) == "string" and not select(4, M.parse(sig)).native then
       local f = rawget(t, name)
-      if type(f) == "function" and not M.wrapped[f] then rawset(t, name, declare(f, name, sig)) end
+      if type(f) == "function" and not M.wrapped[f] then rawset(t, name, declare(f, M.display_name(key), sig)) end
     end
   end
   return t
 end
+
+--- Declares the functions of table t: decls maps a name to its torch
+-- signature (or false: no optional arguments), the key being prefix ..
+-- name.  For the rooms above this one (nn, optim, data, ...), next to the
+-- functions they declare:
+--
+--     signature.declare(nn.Linear, "nn.Linear.", {
+--       init = "self, in_features, out_features, bias=true",
+--       forward = false, extra_repr = false})
+function M.declare(t, prefix, decls)
+  for name, sig in pairs(decls) do
+    assert(M.SIGNATURES[prefix .. name] == nil, "attn.signature: declared twice: " .. prefix .. name)
+    M.SIGNATURES[prefix .. name] = sig
+  end
+  return M.install(t, prefix)
+end
+
+-- this machinery: internal functions without optional arguments
+M.declare(M, "signature.", {parse = false, is_options = false, expander = false, unknown_option = false,
+  wrap = false, install = false, declare = false, display_name = false})
 
 return M

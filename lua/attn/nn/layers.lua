@@ -8,6 +8,7 @@ local attn = require "attn.base"
 local error = require("attn.core")._error -- raises at the user's line (the first caller outside attn)
 local init = require "attn.nn_init"
 local nn = require "attn.nn.module"
+local signature = require "attn.signature"
 
 local Module = nn.Module
 local is_tensor = attn.is_tensor
@@ -90,6 +91,12 @@ function Linear:extra_repr()
   return ("in_features=%d, out_features=%d, bias=%s"):format(self.in_features, self.out_features,
     pybool(self.bias ~= nil))
 end
+
+-- torch's signatures (attn/signature.lua: a trailing options table)
+signature.declare(Linear, "nn.Linear.", {
+  init = "self, in_features, out_features, bias=true",
+  forward = false, reset_parameters = false, extra_repr = false,
+})
 
 --------------------------------------------------------------------------
 -- Embedding

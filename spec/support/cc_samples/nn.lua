@@ -1,0 +1,8 @@
+-- SPDX-License-Identifier: MIT
+-- Samples for spec/calling_convention_spec.lua (its header says the form).
+local attn = require "attn"
+local M = {}
+
+M["nn.Linear.init"] = function() return {true, 3, 2, false} end
+
+return M
