@@ -97,6 +97,10 @@ M.SIGNATURES = {
   expand_as = false, view_as = false, reshape_as = false, type_as = false, detach = false, detach_ = false,
   is_tensor = false, masked_select = false, totable = false, is_grad_enabled = false, get_num_threads = false,
   initial_seed = false, seed = false, now = false,
+  -- == tensor_a: reductions, indexing, scatter, sort, norms (helper A adds lines here) ==
+  -- == end tensor_a ==
+  -- == tensor_b: creation, random, shape, conversion, autograd, state (helper B adds lines here) ==
+  -- == end tensor_b ==
   -- attn.F (torch.nn.functional)
   ["F.gelu"] = "input, approximate='none'",
   ["F.softmax"] = "input, dim",
@@ -108,6 +112,8 @@ M.SIGNATURES = {
   ["F.layer_norm"] = "input, normalized_shape, weight=nil, bias=nil, eps=1e-05",
   ["F.one_hot"] = "tensor, num_classes=-1",
   ["F.linear"] = "input, weight, bias=nil",
+  -- == functional: the other attn.F functions (helper F adds lines here) ==
+  -- == end functional ==
 }
 
 --- Parses a signature line: the list of names, the number of required
