@@ -43,14 +43,18 @@ local function rebuild_tensor(ctx, storage, offset, size, stride)
     math.type(offset) ~= "integer" then
     fail(ctx.path, "_rebuild_tensor_v2 with a bad size, stride or offset")
   end
-  return core._pt_view(st, offset, size.items, stride.items)
+  -- a view the file describes wrongly (past its storage, bad sizes) is the file's fault: say so by name
+  local ok, t = pcall(core._pt_view, st, offset, size.items, stride.items)
+  if not ok then fail(ctx.path, "a tensor in data.pkl is not a valid view of its storage (%s)",
+    (tostring(t):gsub("^[^\n]-:%d+: ", ""))) end
+  return t
 end
 
 local function call_global(ctx, g, args)
   if type(args) ~= "table" or args.kind ~= "tuple" then fail(ctx.path, "REDUCE without an argument tuple") end
   local a = args.items
   if g == "collections.OrderedDict" then
-    return {kind = "dict", items = {}}
+    return {kind = "dict", keys = {}, vals = {}}
   elseif g == "torch._utils._rebuild_tensor_v2" then
     return rebuild_tensor(ctx, a[1], a[2], a[3], a[4])
   elseif g == "torch._utils._rebuild_parameter" then
