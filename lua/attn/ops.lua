@@ -82,26 +82,41 @@ local function drop_dims(r, desc)
 end
 
 -- Installs attn.name / t:name(dim, keepdim) that takes a list of dims as
--- well as the C function's single dim (or none).
+-- well as the C function's single dim (or none), and torch's keywords in a
+-- trailing options table: x:sum({dim = 2}), x:sum(2, {keepdim = true}),
+-- x:mean({dim = {1, 2}, keepdim = true}).  The table is read here, not by
+-- a wrapper (attn/signature.lua): a call without one costs two type tests.
 local function multi_dim(name, c_fn, combine)
+  local known = {"dim", "keepdim"}
   return function(x, dim, keepdim, ...)
-    if type(dim) == "table" and not is_tensor(dim) then
-      x = as_tensor(x, name, "input", 2)
-      if keepdim ~= nil and type(keepdim) ~= "boolean" then
-        error(("%s: keepdim must be a boolean (got %s)"):format(name, type(keepdim)), 2)
+    if type(dim) ~= "table" and type(keepdim) ~= "table" then return c_fn(x, dim, keepdim, ...) end
+    x = as_tensor(x, name, "input", 2)
+    if is_opts(keepdim) then -- x:sum(2, {keepdim = true})
+      if select("#", ...) > 0 then error(("%s: nothing may follow the options table"):format(name), 2) end
+      local opts = keepdim
+      check_opts(opts, name, known)
+      if opts.dim ~= nil and dim ~= nil then
+        error(("%s: dim given twice (as argument 2 and in the options table)"):format(name), 2)
       end
-      local key = next(dim)
-      if #dim == 0 and key ~= nil then -- x:sum({dim = 2}): torch's keywords are positional here
-        error(("%s: dim must be a dim or a list of dims, got a table with the key '%s' (write x:%s(2) or " ..
-          "x:%s({1, 2}, true) for dims and keepdim)"):format(name, tostring(key), name, name), 2)
+      if opts.dim ~= nil then dim = opts.dim end
+      keepdim = opts.keepdim
+    elseif is_opts(dim) then -- x:sum({dim = 2, keepdim = true})
+      if keepdim ~= nil or select("#", ...) > 0 then
+        error(("%s: nothing may follow the options table"):format(name), 2)
       end
-      if #dim == 0 then return c_fn(x, nil, keepdim) end -- torch: an empty list reduces every dim
-      local desc = dim_list(x, dim, name, 2)
-      local r = combine(x, desc)
-      if not keepdim then r = drop_dims(r, desc) end
-      return r
+      local opts = dim
+      check_opts(opts, name, known)
+      dim, keepdim = opts.dim, opts.keepdim
     end
-    return c_fn(x, dim, keepdim, ...)
+    if keepdim ~= nil and type(keepdim) ~= "boolean" then
+      error(("%s: keepdim must be a boolean (got %s)"):format(name, type(keepdim)), 2)
+    end
+    if type(dim) ~= "table" or is_tensor(dim) then return c_fn(x, dim, keepdim) end
+    if #dim == 0 then return c_fn(x, nil, keepdim) end -- torch: an empty list reduces every dim
+    local desc = dim_list(x, dim, name, 2)
+    local r = combine(x, desc)
+    if not keepdim then r = drop_dims(r, desc) end
+    return r
   end
 end
 
@@ -164,46 +179,55 @@ local function var_like(name, c_fn)
   return function(x, dim, a, b, ...)
     local opts
     if is_opts(dim) then
+      if a ~= nil or b ~= nil then error(("%s: nothing may follow the options table"):format(name), 2) end
       opts, dim = dim, nil
     elseif is_opts(a) then
-      opts = a
+      opts, a = a, nil
       if b ~= nil then error(("%s: nothing may follow the options table"):format(name), 2) end
+    elseif is_opts(b) then
+      opts, b = b, nil
+      if select("#", ...) > 0 then error(("%s: nothing may follow the options table"):format(name), 2) end
     end
     if opts == nil and not (type(dim) == "table" and not is_tensor(dim)) then return c_fn(x, dim, a, b, ...) end
     x = as_tensor(x, name, "input", 2)
     local correction, keepdim = 1, false
-    if opts then
-      check_opts(opts, name, {correction = true, keepdim = true, unbiased = true})
-      if opts.correction ~= nil and opts.unbiased ~= nil then
+    if opts then -- torch's keywords: the positional slots they name must be empty
+      check_opts(opts, name, {correction = true, dim = true, keepdim = true, unbiased = true})
+      local function twice(key, i)
+        error(("%s: %s given twice (as argument %d and in the options table)"):format(name, key, i), 3)
+      end
+      if opts.correction ~= nil and (opts.unbiased ~= nil or a ~= nil) then
         error(("%s: give correction or unbiased, not both"):format(name), 2)
+      end
+      if opts.dim ~= nil then
+        if dim ~= nil then twice("dim", 2) end
+        dim = opts.dim
       end
       if opts.correction ~= nil then
         if type(opts.correction) ~= "number" then
           error(("%s: correction must be a number (got %s)"):format(name, type(opts.correction)), 2)
         end
-        correction = opts.correction
+        a = opts.correction
       elseif opts.unbiased ~= nil then
+        if a ~= nil then twice("unbiased", 3) end
         if type(opts.unbiased) ~= "boolean" then
           error(("%s: unbiased must be a boolean (got %s)"):format(name, type(opts.unbiased)), 2)
         end
-        correction = opts.unbiased and 1 or 0
+        a = opts.unbiased
       end
       if opts.keepdim ~= nil then
-        if type(opts.keepdim) ~= "boolean" then
-          error(("%s: keepdim must be a boolean (got %s)"):format(name, type(opts.keepdim)), 2)
-        end
-        keepdim = opts.keepdim
+        if b ~= nil then twice("keepdim", 4) end
+        b = opts.keepdim
       end
-    else
-      if a ~= nil then
-        if type(a) == "boolean" then correction = a and 1 or 0
-        elseif type(a) == "number" then correction = a
-        else error(("%s: unbiased must be a boolean (got %s)"):format(name, type(a)), 2) end
-      end
-      if b ~= nil then
-        if type(b) ~= "boolean" then error(("%s: keepdim must be a boolean (got %s)"):format(name, type(b)), 2) end
-        keepdim = b
-      end
+    end
+    if a ~= nil then
+      if type(a) == "boolean" then correction = a and 1 or 0
+      elseif type(a) == "number" then correction = a
+      else error(("%s: unbiased must be a boolean (got %s)"):format(name, type(a)), 2) end
+    end
+    if b ~= nil then
+      if type(b) ~= "boolean" then error(("%s: keepdim must be a boolean (got %s)"):format(name, type(b)), 2) end
+      keepdim = b
     end
     if dim == nil or (type(dim) == "table" and #dim == 0) then return c_fn(x, nil, correction, keepdim) end
     if type(dim) ~= "table" then return c_fn(x, norm_dim(dim, x:dim(), name, 2), correction, keepdim) end
@@ -300,10 +324,15 @@ function M.diag(x, k)
   error(("%s: input must be 1-d or 2-d (got %s)"):format(fn, fmt_shape(x:shape())), 2)
 end
 
---- cdist(x1, x2, p = 2): x1 [..., P, M], x2 [..., R, M] -> [..., P, R] of
--- p-norm distances between rows (p = 0 counts differences, math.huge the
--- largest).
-function M.cdist(x1, x2, p, opts)
+-- torch's compute_mode values: they choose how torch computes, not what
+local cdist_modes = {use_mm_for_euclid_dist_if_necessary = true, use_mm_for_euclid_dist = true,
+  donot_use_mm_for_euclid_dist = true}
+
+--- cdist(x1, x2, p = 2, compute_mode): x1 [..., P, M], x2 [..., R, M] ->
+-- [..., P, R] of p-norm distances between rows (p = 0 counts differences,
+-- math.huge the largest).  compute_mode (torch's) is checked and otherwise
+-- has no effect: attn always computes the differences directly.
+function M.cdist(x1, x2, p, compute_mode)
   local fn = "cdist"
   x1 = as_tensor(x1, fn, "x1", 2)
   x2 = as_tensor(x2, fn, "x2", 2)
@@ -311,8 +340,10 @@ function M.cdist(x1, x2, p, opts)
     error(("%s: expected floating tensors, got x1 %s and x2 %s (convert with :float())"):format(fn,
       tostring(x1.dtype):gsub("^attn%.", ""), (tostring(x2.dtype):gsub("^attn%.", ""))), 2)
   end
-  if type(p) == "table" then p, opts = p.p, p end
-  if opts ~= nil then check_opts(opts, fn, {p = true, compute_mode = true}) end
+  if compute_mode ~= nil and not cdist_modes[compute_mode] then
+    error(("%s: compute_mode must be one of 'use_mm_for_euclid_dist_if_necessary', 'use_mm_for_euclid_dist', " ..
+      "'donot_use_mm_for_euclid_dist' (got %s)"):format(fn, tostring(compute_mode)), 2)
+  end
   p = p == nil and 2 or p
   if type(p) ~= "number" or p < 0 or p ~= p then
     error(fn .. ": p must be a non-negative number (got " .. tostring(p) .. ")", 2)
@@ -350,11 +381,12 @@ local function run_index(counts, total)
   return marks:cumsum(1)
 end
 
---- repeat_interleave(x, repeats, dim): each element (slice along dim)
--- repeated; repeats a number or one count per element; without dim x is
--- flattened.  repeat_interleave(counts) alone gives 1-based indices, each
+--- repeat_interleave(x, repeats, dim, output_size): each element (slice
+-- along dim) repeated; repeats a number or one count per element; without
+-- dim x is flattened; output_size, if given, must be the result's size
+-- along dim (torch's).  repeat_interleave(counts) alone gives 1-based indices, each
 -- i repeated counts[i] times.
-function M.repeat_interleave(x, repeats, dim, opts)
+function M.repeat_interleave(x, repeats, dim, output_size)
   local fn = "repeat_interleave"
   if repeats == nil then
     local counts = as_tensor(x, fn, "repeats", 2)
@@ -370,8 +402,6 @@ function M.repeat_interleave(x, repeats, dim, opts)
     return run_index(list, total):float() -- float32 ids, as before (torch: int64)
   end
   x = as_tensor(x, fn, "input", 2)
-  if type(dim) == "table" and not is_tensor(dim) then dim, opts = dim.dim, dim end
-  if opts ~= nil then check_opts(opts, fn, {dim = true, output_size = true}) end
   if dim == nil then
     x = x:reshape(-1)
     dim = 1
@@ -406,6 +436,9 @@ function M.repeat_interleave(x, repeats, dim, opts)
       error(("%s: the result would have %s or more slices along dim %d (at most %d)"):format(
         fn, tostring(total), dim, MAX_REPEAT), 2)
     end
+  end
+  if output_size ~= nil and output_size ~= total then -- torch: the total, given to spare a sync
+    error(("%s: output_size is %s but the repeats add up to %d"):format(fn, tostring(output_size), total), 2)
   end
   if total == 0 then
     local s = x:shape(); s[dim] = 0

@@ -98,6 +98,41 @@ M.SIGNATURES = {
   is_tensor = false, masked_select = false, totable = false, is_grad_enabled = false, get_num_threads = false,
   initial_seed = false, seed = false, now = false,
   -- == tensor_a: reductions, indexing, scatter, sort, norms (helper A adds lines here) ==
+  -- sum and mean read their trailing options table themselves (attn/ops.lua:
+  -- no wrapper on the hot path); torch's dtype= is not taken
+  sum = "native: input, dim=nil, keepdim=false",
+  mean = "native: input, dim=nil, keepdim=false",
+  -- var/std: torch's two overloads, (dim, unbiased, keepdim) and the
+  -- keyword correction= (attn/ops.lua reads the table)
+  var = "native: input, dim=nil, unbiased=true, keepdim=false, *, correction=1",
+  std = "native: input, dim=nil, unbiased=true, keepdim=false, *, correction=1",
+  amax = "input, dim=nil, keepdim=false", -- torch's default dim=() is every dim
+  amin = "input, dim=nil, keepdim=false",
+  norm = "input, p='fro', dim=nil, keepdim=false", -- torch's dtype= is not taken
+  kthvalue = "input, k, dim=-1, keepdim=false",
+  topk = "input, k, dim=-1, largest=true, sorted=true", -- results are always sorted
+  sort = "input, dim=-1, descending=false, stable=false", -- always stable
+  -- torch's keyword-only alpha is positional too (as add's)
+  add_ = "input, other, alpha=1",
+  sub_ = "input, other, alpha=1",
+  index_add = "input, dim, index, source, alpha=1",
+  index_add_ = "input, dim, index, source, alpha=1",
+  nonzero = "native: input, *, as_tuple=false", -- the binding reads {as_tuple = true}
+  clamp_ = "input, min=nil, max=nil",
+  gelu_ = "input, approximate='none'",
+  diag = "input, diagonal=0",
+  cdist = "x1, x2, p=2.0, compute_mode='use_mm_for_euclid_dist_if_necessary'",
+  repeat_interleave = "input, repeats, dim=nil, output_size=nil", -- output_size positional too
+  linear = "input, weight, bias=nil",
+  one_hot = "tensor, num_classes=-1",
+  embedding = "weight, indices, padding_idx=nil", -- torch.embedding's order (weight first)
+  -- no optional arguments; torch's that attn cannot honour left out:
+  -- div's rounding_mode=, round's decimals=, gather's sparse_grad=,
+  -- scatter_'s reduce= (scatter_reduce_ is the reducing form)
+  div = false, div_ = false, round = false, round_ = false, gather = false, index_select = false,
+  index_copy = false, index_copy_ = false, index_fill = false, index_fill_ = false, masked_fill = false,
+  masked_fill_ = false, scatter = false, scatter_ = false, scatter_add = false, scatter_add_ = false,
+  silu = false, silu_ = false, where = false, einsum = false, padding_mask = false,
   -- == end tensor_a ==
   -- == tensor_b: creation, random, shape, conversion, autograd, state (helper B adds lines here) ==
   -- == end tensor_b ==
