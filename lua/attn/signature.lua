@@ -135,6 +135,49 @@ M.SIGNATURES = {
   silu = false, silu_ = false, where = false, einsum = false, padding_mask = false,
   -- == end tensor_a ==
   -- == tensor_b: creation, random, shape, conversion, autograd, state (helper B adds lines here) ==
+  -- creation: the factories read their options table themselves (the
+  -- binding); torch's out=, layout=, device=, pin_memory= and
+  -- memory_format= are not taken (attn has one layout, the CPU)
+  zeros = "native: *size, *, dtype=nil, requires_grad=false",
+  ones = "native: *size, *, dtype=nil, requires_grad=false",
+  empty = "native: *size, *, dtype=nil, requires_grad=false",
+  tensor = "native: data, *, dtype=nil, requires_grad=false",
+  zeros_like = "native: input, *, dtype=nil, requires_grad=false",
+  ones_like = "native: input, *, dtype=nil, requires_grad=false",
+  empty_like = "native: input, *, dtype=nil, requires_grad=false",
+  -- in-place samplers: torch's keyword-only generator is positional too
+  -- (attn takes a trailing generator)
+  bernoulli = "input, generator=nil", -- torch's bernoulli(input, p) overload is bernoulli_
+  bernoulli_ = "input, p=0.5, generator=nil",
+  exponential_ = "input, lambd=1, generator=nil",
+  normal_ = "input, mean=0, std=1, generator=nil",
+  uniform_ = "input, from=0, to=1, generator=nil",
+  random_ = "input, from=0, to=nil, generator=nil",
+  -- shape and conversion
+  size = "input, dim=nil",
+  stride = "input, dim=nil",
+  squeeze = "input, dim=nil",
+  slice = "input, dim, first=1, last=nil, step=1", -- attn's (1-based, inclusive bounds)
+  type = "input, dtype=nil", -- torch's non_blocking= is not taken
+  tostring = "input, suffix=nil", -- attn's: the suffix after the values
+  -- autograd: torch's create_graph= and inputs= are not taken
+  backward = "input, gradient=nil, retain_graph=nil",
+  requires_grad_ = "input, requires_grad=true",
+  -- no optional arguments; torch's memory_format= (bfloat16 ... clone,
+  -- contiguous, cpu), cuda's device= and non_blocking= and copy_'s
+  -- non_blocking= are not taken.  A function whose only optional
+  -- parameter comes first takes no options table (set_isa(family),
+  -- attn.Generator(seed): torch's device= is not taken)
+  bfloat16 = false, bool = false, double = false, float = false, half = false, long = false, cpu = false,
+  cuda = false, clone = false, contiguous = false, copy_ = false, expand = false, fill_ = false, flip = false,
+  narrow = false, permute = false, ["repeat"] = false, rep = false, tile = false, zero_ = false, view = false,
+  reshape = false, select = false, unsqueeze = false, retain_grad = false, hstack = false, vstack = false,
+  shape = false, Size = false, manual_seed = false, get_rng_state = false, set_rng_state = false,
+  enable_grad = false, no_grad = false, set_grad_enabled = false, debug_counts = false, info = false,
+  set_num_threads = false, set_isa = false, safetensors_info = false,
+  deepcopy = false, -- Python's memo is internal (attn/copy.lua)
+  Generator = false, ["Generator.manual_seed"] = false, ["Generator.seed"] = false,
+  ["Generator.initial_seed"] = false, ["Generator.get_state"] = false, ["Generator.set_state"] = false,
   -- == end tensor_b ==
   -- attn.F (torch.nn.functional)
   ["F.gelu"] = "input, approximate='none'",
