@@ -1658,7 +1658,8 @@ E("attn.scaled_dot_product_attention", sdpa_sig, {names = {"sdpa"}, cases = {
   end, "ok", function(o) assert(o[1][1]:abs():sum():item() == 0) end},
 }})
 E("attn.causal_mask", {K.size(3, {huge = "error"}), K.size(4, {opt = true, huge = "error"}),
-                       K.opts({bottom_right = K.bool(true)})}, {override = {[2] = {["a table"] = "any"}}})
+                       K.opts({bottom_right = K.bool(true)})},
+  {override = {[2] = {["a table"] = "any"}, [3] = {["true"] = "any", ["false"] = "any"}}}) -- bottom_right positional
 E("attn.padding_mask", {K.tensor({2}, {make = function(s) return IDX(s, 4) end, noedge = true}),
                         K.size(4, {huge = "error"})}, {cases = {
   {"a length above S", function() return {attn.tensor({5}), 4} end, "error"},

@@ -112,11 +112,16 @@ M.SIGNATURES = {
   kthvalue = "input, k, dim=-1, keepdim=false",
   topk = "input, k, dim=-1, largest=true, sorted=true", -- results are always sorted
   sort = "input, dim=-1, descending=false, stable=false", -- always stable
-  -- torch's keyword-only alpha is positional too (as add's)
+  -- torch's keyword-only alpha, include_self, right and out_int32 are
+  -- positional too (as add's alpha; bucketize's slot 3 was right already);
+  -- out_int32 = true is refused (no int32 dtype)
   add_ = "input, other, alpha=1",
   sub_ = "input, other, alpha=1",
   index_add = "input, dim, index, source, alpha=1",
   index_add_ = "input, dim, index, source, alpha=1",
+  scatter_reduce = "input, dim, index, src, reduce, include_self=true",
+  scatter_reduce_ = "input, dim, index, src, reduce, include_self=true",
+  bucketize = "input, boundaries, right=false, out_int32=false",
   nonzero = "native: input, *, as_tuple=false", -- the binding reads {as_tuple = true}
   clamp_ = "input, min=nil, max=nil",
   gelu_ = "input, approximate='none'",
@@ -126,6 +131,10 @@ M.SIGNATURES = {
   linear = "input, weight, bias=nil",
   one_hot = "tensor, num_classes=-1",
   embedding = "weight, indices, padding_idx=nil", -- torch.embedding's order (weight first)
+  -- torch 2.x's SDPA (1.13 has none), then attn's own options
+  scaled_dot_product_attention = "query, key, value, attn_mask=nil, dropout_p=0.0, is_causal=false, scale=nil, "
+    .. "enable_gqa=false, attn_mask_kind=nil, causal_alignment=nil, generator=nil, need_weights=false",
+  causal_mask = "L, S=nil, bottom_right=false", -- attn's
   -- no optional arguments; torch's that attn cannot honour left out:
   -- div's rounding_mode=, round's decimals=, gather's sparse_grad=,
   -- scatter_'s reduce= (scatter_reduce_ is the reducing form)

@@ -2,6 +2,9 @@
 /* Lua binding: scaled-dot-product attention and its mask helpers.
  *
  *   attn.scaled_dot_product_attention(q, k, v [, opts]) -> out [, weights]
+ *     the options may also come positionally: q, k, v, attn_mask, dropout_p,
+ *     is_causal, scale, enable_gqa (torch 2.x's order), attn_mask_kind,
+ *     causal_alignment, generator, need_weights (attn's)
  *     opts (all optional):
  *       attn_mask        tensor broadcastable to [..., L, S]: a bool tensor
  *                        means what it means in torch (true = take part);
@@ -18,7 +21,7 @@
  *       generator        attn.Generator for dropout (default generator)
  *       enable_gqa       boolean: k/v heads may divide q's heads
  *       need_weights     boolean: also return the weights [..., L, S]
- *   attn.causal_mask(L [, S] [, {bottom_right = bool}]) -> [L, S] of 0/1
+ *   attn.causal_mask(L [, S] [, bottom_right or {bottom_right = bool}]) -> [L, S] of 0/1
  *   attn.padding_mask(lengths, S) -> [B, 1, 1, S] of 0/1
  * Unknown option names raise, so typos do not pass silently.
  */
@@ -42,11 +45,36 @@ static const char *const sdpa_keys[] = {"attn_mask", "attn_mask_kind", "is_causa
 /* Raises for keys of the options table that are not options. */
 static void check_keys(lua_State *L, int t) { attnL_checkoptions(L, t, FN, sdpa_keys); }
 
-/* attn.scaled_dot_product_attention(q, k, v [, opts]) */
+/* The positional order after q, k, v: torch 2.x's, then attn's own. */
+static const char *const sdpa_order[] = {
+    "attn_mask",      "dropout_p",        "is_causal", "scale",        "enable_gqa",
+    "attn_mask_kind", "causal_alignment", "generator", "need_weights", NULL};
+
+/* attn.scaled_dot_product_attention(q, k, v [, opts]) or with the options
+   positional in sdpa_order (the declared signature expands a trailing
+   options table into that order, attn/signature.lua) */
 static int l_sdpa(lua_State *L) {
   attn_tensor *q = attnL_totensor(L, 1, FN, "query");
   attn_tensor *k = attnL_totensor(L, 2, FN, "key");
   attn_tensor *v = attnL_totensor(L, 3, FN, "value");
+  int top = lua_gettop(L);
+  bool empty = false; /* {}: no options */
+  if (top == 4 && lua_type(L, 4) == LUA_TTABLE) {
+    lua_pushnil(L);
+    empty = !lua_next(L, 4);
+    if (!empty) lua_pop(L, 2);
+  }
+  if (top > 4 || (top == 4 && !lua_isnil(L, 4) && !empty && !attnL_is_options(L, 4))) { /* positional: one table */
+    int most = 3 + (int)(sizeof sdpa_order / sizeof *sdpa_order) - 1;
+    if (top > most) return attnL_raise(L, FN ": at most %d arguments (got %d)", most, top);
+    lua_createtable(L, 0, top - 3);
+    for (int i = 4; i <= top; i++) {
+      lua_pushvalue(L, i);
+      lua_setfield(L, -2, sdpa_order[i - 4]);
+    }
+    lua_replace(L, 4);
+    lua_settop(L, 4);
+  }
   attn_sdpa_opts o;
   attn_sdpa_opts_init(&o);
   bool need_weights = false;
@@ -100,7 +128,8 @@ static int l_sdpa(lua_State *L) {
   return need_weights ? 2 : 1;
 }
 
-/* attn.causal_mask(L [, S] [, {bottom_right = bool}]) */
+/* attn.causal_mask(L [, S] [, bottom_right]) or with {bottom_right = bool}
+   after L or S */
 static int l_causal_mask(lua_State *L) {
   int64_t n = attnL_checkint(L, 1, "causal_mask", "L");
   int64_t s = n;
@@ -108,9 +137,13 @@ static int l_causal_mask(lua_State *L) {
   if (lua_type(L, 2) == LUA_TNUMBER) {
     s = attnL_checkint(L, 2, "causal_mask", "S");
     opts = 3;
+  } else if (lua_isnil(L, 2) && lua_gettop(L) >= 3) {
+    opts = 3; /* causal_mask(L, nil, ...): the default S */
   }
   bool br = false;
-  if (!lua_isnoneornil(L, opts)) {
+  if (opts == 3 && !attnL_is_options(L, 3)) {
+    br = attnL_option_bool(L, 3, "causal_mask", "bottom_right", false); /* torch's positional order */
+  } else if (!lua_isnoneornil(L, opts)) {
     luaL_checktype(L, opts, LUA_TTABLE);
     lua_pushnil(L);
     while (lua_next(L, opts)) {

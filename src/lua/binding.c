@@ -1066,6 +1066,20 @@ void attnL_checkoptions(lua_State *L, int idx, const char *fn, const char *const
   }
 }
 
+bool attnL_is_options(lua_State *L, int idx) {
+  idx = lua_absindex(L, idx);
+  if (lua_type(L, idx) != LUA_TTABLE) return false;
+  if (lua_getmetatable(L, idx)) {
+    lua_pop(L, 1);
+    return false;
+  }
+  lua_pushnil(L);
+  if (!lua_next(L, idx)) return false;
+  bool named = lua_type(L, -2) == LUA_TSTRING;
+  lua_pop(L, 2);
+  return named;
+}
+
 int attnL_option_field(lua_State *L, int opts, const char *key) {
   luaL_checkstack(L, 1, "too many options");
   if (opts && lua_type(L, opts) == LUA_TTABLE)

@@ -153,6 +153,10 @@ void attnL_pushdtype(lua_State *L, attn_dtype dt);
    nothing when idx is not a table.  attnL_unknown_option raises that
    message for the key at stack index key. */
 void attnL_checkoptions(lua_State *L, int idx, const char *fn, const char *const *known);
+/* Whether the value at idx is torch's keywords: a plain table (not a
+   tensor, no metatable) whose first key is a string.  An empty table or a
+   list is an argument, not options (as for the declared expansion). */
+bool attnL_is_options(lua_State *L, int idx);
 int attnL_unknown_option(lua_State *L, const char *fn, int key, const char *const *known);
 /* Option values, one family with one signature (L, idx, fn, key, def):
    idx is the stack index of the value (a positional argument, or

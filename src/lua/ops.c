@@ -154,14 +154,11 @@ static int scatter_impl(lua_State *L, bool inplace, int kind) { /* kind 0 scatte
   if (kind == 2) {
     static const char *const known[] = {"include_self", NULL};
     reduce = luaL_checkstring(L, 5);
-    if (lua_isboolean(L, 6)) {
-      include_self = lua_toboolean(L, 6);
-    } else {
+    if (attnL_is_options(L, 6)) {
       int opts = opts_at(L, 6, fn, known);
-      if (!opts && !lua_isnoneornil(L, 6))
-        return attnL_raise(L, "%s: argument 6 must be an options table {include_self = ...} (got %s)", fn,
-                           luaL_typename(L, 6));
       include_self = attnL_option_bool(L, attnL_option_field(L, opts, "include_self"), fn, "include_self", 1);
+    } else {
+      include_self = attnL_option_bool(L, 6, fn, "include_self", 1);
     }
   }
   attn_tensor **box = attnL_newbox(L);
@@ -278,21 +275,22 @@ static int l_masked_select(lua_State *L) {
 }
 
 static int l_bucketize(lua_State *L) {
-  lua_settop(L, 3);
+  lua_settop(L, 4);
   static const char *const known[] = {"right", "out_int32", NULL};
   attn_tensor *t = attnL_totensor(L, 1, "bucketize", "input");
   attn_tensor *b = attnL_totensor(L, 2, "bucketize", "boundaries");
-  int right;
-  if (lua_isboolean(L, 3)) {
-    right = lua_toboolean(L, 3);
-  } else {
+  int right, out_int32;
+  if (attnL_is_options(L, 3)) {
     int opts = opts_at(L, 3, "bucketize", known);
-    if (!opts && !lua_isnoneornil(L, 3))
-      return attnL_raise(L, "bucketize: argument 3 must be right (a boolean) or {right = ...} (got %s)",
-                         luaL_typename(L, 3));
     right = attnL_option_bool(L, attnL_option_field(L, opts, "right"), "bucketize", "right", 0);
-    attnL_option_bool(L, attnL_option_field(L, opts, "out_int32"), "bucketize", "out_int32", 0);
+    out_int32 = attnL_option_bool(L, attnL_option_field(L, opts, "out_int32"), "bucketize", "out_int32", 0);
+  } else { /* bucketize(t, b, right, out_int32): torch's keywords in attn's positional order */
+    right = attnL_option_bool(L, 3, "bucketize", "right", 0);
+    out_int32 = attnL_option_bool(L, 4, "bucketize", "out_int32", 0);
   }
+  if (out_int32)
+    return attnL_raise(L, "bucketize: out_int32 = true is not supported (attn has no int32 dtype; leave it out for "
+                          "torch's default int64 result)");
   attn_tensor **box = attnL_newbox(L);
   if (attn_bucketize(t, b, right, box)) return attnL_error(L);
   attnL_to_one_based(*box);
