@@ -1020,7 +1020,7 @@ end
 -- {generator =, requires_grad =} may stand there instead (an empty table is
 -- then no options)
 local function gen_opt(opts)
-  return K.custom(function() return attn.Generator(7) end, {
+  local k = K.custom(function() return attn.Generator(7) end, {
     {"a closed generator", function()
       local g = attn.Generator(1)
       getmetatable(g).__gc(g)
@@ -1032,6 +1032,8 @@ local function gen_opt(opts)
     {"options with a generator", function() return {generator = attn.Generator(3)} end, opts and "ok" or "error"},
     {"a number", function() return 3 end, "error"},
   }, {opt = true, skip = {["a generator"] = true}})
+  k.generator_slot = true
+  return k
 end
 
 -- creation
@@ -1485,7 +1487,7 @@ E("attn.randint", {K.int(0), K.int(5), K.custom(function() return {3} end, {
   {"high and a shape table", function() return {5, {2}} end, "ok"},
   {"a range beyond 2^63", function() return {math.mininteger, math.maxinteger, {2}} end, "any"},
 }})
-E("attn.randperm", {K.size(5, {max = (1 << 24) + 1, huge = "error"}), gen_opt()}, {cases = {
+E("attn.randperm", {K.size(5, {max = (1 << 24) + 1, huge = "error"}), gen_opt(true)}, {cases = {
   {"n = 0 (torch: empty)", function() return {0} end, "ok", function(t) assert(t:numel() == 0) end},
 }})
 E("attn.multinomial", {K.tensor({2, 4}, {range = "prob", noview = true}), K.int(2, {min = 1}),
@@ -1507,12 +1509,12 @@ E("attn.bernoulli", {K.tensor({2, 3}, {range = "prob", noview = true}), gen_opt(
   {"a probability above 1", function() return {attn.tensor({1.5})} end, "error"},
   {"a negative probability", function() return {attn.tensor({-0.5})} end, "error"},
   {"a NaN probability", function() return {attn.tensor({0 / 0})} end, "error"},
-}})
+}, override = {[2] = {["options with a generator"] = "ok"}}}) -- torch's keywords (attn/signature.lua)
 local function fill_entry(name, extra)
   local sig = {W({2, 3}, {noview = true})}
   for _, k in ipairs(extra) do sig[#sig + 1] = k end
   sig[#sig + 1] = gen_opt()
-  return E("attn." .. name, sig, {writes = {1}})
+  return E("attn." .. name, sig, {writes = {1}, override = {[#sig] = {["options with a generator"] = "ok"}}})
 end
 fill_entry("uniform_", {K.num(-1, {opt = true}), K.num(1, {opt = true})}).cases = {
   {"from > to", function() return {attn.zeros(2), 1, 0} end, "error"},
@@ -2538,6 +2540,11 @@ local function init_entry(name, extra, opts)
   opts = opts or {}
   opts.writes = {1}
   opts.names = {"init." .. name, name}
+  if sig[#sig].generator_slot then -- the samplers take torch's {generator = g} (attn/signature.lua)
+    opts.override = opts.override or {}
+    opts.override[#sig] = opts.override[#sig] or {}
+    opts.override[#sig]["options with a generator"] = "ok"
+  end
   return E("attn.init." .. name, sig, opts)
 end
 init_entry("uniform_", {K.num(-1, {opt = true}), K.num(1, {opt = true}), gen_opt()})

@@ -247,6 +247,54 @@ require("attn.signature").unknown_option = attn._misuse.unknown_option
 require("attn.signature").install(attn, "")
 require("attn.signature").install(methods, "")
 
+-- The factories whose torch signature has positional parameters before
+-- the keyword-only ones (attn.full(size, fill_value, *, dtype=...)): the
+-- binding reads the keyword-only ones from its trailing table itself (a
+-- "native:" line), and this expander first moves the positional ones
+-- named in the table to their places (attn.full({2}, {fill_value = 3,
+-- dtype = "int64"}) is attn.full({2}, 3, {dtype = "int64"})).  It runs
+-- only when a call ends with an options table (core._declare).
+do
+  local signature = require "attn.signature"
+  local function declare_spread(name)
+    local f, sig = attn[name], signature.SIGNATURES[name]
+    local names, _, lead, info = signature.parse(sig)
+    local npos = (info.kwonly or #names + 1) - 1
+    local index, valid = {}, {}
+    for i, n in ipairs(names) do
+      index[n] = i
+      if i > lead then valid[#valid + 1] = n end
+    end
+    core._declare(f, lead, function(...)
+      local n = select("#", ...)
+      local args = {...}
+      local opts = args[n]
+      args[n] = nil
+      local last, rest = n - 1, nil
+      for k, v in next, opts do
+        local i = index[k]
+        if i == nil or i <= lead then error(attn._misuse.unknown_option(name, k, valid), 2) end
+        if i > npos then
+          rest = rest or {}
+          rest[k] = v
+        else
+          if i <= n - 1 and args[i] ~= nil then
+            error(("%s: %s given twice (as argument %d and in the options table)"):format(name, k, i), 2)
+          end
+          args[i] = v
+          if i > last then last = i end
+        end
+      end
+      if rest then
+        last = last + 1
+        args[last] = rest
+      end
+      return table.unpack(args, 1, last)
+    end)
+  end
+  for _, name in ipairs({"full", "full_like", "eye", "arange", "linspace", "randint"}) do declare_spread(name) end
+end
+
 -- x.device: every tensor is on the CPU (torch's x.device; a field, not a
 -- method, so it is set after the methods are guarded)
 methods.device = require("attn.device").device("cpu")

@@ -154,6 +154,21 @@ M.SIGNATURES = {
   zeros_like = "native: input, *, dtype=nil, requires_grad=false",
   ones_like = "native: input, *, dtype=nil, requires_grad=false",
   empty_like = "native: input, *, dtype=nil, requires_grad=false",
+  -- their positional parameters may be in the table too (attn/base.lua
+  -- moves them to their places before the binding reads the table)
+  full = "native: size, fill_value, *, dtype=nil, requires_grad=false",
+  full_like = "native: input, fill_value, *, dtype=nil, requires_grad=false",
+  eye = "native: n, m=nil, *, dtype=nil, requires_grad=false",
+  arange = "native: start=0, end, step=1, *, dtype=nil, requires_grad=false",
+  linspace = "native: start, end, steps, *, dtype=nil, requires_grad=false",
+  randint = "native: low=0, high, size, *, generator=nil, dtype=nil, requires_grad=false",
+  randperm = "native: n, *, generator=nil, dtype=nil, requires_grad=false",
+  -- torch's dtype= is not taken: attn samples in float32 (torch's float64
+  -- and half draws are other streams); rand_like's generator is attn's
+  rand = "native: *size, *, generator=nil, requires_grad=false",
+  randn = "native: *size, *, generator=nil, requires_grad=false",
+  rand_like = "native: input, *, requires_grad=false, generator=nil",
+  randn_like = "native: input, *, requires_grad=false, generator=nil",
   -- in-place samplers: torch's keyword-only generator is positional too
   -- (attn takes a trailing generator)
   bernoulli = "input, generator=nil", -- torch's bernoulli(input, p) overload is bernoulli_

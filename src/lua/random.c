@@ -229,16 +229,23 @@ static int factory_result(lua_State *L, attn_status st, const char *fn) {
 }
 
 /* The factories' last argument may instead be torch's keywords
-   {generator =, requires_grad =} (at first_opt or later: a table before it
-   is a shape): the table's slot then holds the generator (or nil) for
-   opt_gen.  *rg: requires_grad. */
-static attn_generator *factory_opts(lua_State *L, int *top, int first_opt, const char *fn, int *rg) {
+   {generator =, requires_grad =} and, where dt is not NULL, dtype = (at
+   first_opt or later: a table before it is a shape): the table's slot then
+   holds the generator (or nil) for opt_gen.  *rg: requires_grad; *dt: the
+   dtype asked for (unchanged when none is). */
+static attn_generator *factory_opts(lua_State *L, int *top, int first_opt, const char *fn, int *rg, attn_dtype *dt) {
   static const char *const keys[] = {"generator", "requires_grad", NULL};
+  static const char *const dtype_keys[] = {"dtype", "generator", "requires_grad", NULL};
   *rg = 0;
   int n = lua_gettop(L);
   while (n > 0 && lua_isnil(L, n)) n--;
   if (n >= first_opt && lua_type(L, n) == LUA_TTABLE && lua_rawlen(L, n) == 0) {
-    attnL_checkoptions(L, n, fn, keys);
+    attnL_checkoptions(L, n, fn, dt ? dtype_keys : keys);
+    if (dt) {
+      lua_getfield(L, n, "dtype");
+      if (!lua_isnil(L, -1)) *dt = attnL_checkdtype(L, -1, fn);
+      lua_pop(L, 1);
+    }
     lua_getfield(L, n, "requires_grad");
     if (!lua_isnil(L, -1) && !lua_isboolean(L, -1))
       attnL_raise(L, "%s: requires_grad must be a boolean (got %s)", fn, luaL_typename(L, -1));
@@ -261,7 +268,7 @@ static int factory_done(lua_State *L, attn_status st, const char *fn, int rg) {
 /* attn.rand(shape...[, gen | opts]) / attn.randn(shape...[, gen | opts]) */
 static int fresh_fill(lua_State *L, const char *fn, int normal) {
   int top, rg;
-  attn_generator *g = factory_opts(L, &top, 2, fn, &rg);
+  attn_generator *g = factory_opts(L, &top, 2, fn, &rg, NULL);
   int64_t shape[ATTN_MAX_DIMS];
   int nd = shape_args(L, 1, top, shape, fn);
   attn_tensor **box = attnL_newbox(L);
@@ -278,7 +285,7 @@ static int l_randn(lua_State *L) { return fresh_fill(L, "randn", 1); }
    order, permuted back to t's dims. */
 static int like_fill(lua_State *L, const char *fn, int normal) {
   int top, rg;
-  attn_generator *g = factory_opts(L, &top, 2, fn, &rg);
+  attn_generator *g = factory_opts(L, &top, 2, fn, &rg, NULL);
   attn_tensor *t = attnL_check(L, 1);
   check_no_extra(L, 2, top, fn);
   if (t->dtype != ATTN_FLOAT32) /* torch draws in t's dtype and refuses integers and bools */
@@ -322,11 +329,25 @@ static int like_fill(lua_State *L, const char *fn, int normal) {
 static int l_rand_like(lua_State *L) { return like_fill(L, "rand_like", 0); }
 static int l_randn_like(lua_State *L) { return like_fill(L, "randn_like", 1); }
 
-/* attn.randint(low, high, shape...[, gen]) or randint(high, {shape}[, gen]):
-   integer values in [low, high) */
+/* The factory's int64 result on top in dtype dt (torch draws the same
+   integers whatever the dtype), requires_grad set when asked. */
+static int int_factory_done(lua_State *L, attn_status st, const char *fn, int rg, attn_dtype dt) {
+  factory_result(L, st, fn);
+  if (dt != ATTN_INT64) {
+    attn_tensor **nb = attnL_newbox(L);
+    attnL_result(L, attn_to_dtype(*attnL_checkbox(L, -2), dt, nb));
+    lua_remove(L, -2);
+  }
+  if (rg && attn_requires_grad_(*attnL_checkbox(L, -1), true)) attnL_error(L);
+  return 1;
+}
+
+/* attn.randint(low, high, shape...[, gen | opts]) or randint(high,
+   {shape}[, gen | opts]): integer values in [low, high) */
 static int l_randint(lua_State *L) {
   int top, rg;
-  attn_generator *g = factory_opts(L, &top, 3, "randint", &rg);
+  attn_dtype dt = ATTN_INT64; /* torch.randint gives int64 */
+  attn_generator *g = factory_opts(L, &top, 3, "randint", &rg, &dt);
   int64_t low = 0, high, shape[ATTN_MAX_DIMS];
   int nd;
   if (lua_type(L, 2) == LUA_TTABLE) {
@@ -338,21 +359,22 @@ static int l_randint(lua_State *L) {
     nd = shape_args(L, 3, top, shape, "randint");
   }
   attn_tensor **box = attnL_newbox(L);
-  attn_status st = attn_empty_dtype(ATTN_INT64, nd, shape, box); /* torch.randint gives int64 */
+  attn_status st = attn_empty_dtype(ATTN_INT64, nd, shape, box);
   if (!st) st = attn_random_int_(*box, low, high, g);
-  return factory_done(L, st, "randint", rg);
+  return int_factory_done(L, st, "randint", rg, dt);
 }
 
-/* attn.randperm(n[, gen]): a random permutation of 1..n */
+/* attn.randperm(n[, gen | opts]): a random permutation of 1..n */
 static int l_randperm(lua_State *L) {
-  int top;
-  attn_generator *g = opt_gen(L, &top);
+  int top, rg;
+  attn_dtype dt = ATTN_INT64;
+  attn_generator *g = factory_opts(L, &top, 2, "randperm", &rg, &dt);
   int64_t n = attnL_checkint(L, 1, "randperm", "n");
   check_no_extra(L, 2, top, "randperm");
   attn_tensor **box = attnL_newbox(L);
   attn_status st = attn_randperm(n, g, box);
   if (!st) attnL_to_one_based(*box);
-  return attnL_result(L, st);
+  return int_factory_done(L, st, "randperm", rg, dt);
 }
 
 /* attn.multinomial(probs, n[, replacement = false][, gen]): 1-based
@@ -440,8 +462,8 @@ static int m_random_(lua_State *L) {
   attn_generator *g = opt_gen(L, &top);
   attn_tensor *t = attnL_check(L, 1);
   int64_t low = 0, high = ((int64_t)1 << 24) + 1;
-  if (!absent(L, 3, top)) {
-    low = attnL_checkint(L, 2, "random_", "low");
+  if (!absent(L, 3, top)) { /* random_(nil, to) is torch's random_(to = to) */
+    if (!absent(L, 2, top)) low = attnL_checkint(L, 2, "random_", "low");
     high = attnL_checkint(L, 3, "random_", "high");
   } else if (!absent(L, 2, top)) {
     high = attnL_checkint(L, 2, "random_", "high");

@@ -13,6 +13,17 @@ M.tensor = function() return {{{1, 2}, {3, 4}}, "float32", true} end
 M.zeros_like = function() return {x23(), "int64", false} end
 M.ones_like = function() return {x23():long(), "float32", true} end
 M.empty_like = function() return {x23():reshape(6, 1):narrow(1, 1, 0), "int64", false} end
+M.full = function() return {{2, 3}, 4, "float32", true} end
+M.full_like = function() return {x23(), 2, "int64", false} end
+M.eye = function() return {2, 3, "int64", false} end
+M.arange = function() return {1, 8, 3, "float32", true} end
+M.linspace = function() return {-1, 2, 4, "float32", true} end
+M.randint = function() return {2, 9, {2, 3}, attn.Generator(5), "float32", false} end
+M.randperm = function() return {6, attn.Generator(6), "float32", true} end
+M.rand = function() return {{2, 3}, attn.Generator(1), true} end
+M.randn = function() return {{3}, attn.Generator(2), false} end
+M.rand_like = function() return {x23(), true, attn.Generator(3)} end
+M.randn_like = function() return {x23(), false, attn.Generator(4)} end
 -- in-place samplers
 M.bernoulli = function() return {attn.tensor({0.2, 0.5, 0.9, 0.1}), attn.Generator(3)} end
 M.bernoulli_ = function() return {attn.zeros(2, 3), 0.3, attn.Generator(4)} end
