@@ -184,6 +184,11 @@ M.SIGNATURES = {
   slice = "input, dim, first=1, last=nil, step=1", -- attn's (1-based, inclusive bounds)
   type = "input, dtype=nil", -- torch's non_blocking= is not taken
   tostring = "input, suffix=nil", -- attn's: the suffix after the values
+  -- to: torch's to(device=None, dtype=None, non_blocking=False, copy=False)
+  -- form; the binding reads the table (and the dtype and tensor forms)
+  to = "native: input, device=nil, dtype=nil, non_blocking=false, copy=false",
+  -- load: torch's map_location= is not taken (the CPU only); format is attn's
+  load = "f, format=nil",
   -- autograd: torch's create_graph= and inputs= are not taken
   backward = "input, gradient=nil, retain_graph=nil",
   requires_grad_ = "input, requires_grad=true",

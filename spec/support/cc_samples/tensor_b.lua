@@ -38,6 +38,15 @@ M.squeeze = function() return {x23():reshape(2, 1, 3), 2} end
 M.slice = function() return {x23(), 2, 1, 3, 2} end
 M.type = function() return {x23(), "int64"} end
 M.tostring = function() return {x23(), ", note"} end
+M.to = function() return {x23(), "cpu", "int64", false, true} end
+local saved -- a file to load, written once a run (in the build tree: no temporary left behind)
+M.load = function()
+  if not saved then
+    saved = (os.getenv("ATTN_BUILD_DIR") or ".") .. "/cc_load_sample.safetensors"
+    attn.save({w = x23()}, saved)
+  end
+  return {saved, "safetensors"}
+end
 -- autograd: the gradient the call leaves in the leaf is compared
 local leaf
 M.backward = {
