@@ -1873,6 +1873,10 @@ E("attn.F.split_heads", {K.tensor({2, 3, 4}), K.size(2, {min = 1})}, {override =
 E("attn.F.combine_heads", {K.tensor({2, 2, 3, 2})})
 
 local RED = K.choice("mean", {opt = true})
+-- the losses take torch's positional order (issue 29): a boolean third
+-- argument is torch's deprecated size_average, a tensor or number the weight
+local SIZE_AVERAGE = {[3] = {["true"] = "ok", ["false"] = "ok"}}
+local WEIGHT3 = {[3] = {["a number"] = "ok", ["a tensor"] = "ok"}}
 local function loss_opts(extra)
   local f = {reduction = RED}
   for k, v in pairs(extra or {}) do f[k] = v end
@@ -1907,26 +1911,28 @@ E("attn.F.cross_entropy", {K.tensor({3, 4}), K.index({3}, 4), loss_opts(ce_opts)
     function(l) assert(l:item() ~= l:item()) end},
 }})
 for _, name in ipairs({"mse_loss", "l1_loss"}) do
-  E("attn.F." .. name, {t23(), t23({salt = 4}), loss_opts()}, {cases = {
+  E("attn.F." .. name, {t23(), t23({salt = 4}), loss_opts()}, {override = SIZE_AVERAGE, cases = {
     -- torch: the mean over no element is nan, the sum 0
     {"empty tensors (mean)", function() return {attn.zeros(0), attn.zeros(0)} end, "ok",
       function(l) assert(l:item() ~= l:item()) end},
     {"shapes that do not broadcast", function() return {T({2, 3}), T({4})} end, "error"},
   }})
 end
-E("attn.F.smooth_l1_loss", {t23(), t23({salt = 4}), loss_opts({beta = K.num(1, {opt = true, min = 0})})})
+E("attn.F.smooth_l1_loss", {t23(), t23({salt = 4}), loss_opts({beta = K.num(1, {opt = true, min = 0})})},
+  {override = SIZE_AVERAGE})
 E("attn.F.huber_loss", {t23(), t23({salt = 4}), loss_opts({delta = K.num(1, {opt = true, min = 1e-300})})}, {
   override = {[3] = {["option delta = -0"] = "error", ["option delta = 0"] = "error"}}})
 E("attn.F.binary_cross_entropy", {t23({range = "prob"}), t23({range = "prob", salt = 4}),
-  loss_opts({weight = K.tensor({2, 3}, {opt = true, range = "pos"})})}, {cases = {
+  loss_opts({weight = K.tensor({2, 3}, {opt = true, range = "pos"})})}, {override = WEIGHT3, cases = {
   {"an input above 1", function() return {attn.tensor({1.5}), attn.tensor({1})} end, "error"},
   {"a NaN input", function() return {attn.tensor({0 / 0}), attn.tensor({1})} end, "error"},
   {"a target below 0", function() return {attn.tensor({0.5}), attn.tensor({-1})} end, "error"},
 }})
 E("attn.F.binary_cross_entropy_with_logits", {t23(), t23({range = "prob", salt = 4}),
-  loss_opts({weight = K.tensor({2, 3}, {opt = true, range = "pos"}), pos_weight = K.tensor({3}, {opt = true, range = "pos"})})})
+  loss_opts({weight = K.tensor({2, 3}, {opt = true, range = "pos"}), pos_weight = K.tensor({3}, {opt = true, range = "pos"})})},
+  {override = WEIGHT3})
 E("attn.F.kl_div", {t23(), t23({range = "prob", salt = 4}), K.opts({reduction = K.choice("batchmean", {opt = true}),
-  log_target = K.bool(false)})})
+  log_target = K.bool(false)})}, {override = SIZE_AVERAGE})
 
 -- attn.nn
 local function seeded(f) return function() attn.manual_seed(42); return f() end end
@@ -2775,15 +2781,19 @@ do
     return t
   end
   local WEIGHT_FIRST = {override = {[1] = {["a tensor"] = "any"}}}
+  -- torch's positional order (issue 29): a boolean first argument is size_average
+  local LEGACY_FIRST = {override = {[1] = {["true"] = "ok", ["false"] = "ok"}}}
   loss_mod("CrossEntropyLoss", with_legacy({weight = class_opts.weight, ignore_index = class_opts.ignore_index,
     reduction = RED, label_smoothing = K.num(0.1, {opt = true, min = 0, max = 1, finite = true})}), WEIGHT_FIRST)
   loss_mod("NLLLoss", with_legacy({weight = class_opts.weight, ignore_index = class_opts.ignore_index, reduction = RED}),
     WEIGHT_FIRST)
-  loss_mod("KLDivLoss", with_legacy({reduction = K.choice("batchmean", {opt = true}), log_target = K.bool(false)}))
-  loss_mod("MSELoss", with_legacy({reduction = RED}))
-  loss_mod("L1Loss", with_legacy({reduction = RED}))
-  loss_mod("SmoothL1Loss", with_legacy({reduction = RED, beta = K.num(0.5, {opt = true, min = 0})}))
-  loss_mod("HuberLoss", with_legacy({reduction = RED, delta = K.num(0.5, {opt = true, min = 1e-300})}),
+  loss_mod("KLDivLoss", with_legacy({reduction = K.choice("batchmean", {opt = true}), log_target = K.bool(false)}),
+    LEGACY_FIRST)
+  loss_mod("MSELoss", with_legacy({reduction = RED}), LEGACY_FIRST)
+  loss_mod("L1Loss", with_legacy({reduction = RED}), LEGACY_FIRST)
+  loss_mod("SmoothL1Loss", with_legacy({reduction = RED, beta = K.num(0.5, {opt = true, min = 0})}), LEGACY_FIRST)
+  -- torch's HuberLoss has no size_average/reduce
+  loss_mod("HuberLoss", {reduction = RED, delta = K.num(0.5, {opt = true, min = 1e-300})},
     {override = {[1] = {["option delta = 1.0000000000000001e-300"] = "any"}}})
   loss_mod("BCELoss", with_legacy({weight = K.tensor({2, 3}, {opt = true, range = "pos"}), reduction = RED}),
     WEIGHT_FIRST)
@@ -3446,7 +3456,7 @@ local RING_OPTS = K.opts({causal = BOOL(true), is_causal = BOOL(true), scale = K
 E("attn.dist.ring_attention", {K.tensor({2, 4, 3}), K.tensor({2, 4, 3}, {salt = 2}), K.tensor({2, 4, 3}, {salt = 3}),
   RING_OPTS})
 E("attn.F.ring_attention", {K.tensor({2, 4, 3}), K.tensor({2, 4, 3}, {salt = 2}), K.tensor({2, 4, 3}, {salt = 3}),
-  RING_OPTS}, {names = {"ring_attention"}})
+  RING_OPTS}, {names = {"ring_attention"}, override = {[4] = {["true"] = "ok", ["false"] = "ok"}}}) -- causal
 E("attn.dist.ring_shard", {K.tensor({2, 4, 3}), K.opts({causal = BOOL(true), is_causal = BOOL(true),
   rank = K.int(0, {opt = true, min = 0, max = 0}), size = K.int(1, {opt = true, min = 1, max = 1})})})
 E("attn.dist.ring_unshard", {K.tensor({2, 4, 3}), K.opts({causal = BOOL(true), is_causal = BOOL(true)})})

@@ -75,7 +75,7 @@ local CATALOGUE = {
   {function() local r = nn.GRU(3, 2, {batchfirst = true}); return r end,
     "GRU: unknown option 'batchfirst'", "did you mean 'batch_first'%?%); valid options: batch_first, bias"},
   {function() local r = F.cross_entropy(x23, attn.tensor({1.0, 2.0}), {reduce_mode = "sum"}); return r end,
-    "cross_entropy: unknown option 'reduce_mode'", "valid options: ignore_index, label_smoothing, reduction, weight"},
+    "cross_entropy: unknown option 'reduce_mode'", "valid options: ignore_index, label_smoothing, reduce, reduction, size_average, target, weight"},
   {function() local r = x23:sum({dims = 2}); return r end,
     "sum: unknown option 'dims'", "did you mean 'dim'%?%); valid options: dim, keepdim"},
   {function() local r = attn.full({2}, 1, {requires_grad = "yes"}); return r end,

@@ -281,4 +281,10 @@ function(self) return ("beta=%s, threshold=%s"):format(pyrepr(self.beta), pyrepr
 -- @treturn string
 -- @function Softplus:extra_repr
 
+-- torch's signatures (attn/signature.lua: a trailing options table)
+require("attn.signature").declare(M, "activation.", {
+  silu = "input, inplace=false", mish = "input, inplace=false",
+  leaky_relu = "input, negative_slope=0.01, inplace=false", elu = "input, alpha=1.0, inplace=false",
+  softplus = "input, beta=1, threshold=20",
+})
 return M

@@ -216,6 +216,39 @@ function attn._misuse.check_options(fn, opts, known)
   return opts
 end
 
+--- Internal: the optional arguments of a function declared "native" in
+-- attn/signature.lua (it reads them itself): values in torch's positional
+-- order (names) and/or a trailing options table (plain, empty or with
+-- string keys), merged into one table name -> value.  A name given both
+-- ways, an unknown key or too many arguments raise.
+function attn._misuse.merge_options(fn, names, ...)
+  local n = select("#", ...)
+  local args = {...}
+  while n > 0 and args[n] == nil do n = n - 1 end
+  local opts = {}
+  local last = args[n]
+  if n > 0 and type(last) == "table" and getmetatable(last) == nil and
+    (next(last) == nil or type(next(last)) == "string") then
+    attn._misuse.check_options(fn, last, names)
+    for k, v in pairs(last) do opts[k] = v end
+    n = n - 1
+  end
+  if n > #names then
+    error(("%s: expected at most %d arguments here (%s), got %d"):format(fn, #names, table.concat(names, ", "), n),
+      2)
+  end
+  for i = 1, n do
+    local v = args[i]
+    if v ~= nil then
+      if opts[names[i]] ~= nil then
+        error(("%s: %s given twice (as argument and in the options table)"):format(fn, names[i]), 2)
+      end
+      opts[names[i]] = v
+    end
+  end
+  return opts
+end
+
 --- Internal: arguments given positionally (args, in the order of names)
 -- or as one options table (args[1], a plain table, checked as by
 -- check_options): a table name -> value.

@@ -312,4 +312,8 @@ function Conv1d:extra_repr()
   return s
 end
 
+-- torch's signature (attn/signature.lua: a trailing options table)
+require("attn.signature").declare(M, "conv.", {
+  conv1d = "input, weight, bias=nil, stride=1, padding=0, dilation=1, groups=1",
+})
 return M

@@ -116,4 +116,6 @@ function M.clones(module, n)
   return nn.ModuleList(list)
 end
 
+-- Python's copy.deepcopy(x, memo=None) (attn/signature.lua)
+require("attn.signature").declare(M, "copy.", {deepcopy = "x, memo=nil", clones = false})
 return M

@@ -53,13 +53,21 @@ local function opt_tensor(x, fn, name)
   return as_tensor(x, fn, name)
 end
 
--- An options table; known lists the option names (a typo raises).
-local function check_opts(opts, fn, known) return attn._misuse.check_options(fn, opts, known) end
-
-local function set(...)
-  local t = {}
-  for _, k in ipairs({...}) do t[k] = true end
-  return t
+-- The losses take torch's positional order; a trailing options table is
+-- expanded into it by their declarations (attn/signature.lua).  torch's
+-- deprecated size_average/reduce, when given, decide the reduction as in
+-- torch (legacy_get_string): o.reduction, from the options o.
+local function legacy_reduction(o, fn, size_average, reduce_)
+  if size_average == nil and reduce_ == nil then return o end
+  for k, v in pairs({size_average = size_average, reduce = reduce_}) do
+    if type(v) ~= "boolean" then error(("%s: %s must be a boolean (got %s)"):format(fn, k, type(v)), 3) end
+  end
+  if reduce_ == false then
+    o.reduction = "none"
+  else
+    o.reduction = size_average == false and "sum" or "mean"
+  end
+  return o
 end
 
 -- A number argument or option (nil gives def); NaN is refused.
@@ -354,7 +362,8 @@ local function class_args(input, target, opts, fn)
   return cdim, C, check_weight(opts.weight, C, fn), ignore
 end
 
---- nll_loss(input, target, opts): input [C] | [N, C] | [N, C, d1, ...] holds
+--- nll_loss(input, target, weight, size_average, ignore_index, reduce,
+-- reduction), torch's order, or with an options table (opts): input [C] | [N, C] | [N, C, d1, ...] holds
 -- log-probabilities, target [] | [N] | [N, d1, ...] class numbers (1-based).
 -- opts: weight ([C] per-class weights), ignore_index (targets equal to it
 -- are skipped: they add nothing to the loss nor to the weight sum; default
@@ -364,8 +373,9 @@ end
 -- here), reduction.
 -- "mean" divides by the sum of the targets' weights (their count without
 -- weight), like torch.
-function F.nll_loss(input, target, opts)
-  opts = check_opts(opts, "nll_loss", set("weight", "ignore_index", "reduction"))
+function F.nll_loss(input, target, weight_, size_average, ignore_index, reduce_, reduction_)
+  local opts = legacy_reduction({weight = weight_, ignore_index = ignore_index, reduction = reduction_}, "nll_loss",
+    size_average, reduce_)
   input = as_tensor(input, "nll_loss", "input")
   target = as_tensor(target, "nll_loss", "target")
   local reduction = check_reduction(opts.reduction, "nll_loss")
@@ -373,7 +383,8 @@ function F.nll_loss(input, target, opts)
   return (nll(input, target, cdim, weight, ignore, reduction))
 end
 
---- cross_entropy(input, target, opts): log_softmax over the class dim, then
+--- cross_entropy(input, target, weight, size_average, ignore_index,
+-- reduce, reduction, label_smoothing) or with an options table (opts): log_softmax over the class dim, then
 -- either
 --  * class numbers: target [] | [N] | [N, d1, ...] (1-based), as nll_loss,
 --    with opts weight, ignore_index, reduction, label_smoothing (in [0, 1]:
@@ -383,9 +394,10 @@ end
 --    label_smoothing (target * (1 - ls) + ls / C); "mean" divides by the
 --    number of samples (numel / C).  An ignore_index that is a class
 --    number (>= 1) is an error here, as in torch.
-function F.cross_entropy(input, target, opts)
+function F.cross_entropy(input, target, weight_, size_average, ignore_index, reduce_, reduction_, label_smoothing)
   local fn = "cross_entropy"
-  opts = check_opts(opts, fn, set("weight", "ignore_index", "reduction", "label_smoothing"))
+  local opts = legacy_reduction({weight = weight_, ignore_index = ignore_index, reduction = reduction_,
+    label_smoothing = label_smoothing}, fn, size_average, reduce_)
   input = as_tensor(input, fn, "input")
   target = as_tensor(target, fn, "target")
   local reduction = check_reduction(opts.reduction, fn)
@@ -438,16 +450,16 @@ function F.cross_entropy(input, target, opts)
 end
 
 --- mse_loss(input, target, opts): (input - target)^2, reduced.
-function F.mse_loss(input, target, opts)
-  opts = check_opts(opts, "mse_loss", set("reduction"))
+function F.mse_loss(input, target, size_average, reduce_, reduction_)
+  local opts = legacy_reduction({reduction = reduction_}, "mse_loss", size_average, reduce_)
   input, target = pair(input, target, "mse_loss")
   local d = input - target
   return reduce(d * d, check_reduction(opts.reduction, "mse_loss"))
 end
 
 --- l1_loss(input, target, opts): |input - target|, reduced.
-function F.l1_loss(input, target, opts)
-  opts = check_opts(opts, "l1_loss", set("reduction"))
+function F.l1_loss(input, target, size_average, reduce_, reduction_)
+  local opts = legacy_reduction({reduction = reduction_}, "l1_loss", size_average, reduce_)
   input, target = pair(input, target, "l1_loss")
   return reduce((input - target):abs(), check_reduction(opts.reduction, "l1_loss"))
 end
@@ -455,8 +467,8 @@ end
 --- smooth_l1_loss(input, target, opts): z = |input - target|;
 -- 0.5 z^2 / beta where z < beta, else z - 0.5 beta (opts.beta = 1; beta = 0
 -- is l1_loss).
-function F.smooth_l1_loss(input, target, opts)
-  opts = check_opts(opts, "smooth_l1_loss", set("reduction", "beta"))
+function F.smooth_l1_loss(input, target, size_average, reduce_, reduction_, beta_)
+  local opts = legacy_reduction({reduction = reduction_, beta = beta_}, "smooth_l1_loss", size_average, reduce_)
   local reduction = check_reduction(opts.reduction, "smooth_l1_loss")
   local beta = check_number(opts.beta, 1.0, "smooth_l1_loss", "beta")
   if beta < 0 then error("smooth_l1_loss: beta must be non-negative", 2) end
@@ -468,8 +480,8 @@ end
 
 --- huber_loss(input, target, opts): z = |input - target|; 0.5 z^2 where
 -- z < delta, else delta * (z - 0.5 delta) (opts.delta = 1, > 0).
-function F.huber_loss(input, target, opts)
-  opts = check_opts(opts, "huber_loss", set("reduction", "delta"))
+function F.huber_loss(input, target, reduction_, delta_)
+  local opts = {reduction = reduction_, delta = delta_}
   local reduction = check_reduction(opts.reduction, "huber_loss")
   local delta = check_number(opts.delta, 1.0, "huber_loss", "delta")
   if delta <= 0 then error("huber_loss: delta must be positive", 2) end
@@ -480,8 +492,7 @@ end
 
 -- The binary cross entropies' arguments: input and target of one shape,
 -- the options (known), the reduction and the optional weight.
-local function bce_args(fn, input, target, opts, known)
-  opts = check_opts(opts, fn, known)
+local function bce_args(fn, input, target, opts)
   local reduction = check_reduction(opts.reduction, fn)
   input, target = pair(input, target, fn, "both")
   if not same_shape(input:shape(), target:shape()) then
@@ -497,10 +508,11 @@ end
 -- (broadcast to target's shape), reduction.  The gradient is torch's:
 -- w (x - t) / max(x (1 - x), 1e-12), finite even at x = 0 or 1; no
 -- gradient flows to target or weight.
-function F.binary_cross_entropy(input, target, opts)
+function F.binary_cross_entropy(input, target, weight_, size_average, reduce_, reduction_)
   local fn = "binary_cross_entropy"
+  local opts = legacy_reduction({weight = weight_, reduction = reduction_}, fn, size_average, reduce_)
   local _, reduction, weight
-  input, target, _, reduction, weight = bce_args(fn, input, target, opts, set("weight", "reduction"))
+  input, target, _, reduction, weight = bce_args(fn, input, target, opts)
   local loss, dx
   do
     local _ <close> = attn.no_grad()
@@ -527,11 +539,12 @@ end
 -- (1 - t) x + lw (log(e^-m + e^(-x-m)) + m), m = max(-x, 0),
 -- lw = 1 + (pos_weight - 1) t.  opts: weight, pos_weight (broadcast along
 -- the last dim: one per class), reduction.
-function F.binary_cross_entropy_with_logits(input, target, opts)
+function F.binary_cross_entropy_with_logits(input, target, weight_, size_average, reduce_, reduction_, pos_weight_)
   local fn = "binary_cross_entropy_with_logits"
+  local opts = legacy_reduction({weight = weight_, reduction = reduction_, pos_weight = pos_weight_}, fn, size_average,
+    reduce_)
   local reduction, weight
-  input, target, opts, reduction, weight = bce_args(fn, input, target, opts,
-    set("weight", "pos_weight", "reduction"))
+  input, target, opts, reduction, weight = bce_args(fn, input, target, opts)
   local pos_weight = opt_tensor(opts.pos_weight, fn, "pos_weight")
   local m = (-input):clamp(0, nil)
   -- -x - m written as -relu(x): the same value for finite x (and the same
@@ -555,9 +568,9 @@ end
 -- Pointwise t (log t - x) (0 where t = 0), or e^t (t - x) for log targets.
 -- reduction: "mean" (over all elements, as torch: usually not what you
 -- want), "batchmean" (sum / input's first size), "sum", "none".
-function F.kl_div(input, target, opts)
+function F.kl_div(input, target, size_average, reduce_, reduction_, log_target)
   local fn = "kl_div"
-  opts = check_opts(opts, fn, set("reduction", "log_target"))
+  local opts = legacy_reduction({reduction = reduction_, log_target = log_target}, fn, size_average, reduce_)
   local reduction = check_reduction(opts.reduction, fn, "batchmean")
   input, target = pair(input, target, fn, "both")
   local out
@@ -587,9 +600,11 @@ end
 F.scaled_dot_product_attention = attn.scaled_dot_product_attention
 
 --- split_heads(x [..., L, H*D], H) -> [..., H, L, D]; combine_heads inverts it.
---- F.ring_attention(q, k, v [, {causal =, scale =}]): attention over a
--- sequence split across MPI ranks (attn.dist.ring_attention).
-function F.ring_attention(q, k, v, opts) return require("attn.dist").ring_attention(q, k, v, opts) end
+--- F.ring_attention(q, k, v [, causal [, scale [, is_causal]]]) or with {causal =, scale =}:
+-- attention over a sequence split across MPI ranks (attn.dist.ring_attention).
+function F.ring_attention(q, k, v, causal, scale, is_causal)
+  return require("attn.dist").ring_attention(q, k, v, {causal = causal, scale = scale, is_causal = is_causal})
+end
 --- split_heads(x, H): x [..., L, H*D] -> [..., H, L, D]
 -- (attn.attention.split_heads).
 function F.split_heads(x, H) return require("attn.attention").split_heads(x, H) end

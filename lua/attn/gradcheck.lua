@@ -237,6 +237,11 @@ end
 function M.gradcheck(fn, inputs, opts)
   assert(type(fn) == "function" or (getmetatable(fn) or {}).__call,
     "gradcheck: fn must be callable")
+  if opts == nil and type(inputs) == "table" and getmetatable(inputs) == nil and inputs.inputs ~= nil then
+    opts = {} -- gradcheck(fn, {inputs = ..., eps = ...}): torch's keywords, inputs among them
+    for k, v in pairs(inputs) do if k ~= "inputs" then opts[k] = v end end
+    inputs = inputs.inputs
+  end
   assert(type(inputs) == "table", "gradcheck: inputs must be a list")
   local o = {}
   for k, v in pairs(defaults) do o[k] = v end
@@ -263,5 +268,11 @@ function M.gradcheck(fn, inputs, opts)
   if o.raise then error(msg, 2) end
   return false, msg
 end
+
+-- torch's gradcheck(func, inputs, *, eps=, atol=, rtol=, raise_exception=, ...)
+-- with attn's option names; it reads its options itself (attn/signature.lua)
+require("attn.signature").declare(M, "gradcheck.", {
+  gradcheck = "native: func, inputs, *, eps=0.001, atol=0.01, rtol=0.01, raise=true, full_max=32, seed=12345",
+})
 
 return setmetatable(M, {__call = function(_, ...) return M.gradcheck(...) end})

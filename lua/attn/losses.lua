@@ -52,32 +52,13 @@ local function legacy_reduction(size_average, reduce, fn)
   return size_average and "mean" or "sum"
 end
 
--- (weight tensor or options [, options]) -> options table, checked
--- against known; level 5 is the user's line (parse -> init -> __call).
-local function parse(fn, known, a, b)
-  local opts
-  if is_tensor(a) then
-    if not known.weight then error(("%s: expected an options table (got a tensor)"):format(fn), 4) end
-    if b ~= nil and (type(b) ~= "table" or is_tensor(b) or getmetatable(b) ~= nil) then
-      error(("%s: the argument after weight must be an options table (got %s)"):format(fn, type(b)), 4)
-    end
-    opts = {}
-    for k, v in pairs(b or {}) do opts[k] = v end
-    if opts.weight ~= nil then error(fn .. ": weight given twice (as the first argument and as an option)", 4) end
-    opts.weight = a
-  else
-    if b ~= nil then error(("%s: expected at most one options table"):format(fn), 4) end
-    if a ~= nil and (type(a) ~= "table" or getmetatable(a) ~= nil) then
-      error(("%s: expected an options table (got %s)"):format(fn, type(a)), 4)
-    end
-    opts = {}
-    for k, v in pairs(a or {}) do opts[k] = v end
-  end
-  for k in pairs(opts) do
-    if not known[k] then
-      error(attn._misuse.unknown_option(fn, k, known), 4)
-    end
-  end
+-- The constructor's arguments in torch's order (order: their names)
+-- and/or a trailing options table -> one options table, checked (the
+-- classes are declared "native" in attn/signature.lua).
+local function parse(fn, order, ...)
+  local opts = attn._misuse.merge_options(fn, order, ...)
+  local known = {}
+  for _, k in ipairs(order) do known[k] = true end
   local r = opts.reduction
   if r == nil then r = "mean" end
   if not (reductions[r] or (known.log_target and r == "batchmean")) then
@@ -90,12 +71,6 @@ local function parse(fn, known, a, b)
   end
   opts.reduction = r
   return opts
-end
-
-local function set(...)
-  local t = {}
-  for _, k in ipairs({...}) do t[k] = true end
-  return t
 end
 
 local function buffer(self, fn, name, v)
@@ -127,9 +102,9 @@ M.CrossEntropyLoss = CrossEntropyLoss
 -- reduction ("mean", "sum" or "none"), label_smoothing (0..1), and torch's
 -- deprecated size_average/reduce.  Unknown options raise.
 -- @usage local loss_fn = nn.CrossEntropyLoss({ignore_index = 1, label_smoothing = 0.1})
-function CrossEntropyLoss:init(a, b)
+function CrossEntropyLoss:init(...)
   local fn = "CrossEntropyLoss"
-  local o = parse(fn, set("weight", "ignore_index", "reduction", "label_smoothing", "size_average", "reduce"), a, b)
+  local o = parse(fn, {"weight", "size_average", "ignore_index", "reduce", "reduction", "label_smoothing"}, ...)
   local ig = o.ignore_index
   if ig == nil then ig = -100 end
   if not (type(ig) == "number" and math.tointeger(ig)) then
@@ -161,9 +136,9 @@ M.NLLLoss = NLLLoss
 -- torch.nn.NLLLoss.  opts: weight ([C], or the first argument; a buffer),
 -- ignore_index (default -100; 1-based for a real class), reduction
 -- ("mean", "sum", "none"), size_average/reduce (deprecated, as torch).
-function NLLLoss:init(a, b)
+function NLLLoss:init(...)
   local fn = "NLLLoss"
-  local o = parse(fn, set("weight", "ignore_index", "reduction", "size_average", "reduce"), a, b)
+  local o = parse(fn, {"weight", "size_average", "ignore_index", "reduce", "reduction"}, ...)
   local ig = o.ignore_index
   if ig == nil then ig = -100 end
   if not (type(ig) == "number" and math.tointeger(ig)) then
@@ -192,9 +167,9 @@ M.KLDivLoss = KLDivLoss
 -- opts: reduction ("mean" over every element as torch, "batchmean" for
 -- the KL divergence per batch item, "sum", "none"), log_target (false:
 -- target holds probabilities; true: log-probabilities), size_average/reduce.
-function KLDivLoss:init(a, b)
+function KLDivLoss:init(...)
   local fn = "KLDivLoss"
-  local o = parse(fn, set("reduction", "log_target", "size_average", "reduce"), a, b)
+  local o = parse(fn, {"size_average", "reduce", "reduction", "log_target"}, ...)
   if o.log_target ~= nil and type(o.log_target) ~= "boolean" then
     error(("%s: log_target must be a boolean (got %s)"):format(fn, type(o.log_target)), 3)
   end
@@ -209,13 +184,11 @@ function KLDivLoss:forward(input, target)
   return F.kl_div(input, target, {reduction = self.reduction, log_target = self.log_target})
 end
 
-local function simple(name, fname, extra)
+local function simple(name, fname, order, extra)
   local cls = nn.Module:extend(name)
   M[name] = cls
-  local known = set("reduction", "size_average", "reduce")
-  if extra then known[extra[1]] = true end
-  function cls:init(a, b)
-    local o = parse(name, known, a, b)
+  function cls:init(...)
+    local o = parse(name, order, ...)
     self.reduction = o.reduction
     if extra then
       local v = o[extra[1]]
@@ -244,22 +217,22 @@ end
 --- MSELoss([opts]): the mean (or sum, or none) of (input - target)^2 over
 -- attn.F.mse_loss.  torch.nn.MSELoss.
 -- @table MSELoss
-simple("MSELoss", "mse_loss")
+simple("MSELoss", "mse_loss", {"size_average", "reduce", "reduction"})
 
 --- L1Loss([opts]): |input - target| reduced, over attn.F.l1_loss.
 -- torch.nn.L1Loss.
 -- @table L1Loss
-simple("L1Loss", "l1_loss")
+simple("L1Loss", "l1_loss", {"size_average", "reduce", "reduction"})
 
 --- SmoothL1Loss([opts]): attn.F.smooth_l1_loss, quadratic below beta and
 -- linear above.  torch.nn.SmoothL1Loss.  opts adds beta (default 1.0, >= 0).
 -- @table SmoothL1Loss
-simple("SmoothL1Loss", "smooth_l1_loss", {"beta", 1.0})
+simple("SmoothL1Loss", "smooth_l1_loss", {"size_average", "reduce", "reduction", "beta"}, {"beta", 1.0})
 
 --- HuberLoss([opts]): attn.F.huber_loss (SmoothL1 scaled by delta).
 -- torch.nn.HuberLoss.  opts adds delta (default 1.0, > 0).
 -- @table HuberLoss
-simple("HuberLoss", "huber_loss", {"delta", 1.0, true})
+simple("HuberLoss", "huber_loss", {"reduction", "delta"}, {"delta", 1.0, true})
 
 --- MSELoss:init([opts]): stores reduction ("mean", "sum", "none"; torch's
 -- deprecated size_average/reduce mapped to it); unknown options raise.
@@ -306,8 +279,8 @@ M.BCELoss = BCELoss
 -- torch.nn.BCELoss.  opts: weight (a tensor broadcast with the input,
 -- weighing each element; also the first argument; a buffer), reduction,
 -- size_average/reduce.
-function BCELoss:init(a, b)
-  local o = parse("BCELoss", set("weight", "reduction", "size_average", "reduce"), a, b)
+function BCELoss:init(...)
+  local o = parse("BCELoss", {"weight", "size_average", "reduce", "reduction"}, ...)
   buffer(self, "BCELoss", "weight", o.weight)
   self.reduction = o.reduction
 end
@@ -325,9 +298,9 @@ M.BCEWithLogitsLoss = BCEWithLogitsLoss
 -- torch.nn.BCEWithLogitsLoss.  opts: weight (per element, broadcast; also
 -- the first argument), pos_weight (per class, along the last dim), both
 -- buffers; reduction, size_average/reduce.
-function BCEWithLogitsLoss:init(a, b)
+function BCEWithLogitsLoss:init(...)
   local fn = "BCEWithLogitsLoss"
-  local o = parse(fn, set("weight", "reduction", "pos_weight", "size_average", "reduce"), a, b)
+  local o = parse(fn, {"weight", "size_average", "reduce", "reduction", "pos_weight"}, ...)
   buffer(self, fn, "weight", o.weight)
   buffer(self, fn, "pos_weight", o.pos_weight)
   self.reduction = o.reduction
@@ -340,6 +313,25 @@ end
 function BCEWithLogitsLoss:forward(input, target)
   return F.binary_cross_entropy_with_logits(input, target, {weight = self.weight, pos_weight = self.pos_weight,
                                                             reduction = self.reduction})
+end
+
+-- torch's signatures (attn/signature.lua); the constructors read their
+-- options themselves (parse above)
+local signature = require "attn.signature"
+local LOSS_SIGNATURES = {
+  CrossEntropyLoss = "weight=nil, size_average=nil, ignore_index=-100, reduce=nil, reduction='mean', "
+    .. "label_smoothing=0.0",
+  NLLLoss = "weight=nil, size_average=nil, ignore_index=-100, reduce=nil, reduction='mean'",
+  KLDivLoss = "size_average=nil, reduce=nil, reduction='mean', log_target=false",
+  MSELoss = "size_average=nil, reduce=nil, reduction='mean'",
+  L1Loss = "size_average=nil, reduce=nil, reduction='mean'",
+  SmoothL1Loss = "size_average=nil, reduce=nil, reduction='mean', beta=1.0",
+  HuberLoss = "reduction='mean', delta=1.0",
+  BCELoss = "weight=nil, size_average=nil, reduce=nil, reduction='mean'",
+  BCEWithLogitsLoss = "weight=nil, size_average=nil, reduce=nil, reduction='mean', pos_weight=nil",
+}
+for name, sig in pairs(LOSS_SIGNATURES) do
+  signature.declare(M[name], "losses." .. name .. ".", {init = "native: self, " .. sig, forward = false})
 end
 
 return M

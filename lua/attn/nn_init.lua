@@ -247,4 +247,15 @@ function M.sparse_(t, sparsity, std, gen)
   end, t)
 end
 
+-- torch's signatures (attn/signature.lua: a trailing options table);
+-- generator, torch 2.x's, comes last
+require("attn.signature").declare(M, "init.", {
+  calculate_gain = "nonlinearity, param=nil", calculate_fan_in_and_fan_out = false,
+  uniform_ = "tensor, a=0.0, b=1.0, generator=nil", normal_ = "tensor, mean=0.0, std=1.0, generator=nil",
+  constant_ = false, zeros_ = false, ones_ = false, eye_ = false,
+  xavier_uniform_ = "tensor, gain=1.0, generator=nil", xavier_normal_ = "tensor, gain=1.0, generator=nil",
+  kaiming_uniform_ = "tensor, a=0, mode='fan_in', nonlinearity='leaky_relu', generator=nil",
+  kaiming_normal_ = "tensor, a=0, mode='fan_in', nonlinearity='leaky_relu', generator=nil",
+  sparse_ = "tensor, sparsity, std=0.01, generator=nil",
+})
 return M

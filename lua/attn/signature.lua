@@ -220,6 +220,27 @@ M.SIGNATURES = {
   ["F.one_hot"] = "tensor, num_classes=-1",
   ["F.linear"] = "input, weight, bias=nil",
   -- == functional: the other attn.F functions (helper F adds lines here) ==
+  ["F.relu"] = false, ["F.tanh"] = false, ["F.sigmoid"] = false, -- torch's inplace= of relu: attn has relu_
+  ["F.silu"] = "input, inplace=false",
+  ["F.mish"] = "input, inplace=false",
+  ["F.normalize"] = "input, p=2.0, dim=2, eps=1e-12", -- torch's dim=1 is attn's 2 (1-based)
+  ["F.pad"] = "input, pad, mode='constant', value=nil",
+  ["F.cosine_similarity"] = "x1, x2, dim=2, eps=1e-08",
+  ["F.conv1d"] = "input, weight, bias=nil, stride=1, padding=0, dilation=1, groups=1",
+  -- the losses: torch's order, the deprecated size_average/reduce included
+  ["F.nll_loss"] = "input, target, weight=nil, size_average=nil, ignore_index=-100, reduce=nil, reduction='mean'",
+  ["F.cross_entropy"] = "input, target, weight=nil, size_average=nil, ignore_index=-100, reduce=nil, "
+    .. "reduction='mean', label_smoothing=0.0",
+  ["F.mse_loss"] = "input, target, size_average=nil, reduce=nil, reduction='mean'",
+  ["F.l1_loss"] = "input, target, size_average=nil, reduce=nil, reduction='mean'",
+  ["F.smooth_l1_loss"] = "input, target, size_average=nil, reduce=nil, reduction='mean', beta=1.0",
+  ["F.huber_loss"] = "input, target, reduction='mean', delta=1.0",
+  ["F.binary_cross_entropy"] = "input, target, weight=nil, size_average=nil, reduce=nil, reduction='mean'",
+  ["F.binary_cross_entropy_with_logits"] = "input, target, weight=nil, size_average=nil, reduce=nil, "
+    .. "reduction='mean', pos_weight=nil",
+  ["F.kl_div"] = "input, target, size_average=nil, reduce=nil, reduction='mean', log_target=false",
+  ["F.ring_attention"] = "query, key, value, causal=false, scale=nil, is_causal=false", -- attn's (attn.dist.ring_attention)
+  ["F.split_heads"] = false, ["F.combine_heads"] = false,
   -- == end functional ==
 }
 
