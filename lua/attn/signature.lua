@@ -239,7 +239,8 @@ M.SIGNATURES = {
   ["F.binary_cross_entropy_with_logits"] = "input, target, weight=nil, size_average=nil, reduce=nil, "
     .. "reduction='mean', pos_weight=nil",
   ["F.kl_div"] = "input, target, size_average=nil, reduce=nil, reduction='mean', log_target=false",
-  ["F.ring_attention"] = "query, key, value, causal=false, scale=nil, is_causal=false", -- attn's (attn.dist.ring_attention)
+  -- attn's (attn.dist.ring_attention)
+  ["F.ring_attention"] = "query, key, value, causal=false, scale=nil, is_causal=false",
   ["F.split_heads"] = false, ["F.combine_heads"] = false,
   -- == end functional ==
 }
