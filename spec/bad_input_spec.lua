@@ -1993,7 +1993,8 @@ E("attn.nn.Embedding", {K.size(5, {huge = "error"}), K.size(3, {huge = "error"})
 }, override = {[3] = {["option padding_idx = 0"] = "error", ["option padding_idx = 2^62"] = "error",
   ["option padding_idx = maxinteger"] = "error", ["option padding_idx = mininteger"] = "error",
   ["option padding_idx = -2^62"] = "error", ["option padding_idx = 2^31"] = "error",
-  ["option padding_idx = -2^31"] = "error", ["option padding_idx = 2^53"] = "error"}}})
+  ["option padding_idx = -2^31"] = "error", ["option padding_idx = 2^53"] = "error",
+  ["a number"] = "ok"}}}) -- a number third is padding_idx, torch's order (issue 29)
 forward("attn.nn.Embedding.forward", function() return nn.Embedding(5, 3) end, {K.index({2, 2}, 5)})
 forward("attn.nn.Embedding.forward", function() return nn.Embedding(5, 3, {max_norm = 0.5}) end,
   {K.index({2, 2}, 5)}, {writes_all = true})
@@ -2007,7 +2008,7 @@ E("attn.nn.Embedding.from_pretrained", {K.tensor({5, 3}), K.opts({freeze = BOOL(
   ["option padding_idx = 2^62"] = "error", ["option padding_idx = maxinteger"] = "error",
   ["option padding_idx = mininteger"] = "error", ["option padding_idx = -2^62"] = "error",
   ["option padding_idx = 2^31"] = "error", ["option padding_idx = -2^31"] = "error",
-  ["option padding_idx = 2^53"] = "error"}}, noalias = true})
+  ["option padding_idx = 2^53"] = "error", ["true"] = "ok", ["false"] = "ok"}}, noalias = true}) -- freeze
 E("attn.nn.LayerNorm", {K.custom(function() return {3} end, {
   {"a number", function() return 3, {3} end, "same"},
   {"an empty shape", function() return {} end, "error"},

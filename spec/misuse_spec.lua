@@ -130,8 +130,10 @@ local function check_dot_calls(cls_name, methods, recv)
   for _, k in ipairs(names) do
     local f = methods[k]
     local plain = attn._misuse.unwrap_method(f)
-    -- a method: a C tensor method, or a Lua function whose first parameter is self
-    local is_method = plain ~= f or attn._misuse.takes_self(plain) or debug.getinfo(f, "S").what == "C"
+    -- a method: a C tensor method, a guarded one, or a Lua function whose
+    -- first parameter is self (a declared signature's wrapper is neither)
+    local inner = require("attn.signature").wrapped[f] or f
+    local is_method = plain ~= inner or attn._misuse.takes_self(plain) or debug.getinfo(f, "S").what == "C"
     if is_method then
       count = count + 1
       local line

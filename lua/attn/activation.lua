@@ -287,4 +287,10 @@ require("attn.signature").declare(M, "activation.", {
   leaky_relu = "input, negative_slope=0.01, inplace=false", elu = "input, alpha=1.0, inplace=false",
   softplus = "input, beta=1, threshold=20",
 })
+for name, sig in pairs({SiLU = "inplace=false", Mish = "inplace=false",
+                        LeakyReLU = "negative_slope=0.01, inplace=false", ELU = "alpha=1.0, inplace=false",
+                        Softplus = "beta=1, threshold=20"}) do
+  require("attn.signature").declare(M[name], "nn." .. name .. ".", {init = "self, " .. sig, forward = false,
+    extra_repr = false})
+end
 return M

@@ -316,4 +316,9 @@ end
 require("attn.signature").declare(M, "conv.", {
   conv1d = "input, weight, bias=nil, stride=1, padding=0, dilation=1, groups=1",
 })
+require("attn.signature").declare(Conv1d, "nn.Conv1d.", {
+  init = "self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=true, "
+    .. "padding_mode='zeros'",
+  forward = false, reset_parameters = false, extra_repr = false,
+})
 return M

@@ -81,5 +81,6 @@ end})
 function Module:clone()
   return require("attn.copy").deepcopy(self)
 end
+require("attn.signature").declare(Module, "nn.Module.", {clone = false})
 
 return nn

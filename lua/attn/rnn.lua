@@ -633,6 +633,17 @@ end
 -- state of each layer and direction (l1 forward, l1 reverse, l2 ...),
 -- taken at each sequence's own last step.
 function RNNBase:forward(input, hx)
+  -- torch's keywords in a trailing options table (declared "native" below:
+  -- a PackedSequence and LSTM's {h, c} are tables too, so only a plain
+  -- table with string keys is read as options)
+  local function plain_opts(t) return type(t) == "table" and getmetatable(t) == nil and type(next(t)) == "string" end
+  if hx ~= nil and plain_opts(hx) then
+    attn._misuse.check_options(self:_get_name() .. ":forward", hx, {"hx"})
+    hx = hx.hx
+  elseif hx == nil and plain_opts(input) and input.input ~= nil then
+    attn._misuse.check_options(self:_get_name() .. ":forward", input, {"input", "hx"})
+    input, hx = input.input, input.hx
+  end
   local name = self:_get_name()
   local mode = self.mode
   local packed = is_packed(input)
@@ -736,6 +747,23 @@ function RNNBase:forward(input, hx)
   return output, h_n
 end
 
+-- torch's positional order after num_layers (a trailing options table is
+-- expanded into it by the declarations below, attn/signature.lua) -> the
+-- (num_layers, options) base_init takes
+local function positional(num_layers, names, ...)
+  if type(num_layers) == "table" then return num_layers, ... end -- base_init's own (options) form
+  local o, any = {}, false
+  for i, k in ipairs(names) do
+    local v = select(i, ...)
+    if v ~= nil then o[k], any = v, true end
+  end
+  if select("#", ...) > #names then
+    local extra = select(#names + 1, ...)
+    if extra ~= nil then return num_layers, extra end -- (num_layers, options): base_init says what is wrong
+  end
+  return num_layers, any and o or nil
+end
+
 --- nn.RNN(input_size, hidden_size [, num_layers] [, {num_layers=, bias=,
 -- batch_first=, dropout=, bidirectional=, nonlinearity = "tanh"|"relu"}]):
 -- h' = act(x W_ih^T + b_ih + h W_hh^T + b_hh).
@@ -744,8 +772,9 @@ M.RNN = RNN
 --- RNN:init(input_size, hidden_size [, num_layers] [, opts]): checks the
 -- options and registers the parameters of each layer and direction (see
 -- nn.RNN above); called by `nn.RNN(...)`.
-function RNN:init(input_size, hidden_size, a, b)
-  base_init(self, "RNN", "RNN_TANH", input_size, hidden_size, a, b)
+function RNN:init(input_size, hidden_size, num_layers, ...)
+  base_init(self, "RNN", "RNN_TANH", input_size, hidden_size, positional(num_layers,
+    {"nonlinearity", "bias", "batch_first", "dropout", "bidirectional"}, ...))
 end
 
 --- nn.GRU(input_size, hidden_size [, num_layers] [, opts]): nn.GRUCell's
@@ -754,8 +783,9 @@ local GRU = RNNBase:extend("GRU")
 M.GRU = GRU
 --- GRU:init(input_size, hidden_size [, num_layers] [, opts]): as RNN:init,
 -- with three gates (r, z, n) per weight; called by `nn.GRU(...)`.
-function GRU:init(input_size, hidden_size, a, b)
-  base_init(self, "GRU", "GRU", input_size, hidden_size, a, b)
+function GRU:init(input_size, hidden_size, num_layers, ...)
+  base_init(self, "GRU", "GRU", input_size, hidden_size, positional(num_layers,
+    {"bias", "batch_first", "dropout", "bidirectional"}, ...))
 end
 
 --- nn.LSTM(input_size, hidden_size [, num_layers] [, opts]): nn.LSTMCell's
@@ -765,9 +795,30 @@ M.LSTM = LSTM
 --- LSTM:init(input_size, hidden_size [, num_layers] [, opts]): as RNN:init,
 -- with four gates (i, f, g, o) and, with proj_size, weight_hr_l*; called by
 -- `nn.LSTM(...)`.
-function LSTM:init(input_size, hidden_size, a, b)
-  base_init(self, "LSTM", "LSTM", input_size, hidden_size, a, b)
+function LSTM:init(input_size, hidden_size, num_layers, ...)
+  base_init(self, "LSTM", "LSTM", input_size, hidden_size, positional(num_layers,
+    {"bias", "batch_first", "dropout", "bidirectional", "proj_size"}, ...))
 end
+
+-- torch's signatures (attn/signature.lua: a trailing options table)
+local signature = require "attn.signature"
+signature.declare(utils, "nn.utils.rnn.", {
+  pad_sequence = "sequences, batch_first=false, padding_value=0.0",
+  pack_padded_sequence = "input, lengths, batch_first=false, enforce_sorted=true",
+  pad_packed_sequence = "sequence, batch_first=false, padding_value=0.0, total_length=nil",
+  pack_sequence = "sequences, enforce_sorted=true",
+  is_packed = false,
+})
+signature.declare(Packed, "nn.utils.rnn.PackedSequence.", {lengths = false})
+signature.declare(RNNBase, "rnn.RNNBase.", {forward = "native: self, input, hx=nil", reset_parameters = false,
+  flatten_parameters = false, extra_repr = false})
+signature.declare(RNN, "nn.RNN.", {init = "self, input_size, hidden_size, num_layers=1, nonlinearity='tanh', "
+  .. "bias=true, batch_first=false, dropout=0.0, bidirectional=false"})
+signature.declare(GRU, "nn.GRU.", {init = "self, input_size, hidden_size, num_layers=1, bias=true, batch_first=false, "
+  .. "dropout=0.0, bidirectional=false"})
+signature.declare(LSTM, "nn.LSTM.", {init = "self, input_size, hidden_size, num_layers=1, bias=true, "
+  .. "batch_first=false, "
+  .. "dropout=0.0, bidirectional=false, proj_size=0"})
 
 -- nn.utils.rnn's functions also at the top (attn.rnn.pad_sequence, ...)
 for _, k in ipairs({"pad_sequence", "pack_padded_sequence", "pad_packed_sequence", "pack_sequence"}) do

@@ -412,7 +412,8 @@ end
 --       forward = false, extra_repr = false})
 function M.declare(t, prefix, decls)
   for name, sig in pairs(decls) do
-    assert(M.SIGNATURES[prefix .. name] == nil, "attn.signature: declared twice: " .. prefix .. name)
+    local old = M.SIGNATURES[prefix .. name] -- the same line again: a module loaded anew
+    assert(old == nil or old == sig, "attn.signature: declared twice: " .. prefix .. name)
     M.SIGNATURES[prefix .. name] = sig
   end
   return M.install(t, prefix)

@@ -268,4 +268,15 @@ function ModuleDict:forward()
   error("ModuleDict is not callable: use its modules in the parent's forward", 2)
 end
 
+-- torch's signatures (attn/signature.lua); Sequential(*args),
+-- ModuleList(modules) and ModuleDict(modules) take no options table (their
+-- argument is a table of modules itself: an options table could not be
+-- told from a misplaced dict, which they refuse with their own message)
+local signature = require "attn.signature"
+signature.declare(Sequential, "nn.Sequential.", {init = false, append = false, forward = false})
+signature.declare(ModuleList, "nn.ModuleList.", {init = false, append = false, extend = false,
+  insert = false, forward = false})
+signature.declare(ModuleDict, "nn.ModuleDict.", {init = false, update = false, keys = false, items = false,
+  contains = false, forward = false})
+
 return nn

@@ -105,15 +105,21 @@ signature.declare(Linear, "nn.Linear.", {
 local Embedding = Module:extend("Embedding")
 nn.Embedding = Embedding
 
-local embedding_options = {padding_idx = true, max_norm = true, norm_type = true, _weight = true}
 
 --- Embedding(num_embeddings, embedding_dim [, {padding_idx=, max_norm=,
 -- norm_type = 2}]): a lookup table, weight ~ N(0, 1) with the padding row
 -- zeroed.  Ids and padding_idx are 1-based (a negative padding_idx counts
 -- from the end).  With max_norm, the rows looked up are rescaled in place
 -- to norm at most max_norm before the lookup (torch's embedding_renorm_).
-function Embedding:init(num_embeddings, embedding_dim, opts)
-  opts = check_options(opts, "Embedding", embedding_options)
+function Embedding:init(num_embeddings, embedding_dim, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
+                        weight)
+  -- torch's order (a trailing options table is expanded into it, attn/signature.lua)
+  local opts = {padding_idx = padding_idx, max_norm = max_norm, norm_type = norm_type, _weight = weight}
+  opt_bool(sparse, false, "Embedding", "sparse")
+  opt_bool(scale_grad_by_freq, false, "Embedding", "scale_grad_by_freq")
+  if sparse or scale_grad_by_freq then
+    error("Embedding: sparse gradients and scale_grad_by_freq are not supported (attn's gradients are dense)", 2)
+  end
   self.num_embeddings = check_size(num_embeddings, "Embedding", "num_embeddings")
   self.embedding_dim = check_size(embedding_dim, "Embedding", "embedding_dim")
   local pad = opts.padding_idx
@@ -163,9 +169,11 @@ end
 
 --- Embedding.from_pretrained(weight [, {freeze = true, padding_idx=,
 -- max_norm=, norm_type=}]): an Embedding using weight's storage.
-function Embedding.from_pretrained(weight, opts)
-  opts = check_options(opts, "Embedding.from_pretrained",
-    {freeze = true, padding_idx = true, max_norm = true, norm_type = true})
+function Embedding.from_pretrained(weight, freeze, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse)
+  local opts = {freeze = freeze, padding_idx = padding_idx, max_norm = max_norm, norm_type = norm_type}
+  if sparse or scale_grad_by_freq then
+    error("Embedding.from_pretrained: sparse gradients and scale_grad_by_freq are not supported", 2)
+  end
   if not is_tensor(weight) or weight:dim() ~= 2 then
     error("Embedding.from_pretrained: embeddings parameter is expected to be 2-dimensional", 2)
   end
@@ -630,5 +638,30 @@ function LSTMCell:forward(x, hx)
   end
   return hy, cy
 end
+
+-- torch's signatures (attn/signature.lua: a trailing options table is
+-- expanded into torch's positional order)
+signature.declare(Embedding, "nn.Embedding.", {
+  init = "self, num_embeddings, embedding_dim, padding_idx=nil, max_norm=nil, norm_type=2.0, "
+    .. "scale_grad_by_freq=false, sparse=false, _weight=nil",
+  from_pretrained = "embeddings, freeze=true, padding_idx=nil, max_norm=nil, norm_type=2.0, "
+    .. "scale_grad_by_freq=false, sparse=false",
+  forward = false, reset_parameters = false, extra_repr = false,
+})
+signature.declare(nn.LayerNorm, "nn.LayerNorm.", {init = "self, normalized_shape, eps=1e-05, elementwise_affine=true",
+  forward = false, reset_parameters = false, extra_repr = false})
+signature.declare(nn.Dropout, "nn.Dropout.", {init = "self, p=0.5, inplace=false", forward = false, extra_repr = false})
+signature.declare(nn.ReLU, "nn.ReLU.", {init = "self, inplace=false", forward = false, extra_repr = false})
+signature.declare(nn.GELU, "nn.GELU.", {init = "self, approximate='none'", forward = false, extra_repr = false})
+for _, name in ipairs({"Softmax", "LogSoftmax"}) do
+  signature.declare(nn[name], "nn." .. name .. ".", {init = "self, dim=nil", forward = false, extra_repr = false})
+end
+for _, name in ipairs({"Tanh", "Sigmoid", "Identity"}) do
+  signature.declare(nn[name], "nn." .. name .. ".", {forward = false})
+end
+signature.declare(nn.GRUCell, "nn.GRUCell.", {init = "self, input_size, hidden_size, bias=true",
+  forward = "self, input, hx=nil", reset_parameters = false, extra_repr = false})
+signature.declare(nn.LSTMCell, "nn.LSTMCell.", {init = "self, input_size, hidden_size, bias=true",
+  forward = "self, input, hx=nil", reset_parameters = false, extra_repr = false})
 
 return nn

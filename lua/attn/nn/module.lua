@@ -1257,6 +1257,30 @@ end
 
 -- The helpers the other files of attn.nn (nn/containers.lua, nn/layers.lua,
 -- nn/parallel.lua) share with this one.
+-- torch's signatures (attn/signature.lua: a trailing options table is
+-- expanded into torch's positional order)
+local signature = require "attn.signature"
+signature.declare(Module, "nn.Module.", {
+  init = false, forward = false, extra_repr = false, extend = false, to_string = false,
+  register_parameter = false, add_module = false, register_buffer = "self, name, tensor, persistent=true",
+  named_parameters = "self, prefix='', recurse=true", parameters = "self, recurse=true",
+  named_buffers = "self, prefix='', recurse=true", buffers = "self, recurse=true",
+  named_children = false, children = false, modules = false, get_submodule = false, apply = false,
+  named_modules = "self, prefix=''", -- torch's memo= (first) left out
+  train = "self, mode=true", eval = false, requires_grad_ = "self, requires_grad=true",
+  zero_grad = "self, set_to_none=true",
+  state_dict = "native: self, *, prefix='', keep_vars=false", -- torch's destination= left out
+  -- a state dict and save's metadata are string-keyed tables themselves:
+  -- an options table could not be told from them
+  load_state_dict = false, save = false,
+  load = "self, path, strict=true",
+  to = "native: self, *, device=nil, dtype=nil, non_blocking=false",
+  cpu = false, cuda = false, half = false, bfloat16 = false, double = false, float = false,
+  register_forward_pre_hook = false, register_forward_hook = false, register_full_backward_hook = false,
+})
+signature.declare(nn, "nn.", {Parameter = "data=nil, requires_grad=true", is_parameter = false, isinstance = false,
+  state_dict_keys = false, is_module = false})
+
 nn._util = {is_module = is_module, type_name = type_name, opt_bool = opt_bool, fmt_shape = fmt_shape,
             child_pairs = child_pairs, iterate = iterate, od_set = od_set, has_hooks = has_hooks}
 

@@ -47,6 +47,11 @@ nn.DistributedDataParallel = DDP
 -- attn.dist.init() and, with more than one rank, broadcasts rank 0's
 -- parameters and buffers.
 function DDP:init(module, opts)
+  if opts == nil and type(module) == "table" and getmetatable(module) == nil and module.module ~= nil then
+    opts = {} -- DistributedDataParallel({module = m, ...}): torch's keywords, module among them
+    for k, v in pairs(module) do if k ~= "module" then opts[k] = v end end
+    module = module.module
+  end
   if not is_module(module) then
     error("DistributedDataParallel: expected a module, got " .. type_name(module), 3)
   end
@@ -154,5 +159,18 @@ nn.utils = {
 -- clamps every .grad in place to [-clip_value, clip_value].
 -- torch.nn.utils.clip_grad_value_.
 -- @function utils.clip_grad_value_
+
+-- torch's signatures (attn/signature.lua); DDP reads its options itself
+-- (attn's bucket_mb, torch's bucket_cap_mb; torch's device_ids and
+-- process_group have no meaning here)
+local signature = require "attn.signature"
+signature.declare(DDP, "nn.DistributedDataParallel.", {
+  init = "native: self, module, *, broadcast_buffers=true, bucket_mb=25",
+  forward = false, sync_gradients = false, bucket_count = false, no_sync = false, extra_repr = false,
+})
+signature.declare(nn.utils, "nn.utils.", {
+  clip_grad_norm_ = "native: parameters, max_norm, norm_type=2.0, error_if_nonfinite=false",
+  clip_grad_value_ = false,
+})
 
 return nn
