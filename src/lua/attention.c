@@ -54,9 +54,7 @@ static const char *const sdpa_order[] = {
    positional in sdpa_order (the declared signature expands a trailing
    options table into that order, attn/signature.lua) */
 static int l_sdpa(lua_State *L) {
-  attn_tensor *q = attnL_totensor(L, 1, FN, "query");
-  attn_tensor *k = attnL_totensor(L, 2, FN, "key");
-  attn_tensor *v = attnL_totensor(L, 3, FN, "value");
+  /* the positional form repacked first: it allocates, and no tensor is borrowed yet */
   int top = lua_gettop(L);
   bool empty = false; /* {}: no options */
   if (top == 4 && lua_type(L, 4) == LUA_TTABLE) {
@@ -75,6 +73,9 @@ static int l_sdpa(lua_State *L) {
     lua_replace(L, 4);
     lua_settop(L, 4);
   }
+  attn_tensor *q = attnL_totensor(L, 1, FN, "query");
+  attn_tensor *k = attnL_totensor(L, 2, FN, "key");
+  attn_tensor *v = attnL_totensor(L, 3, FN, "value");
   attn_sdpa_opts o;
   attn_sdpa_opts_init(&o);
   bool need_weights = false;
