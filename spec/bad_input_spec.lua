@@ -2605,8 +2605,12 @@ E(A("apply_rotary"), {K.tensor({2, 5, 4}), K.tensor({2, 5, 4}, {salt = 2, opt = 
   {"positions of the wrong length", function() return {T({2, 5, 4}), T({2, 5, 4}), attn.arange(4)} end, "error"},
 }})
 E(A("alibi_slopes"), {K.size(8, {min = 1, huge = "error"})}, {override = {[1] = {["0"] = "error"}}})
+-- the attention modules take their options positionally too (issue 29): a
+-- boolean (need_weights, symmetric, bias) or a number (d_in_kv, base) in
+-- an option's slot is that option
+local BOOLS = {["true"] = "ok", ["false"] = "ok"}
 E(A("alibi_bias"), {K.size(4, {min = 1, huge = "error"}), K.size(3, {huge = "error"}), K.size(5, {opt = true, huge = "error"}),
-  K.opts({symmetric = BOOL(false)})}, {override = {[1] = {["0"] = "error"}, [3] = {["a table"] = "any"}}})
+  K.opts({symmetric = BOOL(false)})}, {override = {[1] = {["0"] = "error"}, [3] = {["a table"] = "any"}, [4] = BOOLS}})
 E(A("KVCache"), {})
 local function kv() return attention.KVCache() end
 local function kv_filled()
@@ -2628,7 +2632,7 @@ E(A("SelfAttention"), {K.size(3, {min = 1, huge = "error"}), K.size(2, {min = 1,
   K.size(4, {min = 1, huge = "error"}), INIT_OPTS}, {override = {[1] = {["0"] = "error"}, [2] = {["0"] = "error"},
   [3] = {["0"] = "error"}}})
 forward(A("SelfAttention.forward"), function() return attention.SelfAttention(3, 2, 4) end, {K.tensor({2, 4, 3}),
-  K.opts({need_weights = BOOL(false)})})
+  K.opts({need_weights = BOOL(false)})}, {override = {[3] = BOOLS}})
 E(A("SelfAttention.extra_repr"), {mod(function() return attention.SelfAttention(3, 2, 4) end)}, {method = "extra_repr"})
 E(A("MultiHeadAttentionWrapper"), {K.size(3, {min = 1, huge = "error"}), K.size(2, {min = 1, huge = "error"}),
   K.size(4, {min = 1, huge = "error"}), K.size(2, {min = 1, huge = "error"}), INIT_OPTS},
@@ -2641,7 +2645,8 @@ E(A("CausalSelfAttention"), {K.size(3, {min = 1, huge = "error"}), K.size(2, {mi
   {override = {[1] = {["0"] = "error"}, [2] = {["0"] = "error"}, [3] = {["0"] = "error"}, [4] = {["0"] = "error"}}})
 for _, variant in ipairs({"neg_inf", "renormalise", "fused"}) do
   forward(A("CausalSelfAttention.forward"), function() return attention.CausalSelfAttention(3, 2, 4, 6, {variant = variant}) end,
-    {K.tensor({2, 4, 3}), K.opts({variant = K.choice(variant, {opt = true}), need_weights = BOOL(false)})}, {cases = {
+    {K.tensor({2, 4, 3}), K.opts({variant = K.choice(variant, {opt = true}), need_weights = BOOL(false)})},
+    {override = {[3] = BOOLS}, cases = {
       {"a sequence past context_length", function()
         return {seeded(function() return attention.CausalSelfAttention(3, 2, 4, 6) end)(), T({2, 7, 3})}
       end, "error"},
@@ -2652,9 +2657,9 @@ E(A("CausalSelfAttention.extra_repr"), {mod(function() return attention.CausalSe
 E(A("CrossAttention"), {K.size(3, {min = 1, huge = "error"}), K.size(2, {min = 1, huge = "error"}),
   K.size(4, {min = 1, huge = "error"}), K.opts({init = K.choice("rand", {opt = true}),
   d_in_kv = K.size(5, {opt = true, min = 1, huge = "error"})})}, {override = {[1] = {["0"] = "error"},
-  [2] = {["0"] = "error"}, [3] = {["0"] = "error"}, [4] = {["option d_in_kv = 0"] = "error"}}})
+  [2] = {["0"] = "error"}, [3] = {["0"] = "error"}, [4] = {["option d_in_kv = 0"] = "error", ["a number"] = "ok"}}})
 forward(A("CrossAttention.forward"), function() return attention.CrossAttention(3, 2, 4, {d_in_kv = 5}) end,
-  {K.tensor({2, 4, 3}), K.tensor({2, 6, 5}, {salt = 2}), K.opts({need_weights = BOOL(false)})})
+  {K.tensor({2, 4, 3}), K.tensor({2, 6, 5}, {salt = 2}), K.opts({need_weights = BOOL(false)})}, {override = {[4] = BOOLS}})
 E(A("CrossAttention.extra_repr"), {mod(function() return attention.CrossAttention(3, 2, 4, {d_in_kv = 5}) end)},
   {method = "extra_repr"})
 E(A("MultiheadAttention"), {K.size(4, {min = 1, huge = "error"}), K.size(2, {min = 1, huge = "error"}),
@@ -2677,12 +2682,12 @@ local GQA_OPTS = K.opts({bias = BOOL(true), causal = BOOL(true), dropout = K.num
   rope = BOOL(true), rope_base = K.num(10000, {opt = true})})
 E(A("GroupedQueryAttention"), {K.size(8, {min = 1, huge = "error"}), K.size(4, {min = 1, huge = "error"}),
   K.size(2, {min = 1, huge = "error"}), GQA_OPTS}, {override = {[1] = {["0"] = "error"}, [2] = {["0"] = "error"},
-  [3] = {["0"] = "error"}}, cases = {
+  [3] = {["0"] = "error"}, [4] = BOOLS}, cases = {
     {"heads that do not divide", function() return {8, 4, 3} end, "error"},
     {"rope with an odd head_dim", function() return {6, 2, 1, {rope = true}} end, "error"},
   }})
 E(A("MultiQueryAttention"), {K.size(8, {min = 1, huge = "error"}), K.size(4, {min = 1, huge = "error"}), GQA_OPTS},
-  {override = {[1] = {["0"] = "error"}, [2] = {["0"] = "error"}}})
+  {override = {[1] = {["0"] = "error"}, [2] = {["0"] = "error"}, [3] = BOOLS}})
 local function gqa() return attention.GroupedQueryAttention(8, 4, 2, {causal = true, rope = true}) end
 forward(A("GroupedQueryAttention.forward"), gqa, {K.tensor({2, 3, 8}), K.opts({
   attn_mask = K.tensor({3, 3}, {range = "bin", opt = true}), attn_mask_kind = K.choice("bool", {opt = true}),
@@ -2701,11 +2706,12 @@ E(A("LearnedPositionalEncoding"), {K.size(10, {min = 1, huge = "error"}), K.size
 forward(A("LearnedPositionalEncoding.forward"), function() return attention.LearnedPositionalEncoding(10, 4) end,
   {K.tensor({2, 3, 4}), K.size(2, {opt = true, huge = "error"})})
 E(A("RotaryEmbedding"), {K.size(4, {min = 1, huge = "error"}), K.opts({base = K.num(10000, {opt = true})})},
-  {override = {[1] = {["0"] = "error"}}})
+  {override = {[1] = {["0"] = "error"}, [2] = {["a number"] = "ok"}}})
 forward(A("RotaryEmbedding.forward"), function() return attention.RotaryEmbedding(4) end, {K.tensor({2, 5, 4}),
   K.tensor({2, 5, 4}, {salt = 2, opt = true}), K.tensor({5}, {make = function(s) return IDX(s, 9) end, opt = true})})
 E(A("RotaryEmbedding.extra_repr"), {mod(function() return attention.RotaryEmbedding(4) end)}, {method = "extra_repr"})
-E(A("ALiBi"), {K.size(4, {min = 1, huge = "error"}), K.opts({symmetric = BOOL(false)})}, {override = {[1] = {["0"] = "error"}}})
+E(A("ALiBi"), {K.size(4, {min = 1, huge = "error"}), K.opts({symmetric = BOOL(false)})},
+  {override = {[1] = {["0"] = "error"}, [2] = BOOLS}})
 forward(A("ALiBi.forward"), function() return attention.ALiBi(4) end, {K.size(3, {huge = "error"}),
   K.size(5, {opt = true, huge = "error"})})
 E(A("ALiBi.extra_repr"), {mod(function() return attention.ALiBi(4) end)}, {method = "extra_repr"})

@@ -45,6 +45,7 @@ local error = require("attn.core")._error -- raises at the user's line (the firs
 require "attn.nn.layers"
 local nn = require "attn.nn.containers"
 local init = require "attn.nn_init"
+local signature = require "attn.signature"
 
 local M = require "attn.attention.positional" -- with attention/blocks.lua
 
@@ -75,7 +76,8 @@ local function draw(kind, rows, cols)
 end
 
 local function init_kind(opts, fn)
-  local kind = opts.init or "randn"
+  local kind = opts.init
+  if kind == nil then kind = "randn" end
   if kind ~= "randn" and kind ~= "rand" then
     error(("%s: init must be \"randn\" or \"rand\" (got %s)"):format(fn, tostring(kind)), 3)
   end
@@ -104,10 +106,9 @@ M.SelfAttention = SelfAttention
 -- softmax(q k^T / sqrt(d_out_kq)) v  [..., L, d_out_v]  (and the weights
 -- [..., L, L] with need_weights), with q = x @ w_query, k = x @ w_key,
 -- v = x @ w_value.
-function SelfAttention:init(d_in, d_out_kq, d_out_v, opts)
+function SelfAttention:init(d_in, d_out_kq, d_out_v, init_)
   local name = self:_get_name()
-  opts = check_options(opts, name, {init = true})
-  local kind = init_kind(opts, name)
+  local kind = init_kind({init = init_}, name)
   self.d_in = check_size(d_in, name, "d_in", true)
   self.d_out_kq = check_size(d_out_kq, name, "d_out_kq", true)
   self.d_out_v = check_size(d_out_v, name, "d_out_v", true)
@@ -122,14 +123,15 @@ function SelfAttention:_qkv(x, fn)
   return x:matmul(self.w_query), x:matmul(self.w_key), x:matmul(self.w_value)
 end
 
---- forward(x [, {need_weights = false}]): softmax(q k^T / sqrt(d_out_kq)) v
--- with q, k, v = x @ w_query, x @ w_key, x @ w_value (fused SDPA).
+--- forward(x [, need_weights = false]) or forward(x, {need_weights =}):
+-- softmax(q k^T / sqrt(d_out_kq)) v with q, k, v = x @ w_query,
+-- x @ w_key, x @ w_value (fused SDPA).
 -- @tparam Tensor x [L, d_in] or [B, L, d_in]
--- @tparam[opt] table opts `{need_weights = true}` also returns the weights
+-- @tparam[opt] boolean need_weights also return the weights
 -- @treturn Tensor [..., L, d_out_v]
 -- @treturn[opt] Tensor weights [..., L, L]
-function SelfAttention:forward(x, opts)
-  local nw = need_weights_opt(opts, "SelfAttention")
+function SelfAttention:forward(x, need_weights)
+  local nw = need_weights_opt({need_weights = need_weights}, "SelfAttention")
   local q, k, v = self:_qkv(x, "SelfAttention")
   -- SDPA's default scale is 1/sqrt(d_out_kq), the article's
   return sdpa(q, k, v, {need_weights = nw})
@@ -147,15 +149,15 @@ M.MultiHeadAttentionWrapper = MultiHeadAttentionWrapper
 -- num_heads independent SelfAttention heads (a ModuleList "heads", built
 -- in order, so the RNG is drawn head by head) whose outputs are
 -- concatenated on the last dim: [..., L, num_heads * d_out_v].
-function MultiHeadAttentionWrapper:init(d_in, d_out_kq, d_out_v, num_heads, opts)
-  opts = check_options(opts, "MultiHeadAttentionWrapper", {init = true})
+function MultiHeadAttentionWrapper:init(d_in, d_out_kq, d_out_v, num_heads, init_)
+  local opts = {init = init_}
   num_heads = check_size(num_heads, "MultiHeadAttentionWrapper", "num_heads", true)
   -- one module per head, built in a Lua loop: refuse counts no model has
   if num_heads > (1 << 16) then
     error(("MultiHeadAttentionWrapper: num_heads = %d is too many (at most 65536)"):format(num_heads), 2)
   end
   local heads = {}
-  for i = 1, num_heads do heads[i] = SelfAttention(d_in, d_out_kq, d_out_v, {init = opts.init}) end
+  for i = 1, num_heads do heads[i] = SelfAttention(d_in, d_out_kq, d_out_v, opts.init) end
   self.heads = nn.ModuleList(heads)
 end
 
@@ -187,31 +189,33 @@ local causal_variants = {neg_inf = true, renormalise = true, renormalize = true,
 -- forward(x [L, d_in] or [B, L, d_in], L <= context_length
 -- [, {variant=, need_weights=}]); dropout (a child Dropout) applies to the
 -- weights in training.
-function CausalSelfAttention:init(d_in, d_out_kq, d_out_v, context_length, opts)
-  opts = check_options(opts, "CausalSelfAttention", {init = true, variant = true, dropout = true})
-  SelfAttention.init(self, d_in, d_out_kq, d_out_v, {init = opts.init})
+function CausalSelfAttention:init(d_in, d_out_kq, d_out_v, context_length, dropout, init_, variant)
+  local opts = {init = init_, variant = variant, dropout = dropout}
+  SelfAttention.init(self, d_in, d_out_kq, d_out_v, opts.init)
   self.context_length = check_size(context_length, "CausalSelfAttention", "context_length", true)
-  local variant = opts.variant or "neg_inf"
+  variant = opts.variant or "neg_inf"
   if not causal_variants[variant] then
     error(("CausalSelfAttention: variant must be \"neg_inf\", \"renormalise\" or \"fused\" (got %s)")
       :format(tostring(variant)), 2)
   end
   self.variant = variant
-  self.dropout = nn.Dropout(opts.dropout or 0.0)
+  self.dropout = nn.Dropout(opts.dropout == nil and 0.0 or opts.dropout)
   self:register_buffer("mask", attn.ones(self.context_length, self.context_length):triu(1))
 end
 
---- forward(x [, {variant =, need_weights =}]): causal self-attention with
--- the variant of the constructor (or the one given here); the weights pass
--- through the child Dropout in training.
+--- forward(x [, need_weights [, variant]]) or forward(x, {need_weights =,
+-- variant =}): causal self-attention with the variant of the constructor
+-- (or the one given here); the weights pass through the child Dropout in
+-- training.
 -- @tparam Tensor x [L, d_in] or [B, L, d_in], L <= context_length
--- @tparam[opt] table opts
+-- @tparam[opt] boolean need_weights also return the weights
+-- @tparam[opt] string variant "neg_inf", "renormalise" or "fused"
 -- @treturn Tensor [..., L, d_out_v]
 -- @treturn[opt] Tensor weights [..., L, L] (with need_weights)
-function CausalSelfAttention:forward(x, opts)
-  opts = check_options(opts, "CausalSelfAttention", {variant = true, need_weights = true})
+function CausalSelfAttention:forward(x, need_weights, variant)
+  local opts = {need_weights = need_weights, variant = variant}
   local nw = check_bool(opts.need_weights, "CausalSelfAttention", "need_weights") == true
-  local variant = opts.variant or self.variant
+  variant = opts.variant or self.variant
   if not causal_variants[variant] then
     error(("CausalSelfAttention: variant must be \"neg_inf\", \"renormalise\" or \"fused\" (got %s)")
       :format(tostring(variant)), 2)
@@ -255,11 +259,11 @@ M.CrossAttention = CrossAttention
 -- forward(x_1 [..., L, d_in], x_2 [..., S, d_in_kv] [, {need_weights=}])
 -- -> softmax(q_1 k_2^T / sqrt(d_out_kq)) v_2  [..., L, d_out_v]: queries
 -- from x_1, keys and values from x_2 (the article's version).
-function CrossAttention:init(d_in, d_out_kq, d_out_v, opts)
-  opts = check_options(opts, "CrossAttention", {init = true, d_in_kv = true})
+function CrossAttention:init(d_in, d_out_kq, d_out_v, d_in_kv, init_)
+  local opts = {init = init_, d_in_kv = d_in_kv}
   local kind = init_kind(opts, "CrossAttention")
   self.d_in = check_size(d_in, "CrossAttention", "d_in", true)
-  self.d_in_kv = check_size(opts.d_in_kv or d_in, "CrossAttention", "d_in_kv", true)
+  self.d_in_kv = check_size(opts.d_in_kv == nil and d_in or opts.d_in_kv, "CrossAttention", "d_in_kv", true)
   self.d_out_kq = check_size(d_out_kq, "CrossAttention", "d_out_kq", true)
   self.d_out_v = check_size(d_out_v, "CrossAttention", "d_out_v", true)
   self.w_query = nn.Parameter(draw(kind, self.d_in, self.d_out_kq))
@@ -267,15 +271,15 @@ function CrossAttention:init(d_in, d_out_kq, d_out_v, opts)
   self.w_value = nn.Parameter(draw(kind, self.d_in_kv, self.d_out_v))
 end
 
---- forward(x_1, x_2 [, {need_weights = false}]): queries from x_1, keys
--- and values from x_2 (same number of dims).
+--- forward(x_1, x_2 [, need_weights = false]) or with {need_weights =}:
+-- queries from x_1, keys and values from x_2 (same number of dims).
 -- @tparam Tensor x_1 [..., L, d_in]
 -- @tparam Tensor x_2 [..., S, d_in_kv]
--- @tparam[opt] table opts
+-- @tparam[opt] boolean need_weights also return the weights
 -- @treturn Tensor [..., L, d_out_v]
 -- @treturn[opt] Tensor weights [..., L, S] (with need_weights)
-function CrossAttention:forward(x_1, x_2, opts)
-  local nw = need_weights_opt(opts, "CrossAttention")
+function CrossAttention:forward(x_1, x_2, need_weights)
+  local nw = need_weights_opt({need_weights = need_weights}, "CrossAttention")
   check_input(x_1, "CrossAttention", "x_1", self.d_in)
   check_input(x_2, "CrossAttention", "x_2", self.d_in_kv)
   if x_1:dim() ~= x_2:dim() then
@@ -397,9 +401,6 @@ function MultiheadAttention:_reset_parameters()
   if self.bias_v ~= nil then init.xavier_normal_(self.bias_v) end
 end
 
-local mha_forward_options = {key_padding_mask = true, key_padding_mask_kind = true, need_weights = true,
-                             attn_mask = true, attn_mask_kind = true, average_attn_weights = true,
-                             is_causal = true}
 
 -- t [..., n] -> [..., n + 1] with a zero column: torch's pad(mask, (0, 1)),
 -- which lets every query see the key that bias_kv / zero_attn append
@@ -444,19 +445,22 @@ end
 -- zero weights (torch 2.5's safe softmax).  A float key_padding_mask next
 -- to a bool attn_mask is added (torch 2.x's _canonical_mask), where torch
 -- 1.13 would read its non-zero values as "masked".
-function MultiheadAttention:forward(query, key, value, opts)
+function MultiheadAttention:forward(query, key, value, key_padding_mask, need_weights, attn_mask,
+                                    average_attn_weights, is_causal, key_padding_mask_kind, attn_mask_kind)
   local fn = "MultiheadAttention"
-  opts = check_options(opts, fn, mha_forward_options)
+  local opts = {key_padding_mask = key_padding_mask, need_weights = need_weights, attn_mask = attn_mask,
+    average_attn_weights = average_attn_weights, is_causal = is_causal,
+    key_padding_mask_kind = key_padding_mask_kind, attn_mask_kind = attn_mask_kind}
   if key == nil then key = query end
   if value == nil then value = key end
   check_tensor(query, fn, "query")
   check_tensor(key, fn, "key")
   check_tensor(value, fn, "value")
-  local need_weights = opts.need_weights ~= false
+  need_weights = opts.need_weights ~= false
   local average = opts.average_attn_weights ~= false
   check_bool(opts.need_weights, fn, "need_weights")
   check_bool(opts.average_attn_weights, fn, "average_attn_weights")
-  local is_causal = check_bool(opts.is_causal, fn, "is_causal") == true
+  is_causal = check_bool(opts.is_causal, fn, "is_causal") == true
   local kpm, kpm_kind = mask_arg(opts.key_padding_mask, opts.key_padding_mask_kind, fn, "key_padding_mask")
   local am, am_kind = mask_arg(opts.attn_mask, opts.attn_mask_kind, fn, "attn_mask")
   local E, H = self.embed_dim, self.num_heads
@@ -614,8 +618,6 @@ end
 local GroupedQueryAttention = nn.Module:extend("GroupedQueryAttention")
 M.GroupedQueryAttention = GroupedQueryAttention
 
-local gqa_options = {bias = true, causal = true, dropout = true, rope = true, rope_base = true}
-
 --- GroupedQueryAttention(d_model, n_heads, n_kv_heads [, {bias = true,
 -- causal = false, dropout = 0, rope = false, rope_base = 10000}]):
 -- n_heads query heads of head_dim = d_model / n_heads share n_kv_heads key
@@ -635,9 +637,9 @@ local gqa_options = {bias = true, causal = true, dropout = true, rope = true, ro
 --   attn_mask, attn_mask_kind  SDPA's convention (bool: 1 = take part),
 --                 broadcastable to [B, n_heads, L, S]; combined with causal
 --   need_weights  false
-function GroupedQueryAttention:init(d_model, n_heads, n_kv_heads, opts)
+function GroupedQueryAttention:init(d_model, n_heads, n_kv_heads, bias, causal, dropout, rope, rope_base)
   local fn = self:_get_name()
-  opts = check_options(opts, fn, gqa_options)
+  local opts = {bias = bias, causal = causal, dropout = dropout, rope = rope, rope_base = rope_base}
   self.d_model = check_size(d_model, fn, "d_model", true)
   self.n_heads = check_size(n_heads, fn, "n_heads", true)
   self.n_kv_heads = check_size(n_kv_heads, fn, "n_kv_heads", true)
@@ -652,7 +654,8 @@ function GroupedQueryAttention:init(d_model, n_heads, n_kv_heads, opts)
   check_bool(opts.rope, fn, "rope")
   self.head_dim = self.d_model // self.n_heads
   self.causal = opts.causal == true
-  local p = opts.dropout or 0.0
+  local p = opts.dropout
+  if p == nil then p = 0.0 end
   if type(p) ~= "number" or not (p >= 0 and p <= 1) then
     error(("%s: dropout must be a number in [0, 1] (got %s)"):format(fn, tostring(p)), 3)
   end
@@ -665,7 +668,7 @@ function GroupedQueryAttention:init(d_model, n_heads, n_kv_heads, opts)
   if self.rope and self.head_dim % 2 ~= 0 then
     error(("%s: rope needs an even head_dim (got %d)"):format(fn, self.head_dim), 3)
   end
-  local bias = opts.bias ~= false
+  bias = opts.bias ~= false
   local hd = self.head_dim
   self.q_proj = nn.Linear(self.d_model, self.n_heads * hd, bias)
   self.k_proj = nn.Linear(self.d_model, self.n_kv_heads * hd, bias)
@@ -673,20 +676,24 @@ function GroupedQueryAttention:init(d_model, n_heads, n_kv_heads, opts)
   self.o_proj = nn.Linear(self.n_heads * hd, self.d_model, bias)
 end
 
---- forward(x [, opts]): grouped-query attention as described above; opts
--- cache (a KVCache), attn_mask (bool: true = takes part, as SDPA; a float
--- mask needs attn_mask_kind), attn_mask_kind, need_weights.
+--- forward(x [, attn_mask [, need_weights [, cache [, attn_mask_kind]]]]),
+-- or these in an options table: grouped-query attention as described
+-- above.
 -- @tparam Tensor x [B, L, d_model] or [L, d_model]
--- @tparam[opt] table opts
+-- @tparam[opt] Tensor attn_mask bool: true = takes part, as SDPA; a float
+-- mask needs attn_mask_kind
+-- @tparam[opt] boolean need_weights also return the weights
+-- @tparam[opt] KVCache cache keys and values of the earlier steps
+-- @tparam[opt] string attn_mask_kind the kind of a float mask
 -- @treturn Tensor y of x's shape
 -- @treturn[opt] Tensor weights [B, n_heads, L, S] (with need_weights)
-function GroupedQueryAttention:forward(x, opts)
+function GroupedQueryAttention:forward(x, attn_mask, need_weights, cache, attn_mask_kind)
   local fn = self:_get_name()
-  opts = check_options(opts, fn, {cache = true, attn_mask = true, attn_mask_kind = true, need_weights = true})
+  local opts = {cache = cache, attn_mask = attn_mask, attn_mask_kind = attn_mask_kind, need_weights = need_weights}
   check_tensor(x, fn, "x", {[2] = true, [3] = true})
   local nw = check_bool(opts.need_weights, fn, "need_weights") == true
   local mask, kind = mask_arg(opts.attn_mask, opts.attn_mask_kind, fn, "attn_mask")
-  local cache = opts.cache
+  cache = opts.cache
   if cache ~= nil and getmetatable(cache) ~= KVCache then
     error(("%s: cache must be a KVCache (attn.nn.KVCache())"):format(fn), 2)
   end
@@ -742,8 +749,35 @@ M.MultiQueryAttention = MultiQueryAttention
 
 --- MultiQueryAttention(d_model, n_heads [, opts]): GroupedQueryAttention
 -- with one key/value head.
-function MultiQueryAttention:init(d_model, n_heads, opts)
-  GroupedQueryAttention.init(self, d_model, n_heads, 1, opts)
+function MultiQueryAttention:init(d_model, n_heads, bias, causal, dropout, rope, rope_base)
+  GroupedQueryAttention.init(self, d_model, n_heads, 1, bias, causal, dropout, rope, rope_base)
 end
+
+-- torch's signatures (attn/signature.lua: a trailing options table); the
+-- classes without a torch counterpart take their own, attn's options after
+-- the required arguments (init: "randn" or "rand", the weights' draw)
+signature.declare(SelfAttention, "attention.SelfAttention.", {
+  init = "self, d_in, d_out_kq, d_out_v, init='randn'",
+  forward = "self, x, need_weights=false", extra_repr = false})
+signature.declare(MultiHeadAttentionWrapper, "attention.MultiHeadAttentionWrapper.", {
+  init = "self, d_in, d_out_kq, d_out_v, num_heads, init='randn'", forward = false})
+signature.declare(CausalSelfAttention, "attention.CausalSelfAttention.", {
+  init = "self, d_in, d_out_kq, d_out_v, context_length, dropout=0.0, init='randn', variant='neg_inf'",
+  forward = "self, x, need_weights=false, variant=nil", extra_repr = false})
+signature.declare(CrossAttention, "attention.CrossAttention.", {
+  init = "self, d_in, d_out_kq, d_out_v, d_in_kv=nil, init='randn'",
+  forward = "self, x_1, x_2, need_weights=false", extra_repr = false})
+-- torch 1.13's, then torch 2.x's is_causal and attn's mask kinds; torch's
+-- device= and dtype= are not taken
+signature.declare(MultiheadAttention, "attention.MultiheadAttention.", {
+  init = "self, embed_dim, num_heads, dropout=0.0, bias=true, add_bias_kv=false, add_zero_attn=false, "
+    .. "kdim=nil, vdim=nil, batch_first=false",
+  forward = "self, query, key, value, key_padding_mask=nil, need_weights=true, attn_mask=nil, "
+    .. "average_attn_weights=true, is_causal=false, key_padding_mask_kind=nil, attn_mask_kind=nil"})
+signature.declare(GroupedQueryAttention, "attention.GroupedQueryAttention.", {
+  init = "self, d_model, n_heads, n_kv_heads, bias=true, causal=false, dropout=0.0, rope=false, rope_base=10000.0",
+  forward = "self, x, attn_mask=nil, need_weights=false, cache=nil, attn_mask_kind=nil", extra_repr = false})
+signature.declare(MultiQueryAttention, "attention.MultiQueryAttention.", {
+  init = "self, d_model, n_heads, bias=true, causal=false, dropout=0.0, rope=false, rope_base=10000.0"})
 
 return M

@@ -250,4 +250,10 @@ attn._misuse.guard_class(KVCache, "cache")
 M._util = {fmt_shape = fmt_shape, check_size = check_size, check_options = check_options,
            check_tensor = check_tensor, check_bool = check_bool, mask_arg = mask_arg, seq_len = seq_len}
 
+-- no optional arguments (attn/signature.lua); causal_mask and padding_mask
+-- are attn's, declared there
+require("attn.signature").declare(M, "attention.", {split_heads = false, combine_heads = false, KVCache = false})
+require("attn.signature").declare(KVCache, "attention.KVCacheClass.", {length = false, reset = false,
+  update = false})
+
 return M

@@ -9,6 +9,7 @@ local attn = require "attn.base"
 local error = require("attn.core")._error -- raises at the user's line (the first caller outside attn)
 local nn = require "attn.nn.layers"
 local M = require "attn.attention.blocks"
+local signature = require "attn.signature"
 
 local is_tensor = attn.is_tensor
 local U = M._util
@@ -82,12 +83,12 @@ M.LearnedPositionalEncoding = LearnedPositionalEncoding
 -- Embedding "embedding" [max_len, d_model] (N(0, 1) init, like any
 -- Embedding) whose row for each position is added to x [..., L, d_model];
 -- forward(x [, offset = 0]) uses positions offset .. offset + L - 1.
-function LearnedPositionalEncoding:init(max_len, d_model, opts)
-  opts = check_options(opts, "LearnedPositionalEncoding", {dropout = true})
+function LearnedPositionalEncoding:init(max_len, d_model, dropout)
+  local opts = {dropout = dropout}
   self.max_len = check_size(max_len, "LearnedPositionalEncoding", "max_len", true)
   self.d_model = check_size(d_model, "LearnedPositionalEncoding", "d_model", true)
   self.embedding = nn.Embedding(self.max_len, self.d_model)
-  self.dropout = nn.Dropout(opts.dropout or 0.0)
+  self.dropout = nn.Dropout(opts.dropout == nil and 0.0 or opts.dropout)
 end
 
 --- forward(x [, offset = 0]): x + the embedding rows of positions
@@ -201,10 +202,14 @@ M.RotaryEmbedding = RotaryEmbedding
 --- RotaryEmbedding(dim [, {base = 10000}]): the non-persistent buffer
 -- inv_freq [dim/2] (as Hugging Face's LLaMA); forward(q, k [, positions])
 -- is apply_rotary with this base.
-function RotaryEmbedding:init(dim, opts)
-  opts = check_options(opts, "RotaryEmbedding", {base = true})
+function RotaryEmbedding:init(dim, base)
+  local opts = {base = base}
   self.dim = check_size(dim, "RotaryEmbedding", "dim", true)
-  self.base = opts.base or 10000.0
+  self.base = opts.base
+  if self.base == nil then self.base = 10000.0 end
+  if type(self.base) ~= "number" then
+    error(("RotaryEmbedding: base must be a number (got %s)"):format(type(self.base)), 2)
+  end
   self:register_buffer("inv_freq", M.rope_inv_freq(self.dim, self.base), false)
 end
 
@@ -262,9 +267,8 @@ end
 -- position when the last query sits at the last key (0 on that diagonal,
 -- -slope per step into the past; positive to the future, which a causal
 -- mask hides).  symmetric: -slope_h * |j - i'| for bidirectional use.
-function M.alibi_bias(n_heads, L, S, opts)
-  if type(S) == "table" then S, opts = nil, S end
-  opts = check_options(opts, "alibi_bias", {symmetric = true})
+function M.alibi_bias(n_heads, L, S, symmetric)
+  local opts = {symmetric = symmetric}
   check_bool(opts.symmetric, "alibi_bias", "symmetric")
   L = check_size(L, "alibi_bias", "L")
   S = check_size(S or L, "alibi_bias", "S")
@@ -280,8 +284,8 @@ M.ALiBi = ALiBi
 --- ALiBi(n_heads [, {symmetric = false}]): the non-persistent buffer
 -- slopes [n_heads]; forward(L [, S]) -> alibi_bias [n_heads, L, S], to add
 -- to the scores (attn_mask_kind = "additive"; it broadcasts over batch).
-function ALiBi:init(n_heads, opts)
-  opts = check_options(opts, "ALiBi", {symmetric = true})
+function ALiBi:init(n_heads, symmetric)
+  local opts = {symmetric = symmetric}
   check_bool(opts.symmetric, "ALiBi", "symmetric")
   self.n_heads = check_size(n_heads, "ALiBi", "n_heads", true)
   self.symmetric = opts.symmetric == true
@@ -294,12 +298,27 @@ end
 -- @tparam[opt] int S
 -- @treturn Tensor [n_heads, L, S]
 function ALiBi:forward(L, S)
-  return M.alibi_bias(self.n_heads, L, S, {symmetric = self.symmetric})
+  return M.alibi_bias(self.n_heads, L, S, self.symmetric)
 end
 
 --- extra_repr(): "n_heads=.." and ", symmetric=True" when set.
 function ALiBi:extra_repr()
   return ("n_heads=%d"):format(self.n_heads) .. (self.symmetric and ", symmetric=True" or "")
 end
+
+-- the signatures (attn/signature.lua: a trailing options table); torch has
+-- none of these, they take their own
+signature.declare(M, "attention.", {
+  sinusoidal_table = false, rope_inv_freq = "dim, base=10000.0", rope_cos_sin = "dim, positions, base=10000.0",
+  rotate_half = false, apply_rotary = "q, k, positions=nil, base=10000.0", alibi_slopes = false,
+  alibi_bias = "n_heads, L, S=nil, symmetric=false"})
+signature.declare(PositionalEncoding, "attention.PositionalEncoding.", {
+  init = "self, d_model, dropout=0.0, max_len=5000", forward = "self, x, offset=0"})
+signature.declare(LearnedPositionalEncoding, "attention.LearnedPositionalEncoding.", {
+  init = "self, max_len, d_model, dropout=0.0", forward = "self, x, offset=0"})
+signature.declare(RotaryEmbedding, "attention.RotaryEmbedding.", {
+  init = "self, dim, base=10000.0", forward = "self, q, k=nil, positions=nil", extra_repr = false})
+signature.declare(ALiBi, "attention.ALiBi.", {
+  init = "self, n_heads, symmetric=false", forward = "self, L, S=nil", extra_repr = false})
 
 return M
