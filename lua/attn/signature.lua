@@ -255,15 +255,19 @@ M.SIGNATURES = {
 -- (after torch's bare "*": these come only in the options table),
 -- varargs = the index of a "*size" parameter (torch's *size: its values
 -- are spread among the arguments)}.  A line with keyword-only parameters
--- is native: the expansion cannot place them.
+-- is native: the expansion cannot place them.  Python's "/" ends the
+-- positional-only parameters (the module's input of a forward method,
+-- "self, src, /, src_mask=nil"): these are never in the options table.
 function M.parse(sig)
   local body = sig:match("^native:%s*(.*)$")
   local info = {native = body ~= nil}
   body = body or sig
-  local names, nreq, optional = {}, 0, false
+  local names, nreq, optional, lead = {}, 0, false, 1
   for item in body:gmatch("[^,]+") do
     item = item:match("^%s*(.-)%s*$")
-    if item == "*" then
+    if item == "/" then
+      lead = #names
+    elseif item == "*" then
       info.kwonly = #names + 1
     else
       local star, name, default = item:match("^(%*?)([%w_]+)%s*(=?)")
@@ -277,7 +281,7 @@ function M.parse(sig)
     info.native = true
     if info.kwonly > #names then info.kwonly = nil end
   end
-  return names, nreq, 1, info
+  return names, nreq, lead, info
 end
 
 --- Whether v is an options table: plain, and its first key a string.

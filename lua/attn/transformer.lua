@@ -746,4 +746,35 @@ function Transformer.generate_square_subsequent_mask(a, b)
 end
 M.generate_square_subsequent_mask = Transformer.generate_square_subsequent_mask
 
+-- torch's signatures (attn/signature.lua); the classes read both forms
+-- themselves (parse_args), attn's mask kinds after torch's arguments; the
+-- inputs before "/" are positional
+local signature = require "attn.signature"
+local LAYER = "d_model, nhead, dim_feedforward=2048, dropout=0.1, activation='relu', layer_norm_eps=1e-05, "
+  .. "batch_first=false, norm_first=false, device=nil, dtype=nil"
+local DEC_FWD = "tgt_mask=nil, memory_mask=nil, tgt_key_padding_mask=nil, memory_key_padding_mask=nil, "
+  .. "tgt_mask_kind=nil, memory_mask_kind=nil, tgt_key_padding_mask_kind=nil, memory_key_padding_mask_kind=nil"
+signature.declare(TransformerEncoderLayer, "transformer.TransformerEncoderLayer.", {
+  init = "native: self, " .. LAYER,
+  forward = "native: self, src, /, src_mask=nil, src_key_padding_mask=nil, src_mask_kind=nil, "
+    .. "src_key_padding_mask_kind=nil"})
+signature.declare(TransformerDecoderLayer, "transformer.TransformerDecoderLayer.", {
+  init = "native: self, " .. LAYER, forward = "native: self, tgt, memory, /, " .. DEC_FWD})
+signature.declare(TransformerEncoder, "transformer.TransformerEncoder.", {
+  init = "native: self, encoder_layer, num_layers, /, norm=nil, enable_nested_tensor=true, mask_check=true",
+  forward = "native: self, src, /, mask=nil, src_key_padding_mask=nil, mask_kind=nil, src_key_padding_mask_kind=nil"})
+signature.declare(TransformerDecoder, "transformer.TransformerDecoder.", {
+  init = "native: self, decoder_layer, num_layers, /, norm=nil", forward = "native: self, tgt, memory, /, " .. DEC_FWD})
+signature.declare(Transformer, "transformer.Transformer.", {
+  init = "native: self, d_model=512, nhead=8, num_encoder_layers=6, num_decoder_layers=6, dim_feedforward=2048, "
+    .. "dropout=0.1, activation='relu', custom_encoder=nil, custom_decoder=nil, layer_norm_eps=1e-05, "
+    .. "batch_first=false, norm_first=false, device=nil, dtype=nil",
+  forward = "native: self, src, tgt, /, src_mask=nil, tgt_mask=nil, memory_mask=nil, src_key_padding_mask=nil, "
+    .. "tgt_key_padding_mask=nil, memory_key_padding_mask=nil, src_mask_kind=nil, tgt_mask_kind=nil, "
+    .. "memory_mask_kind=nil, src_key_padding_mask_kind=nil, tgt_key_padding_mask_kind=nil, "
+    .. "memory_key_padding_mask_kind=nil",
+  generate_square_subsequent_mask = false, -- torch's device= has no meaning here
+})
+signature.declare(M, "transformer.", {generate_square_subsequent_mask = false})
+
 return M

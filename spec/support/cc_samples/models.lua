@@ -45,4 +45,44 @@ M[A .. "RotaryEmbedding.forward"] = function() return {attn.attention.RotaryEmbe
 M[A .. "ALiBi.init"] = function() return {false, 4, true} end
 M[A .. "ALiBi.forward"] = function() return {attn.attention.ALiBi(4, true), 3, 5} end
 
+-- transformer (torch's classes; the inputs before "/" stay positional)
+local T = "transformer."
+local xf = attn.transformer
+local function layer_args() return {false, 4, 2, 6, 0.0, "gelu", 1e-3, true, true, "cpu", "float32"} end
+M[T .. "TransformerEncoderLayer.init"] = layer_args
+M[T .. "TransformerDecoderLayer.init"] = layer_args
+local function enc_layer() attn.manual_seed(3); return xf.TransformerEncoderLayer(4, 2, 6, 0.0, "relu", 1e-5, true) end
+local function dec_layer() attn.manual_seed(4); return xf.TransformerDecoderLayer(4, 2, 6, 0.0, "relu", 1e-5, true) end
+local function causal(n) return xf.Transformer.generate_square_subsequent_mask(n) end
+local function kpm(B, L) -- true = padding (torch's key_padding_mask)
+  local t = attn.zeros(B, L):bool()
+  t[{2, L}] = true
+  return t
+end
+M[T .. "TransformerEncoderLayer.forward"] = function()
+  return {enc_layer(), x(2, 3, 4), causal(3), kpm(2, 3), "additive", "bool"}
+end
+M[T .. "TransformerDecoderLayer.forward"] = function()
+  return {dec_layer(), x(2, 3, 4), x(2, 5, 4), causal(3), nil, kpm(2, 3), kpm(2, 5), "additive", nil, "bool", "bool",
+    n = 11}
+end
+M[T .. "TransformerEncoder.init"] = function() return {false, enc_layer(), 2, attn.nn.LayerNorm(4), false, false} end
+M[T .. "TransformerDecoder.init"] = function() return {false, dec_layer(), 2, attn.nn.LayerNorm(4)} end
+M[T .. "TransformerEncoder.forward"] = function()
+  return {xf.TransformerEncoder(enc_layer(), 2), x(2, 3, 4), causal(3), kpm(2, 3), "additive", "bool"}
+end
+M[T .. "TransformerDecoder.forward"] = function()
+  return {xf.TransformerDecoder(dec_layer(), 2), x(2, 3, 4), x(2, 5, 4), causal(3), nil, kpm(2, 3), kpm(2, 5),
+    "additive", nil, "bool", "bool", n = 11}
+end
+M[T .. "Transformer.init"] = function()
+  return {false, 4, 2, 1, 1, 6, 0.0, "gelu", nil, nil, 1e-3, true, true, "cpu", "float32", n = 15}
+end
+M[T .. "Transformer.forward"] = function()
+  attn.manual_seed(5)
+  local m = xf.Transformer(4, 2, 1, 1, 6, 0.0, "relu", nil, nil, 1e-5, true)
+  return {m, x(2, 5, 4), x(2, 3, 4), nil, causal(3), nil, kpm(2, 5), kpm(2, 3), kpm(2, 5), nil, "additive", nil,
+    "bool", "bool", "bool", n = 15}
+end
+
 return M
