@@ -835,4 +835,14 @@ attn._misuse.guard_class(CharTable, "chars")
 attn._misuse.guard_class(Progress, "progress")
 attn._misuse.guard_class(DistributedSampler, "sampler")
 
+-- attn's helpers (attn/signature.lua); these take no optional arguments
+do
+  local signature = require("attn.signature")
+  signature.declare(data, "data.", {read_lines = false, read_words = false, default_words_path = false,
+    one_hot = false})
+  signature.declare(Vocab, "data.Vocab.", {index = false, encode = false, decode = false})
+  signature.declare(CharTable, "data.CharTable.", {wrap = false, index = false, encode = false, decode = false})
+  signature.declare(Progress, "data.Progress.", {finish = false, close = false})
+end
+
 return data

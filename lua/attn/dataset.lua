@@ -681,6 +681,10 @@ function M.random_split(dataset, lengths, generator)
   return unpack(out)
 end
 
+-- torch's signatures (attn/signature.lua)
+require("attn.signature").declare(M, "dataset.", {TensorDataset = false, Subset = false, default_collate = false,
+  random_split = "dataset, lengths, generator=nil"})
+
 -- loader.iter() for loader:iter() (and every other method) says to write ':'.
 attn._misuse.guard_class(LoaderMethods, "loader", "_len")
 attn._misuse.guard_class(TensorDatasetMethods, "ds", "tensors")

@@ -1458,6 +1458,25 @@ function optim.clip_grad_value_(parameters, ...)
   for _, g in ipairs(grads) do g:clamp_(-clip_value, clip_value) end
 end
 
+-- torch's signatures (attn/signature.lua); these take no optional arguments
+do
+  local signature = require("attn.signature")
+  signature.declare(Optimizer, "optim.Optimizer.", {state_dict = false, load_state_dict = false,
+    add_param_group = false})
+  signature.declare(Scheduler, "optim.LRScheduler.", {get_lr = false, get_last_lr = false, state_dict = false,
+    load_state_dict = false})
+  for _, name in ipairs({"ConstantLR", "CosineAnnealingLR", "CosineAnnealingWarmRestarts", "ExponentialLR",
+    "LambdaLR", "LinearLR", "MultiStepLR", "MultiplicativeLR", "OneCycleLR", "PolynomialLR", "StepLR"}) do
+    signature.declare(optim[name], "optim." .. name .. ".", {get_lr = false})
+  end
+  -- torch's SequentialLR.step(self) and ChainedScheduler.step(self)
+  for _, name in ipairs({"SequentialLR", "ChainedScheduler"}) do
+    signature.declare(optim[name], "optim." .. name .. ".", {state_dict = false, load_state_dict = false,
+      step = false})
+  end
+  signature.declare(optim, "optim.", {clip_grad_value_ = false})
+end
+
 -- opt.step() for opt:step() (and every other method) says to write ':'.
 -- The check reads a raw field every instance holds (param_groups,
 -- optimizer); a number as self (sched.step(3)) is told too.

@@ -3,4 +3,14 @@
 local attn = require "attn"
 local M = {}
 
+M["dataset.random_split"] = {
+  args = function() return {require("attn.dataset").TensorDataset(attn.arange(6)), {4, 2}, attn.Generator(3)} end,
+  call = function(...) return require("attn.dataset").random_split(...) end,
+  view = function(...)
+    local t = {}
+    for i, s in ipairs({...}) do t[i] = s.indices end
+    return t
+  end,
+}
+
 return M
