@@ -110,4 +110,10 @@ end
 
 M._cpu_only = cpu_only
 
+-- torch.device(type, index=None) and torch.cuda's questions (attn/signature.lua)
+require("attn.signature").declare(M, "device.", {
+  device = "type, index=nil", is_device = false, is_device_string = false,
+})
+require("attn.signature").declare(M.cuda, "device.cuda.", {is_available = false, device_count = false})
+
 return M

@@ -498,4 +498,10 @@ end
 
 dist._reducer = C.reducer
 
+-- torch.distributed's questions: no optional arguments (attn/signature.lua)
+require("attn.signature").declare(dist, "dist.", {
+  rank = false, size = false, world_size = false, local_rank = false, is_main = false, is_available = false,
+  uses_mpi = false, backend = false, set_timeout = false, timeout = false, print0 = false,
+})
+
 return dist

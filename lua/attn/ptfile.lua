@@ -389,4 +389,7 @@ end
 
 M._ext_pt = ext_pt
 
+-- no optional arguments (attn/signature.lua)
+require("attn.signature").declare(M, "ptfile.", {load = false, save = false})
+
 return M

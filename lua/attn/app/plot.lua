@@ -173,4 +173,7 @@ function plot.colormaps() return C.colormaps() end
 -- cover that region only.
 plot._pixel_stats = C.pixel_stats
 
+-- functions without optional arguments (attn/signature.lua)
+require("attn.signature").declare(plot, "plot.", {colormap = false, colormaps = false})
+
 return plot

@@ -821,4 +821,11 @@ end
 -- tok.encode(s) for tok:encode(s) (and every other method) says to write ':'.
 attn._misuse.guard_class(WordPiece, "tok")
 
+-- functions without optional arguments (attn/signature.lua)
+require("attn.signature").declare(text, "text.", {read_vocab = false, unicode_version = false})
+require("attn.signature").declare(WordPiece, "text.WordPiece.", {
+  basic_tokenize = false, wordpiece = false, tokenize = false, convert_tokens_to_ids = false,
+  convert_tokens_to_string = false,
+})
+
 return text

@@ -2,6 +2,5 @@
 -- Public functions of this room not declared yet (spec/calling_convention_spec.lua):
 -- remove a line when its function is declared.
 return {
-  ["attn.device"] = true, -- lua/attn/device.lua (room X): torch.device(type, index=None) to declare there
   ["attn.save"] = true, -- its metadata argument is a string-keyed table: an options table would shadow it
 }

@@ -13,4 +13,10 @@ M["dataset.random_split"] = {
   end,
 }
 
+-- torch.device(type, index=None)
+M["device.device"] = {
+  args = function() return {"cpu", 1} end,
+  call = function(...) return require("attn.device").device(...) end,
+  view = function(d) return tostring(d) end,
+}
 return M
