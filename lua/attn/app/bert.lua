@@ -780,4 +780,36 @@ end
 -- A call of a Source method with '.' says to write ':'.
 attn._misuse.guard_class(Source, "source")
 
+-- the signatures (attn/signature.lua).  A config is a string-keyed table
+-- itself, so the building blocks' (config, src, prefix) and
+-- bert.from_pretrained's options are read by the functions themselves
+-- (native); Hugging Face's names for BertModel's forward.
+local signature = require "attn.signature"
+signature.declare(bert, "bert.", {
+  config = "t, source=nil", read_config = false, json_decode = "text, name=nil",
+  from_pretrained = "native: dir, /, *, add_pooling_layer=true, requires_grad=false",
+})
+signature.declare(BertModel, "bert.BertModel.", {
+  init = "native: self, config, /, *, add_pooling_layer=true",
+  forward = "native: self, input_ids, /, *, attention_mask=nil, token_type_ids=nil, position_ids=nil, "
+    .. "output_attentions=false, output_hidden_states=false",
+  from_pretrained = "native: dir, /, *, add_pooling_layer=true, requires_grad=false",
+  extra_repr = false,
+})
+for _, name in ipairs({"BertEmbeddings", "BertSelfAttention", "BertSelfOutput", "BertAttention", "BertIntermediate",
+                       "BertOutput", "BertLayer", "BertEncoder", "BertPooler"}) do
+  signature.declare(bert[name], "bert." .. name .. ".", {init = false})
+end
+signature.declare(bert.BertEmbeddings, "bert.BertEmbeddings.", {
+  forward = "self, input_ids, token_type_ids, position_ids"})
+for _, name in ipairs({"BertSelfAttention", "BertAttention", "BertLayer"}) do
+  signature.declare(bert[name], "bert." .. name .. ".", {
+    forward = "self, hidden_states, attention_mask=nil, need_weights=false"})
+end
+signature.declare(bert.BertEncoder, "bert.BertEncoder.", {
+  forward = "self, hidden_states, attention_mask=nil, output_attentions=false, output_hidden_states=false"})
+for _, name in ipairs({"BertSelfOutput", "BertIntermediate", "BertOutput", "BertPooler"}) do
+  signature.declare(bert[name], "bert." .. name .. ".", {forward = false})
+end
+
 return bert

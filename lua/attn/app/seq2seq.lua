@@ -530,4 +530,20 @@ function M.bahdanau_additive(H, s, W_a, W_b, W_c)
   return attn.matmul(att, H:t()), att, scores
 end
 
+-- the signatures (attn/signature.lua); these classes are attn's (torch has
+-- none) and read their options themselves; a decoder state is a
+-- string-keyed table itself
+local signature = require "attn.signature"
+signature.declare(LuongAttention, "seq2seq.LuongAttention.", {
+  init = "native: self, hidden, /, *, score='dot', max_length=nil, mode='global', D=nil, predict_dim=nil",
+  forward = "native: self, h, enc, /, *, mask=nil, keys=nil, t=nil", precompute = false, extra_repr = false})
+signature.declare(BahdanauAttention, "seq2seq.BahdanauAttention.", {
+  init = "native: self, enc_hidden, dec_hidden, attn_dim, /, *, tutorial=false",
+  forward = "native: self, s, enc, /, *, mask=nil, keys=nil", precompute = false, extra_repr = false})
+signature.declare(AttnDecoderStep, "seq2seq.AttnDecoderStep.", {
+  init = "native: self, cell, attention, /, *, order='luong', attentional=true, input_feeding=false",
+  forward = "native: self, y, state, enc, /, *, mask=nil, keys=nil",
+  decode = "native: self, ys, state, enc, /, *, mask=nil, keys=nil", precompute = false, extra_repr = false})
+signature.declare(M, "seq2seq.", {luong_dot = false, bahdanau_additive = false})
+
 return M

@@ -85,4 +85,57 @@ M[T .. "Transformer.forward"] = function()
     "bool", "bool", "bool", n = 15}
 end
 
+-- bert (a tiny config; the fixture checkpoint of spec/fixtures/bert)
+local bert = require "attn.bert"
+local FX = (os.getenv("ATTN_SOURCE_DIR") or ".") .. "/spec/fixtures/bert"
+local function tiny()
+  return {vocab_size = 30, hidden_size = 8, num_hidden_layers = 1, num_attention_heads = 2, intermediate_size = 16,
+    max_position_embeddings = 12, type_vocab_size = 2}
+end
+local function ids() return attn.tensor({{3, 7, 9, 4}, {3, 5, 4, 1}}):long() end
+M["bert.config"] = function() return {tiny(), "cfg"} end
+M["bert.json_decode"] = function() return {'{"a": [1, 2.5, "x", true, null]}', "f.json"} end
+M["bert.from_pretrained"] = function() return {FX, false, true} end
+M["bert.BertModel.from_pretrained"] = function() return {FX, true, false} end
+M["bert.BertModel.init"] = function() return {false, tiny(), false} end
+M["bert.BertModel.forward"] = function()
+  attn.manual_seed(8)
+  return {bert.BertModel(tiny()), ids(), attn.tensor({{1, 1, 1, 1}, {1, 1, 1, 0}}), attn.ones(2, 4):long(),
+    attn.tensor({{1, 2, 3, 4}}):long(), true, true}
+end
+local function block(name) attn.manual_seed(9); return bert[name](bert.config(tiny()), nil, "x.") end
+for _, name in ipairs({"BertSelfAttention", "BertAttention", "BertLayer"}) do
+  M["bert." .. name .. ".forward"] = function() return {block(name), x(2, 4, 8), nil, true, n = 4} end
+end
+M["bert.BertEncoder.forward"] = function() return {block("BertEncoder"), x(2, 4, 8), nil, true, true, n = 5} end
+
+-- seq2seq (attn's Luong and Bahdanau attention)
+local s2s = require "attn.seq2seq"
+local S = "seq2seq."
+local function enc_mask()
+  local m = attn.ones(2, 5)
+  m[{1, 5}] = 0
+  return m
+end
+M[S .. "LuongAttention.init"] = function() return {false, 4, "dot", nil, "local-m", 1, nil, n = 7} end
+M[S .. "LuongAttention.forward"] = function()
+  attn.manual_seed(10)
+  return {s2s.LuongAttention(4, {score = "general"}), x(2, 4), x(2, 5, 4), enc_mask(), nil, nil, n = 6}
+end
+M[S .. "BahdanauAttention.init"] = function() return {false, 4, 3, 5, false} end
+M[S .. "BahdanauAttention.forward"] = function()
+  attn.manual_seed(11)
+  return {s2s.BahdanauAttention(4, 3, 5), x(2, 3), x(2, 5, 4), enc_mask(), nil, n = 5}
+end
+local function step()
+  attn.manual_seed(12)
+  return s2s.AttnDecoderStep(attn.nn.GRUCell(3, 4), s2s.LuongAttention(4, {score = "general"}))
+end
+M[S .. "AttnDecoderStep.init"] = function()
+  attn.manual_seed(13)
+  return {false, attn.nn.GRUCell(3, 4), s2s.LuongAttention(4, {score = "general"}), "luong", true, false}
+end
+M[S .. "AttnDecoderStep.forward"] = function() return {step(), x(2, 3), {h = x(2, 4)}, x(2, 5, 4), enc_mask(), nil, n = 6} end
+M[S .. "AttnDecoderStep.decode"] = function() return {step(), x(2, 3, 3), nil, x(2, 5, 4), enc_mask(), nil, n = 6} end
+
 return M
