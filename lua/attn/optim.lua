@@ -1458,7 +1458,23 @@ function optim.clip_grad_value_(parameters, ...)
   for _, g in ipairs(grads) do g:clamp_(-clip_value, clip_value) end
 end
 
--- torch's signatures (attn/signature.lua); these take no optional arguments
+-- opt.step() for opt:step() (and every other method) says to write ':'.
+-- The check reads a raw field every instance holds (param_groups,
+-- optimizer); a number as self (sched.step(3)) is told too.
+local function is_optimizer(v) return type(v) == "table" and rawget(v, "param_groups") ~= nil end
+local function is_scheduler(v) return type(v) == "table" and rawget(v, "optimizer") ~= nil end
+attn._misuse.guard_class(Optimizer, "opt", is_optimizer)
+attn._misuse.guard_class(Scheduler, "sched", is_scheduler)
+for _, cls in pairs(optim) do
+  local mt = type(cls) == "table" and getmetatable(cls)
+  if mt and mt.__index == Optimizer then attn._misuse.guard_class(cls, "opt", is_optimizer)
+  elseif mt and cls ~= Scheduler and rawget(cls, "__index") == cls then
+    attn._misuse.guard_class(cls, "sched", is_scheduler)
+  end
+end
+
+-- torch's signatures (attn/signature.lua), after the guards: the wrappers of
+-- step/zero_grad call the guarded methods
 do
   local signature = require("attn.signature")
   signature.declare(Optimizer, "optim.Optimizer.", {state_dict = false, load_state_dict = false,
@@ -1474,22 +1490,24 @@ do
     signature.declare(optim[name], "optim." .. name .. ".", {state_dict = false, load_state_dict = false,
       step = false})
   end
-  signature.declare(optim, "optim.", {clip_grad_value_ = false})
-end
-
--- opt.step() for opt:step() (and every other method) says to write ':'.
--- The check reads a raw field every instance holds (param_groups,
--- optimizer); a number as self (sched.step(3)) is told too.
-local function is_optimizer(v) return type(v) == "table" and rawget(v, "param_groups") ~= nil end
-local function is_scheduler(v) return type(v) == "table" and rawget(v, "optimizer") ~= nil end
-attn._misuse.guard_class(Optimizer, "opt", is_optimizer)
-attn._misuse.guard_class(Scheduler, "sched", is_scheduler)
-for _, cls in pairs(optim) do
-  local mt = type(cls) == "table" and getmetatable(cls)
-  if mt and mt.__index == Optimizer then attn._misuse.guard_class(cls, "opt", is_optimizer)
-  elseif mt and cls ~= Scheduler and rawget(cls, "__index") == cls then
-    attn._misuse.guard_class(cls, "sched", is_scheduler)
-  end
+  signature.declare(optim, "optim.", {clip_grad_value_ = false, noam_rate = false,
+    -- torch's foreach= is not taken; the function reads both forms itself
+    clip_grad_norm_ = "native: parameters, max_norm, norm_type=2.0, error_if_nonfinite=false"})
+  -- attn's default set_to_none is torch 2's (true)
+  signature.declare(Optimizer, "optim.Optimizer.", {zero_grad = "self, set_to_none=true", step = "self, closure=nil"})
+  signature.declare(Scheduler, "optim.LRScheduler.", {step = "self, epoch=nil"})
+  signature.declare(optim.CosineAnnealingWarmRestarts, "optim.CosineAnnealingWarmRestarts.", {step = "self, epoch=nil"})
+  signature.declare(optim.ReduceLROnPlateau, "optim.ReduceLROnPlateau.", {step = "self, metrics, epoch=nil"})
+  -- the optimizers read torch's positional order and an options table themselves (torch_args);
+  -- torch's foreach/capturable/differentiable/fused are not taken
+  signature.declare(optim.SGD, "optim.SGD.", {new = "native: params, lr, momentum=0, dampening=0, weight_decay=0, "
+    .. "nesterov=false, *, maximize=false"})
+  signature.declare(optim.Adam, "optim.Adam.", {new = "native: params, lr=0.001, betas=(0.9;0.999), eps=1e-08, "
+    .. "weight_decay=0, amsgrad=false, *, maximize=false"})
+  signature.declare(optim.AdamW, "optim.AdamW.", {new = "native: params, lr=0.001, betas=(0.9;0.999), eps=1e-08, "
+    .. "weight_decay=0.01, amsgrad=false, *, maximize=false"})
+  signature.declare(optim.RMSprop, "optim.RMSprop.", {new = "native: params, lr=0.01, alpha=0.99, eps=1e-08, "
+    .. "weight_decay=0, momentum=0, centered=false, *, maximize=false"})
 end
 
 return optim

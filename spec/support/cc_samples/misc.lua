@@ -19,4 +19,44 @@ M["device.device"] = {
   call = function(...) return require("attn.device").device(...) end,
   view = function(d) return tostring(d) end,
 }
+local function optim_sample(name, args)
+  return {
+    args = function() return {{attn.ones(2)}, table.unpack(args)} end,
+    call = function(...) return require("attn.optim")[name].new(...) end,
+    view = function(o) return o.defaults end,
+  }
+end
+M["optim.SGD.new"] = optim_sample("SGD", {0.1, 0.9, 0, 0.01, true, true})
+M["optim.Adam.new"] = optim_sample("Adam", {0.01, {0.8, 0.9}, 1e-6, 0.1, true, true})
+M["optim.AdamW.new"] = optim_sample("AdamW", {0.01, {0.8, 0.9}, 1e-6, 0.1, true, true})
+M["optim.RMSprop.new"] = optim_sample("RMSprop", {0.01, 0.9, 1e-6, 0.1, 0.5, true, true})
+M["optim.clip_grad_norm_"] = {
+  args = function()
+    local p = attn.ones(3)
+    p.grad = attn.tensor({3.0, -4.0, 12.0})
+    return {{p}, 1.5, 1, true}
+  end,
+  call = function(...) return require("attn.optim").clip_grad_norm_(...) end,
+}
+local function sgd()
+  local p = attn.ones(2)
+  p.grad = attn.tensor({1.5, 2.5})
+  return require("attn.optim").SGD({p}, 0.1), p
+end
+M["optim.Optimizer.zero_grad"] = {
+  args = function() local o = sgd(); return {o, false} end,
+  view = function() return {} end,
+}
+M["optim.Optimizer.step"] = {
+  args = function() local o = sgd(); return {o, function() return 2.5 end} end,
+}
+M["optim.LRScheduler.step"] = {
+  args = function() return {require("attn.optim").StepLR(sgd(), 2), 3} end,
+}
+M["optim.CosineAnnealingWarmRestarts.step"] = {
+  args = function() return {require("attn.optim").CosineAnnealingWarmRestarts(sgd(), 2), 3} end,
+}
+M["optim.ReduceLROnPlateau.step"] = {
+  args = function() return {require("attn.optim").ReduceLROnPlateau((sgd())), 1.5, 3} end,
+}
 return M
