@@ -504,4 +504,12 @@ require("attn.signature").declare(dist, "dist.", {
   uses_mpi = false, backend = false, set_timeout = false, timeout = false, print0 = false,
 })
 
+-- the i-forms: torch.distributed's all_reduce(tensor, op=ReduceOp.SUM),
+-- broadcast(tensor, src) (attn's root, default 0), reduce_scatter,
+-- isend/irecv(tensor, dst/src, tag=0), async_op implied (attn/signature.lua)
+require("attn.signature").declare(dist, "dist.", {
+  iallreduce = "tensor, op='sum'", ibroadcast = "tensor, root=0", iallgather = false,
+  ireduce_scatter = "tensor, op='sum'", isend = "tensor, dst, tag=0", irecv = "tensor, src, tag=0",
+})
+
 return dist

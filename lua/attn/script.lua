@@ -154,4 +154,9 @@ function S.outdir(path)
   return path
 end
 
+-- attn-only helpers (attn/signature.lua)
+require("attn.signature").declare(S, "script.", {
+  int = "default=nil, min=1", str = false, parse = false, fail = false, args = false, outdir = false,
+})
+
 return S

@@ -207,6 +207,9 @@ M.SIGNATURES = {
   deepcopy = false, -- Python's memo is internal (attn/copy.lua)
   Generator = false, ["Generator.manual_seed"] = false, ["Generator.seed"] = false,
   ["Generator.initial_seed"] = false, ["Generator.get_state"] = false, ["Generator.set_state"] = false,
+  -- save(obj, f, metadata=nil): metadata is itself a string-keyed table, so a
+  -- trailing options table cannot be told from it; declared without options
+  save = false,
   -- == end tensor_b ==
   -- attn.F (torch.nn.functional)
   ["F.gelu"] = "input, approximate='none'",

@@ -59,4 +59,38 @@ M["optim.CosineAnnealingWarmRestarts.step"] = {
 M["optim.ReduceLROnPlateau.step"] = {
   args = function() return {require("attn.optim").ReduceLROnPlateau((sgd())), 1.5, 3} end,
 }
+-- attn.script.int(default, min)
+M["script.int"] = {
+  args = function() return {5, 0} end,
+  call = function(...) return require("attn.script").int(...) end,
+  view = function(d) return {d.default, d.min} end,
+}
+-- dist's i-forms in a 1-rank world: the handle is waited on, the tensor compared
+local function dist_sample(name, extra)
+  local t
+  return {
+    args = function()
+      t = attn.tensor({1.0, 2.0, 3.0})
+      local a = {t}
+      for i, v in ipairs(extra) do a[i + 1] = v end
+      return a
+    end,
+    call = function(...) return require("attn.dist")[name](...) end,
+    view = function(h) if type(h) == "table" or type(h) == "userdata" then h:wait() end return t end,
+  }
+end
+M["dist.iallreduce"] = dist_sample("iallreduce", {"max"})
+M["dist.ibroadcast"] = dist_sample("ibroadcast", {0})
+M["dist.ireduce_scatter"] = dist_sample("ireduce_scatter", {"max"})
+-- isend/irecv: a 1-rank world has no peer, so every form raises the same message
+for _, name in ipairs({"isend", "irecv"}) do
+  M["dist." .. name] = {
+    args = function() return {attn.ones(2), 0, 7} end,
+    call = function(...)
+      local ok, err = pcall(require("attn.dist")[name], ...)
+      if not tostring(err):find("no peer", 1, true) then error(err, 0) end -- an unknown option
+      return ok, (tostring(err):gsub("^[^:]*:%d+: ", ""))
+    end,
+  }
+end
 return M
