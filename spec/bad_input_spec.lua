@@ -2944,7 +2944,8 @@ local WORD_LIST = K.custom(function() return {"b", "a", "c", "a"} end, {
   {"a list holding invalid UTF-8", function() return {"a\255"} end, "any"},
 }, {skip = {["a table"] = true}})
 E("attn.data.Vocab", {WORD_LIST, K.opts({unk = K.str("<unk>", {opt = true, number = "error"})})}, {names = {"Vocab"},
-  override = {[2] = {["option unk = false"] = "ok"}}})
+  -- torch-style positional options (issue 29): argument 2 may be unk itself
+  override = {[2] = {["option unk = false"] = "ok", ["a string"] = "ok", ["false"] = "ok"}}})
 local function vocab() return data.Vocab({"b", "a", "c"}) end
 local function vmeth(name, sig, opts)
   opts = opts or {}
@@ -2975,7 +2976,7 @@ E("attn.data.CharTable", {WORD_LIST, K.opts({start = K.str("^", {opt = true, num
   stop = K.str("$", {opt = true, number = "error", empty = "error"})})}, {names = {"CharTable"}, cases = {
     {"start == stop", function() return {{"a"}, {start = "#", stop = "#"}} end, "error"},
     {"a two-character start", function() return {{"a"}, {start = "ab"}} end, "error"},
-  }, override = {[2] = {["option start = false"] = "ok", ["option stop = false"] = "ok",
+  }, override = {[2] = {["option start = false"] = "ok", ["option stop = false"] = "ok", ["false"] = "ok",
     ["option start = a string with a NUL"] = "error", ["option stop = a string with a NUL"] = "error"}}})
 local function chartable() return data.CharTable({"abc", "bd"}) end
 local function cmeth(name, sig, opts)
@@ -3010,12 +3011,12 @@ E("attn.data.pad", {K.custom(function() return {{1, 2, 3}, attn.tensor({4})} end
   {"a 2-d tensor sequence", function() return {attn.ones(2, 2)} end, "error"},
   {"empty sequences", function() return {{}, {}} end, "any"},
 }, {skip = {["a table"] = true}}), K.opts({value = K.num(0, {opt = true}), length = K.size(4, {opt = true, min = 1,
-  huge = "error"})})}, {override = {[2] = {["option length = 0"] = "error"}}})
+  huge = "error"})})}, {override = {[2] = {["option length = 0"] = "error", ["a number"] = "ok"}}})
 local ITEMS = K.custom(function() return {"a", "b", "c", "d", "e"} end, {
   {"an empty list", function() return {} end, "any"},
   {"a tensor", function() return attn.ones(3) end, "error"},
 }, {skip = {["a table"] = true}})
-E("attn.data.shuffle", {ITEMS, gen_opt()})
+E("attn.data.shuffle", {ITEMS, gen_opt()}, {override = {[2] = {["options with a generator"] = "ok"}}})
 E("attn.data.split", {ITEMS, K.num(0.4, {min = 0, max = 1, finite = true}), K.custom(function() return attn.Generator(3) end, {
   {"false (keep the order)", function() return false end, "ok"},
   {"a number", function() return 3 end, "error"},
@@ -3023,7 +3024,7 @@ E("attn.data.split", {ITEMS, K.num(0.4, {min = 0, max = 1, finite = true}), K.cu
 E("attn.data.batches", {ITEMS, K.size(2, {min = 1}), K.opts({shuffle = BOOL(true), drop_last = BOOL(false),
   generator = K.custom(function() return attn.Generator(3) end, {{"a number", function() return 3 end, "error"}},
     {opt = true, skip = {["a generator"] = true}})})}, {override = {[1] = {["an empty list"] = "error"},
-  [2] = {["0"] = "error"}}, check = function(it) assert(type(it) == "function") end})
+  [2] = {["0"] = "error"}, [3] = {["true"] = "ok", ["false"] = "ok"}}, check = function(it) assert(type(it) == "function") end})
 -- torch.utils.data's datasets and loader (lua/attn/dataset.lua)
 local function tds() return data.TensorDataset(attn.arange(6):float():reshape(6, 1), attn.arange(6)) end
 local DATASET = K.custom(tds, {
@@ -3074,7 +3075,7 @@ E("attn.data.progress", {K.size(10, {min = 1}), K.opts({label = K.str("train", {
     {"a closed file", function() local f = io.tmpfile(); f:close(); return f end, "error"},
   }, {opt = true, skip = {["a file handle"] = true}})})}, {names = {"progress"},
   override = {[1] = {["0"] = "error"}, [2] = {["option width = 0"] = "error", ["option interactive = nil"] = "any",
-    ["an empty table"] = "any", ["option out = nil"] = "any", ["nil"] = "any"}}})
+    ["an empty table"] = "any", ["option out = nil"] = "any", ["nil"] = "any", ["a string"] = "ok"}}})
 local function bar()
   -- a fixed clock: the drawn line (rate, ETA) must not depend on timing
   local t = 0

@@ -63,7 +63,9 @@ local function check_list(fn, what, list)
 end
 
 -- An options table whose keys are all in known (a list of names).
-local check_opts = attn._misuse.check_options
+-- the optional arguments in order and/or a trailing options table (the
+-- functions so declared "native" at the end of this file)
+local merge_options = attn._misuse.merge_options
 
 local function check_bool(fn, what, v)
   if v ~= nil and type(v) ~= "boolean" then fail(fn, "%s must be a boolean (got %s)", what, type(v)) end
@@ -216,9 +218,9 @@ Vocab.__name = "attn.data.Vocab"
 -- vocab.size = #vocab.words, vocab.unk (the token or nil), vocab.unk_id.
 -- If the unknown token is itself one of the words it is not added twice.
 -- unk = false builds a vocabulary without one: unknown words then raise.
-function data.Vocab(words, opts)
+function data.Vocab(words, ...)
   check_strings("Vocab", "words", words)
-  opts = check_opts("Vocab", opts, {"unk"})
+  local opts = merge_options("Vocab", {"unk"}, ...)
   local unk = opts.unk
   if unk == nil then unk = "<unk>" end
   if unk ~= false then check_string("Vocab", "unk", unk) end
@@ -323,9 +325,9 @@ end
 -- sorted(set(''.join(names)))) of the characters of every wrap(s), so the
 -- start and stop tokens are included; .size = #.chars.  start/stop = false
 -- leaves that token out.  Characters are UTF-8 code points.
-function data.CharTable(strings, opts)
+function data.CharTable(strings, ...)
   local n = check_strings("CharTable", "strings", strings)
-  opts = check_opts("CharTable", opts, {"start", "stop"})
+  local opts = merge_options("CharTable", {"start", "stop"}, ...)
   local start = check_token("start", opts.start == nil and "^" or opts.start)
   local stop = check_token("stop", opts.stop == nil and "$" or opts.stop)
   if start and start == stop then fail("CharTable", "start and stop must differ (both '%s')", start) end
@@ -425,10 +427,10 @@ end
 -- items), else the longest sequence's length.  Sequences are left-aligned
 -- and padded on the right with `value`; mask is 1 on real items, 0 on
 -- padding.
-function data.pad(seqs, opts)
+function data.pad(seqs, ...)
   local B = check_list("pad", "seqs", seqs)
   if B == 0 then fail("pad", "seqs is empty") end
-  opts = check_opts("pad", opts, {"value", "length"})
+  local opts = merge_options("pad", {"value", "length"}, ...)
   local value = opts.value == nil and 0 or opts.value
   if type(value) ~= "number" then fail("pad", "value must be a number (got %s)", type(value)) end
   local rows = {}
@@ -530,14 +532,15 @@ end
 -- its 1-based number.  With shuffle the order is drawn once, when
 -- batches() is called (call it again each epoch for a new order); the last
 -- batch is shorter unless drop_last.
-function data.batches(list, batch_size, opts)
+function data.batches(list, ...)
+  local opts = merge_options("batches", {"batch_size", "shuffle", "generator", "drop_last"}, ...)
+  local batch_size = opts.batch_size
   local n = check_list("batches", "list", list)
   if n == 0 then fail("batches", "list is empty") end
   local bs = to_int(batch_size)
   if not bs or bs < 1 then
     fail("batches", "batch_size must be an integer >= 1 (got %s)", tostring(batch_size))
   end
-  opts = check_opts("batches", opts, {"shuffle", "generator", "drop_last"})
   check_bool("batches", "shuffle", opts.shuffle)
   check_bool("batches", "drop_last", opts.drop_last)
   local g = check_generator("batches", opts.generator)
@@ -604,10 +607,10 @@ local function is_file(f) return io ~= nil and io.type(f) == "file" end
 -- at most once per min_interval (the last step is always drawn).  Not
 -- interactive: nothing until finish(), which writes one summary line:
 --   train: 1000/1000 (100%) in 00:12, 81.20 it/s, loss=1.234
-function data.progress(total, opts)
+function data.progress(total, ...)
   local n = to_int(total)
   if not n or n < 1 then fail("progress", "total must be an integer >= 1 (got %s)", tostring(total)) end
-  opts = check_opts("progress", opts, {"label", "width", "out", "interactive", "min_interval", "clock"})
+  local opts = merge_options("progress", {"label", "width", "out", "interactive", "min_interval", "clock"}, ...)
   check_bool("progress", "interactive", opts.interactive)
   local label = opts.label == nil and "train" or opts.label
   check_string("progress", "label", label)
@@ -843,6 +846,13 @@ do
   signature.declare(Vocab, "data.Vocab.", {index = false, encode = false, decode = false})
   signature.declare(CharTable, "data.CharTable.", {wrap = false, index = false, encode = false, decode = false})
   signature.declare(Progress, "data.Progress.", {finish = false, close = false})
+  -- these read their options positionally or from a trailing table themselves
+  signature.declare(data, "data.", {Vocab = "native: words, unk='<unk>'",
+    CharTable = "native: strings, start='^', stop='$'", pad = "native: seqs, value=0, length=nil",
+    batches = "native: list, batch_size, shuffle=true, generator=nil, drop_last=false",
+    progress = "native: total, label='train', width=30, out=nil, interactive=nil, min_interval=0.1, "
+      .. "clock=nil",
+    shuffle = "list, generator=nil", split = "list, fraction, generator=nil"})
 end
 
 return data

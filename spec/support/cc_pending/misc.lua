@@ -2,16 +2,9 @@
 -- Public functions of this room not declared yet (spec/calling_convention_spec.lua):
 -- remove a line when its function is declared.
 return {
-  ["attn.data.CharTable"] = true,
   ["attn.data.DataLoader"] = true,
   ["attn.data.DistributedSampler"] = true,
   ["attn.data.Progress.update"] = true,
-  ["attn.data.Vocab"] = true,
-  ["attn.data.batches"] = true,
-  ["attn.data.pad"] = true,
-  ["attn.data.progress"] = true,
-  ["attn.data.shuffle"] = true,
-  ["attn.data.split"] = true,
   ["attn.dataset.DataLoader"] = true,
   ["attn.dist.allgather"] = true,
   ["attn.dist.allreduce"] = true,

@@ -93,4 +93,19 @@ for _, name in ipairs({"isend", "irecv"}) do
     end,
   }
 end
+local function data_fn(name) return function(...) return require("attn.data")[name](...) end end
+M["data.Vocab"] = {args = function() return {{"b", "a"}, "?"} end, call = data_fn("Vocab"),
+  view = function(v) return v.words end}
+M["data.CharTable"] = {args = function() return {{"ab"}, "<", ">"} end, call = data_fn("CharTable"),
+  view = function(c) return c.chars end}
+M["data.pad"] = {args = function() return {{{1, 2}, {3}}, -1, 3} end, call = data_fn("pad")}
+M["data.batches"] = {args = function() return {{1, 2, 3}, 2, true, attn.Generator(1), true} end,
+  call = data_fn("batches"), view = function(it) local t = {}; for b in it do t[#t + 1] = b end; return t end}
+M["data.progress"] = {
+  args = function()
+    return {3, "x", 10, io.stderr, false, 0, function() return 0 end}
+  end,
+  call = data_fn("progress"), view = function(p) return p.total end}
+M["data.shuffle"] = {args = function() return {{1, 2, 3, 4}, attn.Generator(2)} end, call = data_fn("shuffle")}
+M["data.split"] = {args = function() return {{1, 2, 3, 4}, 0.5, attn.Generator(2)} end, call = data_fn("split")}
 return M
