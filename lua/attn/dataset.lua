@@ -683,7 +683,12 @@ end
 
 -- torch's signatures (attn/signature.lua)
 require("attn.signature").declare(M, "dataset.", {TensorDataset = false, Subset = false, default_collate = false,
-  random_split = "dataset, lengths, generator=nil"})
+  random_split = "dataset, lengths, generator=nil",
+  -- DataLoader reads torch's positional order and a trailing options table itself
+  DataLoader = "native: dataset, batch_size=1, shuffle=nil, sampler=nil, batch_sampler=nil, num_workers=0, "
+    .. "collate_fn=nil, pin_memory=false, drop_last=false, timeout=0, worker_init_fn=nil, "
+    .. "multiprocessing_context=nil, generator=nil, *, prefetch_factor=nil, persistent_workers=false, "
+    .. "pin_memory_device=''"})
 
 -- loader.iter() for loader:iter() (and every other method) says to write ':'.
 attn._misuse.guard_class(LoaderMethods, "loader", "_len")

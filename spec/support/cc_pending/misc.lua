@@ -2,10 +2,8 @@
 -- Public functions of this room not declared yet (spec/calling_convention_spec.lua):
 -- remove a line when its function is declared.
 return {
-  ["attn.data.DataLoader"] = true,
   ["attn.data.DistributedSampler"] = true,
   ["attn.data.Progress.update"] = true,
-  ["attn.dataset.DataLoader"] = true,
   ["attn.dist.allgather"] = true,
   ["attn.dist.allreduce"] = true,
   ["attn.dist.barrier"] = true,

@@ -108,4 +108,16 @@ M["data.progress"] = {
   call = data_fn("progress"), view = function(p) return p.total end}
 M["data.shuffle"] = {args = function() return {{1, 2, 3, 4}, attn.Generator(2)} end, call = data_fn("shuffle")}
 M["data.split"] = {args = function() return {{1, 2, 3, 4}, 0.5, attn.Generator(2)} end, call = data_fn("split")}
+M["dataset.DataLoader"] = {
+  args = function()
+    return {require("attn.dataset").TensorDataset(attn.arange(5)), 2, true, nil, nil, 0, nil, false, true, 0, nil, nil,
+      attn.Generator(4), nil, false, "", n = 16}
+  end,
+  call = function(...) return require("attn.dataset").DataLoader(...) end,
+  view = function(loader)
+    local t = {}
+    for b in loader:iter() do t[#t + 1] = b end
+    return t
+  end,
+}
 return M
