@@ -3470,7 +3470,9 @@ E("attn.dist.ring_shard", {K.tensor({2, 4, 3}), K.opts({causal = BOOL(true), is_
 E("attn.dist.ring_unshard", {K.tensor({2, 4, 3}), K.opts({causal = BOOL(true), is_causal = BOOL(true)})})
 E("attn.data.DistributedSampler", {K.size(5, {huge = "any"}), K.opts({shuffle = BOOL(true), drop_last = BOOL(false),
   seed = K.int(0, {opt = true, min = 0}), num_replicas = K.int(1, {opt = true, min = 1}),
-  rank = K.int(0, {opt = true, min = 0, max = 0})})})
+  rank = K.int(0, {opt = true, min = 0, max = 0})})},
+  -- torch's positional order (issue 29): argument 2 may be num_replicas itself
+  {override = {[2] = {["a number"] = "ok"}}})
 local function ddp() return nn.DistributedDataParallel(nn.Linear(3, 4)) end
 E("attn.nn.DistributedDataParallel", {mod(function() return nn.Linear(3, 4) end), K.opts({
   bucket_mb = K.num(25, {opt = true, min = 1e-300, finite = true}), broadcast_buffers = BOOL(true)})},

@@ -739,13 +739,13 @@ DistributedSampler.__index = DistributedSampler
 --   s:indices()       this rank's 1-based indices as a Lua list
 --   #s, s:len()       how many
 --   for i in s:iter() do ... end
-function data.DistributedSampler(n, opts)
+function data.DistributedSampler(n, ...)
   if type(n) ~= "number" or n ~= n or n == math.huge or n ~= math.floor(n) or n < 0 or n >= 2 ^ 53 then
     error("DistributedSampler: n must be a non-negative integer, got " .. tostring(n), 2)
   end
   n = math.tointeger(n)
-  if opts == nil then opts = {} end
-  if type(opts) ~= "table" or attn.is_tensor(opts) then error("DistributedSampler: opts must be a table", 2) end
+  -- torch's order after the dataset (here its length n) and/or an options table
+  local opts = merge_options("DistributedSampler", {"num_replicas", "rank", "shuffle", "seed", "drop_last"}, ...)
   local kinds = {shuffle = "boolean", drop_last = "boolean", seed = "integer", num_replicas = "integer",
     rank = "integer"}
   for k, v in pairs(opts) do
@@ -852,7 +852,9 @@ do
     batches = "native: list, batch_size, shuffle=true, generator=nil, drop_last=false",
     progress = "native: total, label='train', width=30, out=nil, interactive=nil, min_interval=0.1, "
       .. "clock=nil",
-    shuffle = "list, generator=nil", split = "list, fraction, generator=nil"})
+    shuffle = "list, generator=nil", split = "list, fraction, generator=nil",
+    -- torch's DistributedSampler(dataset, ...) with the dataset's length n
+    DistributedSampler = "native: n, num_replicas=nil, rank=nil, shuffle=true, seed=0, drop_last=false"})
 end
 
 return data

@@ -2,7 +2,6 @@
 -- Public functions of this room not declared yet (spec/calling_convention_spec.lua):
 -- remove a line when its function is declared.
 return {
-  ["attn.data.DistributedSampler"] = true,
   ["attn.data.Progress.update"] = true,
   ["attn.dist.allgather"] = true,
   ["attn.dist.allreduce"] = true,

@@ -120,4 +120,6 @@ M["dataset.DataLoader"] = {
     return t
   end,
 }
+M["data.DistributedSampler"] = {args = function() return {10, 3, 1, true, 5, true} end,
+  call = function(...) return require("attn.data").DistributedSampler(...) end, view = function(d) return d:indices() end}
 return M
