@@ -3437,15 +3437,18 @@ E("attn.dist.barrier", {ASYNC_OPTS})
 local OP = K.choice("sum", {opt = true})
 -- written in place: an expanded (stride-0) target is refused, as copy_ does
 local EXPANDED = {[1] = {["a stride-0 expanded view"] = "error"}}
-E("attn.dist.allreduce", {K.tensor({2, 3}), OP, ASYNC_OPTS}, {writes = {1}, override = EXPANDED})
+-- the collectives take async_op positionally too (issue 29): a boolean there is legal
+local ASYNC_POS = {["true"] = "ok", ["false"] = "ok"}
+E("attn.dist.allreduce", {K.tensor({2, 3}), OP, ASYNC_OPTS}, {writes = {1},
+  override = {[1] = EXPANDED[1], [3] = ASYNC_POS}})
 E("attn.dist.iallreduce", {K.tensor({2, 3}), OP}, {writes = {1}, override = EXPANDED})
 E("attn.dist.broadcast", {K.tensor({2, 3}), K.int(0, {opt = true, min = 0, max = 0}), ASYNC_OPTS},
-  {writes = {1}, override = EXPANDED})
+  {writes = {1}, override = {[1] = EXPANDED[1], [3] = ASYNC_POS}})
 E("attn.dist.ibroadcast", {K.tensor({2, 3}), K.int(0, {opt = true, min = 0, max = 0})},
   {writes = {1}, override = EXPANDED})
-E("attn.dist.allgather", {K.tensor({2, 3}), ASYNC_OPTS})
+E("attn.dist.allgather", {K.tensor({2, 3}), ASYNC_OPTS}, {override = {[2] = ASYNC_POS}})
 E("attn.dist.iallgather", {K.tensor({2, 3})})
-E("attn.dist.reduce_scatter", {K.tensor({2, 3}), OP, ASYNC_OPTS})
+E("attn.dist.reduce_scatter", {K.tensor({2, 3}), OP, ASYNC_OPTS}, {override = {[3] = ASYNC_POS}})
 E("attn.dist.ireduce_scatter", {K.tensor({2, 3}), OP})
 -- a 1-rank world has no peer: every well-formed call is refused with the
 -- rank in the message (the valid calls run under mpirun in spec/mpi)

@@ -325,6 +325,14 @@ local function cc(fn, base, f, ...)
   return table.unpack(res, 2, res.n)
 end
 
+-- The optional arguments in attn's positional order (names) and/or a
+-- trailing options table (attn._misuse.merge_options): the merged values
+-- and the options for the helpers below (async, async_op, tag).
+local function merged(fn, names, ...)
+  local o = require("attn")._misuse.merge_options(fn, names, ...)
+  return o, {async = o.async, async_op = o.async_op, tag = o.tag}
+end
+
 local function allreduce(fn, t, op, opts)
   check_tensor(fn, t)
   op = check_op(fn, op)
@@ -368,18 +376,30 @@ end
 --- allreduce(t, op [, opts]) -> t: t = op over every rank's t, in place;
 -- op "sum" (default), "avg", "max" or "min".  torch.distributed.all_reduce.
 -- With opts.async = true returns a handle h (h:wait(), h:is_completed()).
-function dist.allreduce(t, op, opts) return allreduce("allreduce", t, op, opts) end
+function dist.allreduce(t, ...)
+  local o, opts = merged("allreduce", {"op", "async_op", "async"}, ...)
+  return allreduce("allreduce", t, o.op, opts)
+end
 --- broadcast(t, root [, opts]) -> t: t = rank root's t (root 0-based,
 -- default 0), in place.  torch.distributed.broadcast.  opts.async as allreduce.
-function dist.broadcast(t, root, opts) return broadcast("broadcast", t, root, opts) end
+function dist.broadcast(t, ...)
+  local o, opts = merged("broadcast", {"root", "async_op", "async"}, ...)
+  return broadcast("broadcast", t, o.root, opts)
+end
 --- allgather(t [, opts]) -> every rank's t concatenated along dim 1, a new
 -- tensor (torch.distributed.all_gather_into_tensor).  With opts.async,
 -- h:wait() returns it.
-function dist.allgather(t, opts) return allgather("allgather", t, opts) end
+function dist.allgather(t, ...)
+  local _, opts = merged("allgather", {"async_op", "async"}, ...)
+  return allgather("allgather", t, opts)
+end
 --- reduce_scatter(t, op [, opts]) -> reduce with op (as allreduce), then
 -- rank r gets slice r+1 of dim 1 (dim 1 divisible by size()), a new tensor.
 -- torch.distributed.reduce_scatter_tensor.  With opts.async, h:wait() returns it.
-function dist.reduce_scatter(t, op, opts) return reduce_scatter("reduce_scatter", t, op, opts) end
+function dist.reduce_scatter(t, ...)
+  local o, opts = merged("reduce_scatter", {"op", "async_op", "async"}, ...)
+  return reduce_scatter("reduce_scatter", t, o.op, opts)
+end
 --- send(t, dst [, opts]): sends t to rank dst (0-based); opts.tag (default
 -- 0), opts.async.  torch.distributed.send.
 function dist.send(t, dst, opts) return send("send", t, dst, opts) end
@@ -508,6 +528,11 @@ require("attn.signature").declare(dist, "dist.", {
 -- broadcast(tensor, src) (attn's root, default 0), reduce_scatter,
 -- isend/irecv(tensor, dst/src, tag=0), async_op implied (attn/signature.lua)
 require("attn.signature").declare(dist, "dist.", {
+  -- torch's group= (before async_op) is not taken; attn's async is an alias of async_op
+  allreduce = "native: tensor, op='sum', async_op=false, async=false",
+  broadcast = "native: tensor, root=0, async_op=false, async=false",
+  allgather = "native: tensor, async_op=false, async=false",
+  reduce_scatter = "native: tensor, op='sum', async_op=false, async=false",
   iallreduce = "tensor, op='sum'", ibroadcast = "tensor, root=0", iallgather = false,
   ireduce_scatter = "tensor, op='sum'", isend = "tensor, dst, tag=0", irecv = "tensor, src, tag=0",
 })

@@ -3,13 +3,9 @@
 -- remove a line when its function is declared.
 return {
   ["attn.data.Progress.update"] = true,
-  ["attn.dist.allgather"] = true,
-  ["attn.dist.allreduce"] = true,
   ["attn.dist.barrier"] = true,
-  ["attn.dist.broadcast"] = true,
   ["attn.dist.init"] = true,
   ["attn.dist.recv"] = true,
-  ["attn.dist.reduce_scatter"] = true,
   ["attn.dist.ring_attention"] = true,
   ["attn.dist.ring_shard"] = true,
   ["attn.dist.ring_unshard"] = true,

@@ -80,6 +80,11 @@ local function dist_sample(name, extra)
   }
 end
 M["dist.iallreduce"] = dist_sample("iallreduce", {"max"})
+M["dist.allreduce"] = dist_sample("allreduce", {"max", true, true})
+M["dist.broadcast"] = dist_sample("broadcast", {0, true, true})
+M["dist.reduce_scatter"] = dist_sample("reduce_scatter", {"max", true, true})
+M["dist.allgather"] = {args = function() return {attn.tensor({{5.0}}), true, true} end,
+  call = function(...) return require("attn.dist").allgather(...) end, view = function(h) return h:wait() end}
 M["dist.ibroadcast"] = dist_sample("ibroadcast", {0})
 M["dist.ireduce_scatter"] = dist_sample("ireduce_scatter", {"max"})
 -- isend/irecv: a 1-rank world has no peer, so every form raises the same message
