@@ -10,7 +10,6 @@ return {
   ["attn.dist.ring_shard"] = true,
   ["attn.dist.ring_unshard"] = true,
   ["attn.dist.send"] = true,
-  ["attn.optim.Optimizer.new"] = true,
   ["attn.plot.heatmap"] = true,
   ["attn.plot.histogram"] = true,
   ["attn.plot.lines"] = true,
