@@ -3433,7 +3433,8 @@ E("attn.dist.init", {K.opts({timeout = K.num(300, {opt = true, min = 1e-300, fin
 E("attn.dist.set_timeout", {K.num(300, {min = 1e-300, finite = true})}, {override = {[1] = {["1e-300"] = "any"}}})
 E("attn.dist.print0", {}) -- print's arguments: anything goes
 local ASYNC_OPTS = K.opts({async = BOOL(false), async_op = BOOL(false)})
-E("attn.dist.barrier", {ASYNC_OPTS})
+-- async_op positionally too (issue 29): a boolean is legal
+E("attn.dist.barrier", {ASYNC_OPTS}, {override = {[1] = {["true"] = "ok", ["false"] = "ok"}}})
 local OP = K.choice("sum", {opt = true})
 -- written in place: an expanded (stride-0) target is refused, as copy_ does
 local EXPANDED = {[1] = {["a stride-0 expanded view"] = "error"}}

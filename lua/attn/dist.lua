@@ -309,10 +309,19 @@ end
 -- @function timeout
 dist.timeout = C.timeout
 
+-- The optional arguments in attn's positional order (names) and/or a
+-- trailing options table (attn._misuse.merge_options): the merged values
+-- and the options for the helpers below (async, async_op, tag).
+local function merged(fn, names, ...)
+  local o = require("attn")._misuse.merge_options(fn, names, ...)
+  return o, {async = o.async, async_op = o.async_op, tag = o.tag}
+end
+
 --- barrier([opts]): waits until every rank has called it
 -- (torch.distributed.barrier).  opts.async = true returns a handle whose
 -- h:wait() completes it.
-function dist.barrier(opts)
+function dist.barrier(...)
+  local _, opts = merged("barrier", {"async_op", "async"}, ...)
   return C.barrier(opt_async("barrier", opts))
 end
 
@@ -323,14 +332,6 @@ local function cc(fn, base, f, ...)
   local res = table.pack(pcall(f, ...))
   if not res[1] then error(fn .. ": " .. tostring(res[2]):gsub("^[^:]*%.lua:%d+: ", ""), 4) end
   return table.unpack(res, 2, res.n)
-end
-
--- The optional arguments in attn's positional order (names) and/or a
--- trailing options table (attn._misuse.merge_options): the merged values
--- and the options for the helpers below (async, async_op, tag).
-local function merged(fn, names, ...)
-  local o = require("attn")._misuse.merge_options(fn, names, ...)
-  return o, {async = o.async, async_op = o.async_op, tag = o.tag}
 end
 
 local function allreduce(fn, t, op, opts)
@@ -402,10 +403,16 @@ function dist.reduce_scatter(t, ...)
 end
 --- send(t, dst [, opts]): sends t to rank dst (0-based); opts.tag (default
 -- 0), opts.async.  torch.distributed.send.
-function dist.send(t, dst, opts) return send("send", t, dst, opts) end
+function dist.send(t, ...)
+  local o, opts = merged("send", {"dst", "tag", "async_op", "async"}, ...)
+  return send("send", t, o.dst, opts)
+end
 --- recv(t, src [, opts]) -> t: receives into t from rank src; opts.tag
 -- (default 0), opts.async.  torch.distributed.recv.
-function dist.recv(t, src, opts) return recv("recv", t, src, opts) end
+function dist.recv(t, ...)
+  local o, opts = merged("recv", {"src", "tag", "async_op", "async"}, ...)
+  return recv("recv", t, o.src, opts)
+end
 
 -- Async shorthands: dist.iallreduce(t, op) == dist.allreduce(t, op, {async = true}), etc.
 local ASYNC_TRUE = {async = true}
@@ -533,6 +540,9 @@ require("attn.signature").declare(dist, "dist.", {
   broadcast = "native: tensor, root=0, async_op=false, async=false",
   allgather = "native: tensor, async_op=false, async=false",
   reduce_scatter = "native: tensor, op='sum', async_op=false, async=false",
+  barrier = "native: async_op=false, async=false",
+  send = "native: tensor, dst, tag=0, async_op=false, async=false",
+  recv = "native: tensor, src, tag=0, async_op=false, async=false",
   iallreduce = "tensor, op='sum'", ibroadcast = "tensor, root=0", iallgather = false,
   ireduce_scatter = "tensor, op='sum'", isend = "tensor, dst, tag=0", irecv = "tensor, src, tag=0",
 })

@@ -3,13 +3,10 @@
 -- remove a line when its function is declared.
 return {
   ["attn.data.Progress.update"] = true,
-  ["attn.dist.barrier"] = true,
   ["attn.dist.init"] = true,
-  ["attn.dist.recv"] = true,
   ["attn.dist.ring_attention"] = true,
   ["attn.dist.ring_shard"] = true,
   ["attn.dist.ring_unshard"] = true,
-  ["attn.dist.send"] = true,
   ["attn.plot.heatmap"] = true,
   ["attn.plot.histogram"] = true,
   ["attn.plot.lines"] = true,

@@ -88,9 +88,11 @@ M["dist.allgather"] = {args = function() return {attn.tensor({{5.0}}), true, tru
 M["dist.ibroadcast"] = dist_sample("ibroadcast", {0})
 M["dist.ireduce_scatter"] = dist_sample("ireduce_scatter", {"max"})
 -- isend/irecv: a 1-rank world has no peer, so every form raises the same message
-for _, name in ipairs({"isend", "irecv"}) do
+M["dist.barrier"] = {args = function() return {true, true} end,
+  call = function(...) return require("attn.dist").barrier(...) end, view = function(h) return h:wait() end}
+for _, name in ipairs({"isend", "irecv", "send", "recv"}) do
   M["dist." .. name] = {
-    args = function() return {attn.ones(2), 0, 7} end,
+    args = function() return name:sub(1, 1) == "i" and {attn.ones(2), 0, 7} or {attn.ones(2), 0, 7, true, true} end,
     call = function(...)
       local ok, err = pcall(require("attn.dist")[name], ...)
       if not tostring(err):find("no peer", 1, true) then error(err, 0) end -- an unknown option
