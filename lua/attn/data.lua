@@ -845,7 +845,9 @@ do
     one_hot = false})
   signature.declare(Vocab, "data.Vocab.", {index = false, encode = false, decode = false})
   signature.declare(CharTable, "data.CharTable.", {wrap = false, index = false, encode = false, decode = false})
-  signature.declare(Progress, "data.Progress.", {finish = false, close = false})
+  -- update(i, extras): extras (shown after the bar, {loss = 0.5}) is a
+  -- string-keyed table itself, so no options table could be told from it
+  signature.declare(Progress, "data.Progress.", {finish = false, close = false, update = false})
   -- these read their options positionally or from a trailing table themselves
   signature.declare(data, "data.", {Vocab = "native: words, unk='<unk>'",
     CharTable = "native: strings, start='^', stop='$'", pad = "native: seqs, value=0, length=nil",
