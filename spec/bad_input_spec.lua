@@ -3429,7 +3429,7 @@ for _, name in ipairs({"rank", "size", "world_size", "local_rank", "is_main", "i
   E("attn.dist." .. name, {})
 end
 E("attn.dist.init", {K.opts({timeout = K.num(300, {opt = true, min = 1e-300, finite = true})})},
-  {override = {[1] = {["option timeout = 1e-300"] = "any"}}})
+  {override = {[1] = {["option timeout = 1e-300"] = "any", ["a number"] = "ok"}}}) -- timeout positionally (issue 29)
 E("attn.dist.set_timeout", {K.num(300, {min = 1e-300, finite = true})}, {override = {[1] = {["1e-300"] = "any"}}})
 E("attn.dist.print0", {}) -- print's arguments: anything goes
 local ASYNC_OPTS = K.opts({async = BOOL(false), async_op = BOOL(false)})
@@ -3466,12 +3466,14 @@ E("attn.dist.irecv", {K.tensor({2, 3}), K.int(0, {min = 0, max = 0}), K.int(0, {
   {writes = {1}, base_expect = "error", override = EXPANDED})
 local RING_OPTS = K.opts({causal = BOOL(true), is_causal = BOOL(true), scale = K.num(0.5, {opt = true, finite = true})})
 E("attn.dist.ring_attention", {K.tensor({2, 4, 3}), K.tensor({2, 4, 3}, {salt = 2}), K.tensor({2, 4, 3}, {salt = 3}),
-  RING_OPTS})
+  RING_OPTS}, {override = {[4] = {["true"] = "ok", ["false"] = "ok"}}}) -- causal positionally (issue 29)
 E("attn.F.ring_attention", {K.tensor({2, 4, 3}), K.tensor({2, 4, 3}, {salt = 2}), K.tensor({2, 4, 3}, {salt = 3}),
   RING_OPTS}, {names = {"ring_attention"}, override = {[4] = {["true"] = "ok", ["false"] = "ok"}}}) -- causal
 E("attn.dist.ring_shard", {K.tensor({2, 4, 3}), K.opts({causal = BOOL(true), is_causal = BOOL(true),
-  rank = K.int(0, {opt = true, min = 0, max = 0}), size = K.int(1, {opt = true, min = 1, max = 1})})})
-E("attn.dist.ring_unshard", {K.tensor({2, 4, 3}), K.opts({causal = BOOL(true), is_causal = BOOL(true)})})
+  rank = K.int(0, {opt = true, min = 0, max = 0}), size = K.int(1, {opt = true, min = 1, max = 1})})},
+  {override = {[2] = {["true"] = "ok", ["false"] = "ok"}}}) -- causal positionally (issue 29)
+E("attn.dist.ring_unshard", {K.tensor({2, 4, 3}), K.opts({causal = BOOL(true), is_causal = BOOL(true)})},
+  {override = {[2] = {["true"] = "ok", ["false"] = "ok"}}}) -- causal positionally (issue 29)
 E("attn.data.DistributedSampler", {K.size(5, {huge = "any"}), K.opts({shuffle = BOOL(true), drop_last = BOOL(false),
   seed = K.int(0, {opt = true, min = 0}), num_replicas = K.int(1, {opt = true, min = 1}),
   rank = K.int(0, {opt = true, min = 0, max = 0})})},

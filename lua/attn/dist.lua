@@ -255,7 +255,8 @@ end
 
 --- init([opts]): initialises MPI once (later calls do nothing).
 -- opts.timeout: seconds any wait may take (default 300 or ATTN_DIST_TIMEOUT).
-function dist.init(opts)
+function dist.init(...)
+  local opts = require("attn")._misuse.merge_options("init", {"timeout"}, ...)
   opts = check_opts("init", opts, {timeout = "number"})
   if opts.timeout ~= nil and not (opts.timeout > 0) then -- luacheck: ignore 581 (NaN must fail)
     error(("init (%s): option timeout must be > 0 seconds, got %s"):format(where(), tostring(opts.timeout)), 2)
@@ -452,7 +453,10 @@ end
 -- sequence is cut into 2P chunks and rank r holds chunks r+1 and 2P-r
 -- (1-based), so that every rank does the same causal work ("zigzag"); Lc
 -- must then be even.
-function dist.ring_attention(q, k, v, opts)
+function dist.ring_attention(q, ...)
+  local opts = merged("ring_attention", {"k", "v", "causal", "scale", "is_causal"}, ...)
+  local k, v = opts.k, opts.v
+  opts.k, opts.v = nil, nil
   check_tensor("ring_attention", q); check_tensor("ring_attention", k); check_tensor("ring_attention", v)
   opts = check_opts("ring_attention", opts, {causal = "boolean", is_causal = "boolean", scale = "number"})
   return C.ring_attention(q, k, v, opts.causal == true or opts.is_causal == true, opts.scale)
@@ -465,7 +469,8 @@ end
 
 --- ring_shard(x [, {causal = false, rank, size}]) -> this rank's part of a
 -- full sequence x [..., L, X] in ring_attention's layout (a contiguous copy).
-function dist.ring_shard(x, opts)
+function dist.ring_shard(x, ...)
+  local opts = merged("ring_shard", {"causal", "is_causal", "rank", "size"}, ...)
   check_tensor("ring_shard", x)
   opts = check_opts("ring_shard", opts, {causal = "boolean", is_causal = "boolean", rank = "tag", size = "tag"})
   local P, r = math.tointeger(opts.size or C.size()), math.tointeger(opts.rank or C.rank())
@@ -490,7 +495,8 @@ end
 
 --- ring_unshard(y [, {causal = false}]) -> the full sequence from every
 -- rank's part (allgather, then the chunks put back in order).
-function dist.ring_unshard(y, opts)
+function dist.ring_unshard(y, ...)
+  local opts = merged("ring_unshard", {"causal", "is_causal"}, ...)
   check_tensor("ring_unshard", y)
   opts = check_opts("ring_unshard", opts, {causal = "boolean", is_causal = "boolean"})
   local P = C.size()
@@ -541,6 +547,10 @@ require("attn.signature").declare(dist, "dist.", {
   allgather = "native: tensor, async_op=false, async=false",
   reduce_scatter = "native: tensor, op='sum', async_op=false, async=false",
   barrier = "native: async_op=false, async=false",
+  init = "native: timeout=nil", -- torch's init_process_group(backend, ...): MPI needs none of the others
+  ring_attention = "native: q, k, v, causal=false, scale=nil, is_causal=false",
+  ring_shard = "native: x, causal=false, is_causal=false, rank=nil, size=nil",
+  ring_unshard = "native: y, causal=false, is_causal=false",
   send = "native: tensor, dst, tag=0, async_op=false, async=false",
   recv = "native: tensor, src, tag=0, async_op=false, async=false",
   iallreduce = "tensor, op='sum'", ibroadcast = "tensor, root=0", iallgather = false,

@@ -3,10 +3,6 @@
 -- remove a line when its function is declared.
 return {
   ["attn.data.Progress.update"] = true,
-  ["attn.dist.init"] = true,
-  ["attn.dist.ring_attention"] = true,
-  ["attn.dist.ring_shard"] = true,
-  ["attn.dist.ring_unshard"] = true,
   ["attn.plot.heatmap"] = true,
   ["attn.plot.histogram"] = true,
   ["attn.plot.lines"] = true,

@@ -88,6 +88,16 @@ M["dist.allgather"] = {args = function() return {attn.tensor({{5.0}}), true, tru
 M["dist.ibroadcast"] = dist_sample("ibroadcast", {0})
 M["dist.ireduce_scatter"] = dist_sample("ireduce_scatter", {"max"})
 -- isend/irecv: a 1-rank world has no peer, so every form raises the same message
+local function dist_fn(name) return function(...) return require("attn.dist")[name](...) end end
+M["dist.init"] = {args = function() return {300} end, call = dist_fn("init")}
+M["dist.ring_attention"] = {args = function()
+  local g = attn.Generator(2)
+  return {attn.randn({2, 4, 3}, g), attn.randn({2, 4, 3}, g), attn.randn({2, 4, 3}, g), true, 0.5, true}
+end, call = dist_fn("ring_attention")}
+M["dist.ring_shard"] = {args = function() return {attn.arange(8):reshape({1, 8, 1}):float(), true, true, 0, 1} end,
+  call = dist_fn("ring_shard")}
+M["dist.ring_unshard"] = {args = function() return {attn.arange(8):reshape({1, 8, 1}):float(), true, true} end,
+  call = dist_fn("ring_unshard")}
 M["dist.barrier"] = {args = function() return {true, true} end,
   call = function(...) return require("attn.dist").barrier(...) end, view = function(h) return h:wait() end}
 for _, name in ipairs({"isend", "irecv", "send", "recv"}) do
