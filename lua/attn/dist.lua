@@ -256,7 +256,7 @@ end
 --- init([opts]): initialises MPI once (later calls do nothing).
 -- opts.timeout: seconds any wait may take (default 300 or ATTN_DIST_TIMEOUT).
 function dist.init(...)
-  local opts = require("attn")._misuse.merge_options("init", {"timeout"}, ...)
+  local opts = require("attn.base")._misuse.merge_options("init", {"timeout"}, ...)
   opts = check_opts("init", opts, {timeout = "number"})
   if opts.timeout ~= nil and not (opts.timeout > 0) then -- luacheck: ignore 581 (NaN must fail)
     error(("init (%s): option timeout must be > 0 seconds, got %s"):format(where(), tostring(opts.timeout)), 2)
@@ -314,7 +314,7 @@ dist.timeout = C.timeout
 -- trailing options table (attn._misuse.merge_options): the merged values
 -- and the options for the helpers below (async, async_op, tag).
 local function merged(fn, names, ...)
-  local o = require("attn")._misuse.merge_options(fn, names, ...)
+  local o = require("attn.base")._misuse.merge_options(fn, names, ...)
   return o, {async = o.async, async_op = o.async_op, tag = o.tag}
 end
 
