@@ -175,5 +175,14 @@ plot._pixel_stats = C.pixel_stats
 
 -- functions without optional arguments (attn/signature.lua)
 require("attn.signature").declare(plot, "plot.", {colormap = false, colormaps = false})
+-- the plots' options are keywords of their own (path is required; a string
+-- is the path alone); they read them from their options table
+local COMMON = "*, path=nil, title=nil, xlabel=nil, ylabel=nil, width=nil, height=nil"
+require("attn.signature").declare(plot, "plot.", {
+  heatmap = "native: m, /, " .. COMMON .. ", row_labels=nil, col_labels=nil, cmap=nil, colorbar=nil, annotate=nil, "
+    .. "vmin=nil, vmax=nil",
+  histogram = "native: values, /, " .. COMMON .. ", bins=nil, range=nil, density=nil",
+  lines = "native: series, /, " .. COMMON .. ", logy=nil",
+})
 
 return plot

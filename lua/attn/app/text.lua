@@ -772,6 +772,11 @@ function WordPiece:encode(a, b, opts)
   local fn = "WordPiece:encode"
   check_self(fn, self)
   if type(b) == "table" and opts == nil then b, opts = nil, b end
+  if type(opts) == "table" and opts.text_pair ~= nil and b == nil then -- HF's text_pair= keyword
+    local o = {}
+    for k, v in pairs(opts) do if k ~= "text_pair" then o[k] = v end end
+    b, opts = opts.text_pair, o
+  end
   opts = check_opts(fn, opts, encode_options)
   check_text(fn, "text", a)
   if b ~= nil then check_text(fn, "text_pair", b) end
@@ -826,6 +831,19 @@ require("attn.signature").declare(text, "text.", {read_vocab = false, unicode_ve
 require("attn.signature").declare(WordPiece, "text.WordPiece.", {
   basic_tokenize = false, wordpiece = false, tokenize = false, convert_tokens_to_ids = false,
   convert_tokens_to_string = false,
+})
+-- Hugging Face's tokenizer options are keywords (HF's own callers name
+-- them): these functions read them from their options table
+local NEW = "/, *, lower=true, do_lower_case=nil, strip_accents=nil, tokenize_chinese_chars=true, max_length=512, "
+  .. "model_max_length=nil, max_input_chars_per_word=100, unk_token='[UNK]', sep_token='[SEP]', pad_token='[PAD]', "
+  .. "cls_token='[CLS]', mask_token='[MASK]'"
+local ENCODE = "*, max_length=nil, padding=false, truncation=false, add_special_tokens=true, pad_to_multiple_of=nil"
+local DECODE = "/, *, skip_special_tokens=false, clean_up_tokenization_spaces=true"
+require("attn.signature").declare(WordPiece, "text.WordPiece.", {
+  new = "native: vocab, " .. NEW, from_file = "native: path, " .. NEW, from_pretrained = "native: dir, " .. NEW,
+  convert_ids_to_tokens = "native: self, ids, /, *, skip_special_tokens=false",
+  decode = "native: self, ids, " .. DECODE, decode_batch = "native: self, sequences, " .. DECODE,
+  encode = "native: self, text, /, text_pair=nil, " .. ENCODE, encode_batch = "native: self, items, /, " .. ENCODE,
 })
 
 return text

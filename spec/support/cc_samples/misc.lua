@@ -139,4 +139,50 @@ M["dataset.DataLoader"] = {
 }
 M["data.DistributedSampler"] = {args = function() return {10, 3, 1, true, 5, true} end,
   call = function(...) return require("attn.data").DistributedSampler(...) end, view = function(d) return d:indices() end}
+
+-- text.WordPiece (Hugging Face's tokenizer options, keywords)
+local text = require "attn.text"
+local VOCAB = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", "##s", "a"}
+local function wp() return text.WordPiece.new(VOCAB) end
+local NEW_OPTS = {false, nil, false, true, 16, nil, 20, "[UNK]", "[SEP]", "[PAD]", "[CLS]", "[MASK]"}
+local function with_new(first)
+  local t = {first, n = 13}
+  for i = 1, 12 do t[i + 1] = NEW_OPTS[i] end
+  return t
+end
+local scratch = (os.getenv("ATTN_BUILD_DIR") or "/tmp")
+M["text.WordPiece.new"] = function() return with_new(VOCAB) end
+M["text.WordPiece.from_file"] = function()
+  local path = scratch .. "/cc_vocab.txt"
+  local f = assert(io.open(path, "w"))
+  f:write(table.concat(VOCAB, "\n"), "\n")
+  f:close()
+  return with_new(path)
+end
+M["text.WordPiece.from_pretrained"] = function()
+  return with_new((os.getenv("ATTN_SOURCE_DIR") or ".") .. "/spec/fixtures/bert")
+end
+M["text.WordPiece.convert_ids_to_tokens"] = function() return {wp(), {3, 6, 7, 4}, true} end
+M["text.WordPiece.decode"] = function() return {wp(), {3, 6, 8, 7, 4, 1}, true, false} end
+M["text.WordPiece.decode_batch"] = function() return {wp(), {{3, 6, 4}, {3, 7, 8, 4}}, true, true} end
+M["text.WordPiece.encode"] = function() return {wp(), "hello worlds", "a world", 8, "max_length", true, true, 4} end
+M["text.WordPiece.encode_batch"] = function()
+  return {wp(), {"hello", {"hello worlds", "a"}}, 8, "longest", true, true, 2}
+end
+
+-- plot (the image lands in the build directory; the layout is compared)
+local function png(name) return scratch .. "/cc_" .. name .. ".png" end
+M["plot.heatmap"] = function()
+  return {attn.tensor({{0.1, 0.9}, {0.6, 0.4}}), png("heatmap"), "weights", "key", "query", 200, 160, "ab", "xy",
+    "viridis", true, true, 0.0, 1.0}
+end
+M["plot.histogram"] = function()
+  return {attn.tensor({0.1, 0.2, 0.2, 0.7, 0.9}), png("histogram"), "values", "x", "count", 200, 160, 4, {0, 1},
+    false}
+end
+M["plot.lines"] = function()
+  return {{{y = {1, 2, 4}, label = "a"}, {y = {3, 1, 2}, label = "b"}}, png("lines"), "loss", "step", "value", 200,
+    160, true}
+end
+
 return M
