@@ -73,6 +73,10 @@ for _, op in ipairs(ops) do
       w(("-- @tparam[opt=%s] %s %s"):format(args[i].default or "nil", type_of(args[i]), args[i].name))
     end
     w("-- @treturn Tensor")
+    w("-- @usage")
+    w("-- local a = attn.tensor({{1.5, -2}, {3, 0.5}})")
+    w(("-- print(attn.%s(a, 2))"):format(op.name))
+    w(("-- print(a:%s(attn.tensor({1, -1})))   -- broadcast over the rows"):format(op.name))
     w("-- @function " .. op.name)
     w("")
     w(("--- In place: a = %s(a, b).  Method: %s.  torch.Tensor.%s_."):format(op.name, m:gsub("%(", "_(", 1), op.name))
@@ -82,6 +86,9 @@ for _, op in ipairs(ops) do
       w(("-- @tparam[opt=%s] %s %s"):format(args[i].default or "nil", type_of(args[i]), args[i].name))
     end
     w("-- @treturn Tensor a")
+    w("-- @usage")
+    w("-- local a = attn.tensor({1.5, -2, 3})")
+    w(("-- a:%s_(attn.tensor({2, 2, 2}))   -- a now holds %s(a, b)"):format(op.name, op.name))
     w("-- @function " .. op.name .. "_")
     w("")
   end
@@ -105,6 +112,9 @@ for _, op in ipairs(ops) do
       w(("-- @tparam[opt=%s] %s %s%s"):format(args[i].default, ty, args[i].name, values and (" " .. values) or ""))
     end
     w("-- @treturn Tensor")
+    w("-- @usage")
+    w("-- local t = attn.tensor({-1.5, 0.25, 2})")
+    w(("-- print(attn.%s(t), t:%s())"):format(op.name, op.name))
     w("-- @function " .. op.name)
     w("")
     w(("--- In place: t = %s(t).  Method: %s.  torch.Tensor.%s_."):format(op.name, m:gsub("%(", "_(", 1), op.name))
@@ -114,6 +124,9 @@ for _, op in ipairs(ops) do
       w(("-- @tparam[opt=%s] %s %s%s"):format(args[i].default, ty, args[i].name, values and (" " .. values) or ""))
     end
     w("-- @treturn Tensor t")
+    w("-- @usage")
+    w("-- local t = attn.tensor({-1.5, 0.25, 2})")
+    w(("-- t:%s_()   -- t now holds %s(t)"):format(op.name, op.name))
     w("-- @function " .. op.name .. "_")
     w("")
   end
