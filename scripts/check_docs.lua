@@ -64,8 +64,11 @@ table.insert(package.searchers, 1, function(name)
   return chunk, path
 end)
 local attn = require "attn"
+-- loadfile("scripts/check_docs.lua")("--lib") returns the walk and the
+-- doc-block reader instead of running the check (scripts/gen_reference.lua).
+local as_library = ... == "--lib"
 local run_ldoc = true
-for _, a in ipairs(arg or {}) do
+for _, a in ipairs(not as_library and arg or {}) do
   if a == "--no-ldoc" then run_ldoc = false end
 end
 
@@ -128,7 +131,9 @@ end
 -- name -> function, and function -> {names}.  A table reached twice is
 -- walked once, under the first name (module files first, so attn.F is
 -- attn.functional and attn.init is attn.nn_init).
-local function public_api()
+-- opts.user_first: walk attn before the module files, so that a table is
+-- named as users reach it (attn.nn.TransformerEncoderLayer, attn.F).
+local function public_api(opts)
   local names, fn_of, seen = {}, {}, {}
   local function add(name, fn)
     if fn_of[name] == fn then return end
@@ -168,13 +173,35 @@ local function public_api()
   end
   -- attn itself is walked as attn, not under a module that keeps a
   -- reference to it (attn.ops holds it as M.attn)
+  if opts and opts.user_first then
+    -- the submodules users import, then attn (whose keys also hold the
+    -- modules it loaded: attn.activation, attn.transformer, ...)
+    -- attn.nn serves some names on first lookup (its classes from other
+    -- files, attn.attention's): look each up so that they are raw fields
+    local nn = attn.nn
+    local _ = nn.utils.rnn
+    for _, m in ipairs(module_names()) do
+      local ok, mod = pcall(require, "attn." .. m)
+      if ok and type(mod) == "table" then
+        for k in pairs(mod) do
+          if type(k) == "string" then _ = nn[k] end
+        end
+      end
+    end
+    for _, m in ipairs({"nn", "F", "optim", "data", "dist", "plot", "text", "bert", "attention", "seq2seq",
+                        "init", "gradcheck"}) do
+      local mod = attn[m]
+      if type(mod) == "table" then walk("attn." .. m, mod, 1) end
+    end
+    walk("attn", attn, 0)
+  end
   seen[attn] = true
   for _, m in ipairs(module_names()) do
     local ok, mod = pcall(require, "attn." .. m)
     if ok and type(mod) == "table" then walk("attn." .. m, mod, 1) end
   end
   seen[attn] = nil
-  walk("attn", attn, 0)
+  if not (opts and opts.user_first) then walk("attn", attn, 0) end
   for _, it in ipairs(instance_tables()) do
     seen[it[2]] = nil
     walk(it[1], it[2], 1)
@@ -556,4 +583,8 @@ local function main()
   return 0
 end
 
+if as_library then
+  return {root = ROOT, public_api = public_api, read_docs = read_docs, lua_doc_block = lua_doc_block,
+    defined_at = defined_at, mentioned = mentioned, lines_of = lines_of}
+end
 os.exit(main())
