@@ -3071,6 +3071,7 @@ E("attn.data.default_collate", {K.custom(function() return {{attn.ones(2), 1, "a
 }, {skip = {["a table"] = true}})})
 E("attn.data.progress", {K.size(10, {min = 1}), K.opts({label = K.str("train", {opt = true}),
   width = K.size(20, {opt = true, min = 1}), interactive = BOOL(false), min_interval = K.num(0.1, {opt = true, min = 0}),
+  log_interval = K.num(10, {opt = true, min = 0}),
   out = K.custom(function() return io.stderr end, {
     {"a closed file", function() local f = io.tmpfile(); f:close(); return f end, "error"},
   }, {opt = true, skip = {["a file handle"] = true}})})}, {names = {"progress"},
@@ -3089,6 +3090,10 @@ E("attn.data.Progress.update", {K.fixed(bar), K.int(3, {opt = true, min = 0, max
   {method = "update", fn = PMT.update, names = {"Progress"}, writes_all = true, cases = {
     {"after finish", function() local b = bar(); b:finish(); return {b, 2} end, "error"},
   }})
+E("attn.data.Progress.write", {K.fixed(bar), K.str("step=1 loss=0.5", {number = "ok"}),
+  K.custom(function() return io.open("/dev/null", "w") end, {
+    {"a closed file", function() local f = io.tmpfile(); f:close(); return f end, "error"},
+  }, {opt = true, skip = {["a file handle"] = true}})}, {method = "write", fn = PMT.write, writes_all = true})
 for _, m in ipairs({"finish", "close"}) do
   E("attn.data.Progress." .. m, {K.fixed(bar)}, {method = m, fn = PMT[m], writes_all = true})
 end

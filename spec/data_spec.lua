@@ -465,6 +465,17 @@ describe("attn.data", function()
       end
     end
 
+    -- The lines of a log with their "YYYY-MM-DD HH:MM:SS " stamps checked and cut off.
+    local function unstamped(s)
+      local out = {}
+      for line in s:gmatch("([^\n]*)\n") do
+        local rest = line:match("^%d%d%d%d%-%d%d%-%d%d %d%d:%d%d:%d%d (.*)$")
+        assert(rest, "no time stamp: " .. line)
+        out[#out + 1] = rest
+      end
+      return table.concat(out, "\n") .. "\n"
+    end
+
     it("is quiet but for one summary line when out is not a terminal", function()
       local f, read = capture()
       local clk = fake_clock(100)
@@ -476,7 +487,57 @@ describe("attn.data", function()
       end
       bar:finish()
       bar:finish() -- once only
-      assert.are.equal("train: 100/100 (100%) in 00:04, 25.00 it/s, loss=0.01\n", read())
+      -- 4 s: less than log_interval (10 s), so no line before the summary
+      assert.are.equal("train: 100/100 (100%) in 00:04, 25.00 it/s, loss=0.01\n", unstamped(read()))
+    end)
+
+    it("logs a stamped line every log_interval seconds when not on a terminal", function()
+      local f, read = capture()
+      local clk = fake_clock(50)
+      local bar = data.progress(100, {out = f, clock = clk.fn, log_interval = 1.5})
+      for i = 1, 100 do
+        clk.t = clk.t + 0.0625 -- 16 it/s, 6.25 s in all: lines at 1.5, 3.0, 4.5 and 6.0 s
+        bar:update(i, {loss = 8 / i})
+      end
+      bar:finish()
+      assert.are.equal(table.concat({
+        "train: 24/100 (24%) 00:02<00:05, 16.00 it/s, loss=0.3333",
+        "train: 48/100 (48%) 00:03<00:03, 16.00 it/s, loss=0.1667",
+        "train: 72/100 (72%) 00:05<00:02, 16.00 it/s, loss=0.1111", -- 4.5 s rounds up
+        "train: 96/100 (96%) 00:06<00:00, 16.00 it/s, loss=0.08333",
+        "train: 100/100 (100%) in 00:06, 16.00 it/s, loss=0.08", ""}, "\n"), unstamped(read()))
+      local g, read_g = capture()
+      local quiet = data.progress(10, {out = g, clock = clk.fn, log_interval = 0})
+      for i = 1, 10 do
+        clk.t = clk.t + 100
+        quiet:update(i)
+      end
+      quiet:finish()
+      assert.are.equal(1, select(2, read_g():gsub("\n", "")))
+      raises("progress: log_interval must be a number >= 0 (got -1)", data.progress, 5, {log_interval = -1})
+    end)
+
+    it("writes lines without breaking the bar (bar:write)", function()
+      local f, read = capture()
+      local lines, read_lines = capture()
+      local clk = fake_clock()
+      local bar = data.progress(2, {out = f, clock = clk.fn, interactive = true, min_interval = 0, width = 4})
+      clk.t = 1
+      bar:update(1)
+      bar:write("step=1 loss=0.5", lines)
+      clk.t = 2
+      bar:update(2)
+      bar:finish()
+      bar:write("done", lines)
+      local line1 = "train  50%|==> | 1/2 [00:01<00:01, 1.00 it/s]"
+      -- drawn, blanked out for the line, drawn again, then the rest
+      assert.are.equal("\r" .. line1 .. "\r" .. string.rep(" ", #line1) .. "\r\r" .. line1, read():sub(1, 3 * #line1 + 4))
+      assert.are.equal("step=1 loss=0.5\ndone\n", read_lines())
+      local g, read_g = capture()
+      local plain = data.progress(2, {out = g, interactive = false})
+      plain:write("a line", g)
+      assert.are.equal("a line\n", read_g())
+      raises("Progress:write: line must be a string (got table)", function() plain:write({}) end)
     end)
 
     it("summarises an unfinished loop with its own label and fields", function()
@@ -487,7 +548,8 @@ describe("attn.data", function()
       bar:update(nil, {loss = 2.5, lr = 0.001, step = "warm"})
       clk.t = 3725
       bar:finish()
-      assert.are.equal("epoch 3: 251/1000 (25%) in 1:02:05, 14.84 s/it, loss=2.5, lr=0.001, step=warm\n", read())
+      assert.are.equal("epoch 3: 251/1000 (25%) in 1:02:05, 14.84 s/it, loss=2.5, lr=0.001, step=warm\n",
+        unstamped(read()))
     end)
 
     it("redraws one line with percent, count, time, ETA and rate, throttled", function()
@@ -546,7 +608,7 @@ describe("attn.data", function()
         local bar <close> = data.progress(3, {out = f, clock = function() return 0 end, label = "c"})
         bar:update(3)
       end
-      assert.are.equal("c: 3/3 (100%) in 00:00, ? it/s\n", read())
+      assert.are.equal("c: 3/3 (100%) in 00:00, ? it/s\n", unstamped(read()))
     end)
 
     it("detects terminals through attn.core._isatty", function()

@@ -600,17 +600,28 @@ local function is_file(f) return io ~= nil and io.type(f) == "file" end
 --   bar:finish()
 -- opts: label = "train", width = 30 (bar characters), out = io.stderr,
 -- interactive (default: whether out is a terminal and TERM is not "dumb"),
--- min_interval = 0.1 (seconds between redraws), clock (a function giving
--- seconds; default attn.now, a monotonic clock).
+-- min_interval = 0.1 (seconds between redraws), log_interval = 10
+-- (seconds between log lines when not interactive; 0: none before the
+-- summary), clock (a function giving seconds; default attn.now, a
+-- monotonic clock).
 -- Interactive: one line redrawn in place with "\r":
 --   train  45%|=============>                 | 450/1000 [00:05<00:06, 81.20 it/s, loss=1.234]
 -- at most once per min_interval (the last step is always drawn).  Not
--- interactive: nothing until finish(), which writes one summary line:
---   train: 1000/1000 (100%) in 00:12, 81.20 it/s, loss=1.234
+-- interactive (a log file, CI, nohup): a timestamped line every
+-- log_interval seconds, and one summary line at finish():
+--   2026-11-28 22:05:01 train: 450/1000 (45%) 00:05<00:06, 81.20 it/s, loss=1.234
+--   2026-11-28 22:05:08 train: 1000/1000 (100%) in 00:12, 81.20 it/s, loss=1.234
+-- bar:write(line) prints a line (a loss report, say) to io.stdout without
+-- breaking the bar, as tqdm.write does.
+-- @usage
+-- local bar = data.progress(100, {label = "fit", out = io.stderr})
+-- for i = 1, 100 do bar:update(i, {loss = 1 / i}) end
+-- bar:finish()
 function data.progress(total, ...)
   local n = to_int(total)
   if not n or n < 1 then fail("progress", "total must be an integer >= 1 (got %s)", tostring(total)) end
-  local opts = merge_options("progress", {"label", "width", "out", "interactive", "min_interval", "clock"}, ...)
+  local opts = merge_options("progress", {"label", "width", "out", "interactive", "min_interval", "log_interval",
+    "clock"}, ...)
   check_bool("progress", "interactive", opts.interactive)
   local label = opts.label == nil and "train" or opts.label
   check_string("progress", "label", label)
@@ -631,8 +642,14 @@ function data.progress(total, ...)
   if type(min_interval) ~= "number" or not (min_interval >= 0) then -- luacheck: ignore 581 (NaN must fail)
     fail("progress", "min_interval must be a number >= 0 (got %s)", tostring(opts.min_interval))
   end
+  local log_interval = opts.log_interval == nil and 10 or opts.log_interval
+  if type(log_interval) ~= "number" or not (log_interval >= 0) then -- luacheck: ignore 581 (NaN must fail)
+    fail("progress", "log_interval must be a number >= 0 (got %s)", tostring(opts.log_interval))
+  end
   local now = clock()
   return setmetatable({
+    log_interval = log_interval,
+    last_log = now,
     total = n,
     count = 0,
     label = label,
@@ -663,6 +680,25 @@ function Progress:_line(now)
     self.total, clock_string(elapsed), clock_string(eta), rate_string(rate), extras ~= "" and ", " .. extras or "")
 end
 
+-- "2026-11-28 22:05:01 " (os.date; a sandbox without it: the elapsed time)
+local function stamp(self, now)
+  if os and os.date then return os.date("%Y-%m-%d %H:%M:%S ") end
+  return "[" .. clock_string(now - self.started) .. "] "
+end
+
+-- One log line of the state (not interactive).
+function Progress:_log(now)
+  local elapsed = now - self.started
+  local rate = elapsed > 0 and self.count / elapsed or 0 / 0
+  local eta = rate > 0 and (self.total - self.count) / rate or 0 / 0
+  local extras = extras_string(self.extras)
+  self.out:write(string.format("%s%s: %d/%d (%d%%) %s<%s, %s%s\n", stamp(self, now), self.label, self.count,
+    self.total, math.floor(self.count / self.total * 100), clock_string(elapsed), clock_string(eta),
+    rate_string(rate), extras ~= "" and ", " .. extras or ""))
+  self.out:flush()
+  self.last_log = now
+end
+
 function Progress:_draw(now)
   local line = self:_line(now)
   -- Blank out what a longer previous line left behind.
@@ -691,7 +727,38 @@ function Progress:update(i, extras)
   if self.interactive then
     local now = self.clock()
     if c == self.total or now - self.last_draw >= self.min_interval then self:_draw(now) end
+  elseif self.log_interval > 0 and c < self.total then
+    local now = self.clock()
+    if now - self.last_log >= self.log_interval then self:_log(now) end
   end
+  return self
+end
+
+--- bar:write(line [, file]): writes line and a newline to file (default
+-- io.stdout) without breaking the bar: on a terminal the bar is cleared,
+-- the line written and the bar drawn again below it (tqdm.write).
+-- @usage
+-- local bar = data.progress(3, {out = io.stderr})
+-- for step = 1, 3 do
+--   bar:update(step)
+--   bar:write(("step=%d loss=%.4f"):format(step, 1 / step))
+-- end
+-- bar:finish()
+function Progress:write(line, file)
+  if type(line) ~= "string" and type(line) ~= "number" then
+    fail("Progress:write", "line must be a string (got %s)", type(line))
+  end
+  file = file == nil and io.stdout or file
+  if not is_file(file) then fail("Progress:write", "file must be an open file (got %s)", tostring(file)) end
+  local redraw = self.interactive and not self.done and self.last_len > 0
+  if redraw then
+    self.out:write("\r", string.rep(" ", self.last_len), "\r")
+    self.out:flush()
+    self.last_len = 0
+  end
+  file:write(line, "\n")
+  file:flush()
+  if redraw then self:_draw(self.clock()) end
   return self
 end
 
@@ -708,8 +775,8 @@ function Progress:finish()
     local elapsed = now - self.started
     local rate = elapsed > 0 and self.count / elapsed or 0 / 0
     local extras = extras_string(self.extras)
-    self.out:write(string.format("%s: %d/%d (%d%%) in %s, %s%s\n", self.label, self.count, self.total,
-      math.floor(self.count / self.total * 100), clock_string(elapsed), rate_string(rate),
+    self.out:write(string.format("%s%s: %d/%d (%d%%) in %s, %s%s\n", stamp(self, now), self.label, self.count,
+      self.total, math.floor(self.count / self.total * 100), clock_string(elapsed), rate_string(rate),
       extras ~= "" and ", " .. extras or ""))
   end
   self.out:flush()
@@ -847,13 +914,13 @@ do
   signature.declare(CharTable, "data.CharTable.", {wrap = false, index = false, encode = false, decode = false})
   -- update(i, extras): extras (shown after the bar, {loss = 0.5}) is a
   -- string-keyed table itself, so no options table could be told from it
-  signature.declare(Progress, "data.Progress.", {finish = false, close = false, update = false})
+  signature.declare(Progress, "data.Progress.", {finish = false, close = false, update = false, write = false})
   -- these read their options positionally or from a trailing table themselves
   signature.declare(data, "data.", {Vocab = "native: words, unk='<unk>'",
     CharTable = "native: strings, start='^', stop='$'", pad = "native: seqs, value=0, length=nil",
     batches = "native: list, batch_size, shuffle=true, generator=nil, drop_last=false",
     progress = "native: total, label='train', width=30, out=nil, interactive=nil, min_interval=0.1, "
-      .. "clock=nil",
+      .. "log_interval=10, clock=nil",
     shuffle = "list, generator=nil", split = "list, fraction, generator=nil",
     -- torch's DistributedSampler(dataset, ...) with the dataset's length n
     DistributedSampler = "native: n, num_replicas=nil, rank=nil, shuffle=true, seed=0, drop_last=false"})

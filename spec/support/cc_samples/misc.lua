@@ -120,7 +120,7 @@ M["data.batches"] = {args = function() return {{1, 2, 3}, 2, true, attn.Generato
   call = data_fn("batches"), view = function(it) local t = {}; for b in it do t[#t + 1] = b end; return t end}
 M["data.progress"] = {
   args = function()
-    return {3, "x", 10, io.stderr, false, 0, function() return 0 end}
+    return {3, "x", 10, io.stderr, false, 0, 5, function() return 0 end}
   end,
   call = data_fn("progress"), view = function(p) return p.total end}
 M["data.shuffle"] = {args = function() return {{1, 2, 3, 4}, attn.Generator(2)} end, call = data_fn("shuffle")}
