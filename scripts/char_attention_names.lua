@@ -338,6 +338,9 @@ for step = 1, steps do
     curve.steps[#curve.steps + 1] = step
     curve.train[#curve.train + 1] = running / running_n
     curve.valid[#curve.valid + 1] = evaluate(curve_examples)
+    -- one line per evaluation, key=value, for grep and plotting later
+    bar:write(("step=%d train_loss=%.4f valid_loss=%.4f lr=%.3g"):format(step, curve.train[#curve.train],
+      curve.valid[#curve.valid], optimizer.param_groups[1].lr))
     running, running_n = 0, 0
   end
 end

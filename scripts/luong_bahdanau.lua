@@ -244,7 +244,8 @@ local function train(kind, trainset)
   local steps_per_epoch = (#trainset + cfg.batch - 1) // cfg.batch
   local bar = data.progress(cfg.epochs * steps_per_epoch, {label = kind})
   local step = 0
-  for _ = 1, cfg.epochs do
+  for epoch = 1, cfg.epochs do
+    local sum, n = 0, 0
     for batch in data.batches(trainset, cfg.batch, {shuffle = true}) do
       local src, mask, tin, tout = collate(batch)
       local logits = model(src, mask, tin)
@@ -254,8 +255,13 @@ local function train(kind, trainset)
       optim.clip_grad_norm_(model:parameters(), 1.0)
       opt:step()
       step = step + 1
-      bar:update(step, {loss = loss:item()})
+      local l = loss:item()
+      sum, n = sum + l, n + 1
+      bar:update(step, {loss = l})
     end
+    -- one key=value line per epoch, for grep and plotting later
+    bar:write(("model=%s epoch=%d step=%d train_loss=%.4f lr=%.3g"):format(kind, epoch, step, sum / n,
+      opt.param_groups[1].lr))
     decay:step()
   end
   bar:finish()

@@ -35,8 +35,17 @@ describe("scripts/luong_bahdanau.lua --quick", function()
 
   it("runs cleanly and quickly", function()
     assert.are.equal(0, r.code, r.err)
-    -- stderr holds only the two progress bars' summary lines (not a terminal)
-    assert.truthy(r.err:find("^luong: 141/141 %(100%%%) in [^\n]*\nbahdanau: 141/141 %(100%%%) in [^\n]*\n$"), r.err)
+    -- stderr holds only the two progress bars' summary lines (not a terminal),
+    -- time-stamped; a run this short logs nothing before them
+    local stamp = "%d%d%d%d%-%d%d%-%d%d %d%d:%d%d:%d%d "
+    assert.truthy(r.err:find("^" .. stamp .. "luong: 141/141 %(100%%%) in [^\n]*\n" .. stamp
+      .. "bahdanau: 141/141 %(100%%%) in [^\n]*\n$"), r.err)
+    -- stdout: one key=value loss line per epoch and model
+    local epochs = {}
+    for model, epoch in r.out:gmatch("\nmodel=(%a+) epoch=(%d+) step=%d+ train_loss=[%d.]+ lr=[%d.e%-]+\n") do
+      epochs[#epochs + 1] = model .. epoch
+    end
+    assert.is_true(#epochs >= 2 and epochs[1] == "luong1", r.out)
     -- a guard against pathological slowness, not a benchmark: skipped in
     -- sanitizer and valgrind runs (several times slower, shared machine)
     if not os.getenv("ATTN_SANITIZER") then assert.is_true(elapsed < 40, ("took %.1f s"):format(elapsed)) end

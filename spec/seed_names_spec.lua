@@ -73,7 +73,15 @@ describe("scripts/char_attention_names.lua --quick", function()
 
   it("runs cleanly; the progress bar writes one summary line off a terminal", function()
     assert.are.equal(0, r.code)
-    assert.truthy(r.err:match("^train: 200/200 %(100%%%) in [%d:]+, [%d.]+ it/s, loss=[%d.]+\n$"), r.err)
+    assert.truthy(r.err:match("^%d%d%d%d%-%d%d%-%d%d %d%d:%d%d:%d%d train: 200/200 %(100%%%) in [%d:]+, [%d.]+ it/s, "
+      .. "loss=[%d.]+\n$"), r.err)
+    -- stdout: a key=value line per evaluation, the last at step 200
+    local steps = {}
+    for step in r.out:gmatch("step=(%d+) train_loss=[%d.]+ valid_loss=[%d.]+ lr=[%d.e%-]+\n") do
+      steps[#steps + 1] = tonumber(step)
+    end
+    assert.is_true(#steps >= 10, r.out)
+    assert.are.equal(200, steps[#steps])
   end)
 
   it("builds the notebook's 28-character vocabulary", function()
