@@ -42,5 +42,6 @@ build = {
       ATTN_LUA_CMOD_DIR = "$(LIBDIR)",
       ATTN_LUA_LMOD_DIR = "$(LUADIR)",
       ATTN_BUILD_TESTS = "OFF",
+      ATTN_INSTALL_LUA_HINTS = "OFF",
    },
 }

@@ -4,6 +4,9 @@
 # build, then run the suites one after the other:
 #   normal     C tests, busted specs and the example host through ctest (build/)
 #   lint       layering, format, luacheck, cppcheck, docs coverage (scripts/lint.sh)
+#   install    installs the build where stock tools find it and uses it as a
+#              user would: lua5.4, busted, pkg-config and CMake hosts, the
+#              installed reference (scripts/check_install.sh)
 #   asan       the same suite under AddressSanitizer + UBSan (scripts/sanitize.sh)
 #   tsan       several states in several threads under ThreadSanitizer (scripts/tsan.sh)
 #   valgrind   memcheck over the example host, C tests and a spec subset (scripts/valgrind.sh)
@@ -24,7 +27,7 @@ scripts/setup.sh --test || exit 1
 if (($#)); then
   suites=${ATTN_TEST_SUITES:-normal}
 else
-  suites=${ATTN_TEST_SUITES:-normal lint asan tsan valgrind fuzz}
+  suites=${ATTN_TEST_SUITES:-normal lint install asan tsan valgrind fuzz}
 fi
 logs=build/test-logs
 mkdir -p "$logs"
@@ -33,6 +36,7 @@ suite_normal() { (cd build && ctest --output-on-failure -j"$(nproc)" "$@"); }
 # layering, clang-format, luacheck, cppcheck, LDoc coverage and the
 # generated benchmarks page (scripts/lint.sh), over the normal build
 suite_lint() { scripts/lint.sh build; }
+suite_install() { scripts/check_install.sh; }
 suite_asan() { scripts/sanitize.sh; }
 suite_tsan() { scripts/tsan.sh; }
 suite_valgrind() { scripts/valgrind.sh; }
@@ -47,7 +51,7 @@ suite_fuzz() {
 passed=0 failed=0 summary=()
 for s in $suites; do
   if ! declare -F "suite_$s" >/dev/null; then
-    echo "test: unknown suite '$s' (normal lint asan tsan valgrind fuzz)" >&2
+    echo "test: unknown suite '$s' (normal lint install asan tsan valgrind fuzz)" >&2
     exit 2
   fi
   echo "==== $s"
