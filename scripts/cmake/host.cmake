@@ -60,6 +60,12 @@ write_basic_package_version_file(${CMAKE_BINARY_DIR}/attnConfigVersion.cmake
 install(FILES ${CMAKE_BINARY_DIR}/attnConfig.cmake ${CMAKE_BINARY_DIR}/attnConfigVersion.cmake
   DESTINATION ${ATTN_CMAKE_DIR})
 # attn-lua.pc is relocatable like attn.pc (ATTN_PC_TO_PREFIX).
+# libattn_lua.a's MPI library, for `pkg-config --static` (full paths, as
+# find_package(MPI) gives them).
+set(ATTN_PC_MPI_LIBS "")
+if(MPI_C_FOUND)
+  string(JOIN " " ATTN_PC_MPI_LIBS ${MPI_C_LINK_FLAGS} ${MPI_C_LIBRARIES})
+endif()
 configure_file(${PROJECT_SOURCE_DIR}/scripts/cmake/attn-lua.pc.in ${CMAKE_BINARY_DIR}/attn-lua.pc @ONLY)
 install(FILES ${CMAKE_BINARY_DIR}/attn-lua.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
