@@ -712,6 +712,10 @@ end
 --- bar:update([i [, extras]]): i items are done (default: one more than
 -- before); extras is a table of fields shown as key=value (numbers as
 -- %.4g, keys sorted), kept until the next update that gives some.
+-- @usage
+-- local bar = data.progress(10, {label = "epoch 1"})
+-- for i = 1, 10 do bar:update(i, {loss = 2 / i}) end
+-- bar:finish()
 function Progress:update(i, extras)
   if self.done then fail("Progress:update", "the bar is finished") end
   if i == nil then i = self.count + 1 end
@@ -764,6 +768,12 @@ end
 
 --- bar:finish(): draws the final state and ends the line (interactive), or
 -- writes the one summary line (not interactive).  Later calls do nothing.
+-- bar:close() and a `<close>` variable finish it too.
+-- @usage
+-- do
+--   local bar <close> = data.progress(3, {label = "eval"})
+--   for i = 1, 3 do bar:update(i) end
+-- end -- finished here
 function Progress:finish()
   if self.done then return self end
   self.done = true
