@@ -92,6 +92,34 @@ if(ATTN_BUILD_TESTS)
 endif()
 
 # ---------------------------------------------------------------------------
+# The API reference (scripts/gen_reference.lua): Markdown and HTML pages by
+# what users import, built with everything else into build/docs/reference
+# and installed to share/doc/attn/reference.  docs/reference holds the
+# committed Markdown; the docs/reference test fails when it is stale, when a
+# public function has no entry or example, or when an example fails.
+file(GLOB_RECURSE ATTN_REFERENCE_INPUTS CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/lua/attn/*.lua
+  ${PROJECT_SOURCE_DIR}/docs/api/*.luadoc)
+list(APPEND ATTN_REFERENCE_INPUTS ${PROJECT_SOURCE_DIR}/src/attn.h ${PROJECT_SOURCE_DIR}/src/attn_lua.h
+  ${PROJECT_SOURCE_DIR}/scripts/gen_reference.lua ${PROJECT_SOURCE_DIR}/scripts/check_docs.lua
+  ${PROJECT_SOURCE_DIR}/docs/reference/torch_names.txt)
+set(ATTN_REFERENCE_DIR ${CMAKE_BINARY_DIR}/docs/reference)
+add_custom_command(OUTPUT ${ATTN_REFERENCE_DIR}/html/index.html
+  COMMAND ${CMAKE_COMMAND} -E env ATTN_SOURCE_DIR=${PROJECT_SOURCE_DIR}
+    $<TARGET_FILE:attn> scripts/gen_reference.lua --md ${ATTN_REFERENCE_DIR} --html ${ATTN_REFERENCE_DIR}/html
+  DEPENDS attn ${ATTN_REFERENCE_INPUTS}
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}
+  COMMENT "API reference: ${ATTN_REFERENCE_DIR} (Markdown) and ${ATTN_REFERENCE_DIR}/html"
+  VERBATIM)
+add_custom_target(reference ALL DEPENDS ${ATTN_REFERENCE_DIR}/html/index.html)
+install(DIRECTORY ${ATTN_REFERENCE_DIR}/html/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/reference)
+install(DIRECTORY ${ATTN_REFERENCE_DIR}/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/reference/md
+  FILES_MATCHING PATTERN "*.md" PATTERN "html" EXCLUDE)
+if(ATTN_BUILD_TESTS)
+  add_test(NAME docs/reference COMMAND attn scripts/gen_reference.lua --check WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(docs/reference PROPERTIES ENVIRONMENT "ATTN_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+endif()
+
+# ---------------------------------------------------------------------------
 # Documentation: `cmake --build build --target docs` writes the Lua API
 # reference to build/docs/lua with LDoc (Debian: apt-get install lua-ldoc;
 # scripts/setup.sh --docs).  The C API is documented in the headers
