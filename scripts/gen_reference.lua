@@ -876,6 +876,14 @@ local function main()
 
   local status = 0
   if opts["run-examples"] or opts.check then
+    -- examples write files under os.tmpname(), never into the working folder
+    local function listing()
+      local set, h = {}, io.popen("ls -A 2>/dev/null")
+      for f in h:lines() do set[f] = true end
+      h:close()
+      return set
+    end
+    local before = listing()
     local ran, failed = 0, 0
     for _, e in ipairs(entries) do
       if e.usage then
@@ -885,6 +893,11 @@ local function main()
           failed = failed + 1
           problems[#problems + 1] = "example fails: " .. e.name .. ": " .. tostring(err)
         end
+      end
+    end
+    for f in pairs(listing()) do
+      if not before[f] then
+        problems[#problems + 1] = "an example wrote " .. f .. " into the working folder (use os.tmpname())"
       end
     end
     print(("gen_reference: %d examples ran, %d failed"):format(ran, failed))
