@@ -260,15 +260,28 @@ local function body_markdown(lines)
       code = {}
     end
   end
+  local item_indent -- inside a list item: the indent of its marker
   for _, l in ipairs(lines) do
-    if l:match("^  +%S") or (#code > 0 and l:match("^%s*$") == nil and l:match("^   ")) then
+    local indent = #l:match("^ *")
+    local bullet = l:match("^ *[-*] %S")
+    if bullet and #code == 0 then
       flush_para()
+      item_indent = indent
+      para[1] = "- " .. l:match("^ *[-*] (.-)%s*$")
+    elseif item_indent and l:match("%S") and indent > item_indent and #code == 0 then
+      para[#para + 1] = l:match("^%s*(.-)%s*$") -- the item goes on
+    elseif l:match("^  +%S") or (#code > 0 and l:match("%S")) then
+      flush_para()
+      item_indent = nil
       code[#code + 1] = l
     elseif not l:match("%S") then
       flush_para()
       flush_code()
+      item_indent = nil
     else
       flush_code()
+      if item_indent then flush_para() end
+      item_indent = nil
       para[#para + 1] = l:match("^%s*(.-)%s*$")
     end
   end
