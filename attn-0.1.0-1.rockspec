@@ -31,17 +31,11 @@ dependencies = {
    "lua >= 5.4, < 5.5",
 }
 build = {
-   type = "cmake",
-   variables = {
-      CMAKE_BUILD_TYPE = "Release",
-      CMAKE_INSTALL_PREFIX = "$(PREFIX)",
-      CMAKE_INSTALL_BINDIR = "bin",
-      CMAKE_INSTALL_LIBDIR = "native/lib",
-      CMAKE_INSTALL_INCLUDEDIR = "native/include",
-      CMAKE_INSTALL_DATADIR = "native/share",
-      ATTN_LUA_CMOD_DIR = "$(LIBDIR)",
-      ATTN_LUA_LMOD_DIR = "$(LUADIR)",
-      ATTN_BUILD_TESTS = "OFF",
-      ATTN_INSTALL_LUA_HINTS = "OFF",
-   },
+   -- scripts/rock_build.sh: reuses ./build when scripts/main.sh made one
+   -- (seconds instead of a fresh build), else builds build.luarocks on
+   -- every core; installs the Lua package, attn/core.so and the attn
+   -- interpreter into the tree, the C side under the rock's native/.
+   type = "command",
+   build_command = "scripts/rock_build.sh build",
+   install_command = "scripts/rock_build.sh install '$(PREFIX)' '$(LUADIR)' '$(LIBDIR)' '$(BINDIR)'",
 }
