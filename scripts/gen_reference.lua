@@ -654,6 +654,8 @@ end
 -- The C API page
 ---------------------------------------------------------------------------
 
+local problems_c = {}
+
 local function c_header_markdown(path, out)
   local lines = lib.lines_of(ROOT .. "/" .. path) or {}
   local w = function(s) out[#out + 1] = s end
@@ -672,56 +674,74 @@ local function c_header_markdown(path, out)
   end
   for _, l in ipairs(body_markdown(intro)) do w(l) end
   w("")
-  -- declarations with the comment right above them
-  local comment, pending = {}, nil
-  local j = i + 1
-  local decls = 0
-  while j <= #lines do
-    local l = lines[j]
-    if l:match("^%s*/%*") then
-      comment = {}
-      local k = j
-      repeat
-        comment[#comment + 1] = lines[k]:gsub("^%s*/?%*+/?%s?", ""):gsub("%s*%*/%s*$", "")
-        k = k + 1
-      until lines[k - 1]:match("%*/") or k > #lines
-      j = k
-    elseif l:match("^%s*//") then
-      comment = {}
-      while j <= #lines and lines[j]:match("^%s*//") do
-        comment[#comment + 1] = lines[j]:gsub("^%s*//%s?", "")
-        j = j + 1
+  -- the rest, paragraph by paragraph (blank lines apart): its comments
+  -- are the text, its declarations the code; a paragraph of comments only
+  -- is a section's text
+  local decls, undocumented = 0, {}
+  local para = {}
+  local function flush()
+    if #para == 0 then return end
+    local text, code_lines, in_comment, commented = {}, 0, false, false
+    for _, l in ipairs(para) do
+      if in_comment or l:match("^%s*/%*") then
+        local body = l:gsub("^%s*/%*+%s?", ""):gsub("^%s*%*+/?%s?", ""):gsub("%s*%*/%s*$", "")
+        if body:match("%S") and not body:match("^%-+$") then text[#text + 1] = body end
+        in_comment = not l:match("%*/")
+      elseif l:match("^%s*//") then
+        text[#text + 1] = l:gsub("^%s*//%s?", "")
+      else
+        code_lines = code_lines + 1
+        if l:match("/%*") or l:match("//") then commented = true end
       end
-    elseif l:match("attn_[%w_]+%s*%(") and not l:match("^#") and not l:match("^%s") then
-      local decl = {l}
-      local k = j
-      while not decl[#decl]:match("[;{]%s*$") and not decl[#decl]:match("[;{]%s*/%*.*%*/%s*$") and k < #lines do
-        k = k + 1
-        decl[#decl + 1] = lines[k]
-      end
-      local text = table.concat(decl, "\n"):gsub("%s*{.*$", ";"):gsub("%s*/%*.-%*/", "")
-      local trailing = table.concat(decl, " "):match("/%*%s*(.-)%s*%*/")
-      pending = text
-      w("```c")
-      w(pending)
-      w("```")
-      local doc = {}
-      for _, c in ipairs(comment) do doc[#doc + 1] = c end
-      if trailing then doc[#doc + 1] = trailing end
-      for _, d in ipairs(body_markdown(doc)) do w(d) end
-      w("")
-      decls = decls + 1
-      comment = {}
-      j = k + 1
-      -- a body of a static inline function: skip it
-      if text ~= table.concat(decl, "\n") and decl[#decl]:match("{%s*$") then
-        while j <= #lines and not lines[j]:match("^}") do j = j + 1 end
-        j = j + 1
-      end
-    else
-      if l:match("%S") then comment = {} end
-      j = j + 1
     end
+    if code_lines == 0 then -- a section's title or text
+      if #para >= 2 and para[1]:match("^/%* %-%-%-") and #text == 1 then
+        w("### " .. text[1]:match("^%s*(.-)%s*$"))
+      else
+        for _, l in ipairs(body_markdown(text)) do w(l) end
+      end
+    else -- declarations, shown as the header has them, comments and all
+      local joined = table.concat(para, "\n")
+      local api = {}
+      for name in joined:gmatch("(attn_[%w_]+)%s*%(") do api[#api + 1] = name end
+      w("```c")
+      w(joined)
+      w("```")
+      decls = decls + #api
+      if #text == 0 and not commented and #api > 0 then undocumented[#undocumented + 1] = api[1] end
+    end
+    w("")
+    para = {}
+  end
+  -- the include guard, extern "C" and #include lines are left out
+  local skip = {}
+  for j = 1, #lines do
+    local l = lines[j]
+    if l:match("^#%s*include") or l:match("^#ifndef ATTN_[%u_]*H$") or l:match("^#define ATTN_[%u_]*H$")
+      or l:match("^extern \"C\"") or l:match("^#ifdef __cplusplus") then
+      skip[j] = true
+      if l:match("^#ifdef __cplusplus") then
+        skip[j + 1], skip[j + 2] = true, true
+      end
+    end
+  end
+  for j = #lines, 1, -1 do -- the guard's #endif: the last one
+    if lines[j]:match("^#endif") then
+      skip[j] = true
+      break
+    end
+  end
+  for j = i + 1, #lines do
+    local l = lines[j]
+    if l:match("^%s*$") then
+      flush()
+    elseif not skip[j] then
+      para[#para + 1] = l
+    end
+  end
+  flush()
+  if #undocumented > 0 then
+    problems_c[#problems_c + 1] = path .. ": declarations without a comment: " .. table.concat(undocumented, ", ")
   end
   return decls
 end
@@ -879,6 +899,7 @@ local function main()
       .. "Indices are 0-based in C. [Embedding guide](../embedding.md).", ""}
   local ndecl = c_header_markdown("src/attn.h", capi) + c_header_markdown("src/attn_lua.h", capi)
   files["capi.md"] = table.concat(capi, "\n")
+  for _, p in ipairs(problems_c) do problems[#problems + 1] = p end
   index[#index + 1] = ("| [C API](capi.md) | `#include <attn.h>`, `<attn_lua.h>` | %d |"):format(ndecl)
   index[#index + 1] = ""
   index[#index + 1] = ("%d public Lua functions in %d entries (one per function; other names are listed in "
