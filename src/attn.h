@@ -385,6 +385,7 @@ typedef enum attn_binary_op { ATTN_BINARY_OPS(ATTN_OP_ENUM_) ATTN_BINARY_OP_COUN
 typedef enum attn_unary_op { ATTN_UNARY_OPS(ATTN_OP_ENUM_) ATTN_UNARY_OP_COUNT } attn_unary_op;
 #undef ATTN_OP_ENUM_
 
+/* An op's name as the op table spells it ("add", "abs", ...), for messages. */
 const char *attn_binary_op_name(attn_binary_op op);
 const char *attn_unary_op_name(attn_unary_op op);
 
