@@ -366,7 +366,7 @@ local OPERATORS = {
 }
 
 local function build_entries()
-  local names, fn_of, groups = lib.public_api({user_first = true})
+  local names, _, groups = lib.public_api({user_first = true})
   local by_name, by_line = lib.read_docs()
   local sig_of = signature_keys()
   local entries, operators = {}, {}
@@ -589,7 +589,9 @@ local function page_markdown(page, page_entries, operators)
   w("## Contents")
   w("")
   local toc = {}
-  for _, e in ipairs(free) do toc[#toc + 1] = "[" .. e.name:gsub("^attn%.Tensor%.", "t:") .. "](#" .. e.anchor .. ")" end
+  for _, e in ipairs(free) do
+    toc[#toc + 1] = "[" .. e.name:gsub("^attn%.Tensor%.", "t:") .. "](#" .. e.anchor .. ")"
+  end
   if #toc > 0 then
     w(table.concat(toc, " · "))
     w("")
@@ -874,7 +876,9 @@ local function main()
     e.anchor = a
     table.insert(pages[p[1]], e)
     if not e.text then problems[#problems + 1] = "no doc entry: " .. e.name .. " (" .. (e.where or "C") .. ")" end
-    if not e.usage and not covered(e) then problems[#problems + 1] = "no example (@usage): " .. e.name .. " (" .. (e.where or "C") .. ")" end
+    if not e.usage and not covered(e) then
+      problems[#problems + 1] = "no example (@usage): " .. e.name .. " (" .. (e.where or "C") .. ")"
+    end
   end
 
   local files = {}
