@@ -268,31 +268,50 @@ end
 --- This process's rank, 0-based as in MPI and torch.distributed
 -- (torch.distributed.get_rank); 0 in a 1-rank world.
 -- @treturn int
+-- @usage
+-- local dist = require "attn.dist"
+-- print(dist.rank(), dist.size())   -- 0 1 without mpirun
 -- @function rank
 dist.rank = C.rank
 --- The number of ranks (torch.distributed.get_world_size); also
 -- attn.dist.world_size.
 -- @treturn int
+-- @usage
+-- local dist = require "attn.dist"
+-- local world = dist.size()         -- the number of ranks
+-- print(world)
 -- @function size
 dist.size = C.size
 dist.world_size = C.size
 --- The rank among the ranks on this machine, 0-based (torchrun's
 -- LOCAL_RANK).
 -- @treturn int
+-- @usage
+-- local dist = require "attn.dist"
+-- print(dist.local_rank())          -- 0-based rank on this node
 -- @function local_rank
 dist.local_rank = C.local_rank
 --- is_main(): rank 0, the one that logs and saves.
 function dist.is_main() return C.rank() == 0 end
 --- is_available(): attn was built with MPI (torch.distributed.is_available).
 -- @treturn boolean
+-- @usage
+-- local dist = require "attn.dist"
+-- print(dist.is_available())        -- whether attn was built with MPI
 -- @function is_available
 dist.is_available = C.compiled
 --- uses_mpi(): this process runs MPI (false in a 1-rank fallback world).
 -- @treturn boolean
+-- @usage
+-- local dist = require "attn.dist"
+-- print(dist.uses_mpi())            -- true only when started by mpirun
 -- @function uses_mpi
 dist.uses_mpi = C.uses_mpi
 --- backend(): the MPI library's version line, or "none".
 -- @treturn string
+-- @usage
+-- local dist = require "attn.dist"
+-- print(dist.backend())             -- "mpi" under mpirun, "none" otherwise
 -- @function backend
 dist.backend = C.backend
 --- set_timeout(seconds): how long any later wait may take before it raises
@@ -307,6 +326,9 @@ function dist.set_timeout(seconds)
 end
 --- The current wait limit in seconds (see set_timeout).
 -- @treturn number
+-- @usage
+-- local dist = require "attn.dist"
+-- print(dist.timeout())             -- seconds a collective may wait
 -- @function timeout
 dist.timeout = C.timeout
 
