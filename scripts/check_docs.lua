@@ -56,9 +56,9 @@ local ROOT = script_root()
 -- The package's modules come from this source tree (the attn program has
 -- copies built in, which may be older than the files being checked).
 table.insert(package.searchers, 1, function(name)
-  local file = name == "attn" and "init" or name:match("^attn%.([%w_]+)$")
+  local file = name == "attn" and "init" or name:match("^attn%.([%w_.]+)$")
   if not file or file == "core" then return nil end
-  local path = ROOT .. "/lua/attn/" .. file .. ".lua"
+  local path = ROOT .. "/lua/attn/" .. file:gsub("%.", "/") .. ".lua"
   local chunk, err = loadfile(path)
   if not chunk then return err and ("\n\t" .. err) or nil end
   return chunk, path

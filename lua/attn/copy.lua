@@ -94,6 +94,11 @@ copy_value = function(v, memo)
 end
 
 --- deepcopy(x [, memo]) -> a deep copy of x (see the file's comment).
+-- @usage
+-- local copy = require "attn.copy"
+-- local a = nn.Linear(2, 2)
+-- local b = copy.deepcopy(a)                    -- fresh parameters with equal values
+-- print(attn.equal(a.weight, b.weight), a.weight == b.weight)   -- true false
 function M.deepcopy(x, memo)
   if memo ~= nil and type(memo) ~= "table" then
     error(("deepcopy: memo must be a table (got %s)"):format(type(memo)), 2)
@@ -102,6 +107,9 @@ function M.deepcopy(x, memo)
 end
 
 --- clones(module, n) -> nn.ModuleList of n deep copies of module.
+-- @usage
+-- local layers = nn.clones(nn.Linear(4, 4), 3)                    -- a ModuleList of 3 deep copies
+-- print(#layers, layers[1].weight == layers[2].weight)            -- 3 false
 function M.clones(module, n)
   local nn = require "attn.nn.containers"
   if not nn.is_module(module) then

@@ -36,6 +36,10 @@ local submodules = {
 
 --- attn.deepcopy(x): a deep copy of a module, tensor or table (Python's
 -- copy.deepcopy; see lua/attn/copy.lua).
+-- @usage
+-- local model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+-- local target = attn.deepcopy(model)            -- copy.deepcopy(model), e.g. an EMA or target network
+-- print(target)
 function attn.deepcopy(x, memo) return require("attn.copy").deepcopy(x, memo) end
 
 -- Names that are fields of a submodule: attn.device (a function) and

@@ -78,6 +78,11 @@ end})
 
 --- module:clone() -> a deep copy (attn.deepcopy): fresh parameters and
 -- buffers with equal values, copied children and attributes.
+-- @usage
+-- local a = nn.Linear(3, 3)
+-- local b = a:clone()                               -- a deep copy with its own parameters
+-- b.weight.data:zero_()
+-- print(a.weight:abs():sum():item() > 0)            -- true: a is untouched
 function Module:clone()
   return require("attn.copy").deepcopy(self)
 end

@@ -56,6 +56,8 @@ local function no_grad(fill, t, ...)
 end
 
 --- The recommended gain for a nonlinearity (torch.nn.init.calculate_gain).
+-- @usage
+-- print(nn.init.calculate_gain("relu"), nn.init.calculate_gain("leaky_relu", 0.2))
 function M.calculate_gain(nonlinearity, param)
   local linear = {
     linear = true, conv1d = true, conv2d = true, conv3d = true,
@@ -85,6 +87,9 @@ end
 
 --- fan_in, fan_out of a weight of at least 2 dims: [out, in, k...] gives
 -- in * prod(k) and out * prod(k) (torch's _calculate_fan_in_and_fan_out).
+-- @usage
+-- local fan_in, fan_out = nn.init.calculate_fan_in_and_fan_out(attn.empty(8, 4))
+-- print(fan_in, fan_out)                                          -- 4 8
 function M.calculate_fan_in_and_fan_out(t)
   check_tensor(t, "calculate_fan_in_and_fan_out")
   local shape = t:shape()
@@ -109,6 +114,9 @@ local function normal(t, mean, std, gen) t:normal_(mean, std, gen) end
 
 --- uniform_(t [, a = 0] [, b = 1] [, gen]) -> t: fills t with uniform samples
 -- in [a, b) without recording a graph.  torch.nn.init.uniform_.
+-- @usage
+-- local w = attn.empty(2, 3)
+-- nn.init.uniform_(w, -0.1, 0.1)
 function M.uniform_(t, a, b, gen)
   check_tensor(t, "uniform_")
   a, b = opt_number(a, 0.0, "uniform_", "a"), opt_number(b, 1.0, "uniform_", "b")
@@ -117,6 +125,9 @@ end
 
 --- normal_(t [, mean = 0] [, std = 1] [, gen]) -> t: fills t with normal
 -- samples without recording a graph.  torch.nn.init.normal_.
+-- @usage
+-- local w = attn.empty(4, 4)
+-- nn.init.normal_(w, 0, 0.02)
 function M.normal_(t, mean, std, gen)
   check_tensor(t, "normal_")
   mean, std = opt_number(mean, 0.0, "normal_", "mean"), opt_number(std, 1.0, "normal_", "std")
@@ -124,6 +135,10 @@ function M.normal_(t, mean, std, gen)
 end
 
 --- constant_(t, val) -> t: fills t with val.  torch.nn.init.constant_.
+-- @usage
+-- local b = attn.empty(3)
+-- nn.init.constant_(b, 0.1)
+-- print(b)
 function M.constant_(t, val)
   check_tensor(t, "constant_")
   check_number(val, "constant_", "val")
@@ -131,18 +146,28 @@ function M.constant_(t, val)
 end
 
 --- zeros_(t) -> t: fills t with 0.  torch.nn.init.zeros_.
+-- @usage
+-- local lin = nn.Linear(4, 4)
+-- nn.init.zeros_(lin.bias)
 function M.zeros_(t)
   check_tensor(t, "zeros_")
   return no_grad(function(x) x:zero_() end, t)
 end
 
 --- ones_(t) -> t: fills t with 1.  torch.nn.init.ones_.
+-- @usage
+-- local g = attn.empty(4)
+-- nn.init.ones_(g)
 function M.ones_(t)
   check_tensor(t, "ones_")
   return no_grad(function(x) x:fill_(1) end, t)
 end
 
 --- Fills a 2-d tensor with the identity (ones on the main diagonal).
+-- @usage
+-- local w = attn.empty(3, 3)
+-- nn.init.eye_(w)
+-- print(w)
 function M.eye_(t)
   check_tensor(t, "eye_")
   local shape = t:shape()
@@ -159,6 +184,9 @@ end
 
 --- xavier_uniform_(t [, gain = 1] [, gen]) -> t: uniform in [-a, a] with
 -- a = gain * sqrt(6 / (fan_in + fan_out)).  torch.nn.init.xavier_uniform_.
+-- @usage
+-- local lin = nn.Linear(16, 16)
+-- nn.init.xavier_uniform_(lin.weight, nn.init.calculate_gain("tanh"))
 function M.xavier_uniform_(t, gain, gen)
   check_tensor(t, "xavier_uniform_")
   gain = opt_number(gain, 1.0, "xavier_uniform_", "gain")
@@ -168,6 +196,9 @@ end
 
 --- xavier_normal_(t [, gain = 1] [, gen]) -> t: normal with std
 -- gain * sqrt(2 / (fan_in + fan_out)).  torch.nn.init.xavier_normal_.
+-- @usage
+-- local w = attn.empty(8, 8)
+-- nn.init.xavier_normal_(w)
 function M.xavier_normal_(t, gain, gen)
   check_tensor(t, "xavier_normal_")
   gain = opt_number(gain, 1.0, "xavier_normal_", "gain")
@@ -205,6 +236,9 @@ end
 -- nonlinearity =, generator =}): uniform in [-b, b] with
 -- b = calculate_gain(nonlinearity, a) * sqrt(3 / fan); mode "fan_in" or
 -- "fan_out".  torch.nn.init.kaiming_uniform_.
+-- @usage
+-- local w = attn.empty(16, 8)
+-- nn.init.kaiming_uniform_(w, math.sqrt(5))                       -- how nn.Linear initialises its weight
 function M.kaiming_uniform_(t, a, mode, nonlinearity, gen)
   check_tensor(t, "kaiming_uniform_")
   a, mode, nonlinearity, gen = kaiming_args("kaiming_uniform_", a, mode, nonlinearity, gen)
@@ -217,6 +251,9 @@ end
 --- kaiming_normal_(t [, a] [, mode] [, nonlinearity] [, gen]) -> t (or an
 -- options table, as kaiming_uniform_): normal with std
 -- calculate_gain(nonlinearity, a) / sqrt(fan).  torch.nn.init.kaiming_normal_.
+-- @usage
+-- local w = attn.empty(16, 8)
+-- nn.init.kaiming_normal_(w, {mode = "fan_out", nonlinearity = "relu"})
 function M.kaiming_normal_(t, a, mode, nonlinearity, gen)
   check_tensor(t, "kaiming_normal_")
   a, mode, nonlinearity, gen = kaiming_args("kaiming_normal_", a, mode, nonlinearity, gen)
@@ -227,6 +264,9 @@ end
 
 --- 2-d sparse init: normal(0, std), then in each column ceil(sparsity * rows)
 -- entries, picked by a random permutation of the rows, set to zero.
+-- @usage
+-- local w = attn.empty(10, 5)
+-- nn.init.sparse_(w, 0.3)                                        -- 30% of each column zero
 function M.sparse_(t, sparsity, std, gen)
   check_tensor(t, "sparse_")
   check_number(sparsity, "sparse_", "sparsity")

@@ -141,6 +141,9 @@ M._not_packed = not_packed
 -- (attn.nn.utils.rnn.is_packed); torch: isinstance(x, PackedSequence).
 -- @param x any value
 -- @treturn boolean
+-- @usage
+-- local packed = nn.utils.rnn.pack_sequence({attn.ones(2, 1)})
+-- print(nn.utils.rnn.is_packed(packed), nn.utils.rnn.is_packed(attn.ones(1)))   -- true false
 -- @function is_packed
 
 -- The lengths in the original batch order, and the sorted order.
@@ -163,6 +166,9 @@ function Packed:_lengths()
 end
 
 --- packed:lengths(): the lengths in the original batch order (a Lua list).
+-- @usage
+-- local packed = nn.utils.rnn.pack_sequence({attn.ones(3, 2), attn.ones(1, 2)})
+-- print(table.concat(packed:lengths(), " "))                     -- 3 1
 function Packed:lengths() return (self:_lengths()) end
 
 -- x [T, B, *] (time-major, original order) -> packed data rows, given the
@@ -238,6 +244,9 @@ utils.is_packed = is_packed
 -- or pad_sequence(sequences, {batch_first=, padding_value=}): a list of
 -- tensors [L_i, *] with the same trailing dims -> [max L, B, *] (or
 -- [B, max L, *]), padded with padding_value; differentiable.
+-- @usage
+-- local seqs = {attn.ones(3), attn.ones(1)}
+-- print(nn.utils.rnn.pad_sequence(seqs, true, -1))               -- [[1, 1, 1], [1, -1, -1]]
 function utils.pad_sequence(sequences, ...)
   local fn = "pad_sequence"
   local o = named_args(fn, {...}, {"batch_first", "padding_value"})
@@ -290,6 +299,11 @@ end
 -- list or a 1-d tensor) -> a PackedSequence.  With enforce_sorted the
 -- lengths must decrease; otherwise the batch is sorted here and
 -- sorted_indices / unsorted_indices record the order.
+-- @usage
+-- local padded = attn.randn(2, 4, 3)                             -- [B, T, features]
+-- local packed = nn.utils.rnn.pack_padded_sequence(padded, {4, 2}, true)   -- lengths, batch_first
+-- local out, h = nn.GRU(3, 5, {batch_first = true})(packed)
+-- print(nn.utils.rnn.is_packed(out), h.shape)
 function utils.pack_padded_sequence(input, lengths, ...)
   local fn = "pack_padded_sequence"
   local o = named_args(fn, {...}, {"batch_first", "enforce_sorted"})
@@ -346,6 +360,10 @@ end
 -- total_length=}) -> padded [T, B, *] (or [B, T, *]), lengths (a 1-d
 -- tensor, in the original batch order).  T is the longest length, or
 -- total_length when given (it may not be shorter).
+-- @usage
+-- local packed = nn.utils.rnn.pack_sequence({attn.ones(3, 2), attn.ones(1, 2)})
+-- local padded, lengths = nn.utils.rnn.pad_packed_sequence(packed, {batch_first = true})
+-- print(padded.shape, lengths)                                   -- [2, 3, 2] and the lengths
 function utils.pad_packed_sequence(sequence, ...)
   local fn = "pad_packed_sequence"
   if not is_packed(sequence) then
@@ -374,6 +392,10 @@ end
 
 --- pack_sequence(sequences [, enforce_sorted = true]): pad_sequence then
 -- pack_padded_sequence with the sequences' lengths.
+-- @usage
+-- local seqs = {attn.randn(4, 3), attn.randn(2, 3)}              -- longest first
+-- local packed = nn.utils.rnn.pack_sequence(seqs)
+-- print(packed.data.shape)                                       -- attn.Size([6, 3])
 function utils.pack_sequence(sequences, enforce_sorted)
   local fn = "pack_sequence"
   if type(sequences) ~= "table" or getmetatable(sequences) ~= nil or #sequences == 0 then
@@ -512,6 +534,9 @@ end
 
 --- flatten_parameters(): nothing to do (torch's does nothing on the CPU
 -- either; it exists so that ported code runs).
+-- @usage
+-- local gru = nn.GRU(4, 4)
+-- gru:flatten_parameters()                         -- a no-op kept for torch scripts (no cuDNN)
 function RNNBase:flatten_parameters() end
 
 --- extra_repr(): the arguments shown in the module tree, as torch prints
@@ -772,6 +797,10 @@ M.RNN = RNN
 --- RNN:init(input_size, hidden_size [, num_layers] [, opts]): checks the
 -- options and registers the parameters of each layer and direction (see
 -- nn.RNN above); called by `nn.RNN(...)`.
+-- @usage
+-- local rnn = nn.RNN(4, 6, {nonlinearity = "relu"})
+-- local out, h = rnn(attn.randn(5, 2, 4))          -- [T, B, input] (batch_first = false)
+-- print(out.shape, h.shape)                        -- [5, 2, 6] [1, 2, 6]
 function RNN:init(input_size, hidden_size, num_layers, ...)
   base_init(self, "RNN", "RNN_TANH", input_size, hidden_size, positional(num_layers,
     {"nonlinearity", "bias", "batch_first", "dropout", "bidirectional"}, ...))
@@ -783,6 +812,10 @@ local GRU = RNNBase:extend("GRU")
 M.GRU = GRU
 --- GRU:init(input_size, hidden_size [, num_layers] [, opts]): as RNN:init,
 -- with three gates (r, z, n) per weight; called by `nn.GRU(...)`.
+-- @usage
+-- local gru = nn.GRU(10, 20, 2, true, true)        -- input 10, hidden 20, 2 layers, bias, batch_first
+-- local out, h = gru(attn.randn(3, 5, 10))         -- [B, T, input]
+-- print(out.shape, h.shape)                        -- [3, 5, 20] and [2, 3, 20]
 function GRU:init(input_size, hidden_size, num_layers, ...)
   base_init(self, "GRU", "GRU", input_size, hidden_size, positional(num_layers,
     {"bias", "batch_first", "dropout", "bidirectional"}, ...))
@@ -795,6 +828,11 @@ M.LSTM = LSTM
 --- LSTM:init(input_size, hidden_size [, num_layers] [, opts]): as RNN:init,
 -- with four gates (i, f, g, o) and, with proj_size, weight_hr_l*; called by
 -- `nn.LSTM(...)`.
+-- @usage
+-- local lstm = nn.LSTM(8, 16, {batch_first = true})
+-- local out, state = lstm(attn.randn(2, 7, 8))
+-- local h, c = state[1], state[2]
+-- print(out.shape, h.shape, c.shape)              -- [2, 7, 16] [1, 2, 16] [1, 2, 16]
 function LSTM:init(input_size, hidden_size, num_layers, ...)
   base_init(self, "LSTM", "LSTM", input_size, hidden_size, positional(num_layers,
     {"bias", "batch_first", "dropout", "bidirectional", "proj_size"}, ...))

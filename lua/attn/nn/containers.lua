@@ -77,6 +77,10 @@ nn.Sequential = Sequential
 --- Sequential(m1, m2, ...) or Sequential({m1, m2, ...}) with children named
 -- "0", "1", ...; Sequential({{"name", m}, ...}) names them.  seq(x) runs
 -- them in order; seq[i] (1-based) is the i-th, #seq their count.
+-- @usage
+-- local model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+-- print(model(attn.randn(3, 4)).shape)                            -- attn.Size([3, 1])
+-- print(model[1])                                                 -- layers by 1-based position
 function Sequential:init(...)
   add_all(self, "Sequential", ...)
 end
@@ -101,6 +105,10 @@ end
 
 --- append(m): adds module m as the next child (named by its 0-based
 -- position, as torch); returns self.
+-- @usage
+-- local model = nn.Sequential(nn.Linear(4, 4))
+-- model:append(nn.ReLU())
+-- print(#model)                                                   -- 2
 function Sequential:append(m)
   if not is_module(m) then error("Sequential.append: expected a module", 2) end
   self:add_module(tostring(#self), m)
@@ -119,6 +127,11 @@ nn.ModuleList = ModuleList
 --- ModuleList([{m1, m2, ...}]): children named "0", "1", ... (torch's
 -- names); list[i] is 1-based (negative from the end), #list the count,
 -- ipairs(list) iterates; append, extend, insert.
+-- @usage
+-- local layers = nn.ModuleList({nn.Linear(4, 4), nn.Linear(4, 4)})
+-- local x = attn.randn(2, 4)
+-- for _, layer in ipairs(layers) do x = layer(x):relu() end
+-- print(#layers, x.shape)
 function ModuleList:init(modules)
   if modules ~= nil then self:extend(modules) end
 end
@@ -143,6 +156,10 @@ end
 
 --- append(m): adds module m at the end (child named "n", 0-based, as
 -- torch); returns self.
+-- @usage
+-- local layers = nn.ModuleList()
+-- layers:append(nn.Linear(2, 2))
+-- print(#layers)                                                  -- 1
 function ModuleList:append(m)
   if not is_module(m) then error(("ModuleList.append: expected a module (got %s)"):format(type_name(m)), 2) end
   self:add_module(tostring(#self), m)
@@ -151,6 +168,10 @@ end
 
 --- extend(modules): appends each module of the Lua list modules, in
 -- order; returns self.
+-- @usage
+-- local layers = nn.ModuleList({nn.ReLU()})
+-- layers:extend({nn.Linear(2, 2), nn.Tanh()})
+-- print(#layers)                                                  -- 3
 function ModuleList:extend(modules)
   if type(modules) ~= "table" or is_module(modules) then
     error(("ModuleList.extend: expected a list of modules (got %s)"):format(type_name(modules)), 2)
@@ -172,6 +193,10 @@ function ModuleList:extend(modules)
 end
 
 --- insert(i, m): m becomes list[i] (1-based), later ones move up.
+-- @usage
+-- local layers = nn.ModuleList({nn.ReLU()})
+-- layers:insert(1, nn.Linear(2, 2))                               -- at the front (1-based)
+-- print(layers[1])
 function ModuleList:insert(i, m)
   local n = #self
   if not is_module(m) then error("ModuleList.insert: expected a module", 2) end
@@ -203,12 +228,21 @@ local update_from
 -- {key = m} with one key is taken too; one with 2+ string keys raises,
 -- since a Lua table has no order and the registration order (parameters(),
 -- state_dict(), optimizer) would differ from torch's without a sign.
+-- @usage
+-- -- a list of {name, module} pairs: torch registers in the dict's order
+-- local heads = nn.ModuleDict({{"cls", nn.Linear(8, 2)}, {"reg", nn.Linear(8, 1)}})
+-- local x = attn.randn(4, 8)
+-- print(heads.cls(x).shape, heads.reg(x).shape)
 function ModuleDict:init(modules)
   if modules ~= nil then update_from(self, modules, "ModuleDict") end
 end
 
 --- update(modules): adds or replaces children from a list of {key, m}
 -- pairs (in list order) or a one-key table {key = m}; returns self.
+-- @usage
+-- local d = nn.ModuleDict()
+-- d:update({proj = nn.Linear(2, 2)})
+-- print(d.proj)
 function ModuleDict:update(modules)
   return update_from(self, modules, "ModuleDict.update")
 end
@@ -246,6 +280,9 @@ function ModuleDict:_len()
 end
 
 --- keys(): the keys in order.
+-- @usage
+-- local d = nn.ModuleDict({{"b", nn.ReLU()}, {"a", nn.Tanh()}})
+-- print(table.concat(d:keys(), " "))               -- b a
 function ModuleDict:keys()
   local out = {}
   for i, k in ipairs(rawget(self, "_modules").keys) do out[i] = k end
@@ -253,12 +290,18 @@ function ModuleDict:keys()
 end
 
 --- items(): iterator over (key, module) in order.
+-- @usage
+-- local d = nn.ModuleDict({{"a", nn.ReLU()}, {"b", nn.Tanh()}})
+-- for name, m in d:items() do print(name, m) end   -- in insertion order
 function ModuleDict:items()
   return iterate(child_pairs(self))
 end
 
 --- contains(key): whether a child is registered under key (torch: `key in md`).
 -- @treturn boolean
+-- @usage
+-- local d = nn.ModuleDict({a = nn.ReLU()})
+-- print(d:contains("a"), d:contains("b"))                         -- true false; torch: "a" in d
 function ModuleDict:contains(key)
   return rawget(self, "_modules").has[key] == true
 end

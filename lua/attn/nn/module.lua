@@ -91,6 +91,11 @@ local parameters = setmetatable({}, {__mode = "k"})
 --- nn.Parameter(t [, requires_grad = true]): a leaf tensor sharing t's
 -- storage, requiring grad, that modules register when it is assigned to a
 -- field.  Without t: an empty tensor.
+-- @usage
+-- local scale = nn.Parameter(attn.ones(4))                        -- a leaf that requires grad
+-- local m = nn.Module()
+-- m.scale = scale                                                 -- registered by assignment
+-- print(nn.is_parameter(scale), #m:parameters())                  -- true 1
 function nn.Parameter(t, requires_grad)
   if t == nil then t = attn.empty(0) end
   if not is_tensor(t) then
@@ -106,6 +111,9 @@ function nn.Parameter(t, requires_grad)
 end
 
 --- True for tensors made by nn.Parameter.
+-- @usage
+-- local lin = nn.Linear(2, 2)
+-- print(nn.is_parameter(lin.weight), nn.is_parameter(attn.ones(2)))   -- true false
 function nn.is_parameter(x)
   return parameters[x] == true
 end
@@ -152,6 +160,8 @@ nn.is_module = is_module
 -- torch: isinstance(x, nn.Module).
 -- @param x any value
 -- @treturn boolean
+-- @usage
+-- print(nn.is_module(nn.ReLU()), nn.is_module(attn.ones(1)))     -- true false
 -- @function is_module
 
 local Module = {__name = "Module"}
@@ -197,6 +207,14 @@ end
 setmetatable(Module, ClassMeta)
 
 --- Cls:extend(name) -> a subclass of Cls named name (shown by tostring).
+-- @usage
+-- local MLP = nn.Module:extend("MLP")
+-- function MLP:init(d, hidden)
+--   self.fc1 = nn.Linear(d, hidden)
+--   self.fc2 = nn.Linear(hidden, d)
+-- end
+-- function MLP:forward(x) return self.fc2(attn.F.gelu(self.fc1(x))) end
+-- print(MLP(4, 16)(attn.randn(2, 4)).shape)          -- attn.Size([2, 4])
 function Module.extend(cls, name)
   if type(cls) ~= "table" or getmetatable(cls) ~= ClassMeta then
     error("Module.extend: call it with a colon, as Class:extend(\"Name\")", 2)
@@ -208,6 +226,9 @@ function Module.extend(cls, name)
 end
 
 --- True when module m is an instance of class cls or of a subclass.
+-- @usage
+-- local lin = nn.Linear(2, 2)
+-- print(nn.isinstance(lin, nn.Linear), nn.isinstance(lin, nn.Module), nn.isinstance(lin, nn.ReLU))
 function nn.isinstance(m, cls)
   if not is_module(m) then return false end
   local c = rawget(m, "_class")
@@ -340,6 +361,15 @@ Instance.__name = "attn.nn.Module"
 
 --- init(...): the constructor body a class defines (runs when the class is
 -- called); nn.Module's own does nothing.  torch: __init__.
+-- @usage
+-- local Head = nn.Module:extend("Head")
+-- function Head:init(d_in, d_out)                    -- torch: __init__
+--   self.key = nn.Linear(d_in, d_out, false)
+--   self.query = nn.Linear(d_in, d_out, false)
+-- end
+-- function Head:forward(x) return self.query(x):matmul(self.key(x):transpose(-2, -1)):softmax(-1) end
+-- local head = Head(8, 4)
+-- print(head(attn.randn(1, 5, 8)).shape)             -- attn.Size([1, 5, 5])
 function Module:init() end
 
 --- forward(...): the computation a class defines, run by calling the
@@ -396,6 +426,10 @@ end
 
 --- register_parameter(name, p): p an nn.Parameter or nil (an empty slot,
 -- like torch's None: not listed, not in the state_dict).
+-- @usage
+-- local m = nn.Module()
+-- m:register_parameter("scale", nn.Parameter(attn.ones(1)))     -- the same as m.scale = nn.Parameter(...)
+-- print(#m:parameters())                                         -- 1
 function Module:register_parameter(name, p)
   check_member_name(self, name, "parameter", "register_parameter")
   if taken_elsewhere(self, name, "parameter") then
@@ -411,6 +445,12 @@ end
 --- register_buffer(name, t [, persistent = true]): a tensor that is part
 -- of the module's state but not a parameter; persistent buffers are saved
 -- in the state_dict.
+-- @usage
+-- local Attn = nn.Module:extend("Attn")
+-- function Attn:init(T)
+--   self:register_buffer("mask", attn.causal_mask(T):bool())   -- saved, not trained
+-- end
+-- print(Attn(4):state_dict().mask.shape)                         -- attn.Size([4, 4])
 function Module:register_buffer(name, t, persistent)
   check_member_name(self, name, "buffer", "register_buffer")
   if taken_elsewhere(self, name, "buffer") then
@@ -426,6 +466,10 @@ function Module:register_buffer(name, t, persistent)
 end
 
 --- add_module(name, m): registers child m (or an empty slot for nil).
+-- @usage
+-- local m = nn.Module()
+-- m:add_module("proj", nn.Linear(4, 2))            -- the same as m.proj = nn.Linear(4, 2)
+-- print(m.proj)
 function Module:add_module(name, m)
   check_member_name(self, name, "module", "add_module")
   if taken_elsewhere(self, name, "module") then
@@ -499,6 +543,11 @@ local function collect_members(self, field, prefix, recurse)
 end
 
 --- Iterator over (dotted name, parameter), torch's order.
+-- @usage
+-- local model = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 1))
+-- for name, p in model:named_parameters() do   -- an iterator, as torch's generator
+--   print(name, p.shape)                       -- 0.weight [3, 4], 0.bias [3], 2.weight [1, 3], 2.bias [1]
+-- end
 function Module:named_parameters(prefix, recurse)
   opt_prefix(prefix, "named_parameters")
   recurse = opt_bool(recurse, true, "named_parameters", "recurse")
@@ -506,6 +555,10 @@ function Module:named_parameters(prefix, recurse)
 end
 
 --- List of parameters in registration order (children after self's own).
+-- @usage
+-- local model = nn.Linear(4, 2)
+-- local opt = attn.optim.SGD(model:parameters(), {lr = 0.1})   -- a list, ready for an optimiser
+-- print(#model:parameters())                                     -- 2
 function Module:parameters(recurse)
   recurse = opt_bool(recurse, true, "parameters", "recurse")
   return values(collect_members(self, "_parameters", "", recurse))
@@ -515,6 +568,10 @@ end
 -- torch.nn.Module.named_buffers.
 -- @tparam[opt=""] string prefix prepended with a dot to every name
 -- @tparam[opt=true] boolean recurse include the descendants' buffers
+-- @usage
+-- local m = nn.Module()
+-- m:register_buffer("mask", attn.causal_mask(4))
+-- for name, buf in m:named_buffers() do print(name, buf.shape) end
 function Module:named_buffers(prefix, recurse)
   opt_prefix(prefix, "named_buffers")
   recurse = opt_bool(recurse, true, "named_buffers", "recurse")
@@ -525,6 +582,10 @@ end
 -- in torch's order.  torch.nn.Module.buffers (a list, not a generator).
 -- @tparam[opt=true] boolean recurse include the descendants' buffers
 -- @treturn {Tensor,...}
+-- @usage
+-- local bn = nn.Module()
+-- bn:register_buffer("running_mean", attn.zeros(3))
+-- print(#bn:buffers())                              -- 1
 function Module:buffers(recurse)
   recurse = opt_bool(recurse, true, "buffers", "recurse")
   return values(collect_members(self, "_buffers", "", recurse))
@@ -532,6 +593,9 @@ end
 
 --- Iterator over (name, child) for the direct children, each module once.
 -- torch.nn.Module.named_children.
+-- @usage
+-- local model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+-- for name, child in model:named_children() do print(name, child) end   -- "0" Linear..., "1" ReLU()
 function Module:named_children()
   local seen, out = {}, {}
   for _, c in ipairs(child_pairs(self)) do
@@ -545,6 +609,9 @@ end
 
 --- List of the direct children, each once.  torch.nn.Module.children.
 -- @treturn {Module,...}
+-- @usage
+-- local model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+-- for _, child in ipairs(model:children()) do print(child) end
 function Module:children()
   local out = {}
   for _, m in self:named_children() do out[#out + 1] = m end
@@ -553,6 +620,9 @@ end
 
 --- Iterator over (name, module) for self (name "" or prefix) and every
 -- descendant, pre-order.
+-- @usage
+-- local model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+-- for name, m in model:named_modules() do print(name == "" and "(root)" or name, m) end
 function Module:named_modules(prefix)
   opt_prefix(prefix, "named_modules")
   return iterate(collect_modules(self, prefix or "", {}, {}))
@@ -561,11 +631,17 @@ end
 --- List of self and every descendant, pre-order, each once.
 -- torch.nn.Module.modules.
 -- @treturn {Module,...}
+-- @usage
+-- local model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+-- print(#model:modules())                              -- 3: the Sequential and its two children
 function Module:modules()
   return values(collect_modules(self, "", {}, {}))
 end
 
 --- Submodule by dotted path ("encoder.layers.0"); "" is self.
+-- @usage
+-- local model = nn.Sequential(nn.Linear(4, 4), nn.Sequential(nn.ReLU(), nn.Linear(4, 2)))
+-- print(model:get_submodule("1.1"))                   -- the inner Linear(4, 2); names as torch's
 function Module:get_submodule(target)
   if type(target) ~= "string" then
     error(("get_submodule: target must be a dotted path string (got %s)"):format(type_name(target)), 2)
@@ -583,6 +659,11 @@ function Module:get_submodule(target)
 end
 
 --- train([mode = true]): sets training mode on self and every descendant.
+-- @usage
+-- local model = nn.Dropout(0.1)
+-- model:eval()
+-- model:train()                                                   -- back to training mode
+-- print(model.training)                                           -- true
 function Module:train(mode)
   if mode == nil then mode = true end
   if type(mode) ~= "boolean" then error("train: training mode is expected to be boolean", 2) end
@@ -592,11 +673,19 @@ end
 
 --- eval(): self:train(false), for inference (Dropout off); returns self.
 -- torch.nn.Module.eval.
+-- @usage
+-- local model = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5))
+-- model:eval()                                       -- dropout off for inference
+-- print(model.training)                              -- false
 function Module:eval()
   return self:train(false)
 end
 
 --- requires_grad_([flag = true]) on every parameter.
+-- @usage
+-- local encoder = nn.Linear(8, 8)
+-- encoder:requires_grad_(false)                                  -- freeze it
+-- print(encoder.weight.requires_grad)                            -- false
 function Module:requires_grad_(flag)
   if flag == nil then flag = true end
   for _, p in ipairs(self:parameters()) do p:requires_grad_(flag) end
@@ -605,6 +694,11 @@ end
 
 --- zero_grad([set_to_none = true]): drops every parameter's .grad (the
 -- default, torch 2.x's), or zeroes it in place when set_to_none is false.
+-- @usage
+-- local lin = nn.Linear(2, 1)
+-- lin(attn.ones(1, 2)):sum():backward()
+-- lin:zero_grad()                                                 -- .grad = nil (torch 2.x's default)
+-- print(lin.weight.grad)                                          -- nil
 function Module:zero_grad(set_to_none)
   set_to_none = opt_bool(set_to_none, true, "zero_grad", "set_to_none")
   for _, p in ipairs(self:parameters()) do
@@ -620,6 +714,11 @@ function Module:zero_grad(set_to_none)
 end
 
 --- apply(fn): fn(m) for every descendant (children first), then fn(self).
+-- @usage
+-- local model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 1))
+-- model:apply(function(m)
+--   if nn.isinstance(m, nn.Linear) then nn.init.zeros_(m.bias) end
+-- end)
 function Module:apply(fn)
   local mt = getmetatable(fn)
   if type(fn) ~= "function" and not (mt and mt.__call) then
@@ -659,6 +758,9 @@ OrderedState.__name = "attn.nn.StateDict"
 -- buffer under torch's dotted names, detached (sharing storage) unless
 -- opts.keep_vars; opts.prefix prefixes the names.  pairs() gives torch's
 -- order; nn.state_dict_keys(sd) lists it.
+-- @usage
+-- local sd = nn.Linear(3, 2):state_dict()
+-- for _, k in ipairs(nn.state_dict_keys(sd)) do print(k, sd[k].shape) end   -- weight, bias
 function Module:state_dict(opts)
   if opts == nil then opts = {} end
   if type(opts) ~= "table" or is_tensor(opts) or is_module(opts) then
@@ -697,6 +799,9 @@ function Module:state_dict(opts)
 end
 
 --- The keys of a state dict in its order (torch's for module:state_dict()).
+-- @usage
+-- local sd = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 1)):state_dict()
+-- print(table.concat(nn.state_dict_keys(sd), " "))               -- 0.weight 0.bias 1.weight 1.bias
 function nn.state_dict_keys(sd)
   if type(sd) ~= "table" then error(("state_dict_keys: expected a state dict (got %s)"):format(type_name(sd)), 2) end
   local out = {}
@@ -708,6 +813,10 @@ end
 -- Copies sd's tensors into the parameters and persistent buffers under
 -- no_grad.  Shape mismatches always raise; with strict, missing and
 -- unexpected keys raise too (torch's message, unexpected keys sorted).
+-- @usage
+-- local a, b = nn.Linear(3, 2), nn.Linear(3, 2)
+-- local result = b:load_state_dict(a:state_dict())
+-- print(#result.missing_keys, attn.equal(a.bias, b.bias))   -- 0 true
 function Module:load_state_dict(sd, strict)
   if type(sd) ~= "table" or is_module(sd) then
     error(("load_state_dict: expected a table name -> tensor (got %s)"):format(type_name(sd)), 2)
@@ -785,6 +894,11 @@ end
 
 --- save(path [, metadata]): the state_dict written with attn.save (the
 -- format from the extension: .safetensors, .npz).
+-- @usage
+-- local path = os.tmpname() .. ".safetensors"
+-- nn.Linear(4, 2):save(path)                                     -- the state_dict, format from the extension
+-- print(attn.safetensors_info(path).weight.shape[1])             -- 2
+-- os.remove(path)
 function Module:save(path, metadata)
   local sd = {}
   for k, v in pairs(self:state_dict()) do sd[k] = v end
@@ -794,6 +908,13 @@ end
 
 --- load(path [, strict = true]): load_state_dict of attn.load(path);
 -- returns self and load_state_dict's result.
+-- @usage
+-- local path = os.tmpname() .. ".safetensors"
+-- local a = nn.Linear(3, 2)
+-- a:save(path)
+-- local b = nn.Linear(3, 2):load(path)                -- load_state_dict of the file
+-- print(attn.equal(a.weight, b.weight))                -- true
+-- os.remove(path)
 function Module:load(path, strict)
   opt_bool(strict, true, "load", "strict")
   local sd = attn.load(path)
@@ -808,6 +929,8 @@ local function addindent(s, n)
 end
 
 --- The module tree, like torch's repr.
+-- @usage
+-- print(nn.Sequential(nn.Linear(4, 2), nn.ReLU()):to_string())    -- the tree, as torch prints it
 function Module:to_string()
   local extra = self:extra_repr()
   local extra_lines = {}
@@ -909,6 +1032,9 @@ end
 -- and bool buffers stay), a tensor (its dtype) or an options table
 -- {device =, dtype =, non_blocking =}.
 -- @return self
+-- @usage
+-- local m = nn.Linear(2, 2):to(attn.float64)                      -- or :to("cpu"), :to({dtype = ...})
+-- print(m.weight.dtype)
 function Module:to(...)
   local args = table.pack(...)
   if args.n == 0 then error("to: expected a device, a dtype, a tensor or {device =, dtype =}", 2) end
@@ -955,12 +1081,16 @@ end
 
 --- cpu() -> self: every module is on the CPU already.  torch's module.cpu.
 -- @return self
+-- @usage
+-- local m = nn.Linear(2, 2):cpu()                   -- returns the module itself
 function Module:cpu()
   return self
 end
 
 --- cuda() raises: attn runs on the CPU only (torch without CUDA raises
 -- too); write module:to("cpu") or leave it out.
+-- @usage
+-- print(pcall(function() return nn.Linear(2, 2):cuda() end))   -- false: no CUDA in attn
 function Module:cuda()
   devices()._cpu_only("cuda", "'cuda'")
 end
@@ -968,6 +1098,9 @@ end
 --- half() -> self: every floating-point parameter and buffer converted to
 -- float16.  torch's module.half.
 -- @return self
+-- @usage
+-- local m = nn.Linear(2, 2):half()
+-- print(m.weight.dtype)                               -- attn.float16
 function Module:half()
   return convert_floats(self, as_dtype("float16") or error("half: this build of attn has no float16 dtype", 2))
 end
@@ -975,6 +1108,9 @@ end
 --- bfloat16() -> self: every floating-point parameter and buffer converted
 -- to bfloat16.  torch's module.bfloat16.
 -- @return self
+-- @usage
+-- local m = nn.Linear(4, 4):bfloat16()             -- parameters stored as bfloat16
+-- print(m.weight.dtype)
 function Module:bfloat16()
   return convert_floats(self, as_dtype("bfloat16") or error("bfloat16: this build of attn has no bfloat16 dtype", 2))
 end
@@ -982,6 +1118,9 @@ end
 --- double() -> self: every floating-point parameter and buffer converted
 -- to float64.  torch's module.double.
 -- @return self
+-- @usage
+-- local m = nn.Linear(2, 2):double()                -- float64 storage of the parameters
+-- print(m.weight.dtype)
 function Module:double()
   return convert_floats(self, as_dtype("float64") or error("double: this build of attn has no float64 dtype", 2))
 end
@@ -989,6 +1128,9 @@ end
 --- float() -> self: every floating-point parameter and buffer converted
 -- to float32.  torch's module.float.
 -- @return self
+-- @usage
+-- local m = nn.Linear(2, 2):double():float()         -- back to float32
+-- print(m.weight.dtype)
 function Module:float()
   return convert_floats(self, attn.float32)
 end
@@ -1050,6 +1192,10 @@ end
 -- torch.nn.Module.register_forward_pre_hook.
 -- @tparam function hook hook(module, inputs) -> nil or new inputs
 -- @treturn RemovableHandle handle:remove() takes it off
+-- @usage
+-- local lin = nn.Linear(3, 3)
+-- lin:register_forward_pre_hook(function(_, inputs) print("input", inputs[1].shape) end)
+-- lin(attn.randn(2, 3))
 function Module:register_forward_pre_hook(hook)
   return add_hook(self, "pre", hook, "register_forward_pre_hook")
 end
@@ -1062,6 +1208,13 @@ end
 -- capture values from inside a model.  torch.nn.Module.register_forward_hook.
 -- @tparam function hook hook(module, inputs, output, ...) -> nil or new results
 -- @treturn RemovableHandle handle:remove() takes it off
+-- @usage
+-- local model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+-- local seen
+-- local handle = model[1]:register_forward_hook(function(_, _, output) seen = output end)
+-- model(attn.randn(2, 4))
+-- handle:remove()
+-- print(seen.shape)                                              -- what the first layer gave
 function Module:register_forward_hook(hook)
   return add_hook(self, "fwd", hook, "register_forward_hook")
 end
@@ -1077,6 +1230,12 @@ end
 -- inputs and the results.  torch.nn.Module.register_full_backward_hook.
 -- @tparam function hook hook(module, grad_input, grad_output) -> nil or new grad_input
 -- @treturn RemovableHandle handle:remove() takes it off
+-- @usage
+-- local lin = nn.Linear(3, 2)
+-- lin:register_full_backward_hook(function(_, grad_input, grad_output)
+--   print(grad_output[1].shape)                                  -- [4, 2]
+-- end)
+-- lin(attn.randn(4, 3):requires_grad_()):sum():backward()
 function Module:register_full_backward_hook(hook)
   return add_hook(self, "bwd", hook, "register_full_backward_hook")
 end

@@ -46,6 +46,12 @@ nn.DistributedDataParallel = DDP
 -- positive number, default 25), broadcast_buffers (default true).  Calls
 -- attn.dist.init() and, with more than one rank, broadcasts rank 0's
 -- parameters and buffers.
+-- @usage
+-- local model = nn.Linear(4, 2)
+-- local ddp = nn.DistributedDataParallel(model, {bucket_mb = 25})   -- one rank without mpirun
+-- local loss = ddp(attn.randn(8, 4)):pow(2):mean()
+-- loss:backward()                                 -- gradients averaged over the ranks
+-- print(ddp.module == model, model.weight.grad.shape)
 function DDP:init(module, opts)
   if opts == nil and type(module) == "table" and getmetatable(module) == nil and module.module ~= nil then
     opts = {} -- DistributedDataParallel({module = m, ...}): torch's keywords, module among them
@@ -114,14 +120,28 @@ end
 
 --- ddp:sync_gradients(): completes the gradient averaging of the last
 -- backward (only needed when some parameter got no gradient).
+-- @usage
+-- local model = nn.ModuleDict({{"used", nn.Linear(2, 2)}, {"unused", nn.Linear(2, 2)}})
+-- local ddp = nn.DistributedDataParallel(model)
+-- model.used(attn.randn(3, 2)):sum():backward()    -- "unused" got no gradient
+-- ddp:sync_gradients()                             -- complete the averaging before the step
 function DDP:sync_gradients()
   self._reducer:finish()
 end
 
 --- ddp:bucket_count(): how many gradient buckets the reducer made.
+-- @usage
+-- local ddp = nn.DistributedDataParallel(nn.Linear(4, 2))
+-- print(ddp:bucket_count())                       -- how many gradient buckets
 function DDP:bucket_count() return self._reducer:buckets() end
 
 --- ddp:no_sync([fn, ...]): see nn.DistributedDataParallel.
+-- @usage
+-- local ddp = nn.DistributedDataParallel(nn.Linear(4, 2))
+-- ddp:no_sync(function()                          -- accumulate without averaging
+--   ddp(attn.randn(2, 4)):sum():backward()
+-- end)
+-- ddp(attn.randn(2, 4)):sum():backward()          -- this backward averages the sum
 function DDP:no_sync(fn, ...)
   local r = self._reducer
   if fn ~= nil and type(fn) ~= "function" then
