@@ -371,6 +371,15 @@ local function build_entries()
   local names, _, groups = lib.public_api({user_first = true})
   local by_name, by_line = lib.read_docs()
   local sig_of = signature_keys()
+  -- "SiLU.init" -> the by_name entries ending so: a class documented in its
+  -- own file (attn.activation.SiLU) and reached as attn.nn.SiLU
+  local by_suffix = {}
+  for qname, doc in pairs(by_name) do
+    local suffix = qname:match("([%w_]+%.[%w_]+)$")
+    if suffix then
+      by_suffix[suffix] = by_suffix[suffix] == nil and doc or false
+    end
+  end
   local entries, operators = {}, {}
   for fn, group in pairs(groups) do
     table.sort(group, function(a, b)
@@ -397,6 +406,10 @@ local function build_entries()
             break
           end
         end
+      end
+      if not text then
+        local doc = by_suffix[main:match("([%w_]+%.[%w_]+)$") or ""]
+        text = doc and doc.text or nil
       end
       entries[#entries + 1] = {name = main, names = group, fn = fn, text = text, key = sig_of[fn],
         where = (function()

@@ -65,6 +65,9 @@ end
 -- @tparam Tensor x any shape
 -- @tparam[opt=false] boolean inplace overwrite x and return it
 -- @treturn Tensor of x's shape
+-- @usage
+-- local activation = require "attn.activation"
+-- print(activation.silu(attn.tensor({-1.0, 1.0})))
 function M.silu(x, inplace)
   check_tensor(x, "silu")
   if bool_arg(inplace, false, "silu", "inplace") then return x:silu_() end
@@ -78,6 +81,9 @@ end
 -- @tparam[opt=0.01] number negative_slope
 -- @tparam[opt=false] boolean inplace overwrite x and return it
 -- @treturn Tensor of x's shape
+-- @usage
+-- local activation = require "attn.activation"
+-- print(activation.leaky_relu(attn.tensor({-1.0, 1.0}), 0.1))
 function M.leaky_relu(x, negative_slope, inplace)
   check_tensor(x, "leaky_relu")
   local s = number_arg(negative_slope, 0.01, "leaky_relu", "negative_slope")
@@ -92,6 +98,9 @@ end
 -- @tparam[opt=1.0] number alpha
 -- @tparam[opt=false] boolean inplace overwrite x and return it
 -- @treturn Tensor of x's shape
+-- @usage
+-- local activation = require "attn.activation"
+-- print(activation.elu(attn.tensor({-1.0, 1.0})))   -- also attn.F.elu
 function M.elu(x, alpha, inplace)
   check_tensor(x, "elu")
   local a = number_arg(alpha, 1.0, "elu", "alpha")
@@ -109,6 +118,9 @@ end
 -- @tparam[opt=1] number beta
 -- @tparam[opt=20] number threshold
 -- @treturn Tensor of x's shape
+-- @usage
+-- local activation = require "attn.activation"
+-- print(activation.softplus(attn.tensor({-1.0, 1.0}), 2))
 function M.softplus(x, beta, threshold)
   check_tensor(x, "softplus")
   local b = number_arg(beta, 1, "softplus", "beta")
@@ -125,6 +137,9 @@ end
 -- @tparam Tensor x any shape
 -- @tparam[opt=false] boolean inplace overwrite x and return it
 -- @treturn Tensor of x's shape
+-- @usage
+-- local activation = require "attn.activation"
+-- print(activation.mish(attn.tensor({-1.0, 1.0})))
 function M.mish(x, inplace)
   check_tensor(x, "mish")
   inplace = bool_arg(inplace, false, "mish", "inplace")
@@ -212,6 +227,8 @@ function(self) return ("beta=%s, threshold=%s"):format(pyrepr(self.beta), pyrepr
 --- SiLU:init(...): stores the constructor's arguments (inplace),
 -- given positionally or as one table; checks their types (numbers must not
 -- be NaN) and raises on an unknown option.  Called by `nn.SiLU(...)`.
+-- @usage
+-- print(nn.SiLU()(attn.tensor({-1.0, 1.0})))
 -- @function SiLU:init
 
 --- SiLU:forward(x): silu(x, self.inplace); calling the module (`m(x)`) runs it.
@@ -226,6 +243,8 @@ function(self) return ("beta=%s, threshold=%s"):format(pyrepr(self.beta), pyrepr
 --- Mish:init(...): stores the constructor's arguments (inplace),
 -- given positionally or as one table; checks their types (numbers must not
 -- be NaN) and raises on an unknown option.  Called by `nn.Mish(...)`.
+-- @usage
+-- print(nn.Mish()(attn.tensor({-1.0, 1.0})))
 -- @function Mish:init
 
 --- Mish:forward(x): mish(x, self.inplace); calling the module (`m(x)`) runs it.
@@ -240,6 +259,9 @@ function(self) return ("beta=%s, threshold=%s"):format(pyrepr(self.beta), pyrepr
 --- LeakyReLU:init(...): stores the constructor's arguments (negative_slope, inplace),
 -- given positionally or as one table; checks their types (numbers must not
 -- be NaN) and raises on an unknown option.  Called by `nn.LeakyReLU(...)`.
+-- @usage
+-- local act = nn.LeakyReLU(0.2)
+-- print(act(attn.tensor({-1.0, 1.0})))                  -- tensor([-0.2000,  1.0000])
 -- @function LeakyReLU:init
 
 --- LeakyReLU:forward(x): leaky_relu(x, self.negative_slope, self.inplace); calling the module (`m(x)`) runs it.
@@ -255,6 +277,9 @@ function(self) return ("beta=%s, threshold=%s"):format(pyrepr(self.beta), pyrepr
 --- ELU:init(...): stores the constructor's arguments (alpha, inplace),
 -- given positionally or as one table; checks their types (numbers must not
 -- be NaN) and raises on an unknown option.  Called by `nn.ELU(...)`.
+-- @usage
+-- local act = nn.ELU(0.5)                         -- or nn.ELU({alpha = 0.5})
+-- print(act(attn.tensor({-1.0, 1.0})), act)
 -- @function ELU:init
 
 --- ELU:forward(x): elu(x, self.alpha, self.inplace); calling the module (`m(x)`) runs it.
@@ -270,6 +295,8 @@ function(self) return ("beta=%s, threshold=%s"):format(pyrepr(self.beta), pyrepr
 --- Softplus:init(...): stores the constructor's arguments (beta, threshold),
 -- given positionally or as one table; checks their types (numbers must not
 -- be NaN) and raises on an unknown option.  Called by `nn.Softplus(...)`.
+-- @usage
+-- print(nn.Softplus(2, 20)(attn.tensor({-1.0, 1.0})))
 -- @function Softplus:init
 
 --- Softplus:forward(x): softplus(x, self.beta, self.threshold); calling the module (`m(x)`) runs it.

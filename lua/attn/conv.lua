@@ -160,6 +160,9 @@ end
 -- Lout = (L + pad_left + pad_right - dilation (K - 1) - 1) // stride + 1.
 -- padding: an integer (both sides), "valid" (0) or "same" (stride 1; an odd
 -- total puts the extra column on the right, as torch does).
+-- @usage
+-- local conv = require "attn.conv"
+-- print(conv.conv1d(attn.randn(1, 1, 5), attn.ones(1, 1, 3)).shape)   -- also attn.F.conv1d: [1, 1, 3]
 function M.conv1d(input, weight, bias, stride, padding, dilation, groups)
   local fn = "conv1d"
   if type(stride) == "table" and not is_tensor(stride) and #stride == 0 then
@@ -199,6 +202,9 @@ local conv_options = {"stride", "padding", "dilation", "groups", "bias", "paddin
 -- init (kaiming_uniform_(a = sqrt(5)); bias ~ U(-1/sqrt(fan_in),
 -- 1/sqrt(fan_in)), fan_in = in / groups * kernel_size).  padding_mode
 -- "zeros", "reflect", "replicate" or "circular".
+-- @usage
+-- local conv = nn.Conv1d(2, 4, 3, {padding = 1})  -- in 2 channels, out 4, kernel 3
+-- print(conv(attn.randn(8, 2, 16)).shape)         -- attn.Size([8, 4, 16])
 function Conv1d:init(in_channels, out_channels, kernel_size, ...)
   local fn = "Conv1d"
   local args = {...}

@@ -137,19 +137,33 @@ end
 ---------------------------------------------------------------------------
 
 --- relu(x): max(x, 0) elementwise (attn.relu).  torch.nn.functional.relu.
+-- @usage
+-- print(F.relu(attn.tensor({-1.0, 2.0})))        -- tensor([0., 2.])
 function F.relu(x) return attn.relu(x) end
 --- gelu(x, approximate): approximate = "none" (default, erf) or "tanh".
+-- @usage
+-- local x = attn.linspace(-3, 3, 7)
+-- print(F.gelu(x), F.gelu(x, "tanh"))            -- exact, and GPT-2's tanh approximation
 function F.gelu(x, approximate) return attn.gelu(x, approximate) end
 --- tanh(x): attn.tanh, elementwise.  torch.nn.functional.tanh.
+-- @usage
+-- print(F.tanh(attn.tensor({0.0, 1.0})))
 function F.tanh(x) return attn.tanh(x) end
 --- sigmoid(x): 1 / (1 + e^-x) elementwise (attn.sigmoid).
 -- torch.nn.functional.sigmoid.
+-- @usage
+-- print(F.sigmoid(attn.tensor({0.0, 2.0})))
 function F.sigmoid(x) return attn.sigmoid(x) end
 --- silu(x [, inplace = false]): x * sigmoid(x).
+-- @usage
+-- print(F.silu(attn.tensor({-1.0, 1.0})))
 function F.silu(x, inplace) return require("attn.activation").silu(x, inplace) end
 
 --- softmax(x, dim) / log_softmax(x, dim): dim is required (1-based or
 -- negative), unlike torch's deprecated implicit choice.
+-- @usage
+-- local scores = attn.randn(2, 3, 3)
+-- print(F.softmax(scores, -1):sum(-1))           -- ones
 function F.softmax(x, dim)
   if dim == nil then error("softmax: dim is required", 2) end
   return attn.softmax(x, dim)
@@ -157,6 +171,10 @@ end
 
 --- log_softmax(x, dim): log(softmax(x, dim)) computed stably; dim required
 -- (1-based or negative).  torch.nn.functional.log_softmax.
+-- @usage
+-- local logits = attn.randn(2, 5)
+-- local logp = F.log_softmax(logits, -1)
+-- print(logp:exp():sum(-1))                      -- tensor([1., 1.])
 function F.log_softmax(x, dim)
   if dim == nil then error("log_softmax: dim is required", 2) end
   return attn.log_softmax(x, dim)
@@ -172,6 +190,9 @@ local core_linear = attn.linear
 --- linear(x, w [, b]): x [..., in] @ w[out, in]^T + b[out] -> [..., out].
 -- w may be 1-d [in] (result [...]); b is optional.
 -- torch.nn.functional.linear.
+-- @usage
+-- local x, w, b = attn.randn(3, 4), attn.randn(2, 4), attn.zeros(2)
+-- print(F.linear(x, w, b).shape)                 -- attn.Size([3, 2])
 function F.linear(x, w, b)
   -- the common case (2-d weight, 1-d bias or none) is one C op with one
   -- graph node; it checks the shapes with the messages below
@@ -199,6 +220,10 @@ end
 -- seeded run draws the same mask: noise = bernoulli(1 - p), scaled by
 -- 1 / (1 - p), times x.  p = 0 or training = false returns x itself;
 -- p = 1 gives zeros (no random numbers drawn).
+-- @usage
+-- local x = attn.ones(2, 4)
+-- print(F.dropout(x, 0.5))                       -- zeros and 2s while training
+-- print(F.dropout(x, 0.5, false))                -- x itself when not training
 function F.dropout(x, p, training)
   x = as_tensor(x, "dropout", "input")
   if p == nil then p = 0.5 end
@@ -215,6 +240,10 @@ end
 --- layer_norm(x, normalized_shape, weight, bias, eps = 1e-5): normalizes
 -- over the trailing dims given by normalized_shape (a number or a list that
 -- must match x's last dims), biased variance, then * weight + bias.
+-- @usage
+-- local x = attn.randn(2, 5, 8)
+-- local y = F.layer_norm(x, {8})                 -- over the last dim
+-- print(y:mean(-1):abs():max():item() < 1e-5)    -- true
 function F.layer_norm(x, normalized_shape, weight, bias, eps)
   x = as_tensor(x, "layer_norm", "input")
   weight = opt_tensor(weight, "layer_norm", "weight")
@@ -257,6 +286,8 @@ F.cosine_similarity = require("attn.ops").cosine_similarity
 --- one_hot(ids, num_classes): ids hold 1-based class numbers; the result
 -- has a trailing dim of num_classes (default: the largest id) with 1 at
 -- each id (an int64 tensor, as torch's; :float() for a float matrix).
+-- @usage
+-- print(F.one_hot(attn.tensor({1, 3}), 4))       -- [[1, 0, 0, 0], [0, 0, 1, 0]]: ids 1-based
 function F.one_hot(ids, num_classes) return attn.one_hot(ids, num_classes) end
 
 ---------------------------------------------------------------------------
@@ -373,6 +404,9 @@ end
 -- here), reduction.
 -- "mean" divides by the sum of the targets' weights (their count without
 -- weight), like torch.
+-- @usage
+-- local logp = F.log_softmax(attn.randn(3, 4), -1)
+-- print(F.nll_loss(logp, attn.tensor({1, 4, 2}), {ignore_index = 2}))   -- the 3rd row is ignored
 function F.nll_loss(input, target, weight_, size_average, ignore_index, reduce_, reduction_)
   local opts = legacy_reduction({weight = weight_, ignore_index = ignore_index, reduction = reduction_}, "nll_loss",
     size_average, reduce_)
@@ -394,6 +428,10 @@ end
 --    label_smoothing (target * (1 - ls) + ls / C); "mean" divides by the
 --    number of samples (numel / C).  An ignore_index that is a class
 --    number (>= 1) is an error here, as in torch.
+-- @usage
+-- local logits = attn.randn(4, 10)               -- [N, classes]
+-- local target = attn.tensor({1, 3, 10, 2})      -- 1-based class ids
+-- print(F.cross_entropy(logits, target, {label_smoothing = 0.1}))
 function F.cross_entropy(input, target, weight_, size_average, ignore_index, reduce_, reduction_, label_smoothing)
   local fn = "cross_entropy"
   local opts = legacy_reduction({weight = weight_, ignore_index = ignore_index, reduction = reduction_,
@@ -450,6 +488,8 @@ function F.cross_entropy(input, target, weight_, size_average, ignore_index, red
 end
 
 --- mse_loss(input, target, opts): (input - target)^2, reduced.
+-- @usage
+-- print(F.mse_loss(attn.tensor({1.0, 2.0}), attn.tensor({0.0, 4.0})))  -- tensor(2.5000)
 function F.mse_loss(input, target, size_average, reduce_, reduction_)
   local opts = legacy_reduction({reduction = reduction_}, "mse_loss", size_average, reduce_)
   input, target = pair(input, target, "mse_loss")
@@ -458,6 +498,8 @@ function F.mse_loss(input, target, size_average, reduce_, reduction_)
 end
 
 --- l1_loss(input, target, opts): |input - target|, reduced.
+-- @usage
+-- print(F.l1_loss(attn.tensor({1.0, 2.0}), attn.tensor({0.0, 4.0})))   -- tensor(1.5000)
 function F.l1_loss(input, target, size_average, reduce_, reduction_)
   local opts = legacy_reduction({reduction = reduction_}, "l1_loss", size_average, reduce_)
   input, target = pair(input, target, "l1_loss")
@@ -467,6 +509,8 @@ end
 --- smooth_l1_loss(input, target, opts): z = |input - target|;
 -- 0.5 z^2 / beta where z < beta, else z - 0.5 beta (opts.beta = 1; beta = 0
 -- is l1_loss).
+-- @usage
+-- print(F.smooth_l1_loss(attn.tensor({0.0, 3.0}), attn.tensor({0.5, 0.0}), {beta = 1.0}))
 function F.smooth_l1_loss(input, target, size_average, reduce_, reduction_, beta_)
   local opts = legacy_reduction({reduction = reduction_, beta = beta_}, "smooth_l1_loss", size_average, reduce_)
   local reduction = check_reduction(opts.reduction, "smooth_l1_loss")
@@ -480,6 +524,8 @@ end
 
 --- huber_loss(input, target, opts): z = |input - target|; 0.5 z^2 where
 -- z < delta, else delta * (z - 0.5 delta) (opts.delta = 1, > 0).
+-- @usage
+-- print(F.huber_loss(attn.tensor({0.0, 3.0}), attn.tensor({0.5, 0.0}), {delta = 1.0}))
 function F.huber_loss(input, target, reduction_, delta_)
   local opts = {reduction = reduction_, delta = delta_}
   local reduction = check_reduction(opts.reduction, "huber_loss")
@@ -508,6 +554,10 @@ end
 -- (broadcast to target's shape), reduction.  The gradient is torch's:
 -- w (x - t) / max(x (1 - x), 1e-12), finite even at x = 0 or 1; no
 -- gradient flows to target or weight.
+-- @usage
+-- local probs = attn.tensor({0.9, 0.2, 0.6})
+-- local target = attn.tensor({1.0, 0.0, 1.0})
+-- print(F.binary_cross_entropy(probs, target))
 function F.binary_cross_entropy(input, target, weight_, size_average, reduce_, reduction_)
   local fn = "binary_cross_entropy"
   local opts = legacy_reduction({weight = weight_, reduction = reduction_}, fn, size_average, reduce_)
@@ -539,6 +589,10 @@ end
 -- (1 - t) x + lw (log(e^-m + e^(-x-m)) + m), m = max(-x, 0),
 -- lw = 1 + (pos_weight - 1) t.  opts: weight, pos_weight (broadcast along
 -- the last dim: one per class), reduction.
+-- @usage
+-- local logits = attn.tensor({2.0, -1.0, 0.5})
+-- local target = attn.tensor({1.0, 0.0, 1.0})
+-- print(F.binary_cross_entropy_with_logits(logits, target, {pos_weight = attn.tensor({2.0})}))
 function F.binary_cross_entropy_with_logits(input, target, weight_, size_average, reduce_, reduction_, pos_weight_)
   local fn = "binary_cross_entropy_with_logits"
   local opts = legacy_reduction({weight = weight_, reduction = reduction_, pos_weight = pos_weight_}, fn, size_average,
@@ -568,6 +622,10 @@ end
 -- Pointwise t (log t - x) (0 where t = 0), or e^t (t - x) for log targets.
 -- reduction: "mean" (over all elements, as torch: usually not what you
 -- want), "batchmean" (sum / input's first size), "sum", "none".
+-- @usage
+-- local log_p = attn.tensor({{0.2, 0.8}}):log()
+-- local q = attn.tensor({{0.5, 0.5}})
+-- print(F.kl_div(log_p, q, {reduction = "batchmean"}))
 function F.kl_div(input, target, size_average, reduce_, reduction_, log_target)
   local fn = "kl_div"
   local opts = legacy_reduction({reduction = reduction_, log_target = log_target}, fn, size_average, reduce_)
@@ -602,14 +660,24 @@ F.scaled_dot_product_attention = attn.scaled_dot_product_attention
 --- split_heads(x [..., L, H*D], H) -> [..., H, L, D]; combine_heads inverts it.
 --- F.ring_attention(q, k, v [, causal [, scale [, is_causal]]]) or with {causal =, scale =}:
 -- attention over a sequence split across MPI ranks (attn.dist.ring_attention).
+-- @usage
+-- local q = attn.randn(1, 2, 8, 4)               -- [B, H, L_local, D]: this rank's part
+-- local y = F.ring_attention(q, q, q, {causal = true})   -- one rank without mpirun: plain SDPA
+-- print(y.shape)
 function F.ring_attention(q, k, v, causal, scale, is_causal)
   return require("attn.dist").ring_attention(q, k, v, {causal = causal, scale = scale, is_causal = is_causal})
 end
 --- split_heads(x, H): x [..., L, H*D] -> [..., H, L, D]
 -- (attn.attention.split_heads).
+-- @usage
+-- local x = attn.randn(2, 5, 32)                 -- [B, L, H*D]
+-- print(F.split_heads(x, 4).shape)               -- attn.Size([2, 4, 5, 8])
 function F.split_heads(x, H) return require("attn.attention").split_heads(x, H) end
 --- combine_heads(x): x [..., H, L, D] -> [..., L, H*D], the inverse of
 -- split_heads (attn.attention.combine_heads).
+-- @usage
+-- local x = attn.randn(2, 4, 5, 8)               -- [B, H, L, D]
+-- print(F.combine_heads(x).shape)                -- attn.Size([2, 5, 32])
 function F.combine_heads(x) return require("attn.attention").combine_heads(x) end
 
 ---------------------------------------------------------------------------
@@ -622,25 +690,37 @@ function F.combine_heads(x) return require("attn.attention").combine_heads(x) en
 
 --- mish(x [, inplace = false]): x * tanh(softplus(x)) elementwise, with
 -- torch's gradient (attn.activation.mish).  torch.nn.functional.mish.
+-- @usage
+-- print(F.mish(attn.tensor({-1.0, 0.0, 1.0})))
 function F.mish(x, inplace) return require("attn.activation").mish(x, inplace) end
 --- leaky_relu(x [, negative_slope = 0.01 [, inplace = false]]):
 -- x > 0 ? x : negative_slope * x (attn.activation.leaky_relu).
 -- torch.nn.functional.leaky_relu.
+-- @usage
+-- print(F.leaky_relu(attn.tensor({-1.0, 2.0}), 0.2))   -- tensor([-0.2000,  2.0000])
 function F.leaky_relu(x, negative_slope, inplace)
   return require("attn.activation").leaky_relu(x, negative_slope, inplace)
 end
 --- elu(x [, alpha = 1.0 [, inplace = false]]): x > 0 ? x : alpha (e^x - 1)
 -- (attn.activation.elu).  torch.nn.functional.elu.
+-- @usage
+-- print(F.elu(attn.tensor({-2.0, 0.0, 2.0}), 1.0))
 function F.elu(x, alpha, inplace) return require("attn.activation").elu(x, alpha, inplace) end
 --- softplus(x [, beta = 1 [, threshold = 20]]): log(1 + e^(beta x)) / beta,
 -- and x where beta x > threshold (attn.activation.softplus).
 -- torch.nn.functional.softplus.
+-- @usage
+-- print(F.softplus(attn.tensor({-2.0, 0.0, 30.0}), 1, 20))
 function F.softplus(x, beta, threshold) return require("attn.activation").softplus(x, beta, threshold) end
 --- conv1d(input, weight [, bias [, stride [, padding [, dilation [, groups]]]]])
 -- or conv1d(input, weight, bias, {stride=, padding=, dilation=, groups=}):
 -- input [B, C, L] or [C, L], weight [O, C / groups, K] -> [B, O, Lout]
 -- (attn.conv.conv1d, which states Lout and the padding forms).
 -- torch.nn.functional.conv1d.
+-- @usage
+-- local x = attn.randn(1, 2, 10)                 -- [B, C_in, L]
+-- local w = attn.randn(4, 2, 3)                  -- [C_out, C_in, kernel]
+-- print(F.conv1d(x, w, nil, 1, 1).shape)         -- attn.Size([1, 4, 10]): padding 1
 function F.conv1d(input, weight, bias, stride, padding, dilation, groups)
   return require("attn.conv").conv1d(input, weight, bias, stride, padding, dilation, groups)
 end

@@ -124,6 +124,10 @@ end
 
 --- loss(input [N, C] | [C] | [N, C, d...] logits, target class numbers
 -- (1-based) or class probabilities of input's shape)
+-- @usage
+-- local loss_fn = nn.CrossEntropyLoss()
+-- local loss = loss_fn(attn.randn(4, 5), attn.tensor({1, 2, 5, 3}))   -- logits, 1-based classes
+-- print(loss)
 function CrossEntropyLoss:forward(input, target)
   return F.cross_entropy(input, target, {weight = self.weight, ignore_index = self.ignore_index,
                                          reduction = self.reduction, label_smoothing = self.label_smoothing})
@@ -136,6 +140,10 @@ M.NLLLoss = NLLLoss
 -- torch.nn.NLLLoss.  opts: weight ([C], or the first argument; a buffer),
 -- ignore_index (default -100; 1-based for a real class), reduction
 -- ("mean", "sum", "none"), size_average/reduce (deprecated, as torch).
+-- @usage
+-- local loss_fn = nn.NLLLoss({weight = attn.tensor({1.0, 2.0, 1.0})})   -- class weights
+-- local logp = F.log_softmax(attn.randn(4, 3), -1)
+-- print(loss_fn(logp, attn.tensor({1, 2, 3, 2})))
 function NLLLoss:init(...)
   local fn = "NLLLoss"
   local o = parse(fn, {"weight", "size_average", "ignore_index", "reduce", "reduction"}, ...)
@@ -167,6 +175,10 @@ M.KLDivLoss = KLDivLoss
 -- opts: reduction ("mean" over every element as torch, "batchmean" for
 -- the KL divergence per batch item, "sum", "none"), log_target (false:
 -- target holds probabilities; true: log-probabilities), size_average/reduce.
+-- @usage
+-- local loss_fn = nn.KLDivLoss({reduction = "batchmean", log_target = true})
+-- local log_p = attn.tensor({{0.3, 0.7}}):log()
+-- print(loss_fn(log_p, attn.tensor({{0.5, 0.5}}):log()))
 function KLDivLoss:init(...)
   local fn = "KLDivLoss"
   local o = parse(fn, {"size_average", "reduce", "reduction", "log_target"}, ...)
@@ -236,6 +248,9 @@ simple("HuberLoss", "huber_loss", {"reduction", "delta"}, {"delta", 1.0, true})
 
 --- MSELoss:init([opts]): stores reduction ("mean", "sum", "none"; torch's
 -- deprecated size_average/reduce mapped to it); unknown options raise.
+-- @usage
+-- local loss_fn = nn.MSELoss()
+-- print(loss_fn(attn.tensor({1.0, 2.0}), attn.tensor({0.0, 4.0})))   -- tensor(2.5000)
 -- @function MSELoss:init
 
 --- MSELoss:forward(input, target): F.mse_loss(input, target, {reduction =
@@ -244,6 +259,9 @@ simple("HuberLoss", "huber_loss", {"reduction", "delta"}, {"delta", 1.0, true})
 -- @function MSELoss:forward
 
 --- L1Loss:init([opts]): stores reduction (as MSELoss:init).
+-- @usage
+-- local loss_fn = nn.L1Loss({reduction = "sum"})
+-- print(loss_fn(attn.tensor({1.0, 2.0}), attn.tensor({0.0, 0.0})))   -- tensor(3.)
 -- @function L1Loss:init
 
 --- L1Loss:forward(input, target): F.l1_loss(input, target, {reduction =
@@ -253,6 +271,9 @@ simple("HuberLoss", "huber_loss", {"reduction", "delta"}, {"delta", 1.0, true})
 
 --- SmoothL1Loss:init([opts]): stores reduction and beta (default 1.0; a
 -- non-negative number, else an error).
+-- @usage
+-- local loss_fn = nn.SmoothL1Loss({beta = 0.5})
+-- print(loss_fn(attn.tensor({0.0, 2.0}), attn.tensor({0.1, 0.0})))
 -- @function SmoothL1Loss:init
 
 --- SmoothL1Loss:forward(input, target): F.smooth_l1_loss(input, target,
@@ -262,6 +283,9 @@ simple("HuberLoss", "huber_loss", {"reduction", "delta"}, {"delta", 1.0, true})
 
 --- HuberLoss:init([opts]): stores reduction and delta (default 1.0; a
 -- positive number, else an error).
+-- @usage
+-- local loss_fn = nn.HuberLoss({delta = 0.5})
+-- print(loss_fn(attn.tensor({0.0, 2.0}), attn.tensor({0.1, 0.0})))
 -- @function HuberLoss:init
 
 --- HuberLoss:forward(input, target): F.huber_loss(input, target,
@@ -279,6 +303,10 @@ M.BCELoss = BCELoss
 -- torch.nn.BCELoss.  opts: weight (a tensor broadcast with the input,
 -- weighing each element; also the first argument; a buffer), reduction,
 -- size_average/reduce.
+-- @usage
+-- local loss_fn = nn.BCELoss()
+-- local probs = attn.tensor({0.9, 0.2})
+-- print(loss_fn(probs, attn.tensor({1.0, 0.0})))
 function BCELoss:init(...)
   local o = parse("BCELoss", {"weight", "size_average", "reduce", "reduction"}, ...)
   buffer(self, "BCELoss", "weight", o.weight)
@@ -298,6 +326,9 @@ M.BCEWithLogitsLoss = BCEWithLogitsLoss
 -- torch.nn.BCEWithLogitsLoss.  opts: weight (per element, broadcast; also
 -- the first argument), pos_weight (per class, along the last dim), both
 -- buffers; reduction, size_average/reduce.
+-- @usage
+-- local loss_fn = nn.BCEWithLogitsLoss({pos_weight = attn.tensor({3.0})})   -- positives weigh 3x
+-- print(loss_fn(attn.tensor({0.5, -1.0}), attn.tensor({1.0, 0.0})))
 function BCEWithLogitsLoss:init(...)
   local fn = "BCEWithLogitsLoss"
   local o = parse(fn, {"weight", "size_average", "reduce", "reduction", "pos_weight"}, ...)

@@ -377,6 +377,9 @@ M.TransformerEncoderLayer = TransformerEncoderLayer
 -- (after the residual, or before the block with norm_first).
 -- Children: self_attn, linear1, dropout, linear2, norm1, norm2, dropout1,
 -- dropout2 (and activation when it is a module).
+-- @usage
+-- local layer = nn.TransformerEncoderLayer(16, 4, 64, 0.1, "gelu", 1e-5, true)   -- torch's order
+-- print(layer(attn.randn(2, 10, 16)).shape)             -- attn.Size([2, 10, 16])
 function TransformerEncoderLayer:init(...)
   layer_children(self, layer_options("TransformerEncoderLayer", table.pack(...), 4), false, 2)
 end
@@ -429,6 +432,10 @@ M.TransformerDecoderLayer = TransformerDecoderLayer
 -- each with a residual connection and a LayerNorm.  Children: self_attn,
 -- multihead_attn, linear1, dropout, linear2, norm1, norm2, norm3,
 -- dropout1, dropout2, dropout3 (and activation when it is a module).
+-- @usage
+-- local layer = nn.TransformerDecoderLayer(16, 2, {dim_feedforward = 32, batch_first = true})
+-- local tgt, memory = attn.randn(2, 4, 16), attn.randn(2, 6, 16)
+-- print(layer(tgt, memory, {tgt_mask = nn.Transformer.generate_square_subsequent_mask(4)}).shape)
 function TransformerDecoderLayer:init(...)
   layer_children(self, layer_options("TransformerDecoderLayer", table.pack(...), 4), true, 3)
 end
@@ -537,6 +544,11 @@ M.TransformerEncoder = TransformerEncoder
 -- encoder_layer in self.layers (an nn.ModuleList, named layers.0, ...),
 -- then the optional final norm.  enable_nested_tensor and mask_check
 -- choose torch's fast path and are accepted for compatibility only.
+-- @usage
+-- local layer = nn.TransformerEncoderLayer(16, 2, {dim_feedforward = 32, batch_first = true})
+-- local encoder = nn.TransformerEncoder(layer, 3)
+-- local pad = attn.tensor({{false, false, true}})      -- true: a padding position, as torch
+-- print(encoder(attn.randn(1, 3, 16), {src_key_padding_mask = pad}).shape)
 function TransformerEncoder:init(encoder_layer, num_layers, ...)
   local fn = "TransformerEncoder"
   local o = stack_init(self, fn, "encoder_layer", encoder_layer, num_layers,
@@ -590,6 +602,11 @@ M.TransformerDecoder = TransformerDecoder
 --- TransformerDecoder(decoder_layer, num_layers [, norm]) or with an
 -- options table {norm=}: num_layers deep copies of decoder_layer in
 -- self.layers, then the optional final norm.
+-- @usage
+-- local layer = nn.TransformerDecoderLayer(16, 2, {dim_feedforward = 32, batch_first = true})
+-- local decoder = nn.TransformerDecoder(layer, 2)      -- 2 copies of the layer
+-- local y = decoder(attn.randn(1, 4, 16), attn.randn(1, 6, 16))   -- tgt, memory
+-- print(y.shape)                                        -- attn.Size([1, 4, 16])
 function TransformerDecoder:init(decoder_layer, num_layers, ...)
   stack_init(self, "TransformerDecoder", "decoder_layer", decoder_layer, num_layers, {"norm"}, table.pack(...))
 end
@@ -640,6 +657,12 @@ local xfmr_names = {"d_model", "nhead", "num_encoder_layers", "num_decoder_layer
 -- options table: encoder (TransformerEncoder with a final LayerNorm) and
 -- decoder (TransformerDecoder with a final LayerNorm), then xavier_uniform_
 -- on every parameter with more than one dim (torch's _reset_parameters).
+-- @usage
+-- local model = nn.Transformer({d_model = 16, nhead = 2, num_encoder_layers = 1, num_decoder_layers = 1,
+--   dim_feedforward = 32, batch_first = true})
+-- local src, tgt = attn.randn(2, 7, 16), attn.randn(2, 5, 16)
+-- local mask = nn.Transformer.generate_square_subsequent_mask(5)
+-- print(model(src, tgt, {tgt_mask = mask}).shape)       -- attn.Size([2, 5, 16])
 function Transformer:init(...)
   local fn = "Transformer"
   local o = parse_args(fn, xfmr_names, table.pack(...), 1, 4)
@@ -737,6 +760,8 @@ end
 --- Transformer.generate_square_subsequent_mask(sz) -> [sz, sz]: -inf above
 -- the diagonal (the future), 0 on and below it: the additive causal mask
 -- (torch's).  Also callable as model:generate_square_subsequent_mask(sz).
+-- @usage
+-- print(nn.Transformer.generate_square_subsequent_mask(3))   -- 0 on and below the diagonal, -inf above
 function Transformer.generate_square_subsequent_mask(a, b)
   local sz = a
   if is_module(a) then sz = b end

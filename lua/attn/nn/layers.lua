@@ -54,6 +54,9 @@ nn.Linear = Linear
 --- Linear(in_features, out_features [, bias = true]): y = x W^T + b with
 -- W [out, in] and b [out]; torch's init (kaiming_uniform_(a = sqrt(5)) on
 -- W, then b ~ U(-1/sqrt(in), 1/sqrt(in))).
+-- @usage
+-- local lin = nn.Linear(4, 2)                           -- weight [2, 4], bias [2]; torch's init
+-- print(lin(attn.randn(3, 4)).shape, lin)               -- attn.Size([3, 2]) Linear(in_features=4, ...)
 function Linear:init(in_features, out_features, bias)
   self.in_features = check_size(in_features, "Linear", "in_features")
   self.out_features = check_size(out_features, "Linear", "out_features")
@@ -111,6 +114,10 @@ nn.Embedding = Embedding
 -- zeroed.  Ids and padding_idx are 1-based (a negative padding_idx counts
 -- from the end).  With max_norm, the rows looked up are rescaled in place
 -- to norm at most max_norm before the lookup (torch's embedding_renorm_).
+-- @usage
+-- local emb = nn.Embedding(100, 16, {padding_idx = 1})   -- 100 ids, 16 features; id 1 is padding
+-- local ids = attn.tensor({{5, 9, 1}})                  -- 1-based ids
+-- print(emb(ids).shape)                                 -- attn.Size([1, 3, 16])
 function Embedding:init(num_embeddings, embedding_dim, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
                         weight)
   -- torch's order (a trailing options table is expanded into it, attn/signature.lua)
@@ -169,6 +176,10 @@ end
 
 --- Embedding.from_pretrained(weight [, {freeze = true, padding_idx=,
 -- max_norm=, norm_type=}]): an Embedding using weight's storage.
+-- @usage
+-- local vectors = attn.randn(5, 3)
+-- local emb = nn.Embedding.from_pretrained(vectors)     -- frozen (freeze = true)
+-- print(emb(attn.tensor({2})), emb.weight.requires_grad)
 function Embedding.from_pretrained(weight, freeze, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse)
   local opts = {freeze = freeze, padding_idx = padding_idx, max_norm = max_norm, norm_type = norm_type}
   if sparse or scale_grad_by_freq then
@@ -250,6 +261,10 @@ nn.LayerNorm = LayerNorm
 -- or LayerNorm(shape, {eps=, elementwise_affine=}): normalises over the
 -- last #normalized_shape dims with the biased variance, then scales by
 -- weight (ones) and shifts by bias (zeros).
+-- @usage
+-- local ln = nn.LayerNorm(16)                           -- over the last dim; weight and bias learned
+-- local y = ln(attn.randn(2, 5, 16))
+-- print(y.shape, #ln:parameters())                      -- attn.Size([2, 5, 16]) 2
 function LayerNorm:init(normalized_shape, eps, elementwise_affine)
   if type(eps) == "table" then
     local o = check_options(eps, "LayerNorm", {eps = true, elementwise_affine = true})
@@ -330,6 +345,11 @@ nn.Dropout = Dropout
 -- identity in eval mode.  The mask is drawn as torch 1.13 does on the CPU
 -- (noise = empty_like(x):bernoulli_(1 - p) / (1 - p); x * noise), so the
 -- same seed gives torch's output.
+-- @usage
+-- local drop = nn.Dropout(0.1)
+-- local y = drop(attn.ones(4, 4))                 -- scaled by 1/0.9 where kept
+-- drop:eval()
+-- print(attn.equal(drop(attn.ones(2)), attn.ones(2)))   -- true: off in eval mode
 function Dropout:init(p, inplace)
   if p == nil then p = 0.5 end
   if type(p) ~= "number" or not (p >= 0 and p <= 1) then
@@ -386,6 +406,9 @@ activation("ReLU", function(self, x)
   return x:relu()
 end, function(self) return self.inplace and "inplace=True" or "" end)
 --- ReLU:init([inplace = false]): stores inplace (a boolean).
+-- @usage
+-- local act = nn.ReLU()
+-- print(act(attn.tensor({-1.0, 2.0})))                  -- tensor([0., 2.])
 function nn.ReLU:init(inplace) self.inplace = opt_bool(inplace, false, "ReLU", "inplace") end
 
 --- nn.GELU([approximate = "none"]): x * Phi(x) elementwise, with Phi the
@@ -395,6 +418,9 @@ activation("GELU", function(self, x) return attn.gelu(x, self.approximate) end,
   function(self) return ("approximate='%s'"):format(self.approximate) end)
 --- GELU:init([approximate = "none"]): stores approximate ("none" or "tanh";
 -- anything else raises).
+-- @usage
+-- local act = nn.GELU("tanh")                           -- or nn.GELU() for the exact form
+-- print(act(attn.tensor({-1.0, 0.0, 1.0})))
 function nn.GELU:init(approximate)
   if approximate == nil then approximate = "none" end
   if approximate ~= "none" and approximate ~= "tanh" then
@@ -446,16 +472,24 @@ nn.LogSoftmax.init = dim_init("LogSoftmax")
 -- torch.nn.Tanh.
 -- @tparam Tensor x any shape
 -- @treturn Tensor of x's shape
+-- @usage
+-- print(nn.Tanh()(attn.tensor({0.0, 1.0})))
 -- @function Tanh:forward
 
 --- nn.Sigmoid(): x:sigmoid() as a module; Sigmoid:forward(x) computes it.
 -- torch.nn.Sigmoid.
 -- @tparam Tensor x any shape
 -- @treturn Tensor of x's shape
+-- @usage
+-- local m = nn.Sigmoid()
+-- print(m(attn.tensor({0.0})))                          -- tensor([0.5000])
 -- @function Sigmoid:forward
 
 --- Softmax:init(dim): stores dim, an integer (1-based, negative from the
 -- end); anything else raises.
+-- @usage
+-- local m = nn.Softmax(-1)
+-- print(m(attn.tensor({{1.0, 2.0, 3.0}})))
 -- @function Softmax:init
 
 --- Softmax:forward(x): x:softmax(self.dim).
@@ -467,6 +501,9 @@ nn.LogSoftmax.init = dim_init("LogSoftmax")
 -- @function Softmax:extra_repr
 
 --- LogSoftmax:init(dim): stores dim, as Softmax:init.
+-- @usage
+-- local m = nn.LogSoftmax(-1)
+-- print(m(attn.randn(2, 3)):exp():sum(-1))
 -- @function LogSoftmax:init
 
 --- LogSoftmax:forward(x): x:log_softmax(self.dim).
@@ -481,6 +518,10 @@ nn.LogSoftmax.init = dim_init("LogSoftmax")
 -- ignored like torch's.
 nn.Identity = Module:extend("Identity")
 --- Identity:forward(x): returns x itself (any value).
+-- @usage
+-- local id = nn.Identity()
+-- local x = attn.ones(2)
+-- print(id(x) == x)                                     -- true: returns its input
 function nn.Identity.forward(_, x) return x end
 
 --------------------------------------------------------------------------
@@ -584,6 +625,11 @@ end
 --   z = sigmoid(W_iz x + b_iz + W_hz h + b_hz)
 --   n = tanh(W_in x + b_in + r * (W_hn h + b_hn))
 --   h' = (1 - z) * n + z * h          (gates stacked r, z, n like torch)
+-- @usage
+-- local cell = nn.GRUCell(4, 8)
+-- local h = attn.zeros(2, 8)
+-- for _ = 1, 3 do h = cell(attn.randn(2, 4), h) end     -- one step at a time
+-- print(h.shape)                                        -- attn.Size([2, 8])
 -- @function GRUCell:init
 local GRUCell = cell_class("GRUCell", 3)
 
@@ -609,6 +655,11 @@ end
 -- cell(x [, {h, c}]) -> h', c' (zeros for a nil state), gates stacked
 -- i, f, g, o like torch:
 --   c' = sigmoid(f) * c + sigmoid(i) * tanh(g);  h' = sigmoid(o) * tanh(c')
+-- @usage
+-- local cell = nn.LSTMCell(4, 8)
+-- local h, c = attn.zeros(2, 8), attn.zeros(2, 8)
+-- h, c = cell(attn.randn(2, 4), {h, c})                 -- returns the new h and c
+-- print(h.shape, c.shape)
 -- @function LSTMCell:init
 local LSTMCell = cell_class("LSTMCell", 4)
 
