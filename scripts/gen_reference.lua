@@ -193,11 +193,12 @@ end
 -- A block's text: prose and code (lines indented 2+ spaces), its @param
 -- and @return lines, and its @usage example.
 local function split_block(text)
-  local body, params, returns, usage = {}, {}, {}, nil
+  local body, params, returns, usage, extra_usage = {}, {}, {}, nil, false
   local mode = "body"
   for line in (text .. "\n"):gmatch("(.-)\n") do
     local tag, rest = line:match("^%s*@([%w_]+)%s?(.*)$")
     if tag == "usage" then
+      if usage then extra_usage = true end
       mode, usage = "usage", {}
       if rest:match("%S") then usage[#usage + 1] = rest end
     elseif tag == "param" or tag == "tparam" then
@@ -233,7 +234,7 @@ local function split_block(text)
     for i, l in ipairs(usage) do usage[i] = l:sub((indent or 0) + 1) end
     usage = table.concat(usage, "\n")
   end
-  return {body = body, params = params, returns = returns, usage = usage}
+  return {body = body, params = params, returns = returns, usage = usage, extra_usage = extra_usage}
 end
 
 -- Markdown of the prose: indented runs become code blocks.
@@ -921,6 +922,10 @@ local function main()
     anchors[a] = true
     e.anchor = a
     table.insert(pages[p[1]], e)
+    if e.parts.extra_usage then
+      problems[#problems + 1] = "two @usage sections (the reference shows one): " .. e.name .. " ("
+        .. (e.where or "C") .. ")"
+    end
     if not e.text then problems[#problems + 1] = "no doc entry: " .. e.name .. " (" .. (e.where or "C") .. ")" end
     if not e.usage and not covered(e) then
       if PENDING[e.name] then

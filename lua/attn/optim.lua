@@ -142,6 +142,14 @@ local function class(name, defaults, validate, positional)
   -- 0.9)) and/or a trailing options table (SGD(params, {lr = 0.1})),
   -- merged over the class defaults and checked.
   -- @function Optimizer.new
+  -- @usage
+  -- local model = nn.Linear(4, 1)
+  -- local opt = optim.Adam(model:parameters(), {lr = 1e-3, betas = {0.9, 0.98}})
+  -- local sgd = optim.SGD(model:parameters(), 0.1, 0.9)                  -- torch's positional order
+  -- local adamw = optim.AdamW(model:parameters(), {lr = 3e-4, weight_decay = 0.1})
+  -- local rms = optim.RMSprop(model:parameters(), {lr = 0.01, momentum = 0.9})
+  -- local loss = model(attn.randn(8, 4)):pow(2):mean()
+  -- opt:zero_grad(); loss:backward(); opt:step()
   function cls.new(params, ...)
     if select("#", ...) > 0 and attn.is_tensor((...)) then
       error(("%s: options must be numbers in torch's order (%s) or a table such as {lr = 0.01} (got a tensor)")
@@ -171,6 +179,11 @@ end
 
 --- opt:add_param_group({params = {...}, lr = ..., ...}): options the group
 -- lacks come from the optimiser's defaults.
+-- @usage
+-- local body, head = nn.Linear(4, 4), nn.Linear(4, 1)
+-- local opt = optim.SGD(body:parameters(), {lr = 0.01})
+-- opt:add_param_group({params = head:parameters(), lr = 0.1})   -- its own rate
+-- print(#opt.param_groups)                         -- 2
 function Optimizer:add_param_group(group)
   local name = getmetatable(self).__name
   if type(group) ~= "table" or attn.is_tensor(group) then
@@ -214,6 +227,12 @@ end
 
 --- opt:zero_grad([set_to_none = true]): drops every parameter's grad (or
 -- zeroes it in place with set_to_none = false).
+-- @usage
+-- local w = nn.Parameter(attn.ones(2))
+-- local opt = optim.SGD({w}, {lr = 0.1})
+-- w:sum():backward()
+-- opt:zero_grad()                                  -- .grad = nil (set_to_none, torch 2.x's default)
+-- print(w.grad)                                    -- nil
 function Optimizer:zero_grad(set_to_none)
   if set_to_none == nil then set_to_none = true end
   if type(set_to_none) ~= "boolean" then
@@ -234,6 +253,12 @@ end
 --- opt:step([closure]): one update of every parameter that has a grad.
 -- closure (optional) re-evaluates the model with grad enabled and returns
 -- the loss, which step returns.
+-- @usage
+-- local w = nn.Parameter(attn.tensor({2.0}))
+-- local opt = optim.SGD({w}, {lr = 0.25})
+-- w:pow(2):sum():backward()                         -- grad 4
+-- opt:step()
+-- print(w)                                         -- tensor([1.]): 2 - 0.25 * 4
 function Optimizer:step(closure)
   local loss
   if closure ~= nil then
@@ -262,6 +287,12 @@ end
 --- opt:state_dict(): {state = {[i] = {...}}, param_groups = {{..., params =
 -- {i, ...}}}} with parameters numbered 1, 2, ... across the groups in
 -- order, like torch.  State tensors are shared (clone them to snapshot).
+-- @usage
+-- local w = nn.Parameter(attn.ones(2))
+-- local opt = optim.Adam({w})
+-- w:pow(2):sum():backward(); opt:step()
+-- local sd = opt:state_dict()                      -- {state =, param_groups =}, torch's layout
+-- print(sd.param_groups[1].lr)                     -- 0.001
 function Optimizer:state_dict()
   local index, n = {}, 0
   local groups = {}
@@ -294,6 +325,12 @@ end
 --- opt:load_state_dict(sd): restores hyper-parameters and state saved by
 -- state_dict (of an optimiser over parameters of the same shapes, in the
 -- same groups).  Tensors are copied.
+-- @usage
+-- local w = nn.Parameter(attn.ones(2))
+-- local opt = optim.Adam({w}, {lr = 0.1})
+-- w:pow(2):sum():backward(); opt:step()
+-- local opt2 = optim.Adam({w}, {lr = 0.1})
+-- opt2:load_state_dict(opt:state_dict())           -- resume: moments and step counts
 function Optimizer:load_state_dict(sd)
   local name = getmetatable(self).__name
   if type(sd) ~= "table" or type(sd.param_groups) ~= "table" or (sd.state ~= nil and type(sd.state) ~= "table") then
@@ -570,6 +607,15 @@ end
 
 --- scheduler:step([epoch]): advances one epoch (or jumps to epoch, using
 -- the closed form where the scheduler has one) and sets every group's lr.
+-- @usage
+-- local model = nn.Linear(2, 1)
+-- local opt = optim.SGD(model:parameters(), {lr = 0.1})
+-- local s = optim.StepLR(opt, 2, 0.1)              -- x0.1 every 2 epochs
+-- for _ = 1, 4 do
+--   opt:step()                                     -- after the optimiser, as torch warns
+--   s:step()
+-- end
+-- print(s:get_last_lr()[1])                        -- 0.001
 function Scheduler:step(epoch)
   if epoch ~= nil and (type(epoch) ~= "number" or epoch ~= epoch) then
     error(("%s:step: epoch must be a number (got %s)"):format(getmetatable(self).__name, tostring(epoch)), 2)
@@ -592,6 +638,10 @@ end
 
 --- scheduler:get_last_lr(): the list of the groups' rates set by the
 -- last step.
+-- @usage
+-- local opt = optim.SGD({nn.Parameter(attn.ones(1))}, {lr = 0.1})
+-- local s = optim.StepLR(opt, 2, 0.1)
+-- print(s:get_last_lr()[1])                        -- 0.1: one rate per parameter group
 function Scheduler:get_last_lr()
   local c = {}
   for i, v in ipairs(self._last_lr) do c[i] = v end
@@ -600,6 +650,10 @@ end
 
 --- scheduler:state_dict() / load_state_dict(sd): the counters and
 -- settings (not the optimizer, not lr functions).
+-- @usage
+-- local opt = optim.SGD({nn.Parameter(attn.ones(1))}, {lr = 0.1})
+-- local s = optim.StepLR(opt, 1, 0.5)
+-- print(s:state_dict().last_epoch)                 -- 0
 function Scheduler:state_dict()
   local sd = {}
   for k, v in pairs(self) do
@@ -610,6 +664,13 @@ end
 
 --- scheduler:load_state_dict(sd): restores what state_dict gave; unknown
 -- keys or values of another type raise.
+-- @usage
+-- local opt = optim.SGD({nn.Parameter(attn.ones(1))}, {lr = 0.1})
+-- local s = optim.StepLR(opt, 1, 0.5)
+-- local saved = s:state_dict()
+-- opt:step(); s:step()
+-- s:load_state_dict(saved)
+-- print(s.last_epoch)                              -- 0 again
 function Scheduler:load_state_dict(sd)
   local name = getmetatable(self).__name
   if type(sd) ~= "table" then error(("%s:load_state_dict: expected a table from state_dict() (got %s)"):format(
@@ -682,6 +743,11 @@ end)
 
 --- scheduler:get_lr(): the rates for the current epoch, one per group
 -- (StepLR: multiplied by gamma every step_size epochs).
+-- @usage
+-- local opt = optim.SGD({nn.Parameter(attn.ones(1))}, {lr = 1})
+-- local s = optim.StepLR(opt, 1, 0.5)
+-- opt:step(); s:step()
+-- print(s:get_lr()[1])                             -- the chained form torch's step uses
 function optim.StepLR:get_lr()
   local out = {}
   local e = self.last_epoch
@@ -722,6 +788,10 @@ sched_ctor(optim.LambdaLR, {"lr_lambda", "last_epoch"}, {lr_lambda = true}, func
 end)
 
 --- scheduler:get_lr(): initial_lr * fn(epoch) for each group.
+-- @usage
+-- local opt = optim.SGD({nn.Parameter(attn.ones(1))}, {lr = 1})
+-- local warmup = optim.LambdaLR(opt, function(step) return math.min(1, (step + 1) / 10) end)
+-- print(warmup:get_last_lr()[1])                   -- 0.1 at step 0
 function optim.LambdaLR:get_lr()
   local out = {}
   for i, b in ipairs(self.base_lrs) do
@@ -738,6 +808,9 @@ end
 --- noam_rate(step, d_model, factor, warmup): the Annotated Transformer's
 -- rate(): factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5),
 -- step 0 counted as 1.
+-- @usage
+-- -- the Annotated Transformer's rate: factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
+-- print(optim.noam_rate(1, 512, 1, 4000), optim.noam_rate(4000, 512, 1, 4000))
 function optim.noam_rate(step, d_model, factor, warmup)
   local args = {step, d_model, factor, warmup}
   for i = 1, 4 do
@@ -799,6 +872,11 @@ end)
 
 --- scheduler:get_lr() of MultiStepLR: the groups' rates times gamma^k at
 -- an epoch listed k times in milestones.
+-- @usage
+-- local opt = optim.SGD({nn.Parameter(attn.ones(1))}, {lr = 1})
+-- local s = optim.MultiStepLR(opt, {2, 4}, 0.1)    -- x0.1 at epochs 2 and 4
+-- for _ = 1, 4 do opt:step(); s:step() end
+-- print(s:get_last_lr()[1])                        -- 0.01
 function optim.MultiStepLR:get_lr()
   local out, k = {}, self.milestones[self.last_epoch]
   for i, g in ipairs(self.optimizer.param_groups) do out[i] = k and g.lr * self.gamma ^ k or g.lr end
@@ -824,6 +902,10 @@ sched_ctor(optim.ConstantLR, {"factor", "total_iters", "last_epoch"}, nil, funct
 end)
 
 --- scheduler:get_lr() of ConstantLR: torch's chainable form.
+-- @usage
+-- local opt = optim.SGD({nn.Parameter(attn.ones(1))}, {lr = 1})
+-- local s = optim.ConstantLR(opt, 0.5, 2)         -- lr * 0.5 for 2 steps
+-- print(s:get_lr()[1], s:get_last_lr()[1])        -- get_lr: the closed form torch's step uses
 function optim.ConstantLR:get_lr()
   local out, e = {}, self.last_epoch
   for i, g in ipairs(self.optimizer.param_groups) do
@@ -859,6 +941,10 @@ sched_ctor(optim.LinearLR, {"start_factor", "end_factor", "total_iters", "last_e
   end)
 
 --- scheduler:get_lr() of LinearLR: torch's chainable form.
+-- @usage
+-- local opt = optim.SGD({nn.Parameter(attn.ones(1))}, {lr = 1})
+-- local s = optim.LinearLR(opt, 0.25, 1.0, 4)      -- from lr/4 to lr over 4 steps
+-- print(s:get_last_lr()[1])                        -- 0.25
 function optim.LinearLR:get_lr()
   local out, e = {}, self.last_epoch
   local sf, ef, n = self.start_factor, self.end_factor, self.total_iters
@@ -886,6 +972,11 @@ sched_ctor(optim.ExponentialLR, {"gamma", "last_epoch"}, nil, function(cls, a, o
 end)
 
 --- scheduler:get_lr() of ExponentialLR: the groups' rates times gamma.
+-- @usage
+-- local opt = optim.SGD({nn.Parameter(attn.ones(1))}, {lr = 1})
+-- local s = optim.ExponentialLR(opt, 0.5)
+-- opt:step(); s:step()
+-- print(s:get_last_lr()[1])                        -- 0.5
 function optim.ExponentialLR:get_lr()
   local out = {}
   for i, g in ipairs(self.optimizer.param_groups) do out[i] = self.last_epoch == 0 and g.lr or g.lr * self.gamma end
@@ -909,6 +1000,11 @@ sched_ctor(optim.PolynomialLR, {"total_iters", "power", "last_epoch"}, nil, func
 end)
 
 --- scheduler:get_lr() of PolynomialLR: torch's chainable form.
+-- @usage
+-- local opt = optim.SGD({nn.Parameter(attn.ones(1))}, {lr = 1})
+-- local s = optim.PolynomialLR(opt, 4, 2.0)        -- total_iters 4, power 2
+-- opt:step(); s:step()
+-- print(s:get_last_lr()[1])                        -- 0.5625
 function optim.PolynomialLR:get_lr()
   local out, e, n = {}, self.last_epoch, self.total_iters
   local f = (e == 0 or e > n) and 1 or ((1.0 - e / n) / (1.0 - (e - 1) / n)) ^ self.power
@@ -932,6 +1028,11 @@ end)
 
 --- scheduler:get_lr() of MultiplicativeLR: each group's rate times its
 -- lr_lambda(epoch).
+-- @usage
+-- local opt = optim.SGD({nn.Parameter(attn.ones(1))}, {lr = 1})
+-- local s = optim.MultiplicativeLR(opt, function() return 0.9 end)
+-- opt:step(); s:step()
+-- print(s:get_last_lr()[1])                        -- 0.9
 function optim.MultiplicativeLR:get_lr()
   local out = {}
   for i, g in ipairs(self.optimizer.param_groups) do
@@ -963,6 +1064,11 @@ sched_ctor(optim.CosineAnnealingLR, {"T_max", "eta_min", "last_epoch"}, nil, fun
 end)
 
 --- scheduler:get_lr() of CosineAnnealingLR: torch's chainable form.
+-- @usage
+-- local opt = optim.SGD({nn.Parameter(attn.ones(1))}, {lr = 0.1})
+-- local s = optim.CosineAnnealingLR(opt, 10, 0.001)   -- T_max 10, eta_min 0.001
+-- for _ = 1, 5 do opt:step(); s:step() end
+-- print(s:get_last_lr()[1])                        -- half way down the cosine
 function optim.CosineAnnealingLR:get_lr()
   local out, e, T, eta = {}, self.last_epoch, self.T_max, self.eta_min
   for i, g in ipairs(self.optimizer.param_groups) do
@@ -1005,6 +1111,10 @@ sched_ctor(optim.CosineAnnealingWarmRestarts, {"T_0", "T_mult", "eta_min", "last
 
 --- scheduler:get_lr() of CosineAnnealingWarmRestarts: eta_min + (base -
 -- eta_min) * (1 + cos(pi * T_cur / T_i)) / 2.
+-- @usage
+-- local opt = optim.SGD({nn.Parameter(attn.ones(1))}, {lr = 0.1})
+-- local s = optim.CosineAnnealingWarmRestarts(opt, 4, 2)   -- T_0 4, T_mult 2
+-- print(s:get_lr()[1])
 function optim.CosineAnnealingWarmRestarts:get_lr()
   local out, eta = {}, self.eta_min
   for i, b in ipairs(self.base_lrs) do
@@ -1015,6 +1125,11 @@ end
 
 --- scheduler:step([epoch]) of CosineAnnealingWarmRestarts: one epoch on,
 -- or to epoch (a number >= 0, fractional allowed).
+-- @usage
+-- local opt = optim.SGD({nn.Parameter(attn.ones(1))}, {lr = 0.1})
+-- local s = optim.CosineAnnealingWarmRestarts(opt, 4)
+-- for epoch = 1, 8 do opt:step(); s:step(epoch - 1 + 0.5) end   -- fractional epochs, as torch
+-- print(s:get_last_lr()[1])
 function optim.CosineAnnealingWarmRestarts:step(epoch)
   local fn = "CosineAnnealingWarmRestarts:step"
   if epoch == nil and self.last_epoch < 0 then epoch = 0 end
@@ -1158,6 +1273,11 @@ end
 
 --- scheduler:get_lr() of OneCycleLR: the rates for the current step (and
 -- sets each group's momentum or betas[1] when cycle_momentum).
+-- @usage
+-- local opt = optim.SGD({nn.Parameter(attn.ones(1))}, {lr = 0.1, momentum = 0.9})
+-- local s = optim.OneCycleLR(opt, 1.0, {total_steps = 100})   -- max_lr 1.0
+-- for _ = 1, 30 do opt:step(); s:step() end
+-- print(s:get_last_lr()[1])                        -- at the top of the cycle
 function optim.OneCycleLR:get_lr()
   local step = self.last_epoch
   if step > self.total_steps then
@@ -1264,6 +1384,12 @@ sched_ctor(optim.SequentialLR, {"schedulers", "milestones", "last_epoch"}, {sche
 
 --- scheduler:step() of SequentialLR: one epoch on, in the scheduler whose
 -- span holds it.
+-- @usage
+-- local opt = optim.SGD({nn.Parameter(attn.ones(1))}, {lr = 1})
+-- -- warm up at lr/10 for 2 steps, then decay by 0.9 a step
+-- local s = optim.SequentialLR(opt, {optim.ConstantLR(opt, 0.1, 2), optim.ExponentialLR(opt, 0.9)}, {2})
+-- for _ = 1, 4 do opt:step(); s:step() end
+-- print(s:get_last_lr()[1])
 function optim.SequentialLR:step(...)
   if select("#", ...) > 0 then error("SequentialLR:step: takes no epoch (torch's neither)") end
   self.last_epoch = self.last_epoch + 1
@@ -1276,10 +1402,20 @@ end
 
 --- scheduler:state_dict() of SequentialLR: its counters and one state_dict per
 -- scheduler it holds (in _schedulers).
+-- @usage
+-- local opt = optim.SGD({nn.Parameter(attn.ones(1))}, {lr = 1})
+-- local s = optim.SequentialLR(opt, {optim.ConstantLR(opt, 0.1, 2), optim.ExponentialLR(opt, 0.9)}, {2})
+-- local sd = s:state_dict()
 function optim.SequentialLR:state_dict() return nested_state_dict(self) end
 
 --- scheduler:load_state_dict(sd) of SequentialLR: restores what state_dict
 -- gave, each held scheduler from its own entry.
+-- @usage
+-- local opt = optim.SGD({nn.Parameter(attn.ones(1))}, {lr = 1})
+-- local s = optim.SequentialLR(opt, {optim.ConstantLR(opt, 0.1, 2), optim.ExponentialLR(opt, 0.9)}, {2})
+-- local saved = s:state_dict()
+-- opt:step(); s:step()
+-- s:load_state_dict(saved)
 function optim.SequentialLR:load_state_dict(sd) return nested_load_state_dict(self, sd) end
 
 --- ChainedScheduler(schedulers): steps every scheduler of the list (all of
@@ -1296,6 +1432,11 @@ setmetatable(optim.ChainedScheduler, {__index = Scheduler, __call = function(cls
 end})
 
 --- scheduler:step() of ChainedScheduler: steps each scheduler in order.
+-- @usage
+-- local opt = optim.SGD({nn.Parameter(attn.ones(1))}, {lr = 1})
+-- local s = optim.ChainedScheduler({optim.ConstantLR(opt, 0.5, 2), optim.ExponentialLR(opt, 0.9)})
+-- for _ = 1, 3 do opt:step(); s:step() end      -- each scheduler steps in turn
+-- print(s:get_last_lr()[1])
 function optim.ChainedScheduler:step(...)
   if select("#", ...) > 0 then error("ChainedScheduler:step: takes no epoch (torch's neither)") end
   for _, s in ipairs(self._schedulers) do s:step() end
@@ -1305,10 +1446,21 @@ end
 
 --- scheduler:state_dict() of ChainedScheduler: its counters and one state_dict per
 -- scheduler it holds (in _schedulers).
+-- @usage
+-- local opt = optim.SGD({nn.Parameter(attn.ones(1))}, {lr = 1})
+-- local s = optim.ChainedScheduler({optim.ExponentialLR(opt, 0.9)})
+-- local sd = s:state_dict()                      -- every scheduler's state
 function optim.ChainedScheduler:state_dict() return nested_state_dict(self) end
 
 --- scheduler:load_state_dict(sd) of ChainedScheduler: restores what state_dict
 -- gave, each held scheduler from its own entry.
+-- @usage
+-- local opt = optim.SGD({nn.Parameter(attn.ones(1))}, {lr = 1})
+-- local s = optim.ChainedScheduler({optim.ConstantLR(opt, 0.5, 2), optim.ExponentialLR(opt, 0.9)})
+-- s:step()
+-- local saved = s:state_dict()
+-- s:step()
+-- s:load_state_dict(saved)                        -- back to the saved step
 function optim.ChainedScheduler:load_state_dict(sd) return nested_load_state_dict(self, sd) end
 
 --- ReduceLROnPlateau(optimizer, mode = "min", factor = 0.1, patience = 10,
@@ -1354,6 +1506,11 @@ end
 --- scheduler:step(metric [, epoch]) of ReduceLROnPlateau: records the
 -- metric (a number or a one-element tensor) and reduces the rates after
 -- more than patience steps without improvement.
+-- @usage
+-- local opt = optim.SGD({nn.Parameter(attn.ones(1))}, {lr = 1})
+-- local s = optim.ReduceLROnPlateau(opt, {patience = 1, factor = 0.5})
+-- for _, val_loss in ipairs({1.0, 1.0, 1.0}) do s:step(val_loss) end   -- no improvement
+-- print(opt.param_groups[1].lr)                    -- 0.5
 function optim.ReduceLROnPlateau:step(metric, epoch)
   local fn = "ReduceLROnPlateau:step"
   if attn.is_tensor(metric) then metric = metric:item() end
@@ -1410,6 +1567,11 @@ end
 -- total norm as a 0-d tensor (0 when no parameter has a grad).  The
 -- arguments after parameters go in torch's order or in a trailing options
 -- table: clip_grad_norm_(ps, 0.6, {norm_type = math.huge}).
+-- @usage
+-- local model = nn.Linear(4, 1)
+-- model(attn.randn(8, 4)):sum():backward()
+-- local total = optim.clip_grad_norm_(model:parameters(), 1.0)   -- the norm before clipping
+-- print(total)
 function optim.clip_grad_norm_(parameters, ...)
   local fn = "clip_grad_norm_"
   local a = torch_args(fn, {"max_norm", "norm_type", "error_if_nonfinite"}, nil, {}, ...)
@@ -1450,6 +1612,11 @@ end
 
 --- clip_grad_value_(parameters, clip_value): clamps every grad in place
 -- to [-clip_value, clip_value] (clip_value positional or {clip_value = }).
+-- @usage
+-- local w = nn.Parameter(attn.ones(3))
+-- w:mul(10):sum():backward()
+-- optim.clip_grad_value_({w}, 0.5)
+-- print(w.grad)                                    -- tensor([0.5000, 0.5000, 0.5000])
 function optim.clip_grad_value_(parameters, ...)
   local clip_value = torch_args("clip_grad_value_", {"clip_value"}, nil, {}, ...).clip_value
   if type(clip_value) ~= "number" then error("clip_grad_value_: clip_value must be a number", 2) end

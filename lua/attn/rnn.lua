@@ -527,6 +527,9 @@ end
 
 --- reset_parameters(): every parameter ~ U(-1/sqrt(hidden), 1/sqrt(hidden))
 -- in registration order (torch's).
+-- @usage
+-- local gru = nn.GRU(3, 4)
+-- gru:reset_parameters()                            -- uniform(-1/sqrt(hidden), 1/sqrt(hidden)), torch's init
 function RNNBase:reset_parameters()
   local stdv = 1.0 / math.sqrt(self.hidden_size)
   for _, p in ipairs(self:parameters()) do init.uniform_(p, -stdv, stdv) end
@@ -543,6 +546,8 @@ function RNNBase:flatten_parameters() end
 -- them: "input_size, hidden_size" then proj_size, num_layers, bias,
 -- batch_first, dropout and bidirectional where they differ from the
 -- defaults (without the nonlinearity, as torch).
+-- @usage
+-- print(nn.LSTM(3, 4, 2, {dropout = 0.1}))          -- LSTM(3, 4, num_layers=2, dropout=0.1)
 function RNNBase:extra_repr()
   local s = ("%d, %d"):format(self.input_size, self.hidden_size)
   if self.proj_size ~= 0 then s = s .. ", proj_size=" .. self.proj_size end
@@ -657,6 +662,11 @@ end
 -- layer's h at every step, both directions concatenated; h_n the final
 -- state of each layer and direction (l1 forward, l1 reverse, l2 ...),
 -- taken at each sequence's own last step.
+-- @usage
+-- local gru = nn.GRU(3, 4, {batch_first = true})
+-- local h0 = attn.zeros(1, 2, 4)                    -- [layers * directions, B, hidden]
+-- local out, h = gru(attn.randn(2, 5, 3), h0)
+-- print(out.shape, h.shape)                         -- [2, 5, 4] [1, 2, 4]
 function RNNBase:forward(input, hx)
   -- torch's keywords in a trailing options table (declared "native" below:
   -- a PackedSequence and LSTM's {h, c} are tables too, so only a plain

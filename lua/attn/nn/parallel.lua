@@ -173,11 +173,19 @@ nn.utils = {
 -- error_if_nonfinite = false]]): attn.optim.clip_grad_norm_, scales every
 -- .grad in place so that their total norm is at most max_norm; returns the
 -- total norm (0-d tensor).  torch.nn.utils.clip_grad_norm_.
+-- @usage
+-- local model = nn.Linear(4, 1)
+-- model(attn.randn(8, 4)):sum():backward()
+-- nn.utils.clip_grad_norm_(model:parameters(), 0.5)   -- torch.nn.utils.clip_grad_norm_
 -- @function utils.clip_grad_norm_
 
 --- utils.clip_grad_value_(parameters, clip_value): attn.optim.clip_grad_value_,
 -- clamps every .grad in place to [-clip_value, clip_value].
 -- torch.nn.utils.clip_grad_value_.
+-- @usage
+-- local w = nn.Parameter(attn.ones(2))
+-- w:mul(3):sum():backward()
+-- nn.utils.clip_grad_value_({w}, 1.0)
 -- @function utils.clip_grad_value_
 
 -- torch's signatures (attn/signature.lua); DDP reads its options itself
