@@ -159,6 +159,11 @@ local function is_space(b) return b == 32 or (b >= 9 and b <= 13) end
 -- files) is stripped, leading whitespace and UTF-8 bytes are kept as they
 -- are, lines that end up empty are skipped, and a last line without a
 -- newline counts.  A UTF-8 byte-order mark at the start is dropped.
+-- @usage
+-- local path = os.tmpname()
+-- local f = assert(io.open(path, "w")); f:write("alpha\r\n\nbeta\n"); f:close()
+-- print(table.concat(data.read_lines(path), ","))      -- alpha,beta
+-- os.remove(path)
 function data.read_lines(path)
   local s = slurp("read_lines", path)
   local out, n = {}, 0
@@ -178,6 +183,11 @@ end
 
 --- data.read_words(path) -> list of the file's whitespace-separated words,
 -- in file order (duplicates kept).
+-- @usage
+-- local path = os.tmpname()
+-- local f = assert(io.open(path, "w")); f:write("the cat\nsat  down\n"); f:close()
+-- print(#data.read_words(path))                        -- 4
+-- os.remove(path)
 function data.read_words(path)
   local s = slurp("read_words", path)
   local out, n = {}, 0
@@ -193,6 +203,9 @@ local WORDS_PATH = "/usr/share/dict/american-english"
 --- data.default_words_path() -> "/usr/share/dict/american-english", the
 -- word list of Debian's wamerican package (scripts/setup.sh installs it);
 -- raises if the file is not there.
+-- @usage
+-- local path = data.default_words_path()             -- Debian's wamerican word list
+-- print(#data.read_words(path) > 1000)
 function data.default_words_path()
   if not io then error("default_words_path: reading files is not available in a sandbox (no io library)", 2) end
   local f = io.open(WORDS_PATH, "rb")
@@ -218,6 +231,9 @@ Vocab.__name = "attn.data.Vocab"
 -- vocab.size = #vocab.words, vocab.unk (the token or nil), vocab.unk_id.
 -- If the unknown token is itself one of the words it is not added twice.
 -- unk = false builds a vocabulary without one: unknown words then raise.
+-- @usage
+-- local v = data.Vocab({"the", "cat", "sat", "the"})   -- sorted: cat 1, sat 2, the 3, then <unk> 4
+-- print(v.size, v:encode({"the", "dog"}), v:decode({2, 3}))   -- 4 tensor([3, 4]) {"sat", "the"}
 function data.Vocab(words, ...)
   check_strings("Vocab", "words", words)
   local opts = merge_options("Vocab", {"unk"}, ...)
@@ -247,6 +263,9 @@ end
 
 --- vocab:index(word) -> 1-based id; the unknown token's id for a word not
 -- in the vocabulary (raises when the vocabulary has no unknown token).
+-- @usage
+-- local v = data.Vocab({"a", "b"})
+-- print(v:index("b"), v:index("nope"))                -- its id, and the unk id
 function Vocab:index(w)
   check_string("Vocab:index", "word", w)
   local id = self.ids[w]
@@ -257,6 +276,9 @@ end
 
 --- vocab:encode(words) -> 1-d tensor of 1-based ids.  words is a list of
 -- strings, or one string that is split at whitespace.
+-- @usage
+-- local v = data.Vocab({"a", "b"})
+-- print(v:encode({"b", "a", "zzz"}))                  -- unknown words get the unk id
 function Vocab:encode(words)
   if type(words) == "string" then
     local list = {}
@@ -276,6 +298,9 @@ function Vocab:encode(words)
 end
 
 --- vocab:decode(ids) -> list of words; ids is a 1-d tensor or a list.
+-- @usage
+-- local v = data.Vocab({"a", "b"})
+-- print(v:decode(attn.tensor({2, 1})))               -- the words of 1-based ids
 function Vocab:decode(ids)
   return decode_ids("Vocab:decode", ids, self.words, self.size)
 end
@@ -325,6 +350,10 @@ end
 -- sorted(set(''.join(names)))) of the characters of every wrap(s), so the
 -- start and stop tokens are included; .size = #.chars.  start/stop = false
 -- leaves that token out.  Characters are UTF-8 code points.
+-- @usage
+-- local ct = data.CharTable({"anna", "bob"})        -- the characters seen, plus "^" and "$"
+-- local ids = ct:encode(ct:wrap("bob"))              -- 1-based ids of "^bob$"
+-- print(ct.size, ids, ct:decode(ids))
 function data.CharTable(strings, ...)
   local n = check_strings("CharTable", "strings", strings)
   local opts = merge_options("CharTable", {"start", "stop"}, ...)
@@ -363,12 +392,18 @@ function data.CharTable(strings, ...)
 end
 
 --- ct:wrap(s) -> start .. s .. stop
+-- @usage
+-- local ct = data.CharTable({"abc"})
+-- print(ct:wrap("ab"))                               -- "^ab$": the start and stop marks added
 function CharTable:wrap(s)
   check_string("CharTable:wrap", "s", s)
   return (self.start or "") .. s .. (self.stop or "")
 end
 
 --- ct:index(c) -> the 1-based id of one character (raises if unknown).
+-- @usage
+-- local ct = data.CharTable({"abc"})
+-- print(ct:index("a"), ct:index("^"))                -- 1-based ids
 function CharTable:index(c)
   check_string("CharTable:index", "c", c)
   local id = self.ids[c]
@@ -379,6 +414,9 @@ end
 --- ct:encode(s) -> 1-d tensor of the 1-based ids of s's characters (the
 -- notebook's ids + 1).  s is encoded as given: wrap it first for the
 -- start/stop tokens.  A character not in the table raises, naming it.
+-- @usage
+-- local ct = data.CharTable({"abc"})
+-- print(ct:encode("cab"))                            -- a 1-d int64 tensor of 1-based ids
 function CharTable:encode(s)
   check_string("CharTable:encode", "s", s)
   if s == "" then fail("CharTable:encode", "s is empty") end
@@ -394,6 +432,9 @@ function CharTable:encode(s)
 end
 
 --- ct:decode(ids) -> string; ids is a 1-d tensor or a list of 1-based ids.
+-- @usage
+-- local ct = data.CharTable({"abc"})
+-- print(ct:decode({ct:index("c"), ct:index("a")}))   -- "ca"
 function CharTable:decode(ids)
   return table.concat(decode_ids("CharTable:decode", ids, self.chars, self.size))
 end
@@ -412,6 +453,8 @@ end
 --- data.one_hot(ids, n) -> tensor of shape ids.shape .. {n}: 1 at each
 -- 1-based id, 0 elsewhere (int64, as torch's).  ids is a tensor or a
 -- (nested) list of ids.
+-- @usage
+-- print(data.one_hot({1, 3}, 3))                      -- [[1, 0, 0], [0, 0, 1]], int64
 function data.one_hot(ids, n)
   if not (attn.is_tensor(ids) or type(ids) == "table") then
     fail("one_hot", "ids must be a tensor or a list of integers (got %s)", type(ids))
@@ -427,6 +470,9 @@ end
 -- items), else the longest sequence's length.  Sequences are left-aligned
 -- and padded on the right with `value`; mask is 1 on real items, 0 on
 -- padding.
+-- @usage
+-- local x, mask = data.pad({{5, 6, 7}, {8}}, {value = 0})
+-- print(x, mask)                                      -- [[5, 6, 7], [8, 0, 0]] and 1 on real items
 function data.pad(seqs, ...)
   local B = check_list("pad", "seqs", seqs)
   if B == 0 then fail("pad", "seqs is empty") end
@@ -493,6 +539,9 @@ end
 -- torch's `[xs[i] for i in torch.randperm(len(xs))]` after
 -- torch.manual_seed(s).  An empty list gives an empty list and draws
 -- nothing.
+-- @usage
+-- local list = data.shuffle({1, 2, 3, 4, 5}, attn.Generator(0))   -- a shuffled copy, torch's randperm order
+-- print(table.concat(list, " "))
 function data.shuffle(list, g)
   local n = check_list("shuffle", "list", list)
   check_generator("shuffle", g)
@@ -506,6 +555,9 @@ end
 -- shuffled (as data.shuffle with the generator; pass false to keep the
 -- order), then valid gets the last round(fraction * #list) items and
 -- train the first ones.  So split(names, 0.1) gives 90% train, 10% valid.
+-- @usage
+-- local train, valid = data.split({1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 0.8, attn.Generator(1))
+-- print(#train, #valid)                                -- 8 2
 function data.split(list, fraction, g)
   local n = check_list("split", "list", list)
   if n == 0 then fail("split", "list is empty") end
@@ -532,6 +584,9 @@ end
 -- its 1-based number.  With shuffle the order is drawn once, when
 -- batches() is called (call it again each epoch for a new order); the last
 -- batch is shorter unless drop_last.
+-- @usage
+-- local items = {1, 2, 3, 4, 5}
+-- for batch in data.batches(items, 2, {shuffle = false}) do print(table.concat(batch, ",")) end   -- 1,2 3,4 5
 function data.batches(list, ...)
   local opts = merge_options("batches", {"batch_size", "shuffle", "generator", "drop_last"}, ...)
   local batch_size = opts.batch_size
@@ -816,6 +871,10 @@ DistributedSampler.__index = DistributedSampler
 --   s:indices()       this rank's 1-based indices as a Lua list
 --   #s, s:len()       how many
 --   for i in s:iter() do ... end
+-- @usage
+-- local sampler = data.DistributedSampler(10, {num_replicas = 2, rank = 0, seed = 1})
+-- sampler:set_epoch(3)                               -- a new shuffle each epoch
+-- print(table.concat(sampler:indices(), " "))        -- this rank's 5 indices, 1-based
 function data.DistributedSampler(n, ...)
   if type(n) ~= "number" or n ~= n or n == math.huge or n ~= math.floor(n) or n < 0 or n >= 2 ^ 53 then
     error("DistributedSampler: n must be a non-negative integer, got " .. tostring(n), 2)

@@ -98,6 +98,10 @@ local TensorDatasetMethods = {}
 -- `ds[i]`, `ds:get(i)` (i in 1..#ds, or negative from the end), `#ds`,
 -- `ds:len()`; `ds.tensors` is the list of tensors.  A DataLoader over it
 -- gives `for xb, yb in loader do`.
+-- @usage
+-- local ds = data.TensorDataset(attn.randn(5, 2), attn.tensor({1, 2, 1, 2, 1}))
+-- local x, y = table.unpack(ds[2])                   -- the 2nd row of each tensor
+-- print(#ds, x.shape, y)
 function M.TensorDataset(...)
   local n = select("#", ...)
   if n == 0 then fail("TensorDataset", "expects at least one tensor") end
@@ -146,6 +150,10 @@ local SubsetMethods = {}
 -- list of 1-based indices).  torch's Subset: `s[i]` / `s:get(i)` is
 -- dataset[indices[i]], `#s` / `s:len()` is #indices; `s.dataset` and
 -- `s.indices` are the arguments.
+-- @usage
+-- local ds = data.TensorDataset(attn.arange(10))
+-- local first = data.Subset(ds, {1, 2, 3})           -- 1-based indices
+-- print(#first, first[3][1])                         -- 3 tensor(2)
 function M.Subset(dataset, indices)
   local n = check_dataset("Subset", dataset)
   if not is_plain(indices) then fail("Subset", "indices must be a list of integers (got %s)", describe(indices)) end
@@ -287,6 +295,9 @@ end
 -- float64 tensor (torch's collate_float_fn); strings
 -- stay a list; lists collate position by position and dicts key by key,
 -- recursively.
+-- @usage
+-- local batch = data.default_collate({{attn.ones(2), 1}, {attn.zeros(2), 0}})
+-- print(batch[1].shape, batch[2])                     -- [2, 2] and tensor([1, 0])
 function M.default_collate(batch)
   if not is_list(batch) or #batch == 0 then
     fail("default_collate", "batch must be a non-empty list of items (got %s)", describe(batch))
@@ -366,6 +377,11 @@ end
 --   #loader, loader:len()                 the number of batches
 -- A batch that is a list (the items were lists, as TensorDataset's) is
 -- given as that many values; any other batch as one value.
+-- @usage
+-- local ds = data.TensorDataset(attn.randn(10, 3), attn.arange(10))
+-- local loader = data.DataLoader(ds, {batch_size = 4, shuffle = true, drop_last = true})
+-- for xb, yb in loader do print(xb.shape, yb.shape) end   -- two batches of 4
+-- print(#loader)                                     -- 2
 function M.DataLoader(...)
   local nargs = select("#", ...)
   local args = {...}
@@ -626,6 +642,10 @@ local function isclose(a, b) return math.abs(a - b) <= 1e-9 * math.max(math.abs(
 -- the first); the items are randperm(#dataset, generator) (the global
 -- generator when none is given), cut in order.  The generator may also
 -- be given as {generator = g}.  `{data.random_split(...)}` gives the list.
+-- @usage
+-- local ds = data.TensorDataset(attn.arange(10))
+-- local train, valid = data.random_split(ds, {8, 2}, attn.Generator(42))   -- torch's split for the seed
+-- print(#train, #valid)
 function M.random_split(dataset, lengths, generator)
   local n = check_dataset("random_split", dataset)
   if is_options(generator) then

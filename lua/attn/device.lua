@@ -40,6 +40,8 @@ end
 --- Whether x is a device object made by attn.device.
 -- @param x any value
 -- @treturn boolean
+-- @usage
+-- print(require("attn.device").is_device(attn.device("cpu")))   -- true
 function M.is_device(x)
   return getmetatable(x) == Device
 end
@@ -48,6 +50,9 @@ end
 -- as opposed to a dtype.  Used by module:to and tensor:to.
 -- @tparam string s
 -- @treturn boolean
+-- @usage
+-- local device = require "attn.device"
+-- print(device.is_device_string("cpu"), device.is_device_string("float32"))   -- true false
 function M.is_device_string(s)
   if type(s) ~= "string" then return false end
   local ty = s:match("^(%a+)$") or s:match("^(%a+):%d+$")
@@ -61,6 +66,9 @@ end
 -- @param spec "cpu", "cpu:0" or a device object
 -- @tparam[opt] integer index the device index (torch's; kept for printing)
 -- @return device
+-- @usage
+-- local dev = attn.device("cpu")                          -- torch.device("cpu")
+-- print(dev, attn.ones(2):to(dev).dtype)
 function M.device(spec, index)
   if getmetatable(spec) == Device then
     if index ~= nil then error("attn.device: an index goes with a type string, not with a device object", 2) end
@@ -98,12 +106,17 @@ M.cuda = {}
 --- attn.cuda.is_available() -> false: attn runs on the CPU only.
 -- torch.cuda.is_available.
 -- @treturn boolean
+-- @usage
+-- local device = attn.cuda.is_available() and "cuda" or "cpu"   -- torch's idiom: "cpu" here
+-- print(device)
 function M.cuda.is_available()
   return false
 end
 
 --- attn.cuda.device_count() -> 0.  torch.cuda.device_count.
 -- @treturn integer
+-- @usage
+-- print(attn.cuda.device_count())                         -- 0: attn runs on the CPU
 function M.cuda.device_count()
   return 0
 end

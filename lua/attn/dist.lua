@@ -255,6 +255,10 @@ end
 
 --- init([opts]): initialises MPI once (later calls do nothing).
 -- opts.timeout: seconds any wait may take (default 300 or ATTN_DIST_TIMEOUT).
+-- @usage
+-- local dist = require "attn.dist"
+-- dist.init()                                          -- MPI under mpirun; a 1-rank world otherwise
+-- print(dist.rank(), dist.size())
 function dist.init(...)
   local opts = require("attn.base")._misuse.merge_options("init", {"timeout"}, ...)
   opts = check_opts("init", opts, {timeout = "number"})
@@ -292,6 +296,9 @@ dist.world_size = C.size
 -- @function local_rank
 dist.local_rank = C.local_rank
 --- is_main(): rank 0, the one that logs and saves.
+-- @usage
+-- local dist = require "attn.dist"
+-- if dist.is_main() then print("rank 0 writes the checkpoint") end
 function dist.is_main() return C.rank() == 0 end
 --- is_available(): attn was built with MPI (torch.distributed.is_available).
 -- @treturn boolean
@@ -318,6 +325,10 @@ dist.backend = C.backend
 -- (a positive finite number; the default is 300 s or ATTN_DIST_TIMEOUT).
 -- An operation made of several waits (a DDP backward's gradient buckets,
 -- a ring attention pass) waits at most that long in all.
+-- @usage
+-- local dist = require "attn.dist"
+-- dist.set_timeout(300)                                  -- a collective waits at most 300 s
+-- print(dist.timeout())
 function dist.set_timeout(seconds)
   if type(seconds) ~= "number" or not (seconds > 0) or seconds == math.huge then -- luacheck: ignore 581 (NaN must fail)
     error(("set_timeout (%s): seconds must be a positive finite number, got %s"):format(where(), tostring(seconds)), 2)
@@ -343,6 +354,9 @@ end
 --- barrier([opts]): waits until every rank has called it
 -- (torch.distributed.barrier).  opts.async = true returns a handle whose
 -- h:wait() completes it.
+-- @usage
+-- local dist = require "attn.dist"
+-- dist.barrier()                                       -- every rank waits for the others
 function dist.barrier(...)
   local _, opts = merged("barrier", {"async_op", "async"}, ...)
   return C.barrier(opt_async("barrier", opts))
@@ -400,12 +414,21 @@ end
 --- allreduce(t, op [, opts]) -> t: t = op over every rank's t, in place;
 -- op "sum" (default), "avg", "max" or "min".  torch.distributed.all_reduce.
 -- With opts.async = true returns a handle h (h:wait(), h:is_completed()).
+-- @usage
+-- local dist = require "attn.dist"
+-- local g = attn.ones(3)
+-- dist.allreduce(g, "avg")                             -- in place: the mean over the ranks
+-- print(g)
 function dist.allreduce(t, ...)
   local o, opts = merged("allreduce", {"op", "async_op", "async"}, ...)
   return allreduce("allreduce", t, o.op, opts)
 end
 --- broadcast(t, root [, opts]) -> t: t = rank root's t (root 0-based,
 -- default 0), in place.  torch.distributed.broadcast.  opts.async as allreduce.
+-- @usage
+-- local dist = require "attn.dist"
+-- local w = attn.randn(4)
+-- dist.broadcast(w, 0)                                 -- every rank gets rank 0's values
 function dist.broadcast(t, ...)
   local o, opts = merged("broadcast", {"root", "async_op", "async"}, ...)
   return broadcast("broadcast", t, o.root, opts)
@@ -413,6 +436,10 @@ end
 --- allgather(t [, opts]) -> every rank's t concatenated along dim 1, a new
 -- tensor (torch.distributed.all_gather_into_tensor).  With opts.async,
 -- h:wait() returns it.
+-- @usage
+-- local dist = require "attn.dist"
+-- local parts = dist.allgather(attn.tensor({dist.rank()}))   -- every rank's tensor, rank order
+-- print(#parts)                                        -- dist.size()
 function dist.allgather(t, ...)
   local _, opts = merged("allgather", {"async_op", "async"}, ...)
   return allgather("allgather", t, opts)
@@ -420,18 +447,34 @@ end
 --- reduce_scatter(t, op [, opts]) -> reduce with op (as allreduce), then
 -- rank r gets slice r+1 of dim 1 (dim 1 divisible by size()), a new tensor.
 -- torch.distributed.reduce_scatter_tensor.  With opts.async, h:wait() returns it.
+-- @usage
+-- local dist = require "attn.dist"
+-- local t = attn.ones(2 * dist.size())
+-- local mine = dist.reduce_scatter(t, "sum")            -- [2]: this rank's part of the sum
+-- print(mine.shape)
 function dist.reduce_scatter(t, ...)
   local o, opts = merged("reduce_scatter", {"op", "async_op", "async"}, ...)
   return reduce_scatter("reduce_scatter", t, o.op, opts)
 end
 --- send(t, dst [, opts]): sends t to rank dst (0-based); opts.tag (default
 -- 0), opts.async.  torch.distributed.send.
+-- @usage
+-- local dist = require "attn.dist"
+-- if dist.size() > 1 and dist.rank() == 0 then          -- run under mpirun -n 2
+--   dist.send(attn.ones(3), 1)
+-- end
 function dist.send(t, ...)
   local o, opts = merged("send", {"dst", "tag", "async_op", "async"}, ...)
   return send("send", t, o.dst, opts)
 end
 --- recv(t, src [, opts]) -> t: receives into t from rank src; opts.tag
 -- (default 0), opts.async.  torch.distributed.recv.
+-- @usage
+-- local dist = require "attn.dist"
+-- if dist.size() > 1 and dist.rank() == 1 then          -- run under mpirun -n 2
+--   local buf = attn.empty(3)
+--   dist.recv(buf, 0)
+-- end
 function dist.recv(t, ...)
   local o, opts = merged("recv", {"src", "tag", "async_op", "async"}, ...)
   return recv("recv", t, o.src, opts)
@@ -440,21 +483,54 @@ end
 -- Async shorthands: dist.iallreduce(t, op) == dist.allreduce(t, op, {async = true}), etc.
 local ASYNC_TRUE = {async = true}
 --- iallreduce(t, op) -> handle: allreduce(t, op, {async = true}).
+-- @usage
+-- local dist = require "attn.dist"
+-- local g = attn.ones(3)
+-- local work = dist.iallreduce(g, "sum")               -- overlaps with other work
+-- work:wait()
 function dist.iallreduce(t, op) return allreduce("iallreduce", t, op, ASYNC_TRUE) end
 --- ibroadcast(t, root) -> handle: broadcast(t, root, {async = true}).
+-- @usage
+-- local dist = require "attn.dist"
+-- local w = attn.ones(2)
+-- dist.ibroadcast(w, 0):wait()
 function dist.ibroadcast(t, root) return broadcast("ibroadcast", t, root, ASYNC_TRUE) end
 --- iallgather(t) -> handle: allgather(t, {async = true}); h:wait() gives the result.
+-- @usage
+-- local dist = require "attn.dist"
+-- local work = dist.iallgather(attn.ones(2))
+-- local parts = work:wait()                            -- the gathered list
+-- print(#parts)
 function dist.iallgather(t) return allgather("iallgather", t, ASYNC_TRUE) end
 --- ireduce_scatter(t, op) -> handle: reduce_scatter(t, op, {async = true}).
+-- @usage
+-- local dist = require "attn.dist"
+-- local t = attn.ones(4 * dist.size())
+-- local work = dist.ireduce_scatter(t, "sum")
+-- print(work:wait().shape)                             -- this rank's [4] slice of the sum
 function dist.ireduce_scatter(t, op) return reduce_scatter("ireduce_scatter", t, op, ASYNC_TRUE) end
 --- isend(t, dst [, tag]) -> handle: send(t, dst, {async = true, tag = tag})
 -- (torch.distributed.isend).
+-- @usage
+-- local dist = require "attn.dist"
+-- if dist.size() > 1 and dist.rank() == 0 then          -- needs a peer: run under mpirun -n 2
+--   dist.isend(attn.ones(3), 1):wait()
+-- end
 function dist.isend(t, dst, tag) return send("isend", t, dst, {async = true, tag = tag}) end
 --- irecv(t, src [, tag]) -> handle: recv(t, src, {async = true, tag = tag})
 -- (torch.distributed.irecv).
+-- @usage
+-- local dist = require "attn.dist"
+-- if dist.size() > 1 and dist.rank() == 1 then          -- needs a peer: run under mpirun -n 2
+--   local buf = attn.empty(3)
+--   dist.irecv(buf, 0):wait()
+-- end
 function dist.irecv(t, src, tag) return recv("irecv", t, src, {async = true, tag = tag}) end
 
 --- print0(...): print on rank 0 only.
+-- @usage
+-- local dist = require "attn.dist"
+-- dist.print0("step", 10, "loss", 0.5)                  -- printed by rank 0 only
 function dist.print0(...)
   if C.rank() == 0 then print(...) end
 end
@@ -475,6 +551,12 @@ end
 -- sequence is cut into 2P chunks and rank r holds chunks r+1 and 2P-r
 -- (1-based), so that every rank does the same causal work ("zigzag"); Lc
 -- must then be even.
+-- @usage
+-- local dist = require "attn.dist"
+-- local x = attn.randn(1, 2, 16, 8)                     -- the whole sequence, [B, H, L, D]
+-- local q = dist.ring_shard(x, {causal = true})         -- this rank's part
+-- local y = dist.ring_attention(q, q, q, {causal = true})
+-- print(dist.ring_unshard(y, {causal = true}).shape)    -- attn.Size([1, 2, 16, 8])
 function dist.ring_attention(q, ...)
   local opts = merged("ring_attention", {"k", "v", "causal", "scale", "is_causal"}, ...)
   local k, v = opts.k, opts.v
@@ -491,6 +573,10 @@ end
 
 --- ring_shard(x [, {causal = false, rank, size}]) -> this rank's part of a
 -- full sequence x [..., L, X] in ring_attention's layout (a contiguous copy).
+-- @usage
+-- local dist = require "attn.dist"
+-- local part = dist.ring_shard(attn.randn(1, 1, 8, 4), {causal = true})   -- balanced for causal masks
+-- print(part.shape)                                     -- 8 / size positions on each rank
 function dist.ring_shard(x, ...)
   local opts = merged("ring_shard", {"causal", "is_causal", "rank", "size"}, ...)
   check_tensor("ring_shard", x)
@@ -517,6 +603,11 @@ end
 
 --- ring_unshard(y [, {causal = false}]) -> the full sequence from every
 -- rank's part (allgather, then the chunks put back in order).
+-- @usage
+-- local dist = require "attn.dist"
+-- local x = attn.randn(1, 1, 8, 4)
+-- local back = dist.ring_unshard(dist.ring_shard(x), {})
+-- print(attn.equal(back, x))                            -- true
 function dist.ring_unshard(y, ...)
   local opts = merged("ring_unshard", {"causal", "is_causal"}, ...)
   check_tensor("ring_unshard", y)

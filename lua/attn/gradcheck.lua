@@ -234,6 +234,10 @@ local function check(fn, inputs, o)
 end
 
 --- See the top of this file.
+-- @usage
+-- local gradcheck = require "attn.gradcheck"
+-- local x = attn.randn(3, 4):requires_grad_()
+-- print(gradcheck.gradcheck(function(t) return t:softmax(-1):pow(2) end, {x}))   -- true
 function M.gradcheck(fn, inputs, opts)
   assert(type(fn) == "function" or (getmetatable(fn) or {}).__call,
     "gradcheck: fn must be callable")

@@ -255,6 +255,12 @@ end
 -- refused (it is never run).
 -- @tparam string path
 -- @return the saved object
+-- @usage
+-- local ptfile = require "attn.ptfile"
+-- local path = os.tmpname() .. ".pt"
+-- ptfile.save({w = attn.ones(2, 2)}, path)               -- torch.save's zip format
+-- print(ptfile.load(path).w)                             -- also attn.load(path)
+-- os.remove(path)
 function M.load(path)
   if type(path) ~= "string" then error(("load: path must be a string (got %s)"):format(type(path)), 2) end
   local ar = core._pt_open(path)
@@ -344,6 +350,11 @@ end
 -- float64 where attn has them).
 -- @param obj
 -- @tparam string path
+-- @usage
+-- local ptfile = require "attn.ptfile"
+-- local path = os.tmpname() .. ".pt"
+-- ptfile.save(nn.Linear(2, 2):state_dict(), path)        -- torch.load(path) reads it
+-- os.remove(path)
 function M.save(obj, path)
   if type(path) ~= "string" then error(("save: path must be a string (got %s)"):format(type(path)), 2) end
   local ctx = {path = path, tensors = {}}

@@ -26,6 +26,10 @@ local INT, STR = {}, {}
 -- @tparam ?integer default the value when the option is absent (nil: absent)
 -- @tparam[opt=1] integer min the smallest value accepted
 -- @treturn table the option's declaration, for S.args and S.parse
+-- @usage
+-- local S = require "attn.script"
+-- local opts = S.parse({"--seed", "0"}, {seed = S.int(42, 0)})   -- an integer >= 0, default 42
+-- print(opts.seed)                                       -- 0
 function S.int(default, min)
   local d = type(default) == "number" and math.tointeger(default) or nil
   if default ~= nil and d == nil then
@@ -41,6 +45,10 @@ end
 --- A string option without a default: the option name followed by a value;
 -- nil when the option is absent.
 -- @treturn table the option's declaration, for S.args and S.parse
+-- @usage
+-- local S = require "attn.script"
+-- local opts = S.parse({"--data", "names.txt"}, {data = S.str()})   -- a value without a default
+-- print(opts.data)
 function S.str()
   return setmetatable({}, STR)
 end
@@ -67,6 +75,10 @@ end
 -- @treturn ?table the options, defaults filled in; nil with no message when
 --   `-h` or `--help` was given
 -- @treturn ?string on a bad command line, what is wrong with it
+-- @usage
+-- local S = require "attn.script"
+-- local opts, err = S.parse({"--steps", "-3"}, {steps = 10})
+-- print(opts, err)                                       -- nil and what is wrong
 function S.parse(argv, spec)
   if type(argv) ~= "table" then error("attn.script.parse: argv must be a table (got " .. type(argv) .. ")", 2) end
   if type(spec) ~= "table" then error("attn.script.parse: spec must be a table (got " .. type(spec) .. ")", 2) end
@@ -122,6 +134,10 @@ end
 --- Writes msg and the usage line to stderr and exits with status 2.
 -- @tparam string msg what is wrong
 -- @tparam string usage the script's usage line
+-- @usage
+-- local S = require "attn.script"
+-- -- S.fail("--steps must be positive", "usage: train.lua [--steps N]")   -- prints both, exits with 2
+-- print(type(S.fail))
 function S.fail(msg, usage)
   io.stderr:write(tostring(msg), "\n", tostring(usage), "\n")
   os.exit(2)
@@ -134,6 +150,10 @@ end
 -- @tparam table spec the options: name = default or declaration (see the module)
 -- @tparam string usage the usage line
 -- @treturn table the options, defaults filled in
+-- @usage
+-- local S = require "attn.script"
+-- local opts = S.args({"--steps", "100", "--quick"}, {steps = 2000, quick = false, out = "out/run"}, "usage: x.lua")
+-- print(opts.steps, opts.quick, opts.out)                -- 100 true out/run
 function S.args(argv, spec, usage)
   local opts, err = S.parse(argv, spec)
   if opts then return opts end
@@ -145,6 +165,11 @@ end
 --- Creates a folder and its parents if they do not exist (`mkdir -p`).
 -- @tparam string path the folder
 -- @treturn string path
+-- @usage
+-- local S = require "attn.script"
+-- local dir = S.outdir(os.tmpname() .. ".d/pictures")    -- mkdir -p; returns the path
+-- print(dir)
+-- os.remove(dir)
 function S.outdir(path)
   if type(path) ~= "string" or path == "" then
     error("attn.script.outdir: path must be a non-empty string (got " .. tostring(path) .. ")", 2)

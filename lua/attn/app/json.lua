@@ -14,6 +14,10 @@ local json = {}
 --- json.decode(text [, name]) -> value: the value of the JSON text; null
 -- becomes nil, integers without a fraction or exponent are Lua integers.
 -- name (default "JSON text") starts the error messages.
+-- @usage
+-- local bert = require "attn.bert"
+-- local cfg = bert.json_decode('{"hidden_size": 8, "num_attention_heads": 2}')
+-- print(cfg.hidden_size)                                 -- 8
 function json.decode(text, name)
   if type(text) ~= "string" then error("json_decode: expected a string", 2) end
   if name ~= nil and type(name) ~= "string" then error("json_decode: name must be a string", 2) end

@@ -123,6 +123,12 @@ local function label_list(fn, key, v)
 end
 
 --- Heatmap of a matrix; returns path, layout.
+-- @usage
+-- local plot = require "attn.plot"
+-- local weights = attn.randn(4, 4):softmax(-1)
+-- local path = plot.heatmap(weights, {path = os.tmpname() .. ".png", row_labels = {"a", "b", "c", "d"},
+--   col_labels = {"a", "b", "c", "d"}, annotate = "%.2f", title = "attention"})
+-- os.remove(path)
 function plot.heatmap(m, opts)
   opts = options("heatmap", opts)
   opts.row_labels = label_list("heatmap", "row_labels", opts.row_labels)
@@ -132,6 +138,10 @@ function plot.heatmap(m, opts)
 end
 
 --- Histogram of values; returns path, layout (with counts and edges).
+-- @usage
+-- local plot = require "attn.plot"
+-- local path = plot.histogram(attn.randn(1000), {path = os.tmpname() .. ".svg", bins = 30, density = true})
+-- os.remove(path)
 function plot.histogram(values, opts)
   opts = options("histogram", opts)
   if is_tensor(opts.bins) then opts.bins = opts.bins:reshape(-1):totable() end
@@ -145,6 +155,11 @@ local function is_values(v)
 end
 
 --- Line plot of one or more series; returns path, layout.
+-- @usage
+-- local plot = require "attn.plot"
+-- local path = plot.lines({{name = "train", x = {1, 2, 3}, y = {2.0, 1.2, 0.9}},
+--   {name = "valid", x = {1, 2, 3}, y = {2.1, 1.5, 1.3}}}, {path = os.tmpname() .. ".pdf", ylabel = "loss"})
+-- os.remove(path)
 function plot.lines(series, opts)
   opts = options("lines", opts)
   if is_values(series) or (type(series) == "table" and series.y ~= nil) then series = {series} end
@@ -161,9 +176,16 @@ function plot.lines(series, opts)
 end
 
 --- The colour of map `name` at t in [0, 1] (clamped): r, g, b in [0, 1].
+-- @usage
+-- local plot = require "attn.plot"
+-- local r, g, b = plot.colormap("viridis", 0.5)          -- the colour at 0.5
+-- print(r, g, b)
 function plot.colormap(name, t) return C.colormap(name, t) end
 
 --- The names of the colour maps.
+-- @usage
+-- local plot = require "attn.plot"
+-- print(table.concat(plot.colormaps(), " "))
 function plot.colormaps() return C.colormaps() end
 
 --- For tests: reads a PNG back with cairo.  _pixel_stats(path [, x, y
