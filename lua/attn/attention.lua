@@ -106,6 +106,10 @@ M.SelfAttention = SelfAttention
 -- softmax(q k^T / sqrt(d_out_kq)) v  [..., L, d_out_v]  (and the weights
 -- [..., L, L] with need_weights), with q = x @ w_query, k = x @ w_key,
 -- v = x @ w_value.
+-- @usage
+-- local sa = nn.SelfAttention(3, 2, 4)                             -- d_in, d_out_kq, d_out_v (the notebook's)
+-- local y, w = sa(attn.randn(6, 3), true)
+-- print(y.shape, w.shape)                                          -- [6, 4] [6, 6]
 function SelfAttention:init(d_in, d_out_kq, d_out_v, init_)
   local name = self:_get_name()
   local kind = init_kind({init = init_}, name)
@@ -149,6 +153,9 @@ M.MultiHeadAttentionWrapper = MultiHeadAttentionWrapper
 -- num_heads independent SelfAttention heads (a ModuleList "heads", built
 -- in order, so the RNG is drawn head by head) whose outputs are
 -- concatenated on the last dim: [..., L, num_heads * d_out_v].
+-- @usage
+-- local mha = nn.MultiHeadAttentionWrapper(8, 4, 3, 2)             -- 2 SelfAttention heads, concatenated
+-- print(mha(attn.randn(5, 8)).shape)                               -- attn.Size([5, 6])
 function MultiHeadAttentionWrapper:init(d_in, d_out_kq, d_out_v, num_heads, init_)
   local opts = {init = init_}
   num_heads = check_size(num_heads, "MultiHeadAttentionWrapper", "num_heads", true)
@@ -189,6 +196,10 @@ local causal_variants = {neg_inf = true, renormalise = true, renormalize = true,
 -- forward(x [L, d_in] or [B, L, d_in], L <= context_length
 -- [, {variant=, need_weights=}]); dropout (a child Dropout) applies to the
 -- weights in training.
+-- @usage
+-- local sa = nn.CausalSelfAttention(8, 4, 6, 10)                   -- d_in, d_kq, d_v, context length
+-- local y, w = sa(attn.randn(1, 5, 8), true)                        -- need_weights
+-- print(y.shape, w[1][1][2])                                        -- [1, 5, 6] 0.0: no look ahead
 function CausalSelfAttention:init(d_in, d_out_kq, d_out_v, context_length, dropout, init_, variant)
   local opts = {init = init_, variant = variant, dropout = dropout}
   SelfAttention.init(self, d_in, d_out_kq, d_out_v, opts.init)
@@ -259,6 +270,10 @@ M.CrossAttention = CrossAttention
 -- forward(x_1 [..., L, d_in], x_2 [..., S, d_in_kv] [, {need_weights=}])
 -- -> softmax(q_1 k_2^T / sqrt(d_out_kq)) v_2  [..., L, d_out_v]: queries
 -- from x_1, keys and values from x_2 (the article's version).
+-- @usage
+-- local ca = nn.CrossAttention(8, 4, 6, 10)                        -- queries of size 8, keys/values of size 10
+-- local y = ca(attn.randn(1, 3, 8), attn.randn(1, 5, 10))
+-- print(y.shape)                                                   -- attn.Size([1, 3, 6])
 function CrossAttention:init(d_in, d_out_kq, d_out_v, d_in_kv, init_)
   local opts = {init = init_, d_in_kv = d_in_kv}
   local kind = init_kind(opts, "CrossAttention")
@@ -326,6 +341,11 @@ local mha_options = {dropout = true, bias = true, add_bias_kv = true, add_zero_a
 -- weight and uniform bias draws), then xavier_uniform_ on in_proj_weight
 -- (or q, k, v in that order), zeros for in_proj_bias and out_proj.bias,
 -- xavier_normal_ on bias_k then bias_v.
+-- @usage
+-- local mha = nn.MultiheadAttention(16, 2, {batch_first = true})
+-- local x = attn.randn(1, 6, 16)
+-- local out, weights = mha(x, x, x, {attn_mask = attn.causal_mask(6):eq(0)})   -- true = masked, as torch
+-- print(out.shape, weights.shape)                                  -- [1, 6, 16] [1, 6, 6]
 function MultiheadAttention:init(embed_dim, num_heads, dropout, bias, add_bias_kv, add_zero_attn, kdim, vdim,
                                  batch_first)
   local o
@@ -637,6 +657,9 @@ M.GroupedQueryAttention = GroupedQueryAttention
 --   attn_mask, attn_mask_kind  SDPA's convention (bool: 1 = take part),
 --                 broadcastable to [B, n_heads, L, S]; combined with causal
 --   need_weights  false
+-- @usage
+-- local gqa = nn.GroupedQueryAttention(32, 8, 2, {causal = true, rope = true})   -- 8 query heads, 2 kv heads
+-- print(gqa(attn.randn(2, 6, 32)).shape)                           -- attn.Size([2, 6, 32])
 function GroupedQueryAttention:init(d_model, n_heads, n_kv_heads, bias, causal, dropout, rope, rope_base)
   local fn = self:_get_name()
   local opts = {bias = bias, causal = causal, dropout = dropout, rope = rope, rope_base = rope_base}
@@ -749,6 +772,9 @@ M.MultiQueryAttention = MultiQueryAttention
 
 --- MultiQueryAttention(d_model, n_heads [, opts]): GroupedQueryAttention
 -- with one key/value head.
+-- @usage
+-- local mqa = nn.MultiQueryAttention(32, 4, {causal = true})       -- 4 query heads sharing one k and v
+-- print(mqa(attn.randn(2, 6, 32)).shape)                           -- attn.Size([2, 6, 32])
 function MultiQueryAttention:init(d_model, n_heads, bias, causal, dropout, rope, rope_base)
   GroupedQueryAttention.init(self, d_model, n_heads, 1, bias, causal, dropout, rope, rope_base)
 end

@@ -177,6 +177,9 @@ end
 --- Internal: the message for an unknown option key of function fn whose
 -- valid keys are the list (or set) known: names them all, sorted, and the
 -- closest one when it is near ("did you mean 'lr'?").
+-- @usage
+-- local signature = require "attn.signature"
+-- print(pcall(signature.unknown_option, "sum", "keepdims", {"dim", "keepdim"}))   -- false, the valid keys
 function attn._misuse.unknown_option(fn, key, known)
   local names = {}
   for k, v in pairs(known) do names[#names + 1] = tostring(type(k) == "number" and v or k) end

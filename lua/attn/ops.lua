@@ -265,6 +265,8 @@ M.einsum = require("attn.ops.einsum").einsum
 
 --- roll(x, shifts, dims): shifts and dims numbers or equal-length lists;
 -- without dims the flattened tensor rolls and keeps its shape.
+-- @usage
+-- print(attn.roll(attn.tensor({1, 2, 3, 4}), 1))                   -- tensor([4, 1, 2, 3])
 function M.roll(x, shifts, dims)
   local fn = "roll"
   x = as_tensor(x, fn, "input", 2)
@@ -297,6 +299,9 @@ end
 
 --- diag(x, k = 0): a 1-d x gives the square matrix with x on diagonal k
 -- (k > 0 above the main one); a 2-d x gives its diagonal k as 1-d.
+-- @usage
+-- print(attn.diag(attn.tensor({1.0, 2.0})))      -- a 2x2 diagonal matrix
+-- print(attn.diag(attn.eye(3) * 2))              -- tensor([2., 2., 2.]): the diagonal of a matrix
 function M.diag(x, k)
   local fn = "diag"
   x = as_tensor(x, fn, "input", 2)
@@ -337,6 +342,9 @@ local cdist_modes = {use_mm_for_euclid_dist_if_necessary = true, use_mm_for_eucl
 -- [..., P, R] of p-norm distances between rows (p = 0 counts differences,
 -- math.huge the largest).  compute_mode (torch's) is checked and otherwise
 -- has no effect: attn always computes the differences directly.
+-- @usage
+-- local a, b = attn.tensor({{0.0, 0.0}}), attn.tensor({{3.0, 4.0}, {0.0, 1.0}})
+-- print(attn.cdist(a, b))                        -- tensor([[5., 1.]])
 function M.cdist(x1, x2, p, compute_mode)
   local fn = "cdist"
   x1 = as_tensor(x1, fn, "x1", 2)
@@ -391,6 +399,10 @@ end
 -- dim x is flattened; output_size, if given, must be the result's size
 -- along dim (torch's).  repeat_interleave(counts) alone gives 1-based indices, each
 -- i repeated counts[i] times.
+-- @usage
+-- print(attn.repeat_interleave(attn.tensor({1, 2}), 2))           -- tensor([1, 1, 2, 2])
+-- local kv = attn.randn(1, 2, 5, 4)                                -- 2 kv heads -> 4 query heads
+-- print(kv:repeat_interleave(2, 2).shape)                          -- attn.Size([1, 4, 5, 4])
 function M.repeat_interleave(x, repeats, dim, output_size)
   local fn = "repeat_interleave"
   if repeats == nil then
@@ -489,6 +501,10 @@ local pad_modes = {constant = true, reflect = true, replicate = true, circular =
 -- before, ... (torch's order; counts, not indices).  constant takes
 -- negative counts (cropping); reflect, replicate and circular pad with x's
 -- own values (reflect needs counts < the dim's size).
+-- @usage
+-- local x = attn.ones(2, 3)
+-- print(F.pad(x, {1, 2}).shape)                  -- attn.Size([2, 6]): 1 left, 2 right on the last dim
+-- print(F.pad(x, {0, 0, 1, 0}, "constant", -1))  -- a row of -1 on top
 function M.pad(x, pad, mode, value)
   local fn = "pad"
   x = as_tensor(x, fn, "input", 2)
@@ -589,6 +605,9 @@ end
 --- F.cosine_similarity(x1, x2, dim = 2, eps = 1e-8) (torch's dim=1 is our
 -- 2): sum(x1 / max(||x1||, eps) * x2 / max(||x2||, eps)) along dim, x1
 -- and x2 broadcast together.
+-- @usage
+-- local a, b = attn.tensor({{1.0, 0.0}, {1.0, 1.0}}), attn.tensor({{1.0, 0.0}, {-1.0, -1.0}})
+-- print(F.cosine_similarity(a, b))               -- tensor([ 1., -1.]): along dim 2
 function M.cosine_similarity(x1, x2, dim, eps)
   local fn = "cosine_similarity"
   x1 = as_tensor(x1, fn, "x1", 2)
@@ -619,6 +638,9 @@ end
 
 --- F.normalize(x, p = 2, dim = 2, eps = 1e-12) or F.normalize(x, {p =, dim =, eps =}):
 -- x / max(||x||_p along dim, eps), torch's (whose default dim 1 is our 2).
+-- @usage
+-- local x = attn.tensor({{3.0, 4.0}})
+-- print(F.normalize(x))                          -- tensor([[0.6000, 0.8000]]): unit L2 rows
 function M.normalize(x, p, dim, eps)
   local fn = "normalize"
   x = as_tensor(x, fn, "input", 2)
@@ -638,6 +660,8 @@ end
 --- tile(x, reps...) (torch.tile): x:repeat(reps) with reps padded with
 -- leading 1s to x's rank; a name that Lua accepts after ':', where
 -- x:repeat(...) is a syntax error ('repeat' is a keyword).
+-- @usage
+-- print(attn.tile(attn.tensor({1, 2}), 2))                         -- tensor([1, 2, 1, 2])
 function M.tile(x, ...)
   local fn = "tile"
   x = as_tensor(x, fn, "input", 2)

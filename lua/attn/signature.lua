@@ -261,6 +261,10 @@ M.SIGNATURES = {
 -- is native: the expansion cannot place them.  Python's "/" ends the
 -- positional-only parameters (the module's input of a forward method,
 -- "self, src, /, src_mask=nil"): these are never in the options table.
+-- @usage
+-- local signature = require "attn.signature"
+-- local names, ndefault = signature.parse("input, dim=nil, keepdim=false")
+-- print(table.concat(names, " "), ndefault)
 function M.parse(sig)
   local body = sig:match("^native:%s*(.*)$")
   local info = {native = body ~= nil}
@@ -288,6 +292,9 @@ function M.parse(sig)
 end
 
 --- Whether v is an options table: plain, and its first key a string.
+-- @usage
+-- local signature = require "attn.signature"
+-- print(signature.is_options({dim = 2}), signature.is_options({1, 2}), signature.is_options(attn.ones(1)))
 function M.is_options(v)
   return type(v) == "table" and getmetatable(v) == nil and type(next(v)) == "string"
 end
@@ -295,6 +302,10 @@ end
 --- The expander of function fn (its name in messages): (...) with a
 -- trailing options table -> the same arguments, positional; the first
 -- lead parameters are never options.
+-- @usage
+-- local signature = require "attn.signature"
+-- local expand = signature.expander("f", {"input", "dim", "keepdim"}, 1)
+-- print(type(expand))                                              -- what the binding calls with a table
 function M.expander(fn, names, lead)
   local nreq = lead
   local index, valid = {}, {}
@@ -353,6 +364,10 @@ end]]):format(list, list, table.concat(find, "\n  "), list, list)
 end
 
 --- f (a Lua function) taking a trailing options table as declared.
+-- @usage
+-- local signature = require "attn.signature"
+-- local f = signature.wrap("scale", function(x, factor) return x * (factor or 1) end, "x, factor=1")
+-- print(f(2, {factor = 3}))                                        -- 6: options by name
 function M.wrap(fn, f, sig)
   local names, _, lead = M.parse(sig)
   local expand = M.expander(fn, names, lead)
@@ -385,6 +400,9 @@ end
 --- The name of the function declared under key in messages: "gelu" for
 -- "F.gelu" and "optim.clip_grad_norm_", the class for a constructor
 -- ("nn.Linear.init": "Linear"), "Class:name" for a method.
+-- @usage
+-- local signature = require "attn.signature"
+-- print(signature.display_name("nn.Linear.init"), signature.display_name("F.gelu"))   -- Linear gelu
 function M.display_name(key)
   local class, name = key:match("([%w_]+)%.([%w_]+)$")
   if not class then return key end
@@ -398,6 +416,10 @@ end
 --- Installs the declarations of the functions in table t whose keys are
 -- prefix .. name ("" for attn and the tensor methods, "F." for attn.F,
 -- "nn.Linear." for a class: its init is the constructor).
+-- @usage
+-- local signature = require "attn.signature"
+-- local t = signature.install({}, "nothing.")                       -- wraps the declared functions of t
+-- print(next(t))                                                   -- nil: nothing declared under "nothing."
 function M.install(t, prefix)
   for key, sig in pairs(M.SIGNATURES) do
     local name = key:sub(1, #prefix) == prefix and key:sub(#prefix + 1) or nil
@@ -417,6 +439,12 @@ end
 --     signature.declare(nn.Linear, "nn.Linear.", {
 --       init = "self, in_features, out_features, bias=true",
 --       forward = false, extra_repr = false})
+-- @usage
+-- local signature = require "attn.signature"
+-- local M = {}
+-- function M.greet(name, opts) return "hello " .. name .. ((opts or {}).punct or "") end
+-- signature.declare(M, "example.", {greet = "native: name, punct=''"})   -- the torch-style signature
+-- print(signature.SIGNATURES["example.greet"])
 function M.declare(t, prefix, decls)
   for name, sig in pairs(decls) do
     local old = M.SIGNATURES[prefix .. name] -- the same line again: a module loaded anew

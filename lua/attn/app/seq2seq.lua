@@ -140,6 +140,11 @@ local modes_known = {global = true, ["local-m"] = true, ["local-p"] = true}
 --                 (as in the paper, not renormalised: rows sum to < 1)
 --                 W_p: Linear(H, predict_dim = H), v_p: Linear(predict_dim, 1)
 -- Every Linear has no bias.
+-- @usage
+-- local att = nn.LuongAttention(16, {score = "general"})          -- "dot", "general", "concat", ...
+-- local h, enc = attn.randn(2, 16), attn.randn(2, 7, 16)          -- decoder state [B, H], encoder [B, S, H]
+-- local context, weights = att(h, enc, {mask = attn.ones(2, 7)})
+-- print(context.shape, weights.shape)                              -- [2, 16] [2, 7]
 function LuongAttention:init(hidden, opts)
   opts = check_options(opts, "LuongAttention",
     {score = true, max_length = true, mode = true, D = true, predict_dim = true})
@@ -200,6 +205,11 @@ end
 -- enc W_a[:, H+1:]^T [B, S, H], for the concat score; nil for the others
 -- (general projects the query instead, h_t^T W_a, which is cheaper per
 -- step).
+-- @usage
+-- local att = nn.LuongAttention(16, {score = "concat"})
+-- local enc = attn.randn(2, 7, 16)
+-- local keys = att:precompute(enc)                                 -- the source-only half of the scores
+-- local context = att(attn.randn(2, 16), enc, {keys = keys})
 function LuongAttention:precompute(enc)
   check_tensor(enc, "LuongAttention.precompute", "encoder_outputs", {false, false, self.hidden})
   if self.score ~= "concat" then return nil end
@@ -293,6 +303,11 @@ M.BahdanauAttention = BahdanauAttention
 -- ..., Va.bias) loads as is; BahdanauAttention(hidden_size, {tutorial =
 -- true}) is the tutorial's BahdanauAttention(hidden_size) (every size
 -- hidden_size).
+-- @usage
+-- local att = nn.BahdanauAttention(16, 12, 10)                     -- encoder 16, decoder 12, attention 10
+-- local enc, s = attn.randn(2, 7, 16), attn.randn(2, 12)
+-- local context, weights = att(s, enc, {mask = attn.ones(2, 7)})
+-- print(context.shape, weights.shape)                              -- [2, 16] [2, 7]
 function BahdanauAttention:init(enc_hidden, dec_hidden, attn_dim, opts)
   if type(dec_hidden) == "table" and attn_dim == nil and opts == nil then
     opts, dec_hidden, attn_dim = dec_hidden, enc_hidden, enc_hidden
@@ -331,6 +346,12 @@ end
 
 --- precompute(enc [B, S, He]) -> keys U_a h_j [B, S, attn_dim]: compute it
 -- once per source sequence and pass it as opts.keys to every step.
+-- @usage
+-- local att = nn.BahdanauAttention(16, 12, 10)
+-- local enc = attn.randn(2, 7, 16)
+-- local keys = att:precompute(enc)                                 -- U_a h_j, reused by every step
+-- local context = att(attn.randn(2, 12), enc, {keys = keys})
+-- print(keys.shape)                                                -- [2, 7, 10]
 function BahdanauAttention:precompute(enc)
   check_tensor(enc, "BahdanauAttention.precompute", "encoder_outputs", {false, false, self.enc_hidden})
   local _, U = bahdanau_layers(self)
@@ -387,6 +408,11 @@ M.AttnDecoderStep = AttnDecoderStep
 --   input_feeding (default false): the previous output (h~_{t-1}, zeros
 --     at the first step) is concatenated to the next input, so the cell's
 --     input_size is E + H (+ C for bahdanau) for embeddings of size E.
+-- @usage
+-- local enc = attn.randn(2, 7, 16)                                 -- [B, S, C] encoder outputs
+-- local step = nn.AttnDecoderStep(nn.GRUCell(8, 16), nn.LuongAttention(16, {score = "general"}))
+-- local out, state, weights = step(attn.randn(2, 8), nil, enc)     -- one decoder step
+-- print(out.shape, weights.shape)                                  -- [2, 16] [2, 7]
 function AttnDecoderStep:init(cell, attention, opts)
   opts = check_options(opts, "AttnDecoderStep", {order = true, attentional = true, input_feeding = true})
   if not nn.is_module(cell) then error("AttnDecoderStep: cell must be a module (GRUCell, LSTMCell)", 2) end
@@ -428,6 +454,12 @@ function AttnDecoderStep:extra_repr()
 end
 
 --- precompute(enc) -> the attention's per-sequence keys (or nil).
+-- @usage
+-- local enc = attn.randn(2, 7, 16)
+-- local step = nn.AttnDecoderStep(nn.GRUCell(8 + 16, 16), nn.BahdanauAttention(16, 16, 10))
+-- local keys = step:precompute(enc)                                -- once per source sequence
+-- local out = step(attn.randn(2, 8), nil, enc, {keys = keys})
+-- print(out.shape)
 function AttnDecoderStep:precompute(enc)
   return self.attention:precompute(enc)
 end
@@ -484,6 +516,11 @@ end
 -- [B, T, H], weights [B, T, S], final state: T steps of teacher forcing,
 -- with the attention keys precomputed once (opts.keys overrides) and,
 -- for local-m attention, t = 1..T.  opts: mask, keys.
+-- @usage
+-- local enc = attn.randn(2, 7, 16)
+-- local step = nn.AttnDecoderStep(nn.GRUCell(8, 16), nn.LuongAttention(16))
+-- local outs, weights = step:decode(attn.randn(2, 5, 8), nil, enc)   -- 5 steps of teacher forcing
+-- print(outs.shape, weights.shape)                                 -- [2, 5, 16] [2, 5, 7]
 function AttnDecoderStep:decode(ys, state, enc, opts)
   opts = check_options(opts, "AttnDecoderStep.decode", {mask = true, keys = true})
   local s = check_tensor(ys, "AttnDecoderStep.decode", "ys", {false, false, false})
@@ -506,6 +543,10 @@ end
 --- luong_dot(H [d, N], s [d, 1]) -> context [d, 1], alpha [N, 1], e [N, 1],
 -- v [2d, 1]: e = H^T s, alpha = softmax(e), context = H alpha and the
 -- decoder's next input v = [s; context].
+-- @usage
+-- local seq2seq = require "attn.seq2seq"
+-- local context, alpha = seq2seq.luong_dot(attn.randn(4, 5), attn.randn(4, 1))   -- H [d, N], s [d, 1]
+-- print(context.shape, alpha.shape)                                -- [4, 1] [5, 1]
 function M.luong_dot(H, s)
   local hs = check_tensor(H, "luong_dot", "H", {false, false})
   check_tensor(s, "luong_dot", "s", {hs[1], 1})
@@ -519,6 +560,12 @@ end
 -- -> context [1, d], att [1, N], scores [1, N], in the notebook's names:
 -- scores = W_a tanh(W_b s + W_c H), att = softmax(scores) over the N
 -- positions, context = att H^T.
+-- @usage
+-- local seq2seq = require "attn.seq2seq"
+-- local d, N, k = 4, 5, 3
+-- local context, att = seq2seq.bahdanau_additive(attn.randn(d, N), attn.randn(d, 1), attn.randn(1, k),
+--   attn.randn(k, d), attn.randn(k, d))                            -- the notebook's names and shapes
+-- print(context.shape, att.shape)                                  -- [1, 4] [1, 5]
 function M.bahdanau_additive(H, s, W_a, W_b, W_c)
   local hs = check_tensor(H, "bahdanau_additive", "H", {false, false})
   check_tensor(s, "bahdanau_additive", "s", {hs[1], 1})

@@ -114,6 +114,8 @@ end
 
 --- split_heads(x, H): x [..., L, H*D] -> [..., H, L, D] (a view when x's
 -- layout allows it, then a transpose).
+-- @usage
+-- print(nn.split_heads(attn.zeros(2, 5, 32), 4).shape)             -- attn.Size([2, 4, 5, 8])
 function M.split_heads(x, H)
   check_tensor(x, "split_heads", "x")
   H = check_size(H, "split_heads", "H", true)
@@ -130,6 +132,8 @@ function M.split_heads(x, H)
 end
 
 --- combine_heads(x): x [..., H, L, D] -> [..., L, H*D], split_heads' inverse.
+-- @usage
+-- print(nn.combine_heads(attn.zeros(2, 4, 5, 8)).shape)            -- attn.Size([2, 5, 32])
 function M.combine_heads(x)
   check_tensor(x, "combine_heads", "x")
   local s = x:shape()
@@ -162,6 +166,11 @@ KVCache.__name = "attn.attention.KVCache"
 -- (inference) the cache grows in place with doubling capacity, so T steps
 -- cost O(T) copies; when k or v require grad it concatenates instead, so
 -- gradients flow into every step.
+-- @usage
+-- local mqa = nn.MultiQueryAttention(16, 4, {causal = true})
+-- local cache = nn.KVCache()
+-- for _ = 1, 3 do mqa(attn.randn(1, 1, 16), {cache = cache}) end   -- one token at a time
+-- print(cache:length())                                            -- 3
 function M.KVCache()
   return setmetatable({len = 0}, KVCache)
 end
@@ -169,11 +178,20 @@ end
 --- cache:length(): T, the number of positions cached (0 when empty).
 -- Also attn.attention.KVCacheClass.length.
 -- @treturn int
+-- @usage
+-- local cache = nn.KVCache()
+-- cache:update(attn.randn(1, 2, 4, 8), attn.randn(1, 2, 4, 8))
+-- print(cache:length())                                            -- 4 steps cached
 function KVCache:length()
   return self.len
 end
 
 --- cache:reset(): empties the cache (drops its tensors); returns it.
+-- @usage
+-- local cache = nn.KVCache()
+-- cache:update(attn.randn(1, 2, 4, 8), attn.randn(1, 2, 4, 8))
+-- cache:reset()                                                    -- a new sequence
+-- print(cache:length())                                            -- 0
 function KVCache:reset()
   self.k, self.v, self.kbuf, self.vbuf, self.len = nil, nil, nil, nil, 0
   return self
@@ -198,6 +216,11 @@ end
 -- @tparam Tensor v 4-d, same length n as k
 -- @treturn Tensor k [B, Hkv, T + n, D]
 -- @treturn Tensor v [B, Hkv, T + n, Dv]
+-- @usage
+-- local cache = nn.KVCache()
+-- local k, v = cache:update(attn.randn(1, 2, 3, 8), attn.randn(1, 2, 3, 8))
+-- k, v = cache:update(attn.randn(1, 2, 1, 8), attn.randn(1, 2, 1, 8))   -- appended on dim 3
+-- print(k.shape)                                                   -- attn.Size([1, 2, 4, 8])
 function KVCache:update(k, v)
   check_tensor(k, "KVCache.update", "k", {[4] = true})
   check_tensor(v, "KVCache.update", "v", {[4] = true})

@@ -24,6 +24,9 @@ local fmt_shape, check_size, check_options, check_tensor, check_bool, seq_len = 
 -- pe[p, 2i] = sin(p * w_i), pe[p, 2i+1] = cos(p * w_i) (0-based p and i
 -- as in the formula), w_i = exp(2i * -(ln 10000 / d_model)), computed in
 -- float32 as the Annotated Transformer does.
+-- @usage
+-- local pe = nn.sinusoidal_table(50, 16)                           -- [max_len, d_model]
+-- print(pe.shape, pe[1][2])                                        -- position 1: sin 0, cos 0 = 1
 function M.sinusoidal_table(max_len, d_model)
   max_len = check_size(max_len, "sinusoidal_table", "max_len")
   d_model = check_size(d_model, "sinusoidal_table", "d_model", true)
@@ -44,6 +47,9 @@ M.PositionalEncoding = PositionalEncoding
 -- to x [B, L, d_model] (or [L, d_model]), then dropout.  forward(x [, offset
 -- = 0]) adds the rows of positions offset .. offset + L - 1 (for decoding
 -- step by step).
+-- @usage
+-- local pe = nn.PositionalEncoding(16, 0.1)                        -- sinusoidal, with dropout
+-- print(pe(attn.zeros(2, 10, 16)).shape)                           -- batch-first [B, T, d_model]
 function PositionalEncoding:init(d_model, dropout, max_len)
   self.d_model = check_size(d_model, "PositionalEncoding", "d_model", true)
   self.max_len = check_size(max_len or 5000, "PositionalEncoding", "max_len")
@@ -83,6 +89,9 @@ M.LearnedPositionalEncoding = LearnedPositionalEncoding
 -- Embedding "embedding" [max_len, d_model] (N(0, 1) init, like any
 -- Embedding) whose row for each position is added to x [..., L, d_model];
 -- forward(x [, offset = 0]) uses positions offset .. offset + L - 1.
+-- @usage
+-- local pe = nn.LearnedPositionalEncoding(64, 16)                  -- up to 64 positions, d_model 16
+-- print(pe(attn.zeros(2, 10, 16)).shape)                           -- x + a learned row per position
 function LearnedPositionalEncoding:init(max_len, d_model, dropout)
   local opts = {dropout = dropout}
   self.max_len = check_size(max_len, "LearnedPositionalEncoding", "max_len", true)
@@ -129,6 +138,8 @@ end
 
 --- rope_inv_freq(dim [, base = 10000]) -> [dim/2]: 1 / base^(2i/dim)
 -- (float32, as torch computes it)
+-- @usage
+-- print(nn.rope_inv_freq(8))                                       -- 1 / 10000^(2i/8), i = 0..3
 function M.rope_inv_freq(dim, base)
   dim = check_size(dim, "rope_inv_freq", "dim", true)
   if dim % 2 ~= 0 then error(("rope_inv_freq: dim must be even (got %d)"):format(dim), 2) end
@@ -154,6 +165,9 @@ end
 
 --- rope_cos_sin(dim, positions [, base]) -> cos, sin [L, dim] for a 1-d
 -- tensor (or table) of L positions: cos/sin of cat(p * inv_freq, p * inv_freq).
+-- @usage
+-- local cos, sin = nn.rope_cos_sin(8, attn.arange(1, 5))           -- head dim 8, positions 1..4
+-- print(cos.shape, sin.shape)
 function M.rope_cos_sin(dim, positions, base)
   local inv = M.rope_inv_freq(dim, base)
   if type(positions) == "table" and not is_tensor(positions) then positions = attn.tensor(positions) end
@@ -164,6 +178,8 @@ function M.rope_cos_sin(dim, positions, base)
 end
 
 --- rotate_half(x [..., D]) -> [-x2, x1]
+-- @usage
+-- print(nn.rotate_half(attn.tensor({1.0, 2.0, 3.0, 4.0})))         -- tensor([-3., -4.,  1.,  2.])
 function M.rotate_half(x)
   check_tensor(x, "rotate_half", "x")
   if x:dim() == 0 then error("rotate_half: x must have a last dim to split, got a 0-d tensor", 2) end
@@ -178,6 +194,10 @@ end
 -- a number n (n .. n+L-1), or a tensor/table of L positions; k uses the
 -- same positions, so it needs S == L (rotate cached keys when they are
 -- made).  base may also be given as {base = b}.
+-- @usage
+-- local q, k = attn.randn(1, 1, 4, 8), attn.randn(1, 1, 4, 8)
+-- local qr, kr = nn.apply_rotary(q, k)                             -- positions 1..4
+-- print(qr.shape)
 function M.apply_rotary(q, k, positions, base)
   if type(base) == "table" then base = check_options(base, "apply_rotary", {base = true}).base end
   check_tensor(q, "apply_rotary", "q")
@@ -202,6 +222,11 @@ M.RotaryEmbedding = RotaryEmbedding
 --- RotaryEmbedding(dim [, {base = 10000}]): the non-persistent buffer
 -- inv_freq [dim/2] (as Hugging Face's LLaMA); forward(q, k [, positions])
 -- is apply_rotary with this base.
+-- @usage
+-- local rope = nn.RotaryEmbedding(8)                               -- head dim 8
+-- local q, k = attn.randn(1, 2, 5, 8), attn.randn(1, 2, 5, 8)
+-- local qr, kr = rope(q, k)                                        -- rotated by position
+-- print(qr.shape, kr.shape)
 function RotaryEmbedding:init(dim, base)
   local opts = {base = base}
   self.dim = check_size(dim, "RotaryEmbedding", "dim", true)
@@ -248,6 +273,8 @@ end
 -- 2^(-8/n) with that ratio; otherwise the slopes of the closest smaller
 -- power of two c, followed by every other slope of 2c (its odd-numbered
 -- ones) until there are n.
+-- @usage
+-- print(table.concat(nn.alibi_slopes(4), ", "))                   -- 0.25, 0.0625, 0.015625, 0.00390625
 function M.alibi_slopes(n)
   n = check_size(n, "alibi_slopes", "n", true)
   -- a Lua list of n numbers: refuse counts no model has rather than loop
@@ -267,6 +294,8 @@ end
 -- position when the last query sits at the last key (0 on that diagonal,
 -- -slope per step into the past; positive to the future, which a causal
 -- mask hides).  symmetric: -slope_h * |j - i'| for bidirectional use.
+-- @usage
+-- print(nn.alibi_bias(2, 3).shape)                                 -- [2, 3, 3]: a head's slope times -distance
 function M.alibi_bias(n_heads, L, S, symmetric)
   local opts = {symmetric = symmetric}
   check_bool(opts.symmetric, "alibi_bias", "symmetric")
@@ -284,6 +313,12 @@ M.ALiBi = ALiBi
 --- ALiBi(n_heads [, {symmetric = false}]): the non-persistent buffer
 -- slopes [n_heads]; forward(L [, S]) -> alibi_bias [n_heads, L, S], to add
 -- to the scores (attn_mask_kind = "additive"; it broadcasts over batch).
+-- @usage
+-- local alibi = nn.ALiBi(4)                                        -- 4 heads
+-- local bias = alibi(6)                                            -- [4, 6, 6], added to the scores
+-- local q = attn.randn(1, 4, 6, 8)
+-- local y = attn.scaled_dot_product_attention(q, q, q, {attn_mask = bias, attn_mask_kind = "additive"})
+-- print(bias.shape, y.shape)
 function ALiBi:init(n_heads, symmetric)
   local opts = {symmetric = symmetric}
   check_bool(opts.symmetric, "ALiBi", "symmetric")

@@ -72,6 +72,8 @@ end
 -- tensor, elementwise |a - b| <= atol + rtol * |b| (or a == b; NaN == NaN
 -- only with equal_nan), broadcasting a and b.  Both must have one dtype
 -- (torch's rule); for bool tensors it is a == b.  torch.isclose.
+-- @usage
+-- print(attn.isclose(attn.tensor({1.0, 0 / 0}), attn.tensor({1.0 + 1e-9, 0 / 0}), {equal_nan = true}))
 function M.isclose(a, b, rtol, atol, equal_nan)
   local r, t, e = close_args("isclose", a, b, rtol, atol, equal_nan)
   return attn().no_grad(function() return isclose(a, b, r, t, e) end)
@@ -80,6 +82,9 @@ end
 --- allclose(a, b, rtol = 1e-05, atol = 1e-08, equal_nan = false): whether
 -- isclose holds everywhere, a Lua boolean (true for empty tensors).
 -- torch.allclose.
+-- @usage
+-- local a = attn.tensor({1.0, 2.0})
+-- print(attn.allclose(a, a + 1e-7), attn.allclose(a, a + 1e-3, {rtol = 0, atol = 1e-4}))   -- true false
 function M.allclose(a, b, rtol, atol, equal_nan)
   local r, t, e = close_args("allclose", a, b, rtol, atol, equal_nan)
   return attn().no_grad(function() return isclose(a, b, r, t, e):all():item() end)
@@ -88,6 +93,8 @@ end
 --- equal(a, b): whether a and b have the same shape and the same values
 -- (NaN is never equal; dtypes may differ, compared after promotion as
 -- torch 1.13 does), a Lua boolean.  torch.equal.
+-- @usage
+-- print(attn.equal(attn.ones(2), attn.ones(2)), attn.equal(attn.ones(2), attn.ones(3)))   -- true false
 function M.equal(a, b)
   check_tensor(a, "equal", "input")
   check_tensor(b, "equal", "other")
@@ -149,6 +156,10 @@ end
 --- addmm(input, mat1, mat2, beta = 1, alpha = 1): beta * input + alpha *
 -- (mat1 @ mat2), mat1 [n,m], mat2 [m,p], input broadcast to [n,p]; beta = 0
 -- ignores input's values (NaN included).  Differentiable.  torch.addmm.
+-- @usage
+-- local bias = attn.tensor({1.0, -1.0})
+-- local x, w = attn.ones(3, 4), attn.ones(4, 2)
+-- print(attn.addmm(bias, x, w, {beta = 1, alpha = 0.5}))   -- bias + 0.5 * x @ w
 function M.addmm(input, mat1, mat2, beta, alpha)
   check_tensor(input, "addmm", "input")
   check_dims("addmm", mat1, "mat1", 2)
@@ -176,6 +187,10 @@ end
 --- baddbmm(input, batch1, batch2, beta = 1, alpha = 1): beta * input +
 -- alpha * (batch1 @ batch2) per batch, batch1 [b,n,m], batch2 [b,m,p],
 -- input broadcast to [b,n,p].  Differentiable.  torch.baddbmm.
+-- @usage
+-- local scores = attn.zeros(2, 3, 3)
+-- local q, k = attn.randn(2, 3, 4), attn.randn(2, 4, 3)
+-- print(attn.baddbmm(scores, q, k, {alpha = 0.5}).shape)   -- scores + 0.5 * q @ k per batch
 function M.baddbmm(input, batch1, batch2, beta, alpha)
   check_tensor(input, "baddbmm", "input")
   batches("baddbmm", input, batch1, batch2)
@@ -185,6 +200,10 @@ end
 --- addbmm(input, batch1, batch2, beta = 1, alpha = 1): beta * input +
 -- alpha * (the sum over the batch of batch1[i] @ batch2[i]), input
 -- broadcast to [n,p].  Differentiable.  torch.addbmm.
+-- @usage
+-- local M = attn.zeros(2, 2)
+-- local a, b = attn.ones(3, 2, 4), attn.ones(3, 4, 2)
+-- print(attn.addbmm(M, a, b))                    -- M + sum over the batch of a_i b_i: 12s
 function M.addbmm(input, batch1, batch2, beta, alpha)
   check_tensor(input, "addbmm", "input")
   batches("addbmm", input, batch1, batch2)

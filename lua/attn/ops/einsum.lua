@@ -180,6 +180,9 @@ end
 -- first; '...' broadcasts; a label repeated in one operand takes the
 -- diagonal).  Operands contract left to right, each pair as one batched
 -- matmul.
+-- @usage
+-- local q, k = attn.randn(2, 5, 8), attn.randn(2, 7, 8)
+-- print(attn.einsum("bld,bsd->bls", q, k).shape)   -- attn.Size([2, 5, 7])
 function M.einsum(eq, ...)
   local fn = "einsum"
   if type(eq) ~= "string" then error(("%s: the equation must be a string (got %s)"):format(fn, type(eq)), 2) end
