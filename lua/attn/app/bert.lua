@@ -173,6 +173,10 @@ end
 
 --- config(t [, source]) -> a copy of t with BertConfig's defaults filled
 -- in, checked; source names t in messages (a file name).
+-- @usage
+-- local bert = require "attn.bert"
+-- local c = bert.config({hidden_size = 64, num_attention_heads = 4})
+-- print(c.num_hidden_layers, c.hidden_act, c.layer_norm_eps)      -- BertConfig's defaults: 12 gelu 1e-12
 function bert.config(t, source)
   if source ~= nil and type(source) ~= "string" then
     error(("bert.config: source must be a string naming the config (got %s)"):format(type(source)), 2)
@@ -219,6 +223,12 @@ function bert.config(t, source)
 end
 
 --- read_config(path) -> config (bert.config of the file's JSON object).
+-- @usage
+-- local bert = require "attn.bert"
+-- local path = os.tmpname()
+-- local f = assert(io.open(path, "w")); f:write('{"hidden_size": 32, "num_attention_heads": 4}'); f:close()
+-- print(bert.read_config(path).intermediate_size)                 -- 3072, the default
+-- os.remove(path)
 function bert.read_config(path)
   local t = read_json(path, "bert.read_config")
   if type(t) ~= "table" or t[1] ~= nil then
@@ -342,6 +352,12 @@ bert.BertEmbeddings = BertEmbeddings
 -- c: a config table (bert.config fills the defaults); src: the weight
 -- source (nil: HF's random initialisation); prefix: the state-dict name
 -- prefix of the block's parameters (as in HF's checkpoints).
+-- @usage
+-- local bert = require "attn.bert"
+-- local cfg = bert.config({vocab_size = 30, hidden_size = 8, num_attention_heads = 2, max_position_embeddings = 16})
+-- local emb = bert.BertEmbeddings(cfg)
+-- local ids = attn.tensor({{3, 7, 9}})
+-- print(emb(ids, attn.ones(1, 3):long(), attn.arange(1, 4):reshape(1, 3)).shape)   -- [1, 3, 8]
 function BertEmbeddings:init(c, src, prefix)
   c, prefix = block_args("BertEmbeddings", c, prefix, "embeddings.")
   local pad = c.pad_token_id and (c.pad_token_id + 1) or nil -- 1-based in attn
@@ -367,6 +383,12 @@ bert.BertSelfAttention = BertSelfAttention
 --- BertSelfAttention(c [, src] [, prefix]): query/key/value projections and
 -- multi-head scaled dot-product attention (HF's BertSelfAttention).
 -- c, src, prefix: as for bert.BertEmbeddings.
+-- @usage
+-- local bert = require "attn.bert"
+-- local cfg = bert.config({hidden_size = 8, num_attention_heads = 2})
+-- local sa = bert.BertSelfAttention(cfg)
+-- local y, probs = sa(attn.randn(1, 5, 8), nil, true)            -- need_weights
+-- print(y.shape, probs.shape)                                    -- [1, 5, 8] [1, 2, 5, 5]
 function BertSelfAttention:init(c, src, prefix)
   c, prefix = block_args("BertSelfAttention", c, prefix)
   self.num_attention_heads = c.num_attention_heads
@@ -413,6 +435,12 @@ end
 --- BertSelfOutput(c [, src] [, prefix]): dense [hidden -> hidden], dropout,
 -- LayerNorm of the sum with the residual (HF's BertSelfOutput).
 -- c, src, prefix: as for bert.BertEmbeddings.
+-- @usage
+-- local bert = require "attn.bert"
+-- local cfg = bert.config({hidden_size = 8, num_attention_heads = 2})
+-- local out = bert.BertSelfOutput(cfg)
+-- local h = attn.randn(1, 5, 8)
+-- print(out(h, h).shape)                                         -- LayerNorm(dropout(dense(h)) + residual)
 -- @function BertSelfOutput:init
 
 --- forward(h, residual) -> LayerNorm(dropout(dense(h)) + residual) [B, T,
@@ -423,6 +451,11 @@ local BertSelfOutput = add_norm_block("BertSelfOutput", "hidden_size")
 --- BertOutput(c [, src] [, prefix]): dense [intermediate -> hidden], dropout,
 -- LayerNorm of the sum with the residual (HF's BertOutput).
 -- c, src, prefix: as for bert.BertEmbeddings.
+-- @usage
+-- local bert = require "attn.bert"
+-- local cfg = bert.config({hidden_size = 8, num_attention_heads = 2, intermediate_size = 32})
+-- local h = attn.randn(1, 5, 8)
+-- print(bert.BertOutput(cfg)(attn.randn(1, 5, 32), h).shape)     -- back to [1, 5, 8]
 -- @function BertOutput:init
 
 --- forward(h, residual) -> LayerNorm(dropout(dense(h)) + residual) [B, T,
@@ -436,6 +469,11 @@ bert.BertAttention = BertAttention
 --- BertAttention(c [, src] [, prefix]): BertSelfAttention then
 -- BertSelfOutput (HF's BertAttention).
 -- c, src, prefix: as for bert.BertEmbeddings.
+-- @usage
+-- local bert = require "attn.bert"
+-- local cfg = bert.config({hidden_size = 8, num_attention_heads = 2})
+-- local block = bert.BertAttention(cfg)
+-- print(block(attn.randn(1, 5, 8)).shape)                        -- attn.Size([1, 5, 8])
 function BertAttention:init(c, src, prefix)
   c, prefix = block_args("BertAttention", c, prefix)
   self.self = BertSelfAttention(c, src, prefix .. "self.")
@@ -454,6 +492,10 @@ bert.BertIntermediate = BertIntermediate
 --- BertIntermediate(c [, src] [, prefix]): dense [hidden -> intermediate]
 -- and the config's hidden_act (HF's BertIntermediate).
 -- c, src, prefix: as for bert.BertEmbeddings.
+-- @usage
+-- local bert = require "attn.bert"
+-- local cfg = bert.config({hidden_size = 8, num_attention_heads = 2, intermediate_size = 32})
+-- print(bert.BertIntermediate(cfg)(attn.randn(1, 5, 8)).shape)   -- attn.Size([1, 5, 32])
 function BertIntermediate:init(c, src, prefix)
   c, prefix = block_args("BertIntermediate", c, prefix)
   self.dense = linear(src, c, prefix .. "dense", c.hidden_size, c.intermediate_size)
@@ -471,6 +513,11 @@ bert.BertLayer = BertLayer
 --- BertLayer(c [, src] [, prefix]): attention, intermediate and output
 -- blocks (HF's BertLayer).
 -- c, src, prefix: as for bert.BertEmbeddings.
+-- @usage
+-- local bert = require "attn.bert"
+-- local cfg = bert.config({hidden_size = 8, num_attention_heads = 2, intermediate_size = 16})
+-- local layer = bert.BertLayer(cfg)
+-- print(layer(attn.randn(1, 5, 8)).shape)                        -- attn.Size([1, 5, 8])
 function BertLayer:init(c, src, prefix)
   c, prefix = block_args("BertLayer", c, prefix)
   self.attention = BertAttention(c, src, prefix .. "attention.")
@@ -491,6 +538,11 @@ bert.BertEncoder = BertEncoder
 --- BertEncoder(c [, src] [, prefix]): num_hidden_layers BertLayers in an
 -- nn.ModuleList named `layer` (HF's BertEncoder).
 -- c, src, prefix: as for bert.BertEmbeddings.
+-- @usage
+-- local bert = require "attn.bert"
+-- local cfg = bert.config({hidden_size = 8, num_attention_heads = 2, intermediate_size = 16, num_hidden_layers = 3})
+-- local h, hidden, attentions = bert.BertEncoder(cfg)(attn.randn(1, 5, 8), nil, true)   -- output_attentions
+-- print(h.shape, #attentions)                                    -- [1, 5, 8] 3
 function BertEncoder:init(c, src, prefix)
   c, prefix = block_args("BertEncoder", c, prefix)
   local layers = {}
@@ -521,6 +573,10 @@ bert.BertPooler = BertPooler
 --- BertPooler(c [, src] [, prefix]): dense [hidden -> hidden] and tanh on the
 -- first token (HF's BertPooler).
 -- c, src, prefix: as for bert.BertEmbeddings.
+-- @usage
+-- local bert = require "attn.bert"
+-- local cfg = bert.config({hidden_size = 8, num_attention_heads = 2})
+-- print(bert.BertPooler(cfg)(attn.randn(2, 5, 8)).shape)         -- tanh(dense(the [CLS] vector)): [2, 8]
 function BertPooler:init(c, src, prefix)
   c, prefix = block_args("BertPooler", c, prefix)
   self.dense = linear(src, c, prefix .. "dense", c.hidden_size, c.hidden_size)
@@ -541,6 +597,12 @@ bert.BertModel = BertModel
 
 --- BertModel(config [, {add_pooling_layer = true}]): config is a table of
 -- BertConfig fields (defaults filled in by bert.config).
+-- @usage
+-- local bert = require "attn.bert"
+-- local model = bert.BertModel({vocab_size = 30, hidden_size = 8, num_hidden_layers = 2, num_attention_heads = 2,
+--   intermediate_size = 16, max_position_embeddings = 16})       -- BertConfig fields, defaults filled in
+-- local out = model(attn.tensor({{3, 7, 9, 4}}), {output_attentions = true})   -- 1-based token ids
+-- print(out.last_hidden_state.shape, out.pooler_output.shape, #out.attentions)   -- [1, 4, 8] [1, 8] 2
 function BertModel:init(config, opts, src)
   opts = check_options(opts, "BertModel", {add_pooling_layer = true})
   opt_bool(opts.add_pooling_layer, true, "BertModel", "add_pooling_layer")
@@ -725,6 +787,16 @@ local function normalise(tensors, path, fn)
 end
 
 --- from_pretrained(dir [, opts]) -> model (eval mode), info
+-- @usage
+-- local bert = require "attn.bert"
+-- local dir = os.tmpname(); os.remove(dir); os.execute("mkdir -p " .. dir)
+-- local tiny = '{"vocab_size": 30, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, '
+--   .. '"intermediate_size": 16, "max_position_embeddings": 16}'
+-- local f = assert(io.open(dir .. "/config.json", "w")); f:write(tiny); f:close()
+-- bert.BertModel(bert.json_decode(tiny)):save(dir .. "/model.safetensors")
+-- local model = bert.from_pretrained(dir, {add_pooling_layer = false})   -- e.g. a bert-base-uncased download
+-- print(model(attn.tensor({{2, 5}})).last_hidden_state.shape)
+-- os.execute("rm -rf " .. dir)
 function bert.from_pretrained(dir, opts)
   local fn = "bert.from_pretrained"
   if type(dir) ~= "string" then error(("%s: expected a directory name (got %s)"):format(fn, type(dir)), 2) end
@@ -770,6 +842,16 @@ end
 
 --- BertModel.from_pretrained(dir [, opts]): bert.from_pretrained (call it
 -- with a dot).  transformers.BertModel.from_pretrained.
+-- @usage
+-- local bert = require "attn.bert"
+-- local dir = os.tmpname(); os.remove(dir); os.execute("mkdir -p " .. dir)
+-- local tiny = '{"vocab_size": 30, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, '
+--   .. '"intermediate_size": 16, "max_position_embeddings": 16}'
+-- local f = assert(io.open(dir .. "/config.json", "w")); f:write(tiny); f:close()
+-- bert.BertModel(bert.json_decode(tiny)):save(dir .. "/model.safetensors")   -- a Hugging Face folder's two files
+-- local model, info = bert.BertModel.from_pretrained(dir)
+-- print(#info.missing_keys)                                     -- 0
+-- os.execute("rm -rf " .. dir)
 BertModel.from_pretrained = function(dir, opts)
   if type(dir) == "table" and dir == BertModel then
     error("BertModel.from_pretrained: call it with a dot: bert.BertModel.from_pretrained(dir)", 2)

@@ -94,6 +94,9 @@ end
 
 --- text.unicode_version() -> the Unicode version of the tables ("14.0.0"),
 -- that of the Python which generated lua/attn/app/unicode_data.lua.
+-- @usage
+-- local text = require "attn.text"
+-- print(text.unicode_version())                                  -- the Unicode tables' version, 14.0.0
 function text.unicode_version()
   return B.tables().version
 end
@@ -172,6 +175,10 @@ end
 --   max_input_chars_per_word = 100: longer words become [UNK];
 --   unk_token, sep_token, pad_token, cls_token, mask_token: the special
 --     tokens ("[UNK]", ...); unk_token must be in the vocabulary.
+-- @usage
+-- local text = require "attn.text"
+-- local wp = text.WordPiece.new({"[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "cat", "##s", "sat"})
+-- print(table.concat(wp:tokenize("The cats sat"), " "))           -- the cat ##s sat
 function WordPiece.new(vocab, opts)
   local fn = "WordPiece.new"
   opts = check_opts(fn, opts, new_options)
@@ -261,12 +268,25 @@ end
 
 --- text.read_vocab(path) -> list of the tokens of a vocab.txt, line by
 -- line (a token's 1-based id is its index).
+-- @usage
+-- local text = require "attn.text"
+-- local path = os.tmpname()
+-- local f = assert(io.open(path, "w")); f:write("[PAD]\n[UNK]\nhello\n"); f:close()
+-- print(#text.read_vocab(path))                                  -- 3
+-- os.remove(path)
 function text.read_vocab(path)
   return read_vocab("read_vocab", path)
 end
 
 --- WordPiece.from_file(path [, opts]) -> tokenizer reading vocab.txt at
 -- path (one token per line; id = line number).  opts as WordPiece.new.
+-- @usage
+-- local text = require "attn.text"
+-- local path = os.tmpname()
+-- local f = assert(io.open(path, "w")); f:write("[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n"); f:close()
+-- local wp = text.WordPiece.from_file(path)                      -- a vocab.txt, one token a line
+-- print(wp:encode("hello").input_ids)                            -- tensor([[3, 5, 4]])
+-- os.remove(path)
 function WordPiece.from_file(path, opts)
   local list = read_vocab("WordPiece.from_file", path)
   return WordPiece.new(list, opts)
@@ -282,6 +302,13 @@ local config_keys = {do_lower_case = "lower", strip_accents = "strip_accents",
 -- there (do_lower_case, strip_accents, tokenize_chinese_chars,
 -- model_max_length and the special tokens are taken from it; opts given
 -- here win).  A model_max_length above 10^6 (HF's "no limit") is ignored.
+-- @usage
+-- local text = require "attn.text"
+-- local dir = os.tmpname(); os.remove(dir); os.execute("mkdir -p " .. dir)
+-- local f = assert(io.open(dir .. "/vocab.txt", "w")); f:write("[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n"); f:close()
+-- local wp = text.WordPiece.from_pretrained(dir)                 -- a Hugging Face folder (vocab.txt, tokenizer_config.json)
+-- print(#wp:tokenize("hello there"))
+-- os.execute("rm -rf " .. dir)
 function WordPiece.from_pretrained(dir, opts)
   local fn = "WordPiece.from_pretrained"
   check_string(fn, "dir", dir)
@@ -330,6 +357,10 @@ end
 --- tok:basic_tokenize(s) -> list of words: the text after HF's
 -- BasicTokenizer (cleaning, CJK, lower-casing, accents, punctuation) and
 -- before WordPiece; special tokens in the text are kept whole.
+-- @usage
+-- local text = require "attn.text"
+-- local wp = text.WordPiece.new({"[UNK]", "hello"})
+-- print(table.concat(wp:basic_tokenize("Hello, World!"), " "))    -- hello , world !
 function WordPiece:basic_tokenize(s)
   check_self("WordPiece:basic_tokenize", self)
   check_string("WordPiece:basic_tokenize", "text", s)
@@ -402,6 +433,10 @@ end
 
 --- tok:wordpiece(word) -> list of the WordPiece pieces of one word (no
 -- basic tokenization): {"un", "##aff", "##able"}, or {unk_token}.
+-- @usage
+-- local text = require "attn.text"
+-- local wp = text.WordPiece.new({"[UNK]", "play", "##ing"})
+-- print(table.concat(wp:wordpiece("playing"), " "))               -- play ##ing: one word, greedy longest match
 function WordPiece:wordpiece(word)
   check_self("WordPiece:wordpiece", self)
   check_string("WordPiece:wordpiece", "word", word)
@@ -419,6 +454,10 @@ end
 
 --- tok:tokenize(s) -> list of WordPiece tokens (strings) of the text s.
 -- Special tokens written in s ("[MASK]", case-sensitive) are kept whole.
+-- @usage
+-- local text = require "attn.text"
+-- local wp = text.WordPiece.new({"[UNK]", "un", "##aff", "##able"})
+-- print(table.concat(wp:tokenize("unaffable"), " "))              -- un ##aff ##able
 function WordPiece:tokenize(s)
   check_self("WordPiece:tokenize", self)
   check_string("WordPiece:tokenize", "text", s)
@@ -433,6 +472,10 @@ end
 --- tok:convert_tokens_to_ids(tokens) -> list of 1-based ids (the unknown
 -- token's id for a token not in the vocabulary); a single string gives a
 -- single id.
+-- @usage
+-- local text = require "attn.text"
+-- local wp = text.WordPiece.new({"[PAD]", "[UNK]", "hi"})
+-- print(table.concat(wp:convert_tokens_to_ids({"hi", "nope"}), " "))   -- 3 2: unknown tokens get [UNK]'s id
 function WordPiece:convert_tokens_to_ids(tokens)
   local fn = "WordPiece:convert_tokens_to_ids"
   check_self(fn, self)
@@ -482,6 +525,10 @@ end
 --- tok:convert_ids_to_tokens(ids [, {skip_special_tokens = false}]) ->
 -- list of tokens.  ids: 1-based, a list, a 1-d tensor or a [1,T] tensor
 -- (a single number gives a single token).
+-- @usage
+-- local text = require "attn.text"
+-- local wp = text.WordPiece.new({"[PAD]", "[UNK]", "[CLS]", "[SEP]", "hi"})
+-- print(table.concat(wp:convert_ids_to_tokens({3, 5, 4}), " "))   -- [CLS] hi [SEP]: ids are 1-based
 function WordPiece:convert_ids_to_tokens(ids, opts)
   local fn = "WordPiece:convert_ids_to_tokens"
   check_self(fn, self)
@@ -499,6 +546,10 @@ end
 
 --- tok:convert_tokens_to_string(tokens) -> the tokens joined with spaces,
 -- "##" continuations glued back (HF's convert_tokens_to_string).
+-- @usage
+-- local text = require "attn.text"
+-- local wp = text.WordPiece.new({"[UNK]", "cat", "##s"})
+-- print(wp:convert_tokens_to_string({"cat", "##s"}))              -- cats
 function WordPiece:convert_tokens_to_string(tokens)
   local fn = "WordPiece:convert_tokens_to_string"
   check_self(fn, self)
@@ -539,6 +590,11 @@ end
 -- " n't" " 'm" " 's" " 've" " 're").  skip_special_tokens drops [CLS],
 -- [SEP], [PAD], [MASK] and [UNK], as HF does.  The text is the
 -- normalized one: lower-cased, accents stripped.
+-- @usage
+-- local text = require "attn.text"
+-- local wp = text.WordPiece.new({"[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "cat", "##s"})
+-- local ids = wp:encode("the cats").input_ids
+-- print(wp:decode(ids[1], {skip_special_tokens = true}))          -- the cats
 function WordPiece:decode(ids, opts)
   local fn = "WordPiece:decode"
   check_self(fn, self)
@@ -548,6 +604,10 @@ end
 
 --- tok:decode_batch(ids [, opts]) -> list of strings, one per row of a
 -- [B,T] tensor or list of id lists; opts as decode.
+-- @usage
+-- local text = require "attn.text"
+-- local wp = text.WordPiece.new({"[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "b"})
+-- print(table.concat(wp:decode_batch({{5, 6}, {6}}), " | "))      -- a b | b
 function WordPiece:decode_batch(ids, opts)
   local fn = "WordPiece:decode_batch"
   check_self(fn, self)
@@ -768,6 +828,11 @@ end
 -- IDS ARE 1-BASED (vocab.txt line numbers, HF id + 1); token types are
 -- 1 (first sentence, padding) and 2 (second sentence): see the top of
 -- this file.
+-- @usage
+-- local text = require "attn.text"
+-- local wp = text.WordPiece.new({"[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "cat", "##s", "sat"})
+-- local enc = wp:encode("the cats", "sat", {max_length = 10, padding = "max_length"})   -- a sentence pair
+-- print(enc.input_ids, enc.token_type_ids, enc.attention_mask)
 function WordPiece:encode(a, b, opts)
   local fn = "WordPiece:encode"
   check_self(fn, self)
@@ -792,6 +857,11 @@ end
 -- items: a list whose entries are texts or pairs {a, b}.  opts as
 -- encode, except that padding defaults to "longest" (a tensor needs rows
 -- of one length; padding = false raises if they differ).
+-- @usage
+-- local text = require "attn.text"
+-- local wp = text.WordPiece.new({"[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "cat", "sat"})
+-- local enc = wp:encode_batch({"the cat sat", "the cat"}, {padding = true})   -- padded to the longest
+-- print(enc.input_ids.shape, enc.attention_mask)
 function WordPiece:encode_batch(items, opts)
   local fn = "WordPiece:encode_batch"
   check_self(fn, self)
