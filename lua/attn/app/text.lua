@@ -306,7 +306,7 @@ local config_keys = {do_lower_case = "lower", strip_accents = "strip_accents",
 -- local text = require "attn.text"
 -- local dir = os.tmpname(); os.remove(dir); os.execute("mkdir -p " .. dir)
 -- local f = assert(io.open(dir .. "/vocab.txt", "w")); f:write("[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n"); f:close()
--- local wp = text.WordPiece.from_pretrained(dir)                 -- a Hugging Face folder (vocab.txt, tokenizer_config.json)
+-- local wp = text.WordPiece.from_pretrained(dir)   -- a Hugging Face folder: vocab.txt, tokenizer_config.json
 -- print(#wp:tokenize("hello there"))
 -- os.execute("rm -rf " .. dir)
 function WordPiece.from_pretrained(dir, opts)
