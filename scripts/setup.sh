@@ -29,6 +29,8 @@ if [[ "${1:-}" == "--test" ]]; then
   # with libFuzzer and its sanitizer runtimes (scripts/fuzz.sh); GCC's ASan,
   # UBSan and TSan runtimes (scripts/sanitize.sh, tsan.sh) come with gcc.
   want+=(valgrind clang libclang-rt-14-dev)
+  # scripts/check_deb.sh (the deb suite): dpkg-buildpackage over debian/
+  want+=(dpkg-dev debhelper)
   [[ "${ATTN_NO_TORCH:-0}" == 1 ]] || want+=(python3-torch python3-numpy)
 fi
 if [[ "${1:-}" == "--docs" || "${1:-}" == "--test" ]]; then

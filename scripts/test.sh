@@ -7,6 +7,7 @@
 #   install    installs the build where stock tools find it and uses it as a
 #              user would: lua5.4, busted, pkg-config and CMake hosts, the
 #              installed reference (scripts/check_install.sh)
+#   deb        the Debian packages of debian/, built and checked (scripts/check_deb.sh)
 #   asan       the same suite under AddressSanitizer + UBSan (scripts/sanitize.sh)
 #   tsan       several states in several threads under ThreadSanitizer (scripts/tsan.sh)
 #   valgrind   memcheck over the example host, C tests and a spec subset (scripts/valgrind.sh)
@@ -27,7 +28,7 @@ scripts/setup.sh --test || exit 1
 if (($#)); then
   suites=${ATTN_TEST_SUITES:-normal}
 else
-  suites=${ATTN_TEST_SUITES:-normal lint install asan tsan valgrind fuzz}
+  suites=${ATTN_TEST_SUITES:-normal lint install deb asan tsan valgrind fuzz}
 fi
 logs=build/test-logs
 mkdir -p "$logs"
@@ -37,6 +38,7 @@ suite_normal() { (cd build && ctest --output-on-failure -j"$(nproc)" "$@"); }
 # generated benchmarks page (scripts/lint.sh), over the normal build
 suite_lint() { scripts/lint.sh build; }
 suite_install() { scripts/check_install.sh; }
+suite_deb() { scripts/check_deb.sh; }
 suite_asan() { scripts/sanitize.sh; }
 suite_tsan() { scripts/tsan.sh; }
 suite_valgrind() { scripts/valgrind.sh; }
@@ -51,7 +53,7 @@ suite_fuzz() {
 passed=0 failed=0 summary=()
 for s in $suites; do
   if ! declare -F "suite_$s" >/dev/null; then
-    echo "test: unknown suite '$s' (normal lint install asan tsan valgrind fuzz)" >&2
+    echo "test: unknown suite '$s' (normal lint install deb asan tsan valgrind fuzz)" >&2
     exit 2
   fi
   echo "==== $s"

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Builds the Debian binary packages from debian/ with dpkg-buildpackage, in
+# a copy of the tree (tracked and new files, no build folders), and checks
+# them: the four .debs exist and hold what docs/packaging.md says; unpacked
+# into a scratch root, stock lua5.4 requires attn from lua-attn and the
+# attn interpreter of the attn package runs.
+#   scripts/check_deb.sh
+# Exits 77 (skipped) when dpkg-buildpackage or debhelper is missing
+# (Debian: dpkg-dev debhelper; scripts/setup.sh --test installs them).
+# Ends with "check_deb: passed".
+set -euo pipefail
+cd "$(dirname "$0")/.."
+for tool in dpkg-buildpackage dh lua5.4; do
+  command -v "$tool" >/dev/null || { echo "check_deb: skipped: $tool is not installed (Debian: dpkg-dev debhelper lua5.4)"; exit 77; }
+done
+version=$(<VERSION)
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/attn-deb.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+mkdir "$work/attn-$version"
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  git ls-files -z --cached --others --exclude-standard |
+    while IFS= read -r -d '' f; do [[ -e $f ]] && printf '%s\0' "$f"; done |
+    tar --null -T - -cf - | tar -xf - -C "$work/attn-$version"
+else
+  tar --exclude=./build --exclude='./build-*' --exclude=./build.luarocks --exclude=./out -cf - . |
+    tar -xf - -C "$work/attn-$version"
+fi
+
+echo "check_deb: dpkg-buildpackage -us -uc -b in $work"
+start=$SECONDS
+export DEB_BUILD_OPTIONS="parallel=$(nproc) ${DEB_BUILD_OPTIONS:-}"
+root=()
+[[ $(id -u) -eq 0 ]] || root=(-rfakeroot)
+if ! (cd "$work/attn-$version" && dpkg-buildpackage -us -uc -b "${root[@]}") >"$work/build.log" 2>&1; then
+  tail -n 40 "$work/build.log"
+  echo "check_deb: dpkg-buildpackage failed" >&2
+  exit 1
+fi
+echo "check_deb: built in $((SECONDS - start)) s"
+
+fail=0
+arch=$(dpkg-architecture -qDEB_HOST_ARCH)
+multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
+# package -> files it must hold
+declare -A expect=(
+  [libattn0]="./usr/lib/$multiarch/libattn.so.0 ./usr/lib/$multiarch/libattn_lua.so.0"
+  [libattn-dev]="./usr/include/attn.h ./usr/include/attn_lua.h ./usr/lib/$multiarch/libattn.a ./usr/lib/$multiarch/libattn_lua.a ./usr/lib/$multiarch/pkgconfig/attn.pc ./usr/lib/$multiarch/pkgconfig/attn-lua.pc ./usr/lib/$multiarch/cmake/attn/attnConfig.cmake"
+  [lua-attn]="./usr/lib/$multiarch/lua/5.4/attn/core.so ./usr/share/lua/5.4/attn/init.lua ./usr/share/lua/5.4/attn/nn.lua"
+  [attn]="./usr/bin/attn ./usr/share/doc/attn/reference/index.html"
+)
+for pkg in libattn0 libattn-dev lua-attn attn; do
+  deb=$work/${pkg}_${version}_$arch.deb
+  if [[ ! -f $deb ]]; then
+    echo "FAIL no $(basename "$deb")"
+    fail=1
+    continue
+  fi
+  listing=$(dpkg-deb -c "$deb" | awk '{print $6}')
+  missing=()
+  for f in ${expect[$pkg]}; do grep -qxF "$f" <<<"$listing" || missing+=("$f"); done
+  if ((${#missing[@]})); then
+    echo "FAIL $pkg lacks ${missing[*]}"
+    fail=1
+  else
+    printf 'ok   %-28s %6d KiB, %d files\n' "$(basename "$deb")" $(($(stat -c %s "$deb") / 1024)) "$(wc -l <<<"$listing")"
+  fi
+  dpkg-deb -x "$deb" "$work/root"
+done
+((fail == 0)) || exit 1
+
+# The unpacked packages used as installed ones: lua5.4 with only their paths.
+r=$work/root
+out=$(cd "$work" && env -u LUA_INIT -u LUA_INIT_5_4 LD_LIBRARY_PATH="$r/usr/lib/$multiarch" \
+  LUA_PATH_5_4="$r/usr/share/lua/5.4/?.lua;$r/usr/share/lua/5.4/?/init.lua" \
+  LUA_CPATH_5_4="$r/usr/lib/$multiarch/lua/5.4/?.so" \
+  lua5.4 -e 'local attn = require "attn"; print(attn.info().version, attn.tensor({{1.0, 2}, {3, 4}}):softmax(-1)[1][2])')
+if [[ $out == "$version	0.731058"* ]]; then
+  echo "ok   lua5.4 + lua-attn: $out"
+else
+  echo "FAIL lua5.4 with lua-attn printed '$out'"
+  fail=1
+fi
+out=$(cd "$work" && env -u LUA_INIT -u LUA_INIT_5_4 LUA_PATH_5_4= LUA_CPATH_5_4= \
+  "$r/usr/bin/attn" -e 'print(require("attn").eye(3):sum():item())')
+if [[ $out == 3.0 ]]; then echo "ok   the attn package's interpreter runs"; else
+  echo "FAIL the attn package's interpreter printed '$out'"
+  fail=1
+fi
+if command -v lintian >/dev/null; then
+  echo "check_deb: lintian (warnings reported, not fatal):"
+  lintian "$work"/*.deb 2>&1 | sed 's/^/  /' | head -n 40 || true
+fi
+((fail == 0)) || exit 1
+echo "check_deb: passed"
