@@ -561,6 +561,9 @@ local function entry_markdown(e, out)
     w("```lua")
     w(parts.usage)
     w("```")
+  elseif e.covered then
+    w("")
+    w("The class's example above calls it.")
   end
   w("")
 end
@@ -927,7 +930,8 @@ local function main()
         .. (e.where or "C") .. ")"
     end
     if not e.text then problems[#problems + 1] = "no doc entry: " .. e.name .. " (" .. (e.where or "C") .. ")" end
-    if not e.usage and not covered(e) then
+    e.covered = not e.usage and covered(e)
+    if not e.usage and not e.covered then
       if PENDING[e.name] then
         PENDING[e.name] = "used"
       else
