@@ -67,7 +67,7 @@ end
 -- @treturn Tensor of x's shape
 -- @usage
 -- local activation = require "attn.activation"
--- print(activation.silu(attn.tensor({-1.0, 1.0})))
+-- print(activation.silu(attn.tensor({-1.0, 1.0})))   -- tensor([-0.2689,  0.7311])
 function M.silu(x, inplace)
   check_tensor(x, "silu")
   if bool_arg(inplace, false, "silu", "inplace") then return x:silu_() end
@@ -83,7 +83,7 @@ end
 -- @treturn Tensor of x's shape
 -- @usage
 -- local activation = require "attn.activation"
--- print(activation.leaky_relu(attn.tensor({-1.0, 1.0}), 0.1))
+-- print(activation.leaky_relu(attn.tensor({-1.0, 1.0}), 0.1))   -- tensor([-0.1000,  1.0000])
 function M.leaky_relu(x, negative_slope, inplace)
   check_tensor(x, "leaky_relu")
   local s = number_arg(negative_slope, 0.01, "leaky_relu", "negative_slope")
@@ -100,7 +100,7 @@ end
 -- @treturn Tensor of x's shape
 -- @usage
 -- local activation = require "attn.activation"
--- print(activation.elu(attn.tensor({-1.0, 1.0})))   -- also attn.F.elu
+-- print(activation.elu(attn.tensor({-1.0, 1.0})))   -- tensor([-0.6321,  1.0000]); also attn.F.elu
 function M.elu(x, alpha, inplace)
   check_tensor(x, "elu")
   local a = number_arg(alpha, 1.0, "elu", "alpha")
@@ -120,7 +120,7 @@ end
 -- @treturn Tensor of x's shape
 -- @usage
 -- local activation = require "attn.activation"
--- print(activation.softplus(attn.tensor({-1.0, 1.0}), 2))
+-- print(activation.softplus(attn.tensor({-1.0, 1.0}), 2))   -- beta 2: tensor([0.0635, 1.0635])
 function M.softplus(x, beta, threshold)
   check_tensor(x, "softplus")
   local b = number_arg(beta, 1, "softplus", "beta")
@@ -139,7 +139,7 @@ end
 -- @treturn Tensor of x's shape
 -- @usage
 -- local activation = require "attn.activation"
--- print(activation.mish(attn.tensor({-1.0, 1.0})))
+-- print(activation.mish(attn.tensor({-1.0, 1.0})))   -- tensor([-0.3034,  0.8651])
 function M.mish(x, inplace)
   check_tensor(x, "mish")
   inplace = bool_arg(inplace, false, "mish", "inplace")
@@ -228,7 +228,8 @@ function(self) return ("beta=%s, threshold=%s"):format(pyrepr(self.beta), pyrepr
 -- given positionally or as one table; checks their types (numbers must not
 -- be NaN) and raises on an unknown option.  Called by `nn.SiLU(...)`.
 -- @usage
--- print(nn.SiLU()(attn.tensor({-1.0, 1.0})))
+-- local act = nn.SiLU()                                -- or nn.SiLU(true) to work in place
+-- print(act(attn.tensor({-1.0, 1.0})))                  -- tensor([-0.2689,  0.7311])
 -- @function SiLU:init
 
 --- SiLU:forward(x): silu(x, self.inplace); calling the module (`m(x)`) runs it.
@@ -244,7 +245,8 @@ function(self) return ("beta=%s, threshold=%s"):format(pyrepr(self.beta), pyrepr
 -- given positionally or as one table; checks their types (numbers must not
 -- be NaN) and raises on an unknown option.  Called by `nn.Mish(...)`.
 -- @usage
--- print(nn.Mish()(attn.tensor({-1.0, 1.0})))
+-- local act = nn.Mish()
+-- print(act(attn.tensor({-1.0, 1.0})))                  -- tensor([-0.3034,  0.8651])
 -- @function Mish:init
 
 --- Mish:forward(x): mish(x, self.inplace); calling the module (`m(x)`) runs it.
@@ -279,7 +281,7 @@ function(self) return ("beta=%s, threshold=%s"):format(pyrepr(self.beta), pyrepr
 -- be NaN) and raises on an unknown option.  Called by `nn.ELU(...)`.
 -- @usage
 -- local act = nn.ELU(0.5)                         -- or nn.ELU({alpha = 0.5})
--- print(act(attn.tensor({-1.0, 1.0})), act)
+-- print(act(attn.tensor({-1.0, 1.0})), act)            -- tensor([-0.3161,  1.0000])  ELU(alpha=0.5)
 -- @function ELU:init
 
 --- ELU:forward(x): elu(x, self.alpha, self.inplace); calling the module (`m(x)`) runs it.
@@ -296,7 +298,8 @@ function(self) return ("beta=%s, threshold=%s"):format(pyrepr(self.beta), pyrepr
 -- given positionally or as one table; checks their types (numbers must not
 -- be NaN) and raises on an unknown option.  Called by `nn.Softplus(...)`.
 -- @usage
--- print(nn.Softplus(2, 20)(attn.tensor({-1.0, 1.0})))
+-- local act = nn.Softplus(2, 20)                       -- beta, threshold; or nn.Softplus({beta = 2})
+-- print(act(attn.tensor({-1.0, 1.0})))                  -- tensor([0.0635, 1.0635])
 -- @function Softplus:init
 
 --- Softplus:forward(x): softplus(x, self.beta, self.threshold); calling the module (`m(x)`) runs it.

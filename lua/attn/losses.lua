@@ -101,7 +101,10 @@ M.CrossEntropyLoss = CrossEntropyLoss
 -- -100; compared with the targets as given, so a real class is 1-based),
 -- reduction ("mean", "sum" or "none"), label_smoothing (0..1), and torch's
 -- deprecated size_average/reduce.  Unknown options raise.
--- @usage local loss_fn = nn.CrossEntropyLoss({ignore_index = 1, label_smoothing = 0.1})
+-- @usage
+-- local loss_fn = nn.CrossEntropyLoss({ignore_index = 1, label_smoothing = 0.1})   -- class 1: padding
+-- local logits = attn.tensor({{0.0, 2.0, 0.0}, {1.0, 0.0, 0.0}, {0.0, 0.0, 3.0}})
+-- print(loss_fn(logits, attn.tensor({2, 1, 3})))      -- tensor(0.3339): the mean over the 2 rows kept
 function CrossEntropyLoss:init(...)
   local fn = "CrossEntropyLoss"
   local o = parse(fn, {"weight", "size_average", "ignore_index", "reduce", "reduction", "label_smoothing"}, ...)
@@ -178,7 +181,7 @@ M.KLDivLoss = KLDivLoss
 -- @usage
 -- local loss_fn = nn.KLDivLoss({reduction = "batchmean", log_target = true})
 -- local log_p = attn.tensor({{0.3, 0.7}}):log()
--- print(loss_fn(log_p, attn.tensor({{0.5, 0.5}}):log()))
+-- print(loss_fn(log_p, attn.tensor({{0.5, 0.5}}):log()))   -- tensor(0.0872)
 function KLDivLoss:init(...)
   local fn = "KLDivLoss"
   local o = parse(fn, {"size_average", "reduce", "reduction", "log_target"}, ...)
@@ -273,7 +276,7 @@ simple("HuberLoss", "huber_loss", {"reduction", "delta"}, {"delta", 1.0, true})
 -- non-negative number, else an error).
 -- @usage
 -- local loss_fn = nn.SmoothL1Loss({beta = 0.5})
--- print(loss_fn(attn.tensor({0.0, 2.0}), attn.tensor({0.1, 0.0})))
+-- print(loss_fn(attn.tensor({0.0, 2.0}), attn.tensor({0.1, 0.0})))   -- tensor(0.8800)
 -- @function SmoothL1Loss:init
 
 --- SmoothL1Loss:forward(input, target): F.smooth_l1_loss(input, target,
@@ -285,7 +288,7 @@ simple("HuberLoss", "huber_loss", {"reduction", "delta"}, {"delta", 1.0, true})
 -- positive number, else an error).
 -- @usage
 -- local loss_fn = nn.HuberLoss({delta = 0.5})
--- print(loss_fn(attn.tensor({0.0, 2.0}), attn.tensor({0.1, 0.0})))
+-- print(loss_fn(attn.tensor({0.0, 2.0}), attn.tensor({0.1, 0.0})))   -- tensor(0.4400)
 -- @function HuberLoss:init
 
 --- HuberLoss:forward(input, target): F.huber_loss(input, target,
@@ -306,7 +309,7 @@ M.BCELoss = BCELoss
 -- @usage
 -- local loss_fn = nn.BCELoss()
 -- local probs = attn.tensor({0.9, 0.2})
--- print(loss_fn(probs, attn.tensor({1.0, 0.0})))
+-- print(loss_fn(probs, attn.tensor({1.0, 0.0})))   -- tensor(0.1643)
 function BCELoss:init(...)
   local o = parse("BCELoss", {"weight", "size_average", "reduce", "reduction"}, ...)
   buffer(self, "BCELoss", "weight", o.weight)
@@ -328,7 +331,7 @@ M.BCEWithLogitsLoss = BCEWithLogitsLoss
 -- buffers; reduction, size_average/reduce.
 -- @usage
 -- local loss_fn = nn.BCEWithLogitsLoss({pos_weight = attn.tensor({3.0})})   -- positives weigh 3x
--- print(loss_fn(attn.tensor({0.5, -1.0}), attn.tensor({1.0, 0.0})))
+-- print(loss_fn(attn.tensor({0.5, -1.0}), attn.tensor({1.0, 0.0})))   -- tensor(0.8677)
 function BCEWithLogitsLoss:init(...)
   local fn = "BCEWithLogitsLoss"
   local o = parse(fn, {"weight", "size_average", "reduce", "reduction", "pos_weight"}, ...)

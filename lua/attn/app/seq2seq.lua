@@ -210,6 +210,7 @@ end
 -- local enc = attn.randn(2, 7, 16)
 -- local keys = att:precompute(enc)                                 -- the source-only half of the scores
 -- local context = att(attn.randn(2, 16), enc, {keys = keys})
+-- print(keys.shape, context.shape)                                 -- [2, 7, 16] [2, 16]
 function LuongAttention:precompute(enc)
   check_tensor(enc, "LuongAttention.precompute", "encoder_outputs", {false, false, self.hidden})
   if self.score ~= "concat" then return nil end
@@ -252,6 +253,12 @@ end
 --- forward(h_t [B, H], enc [B, S, H] [, opts]) -> context [B, H],
 -- weights [B, S] (and p_t [B] for local-p).  opts: mask [B, S] (1 = real
 -- token), keys (from precompute), t (the 1-based decoder step, local-m).
+-- @usage
+-- local h, enc = attn.randn(2, 16), attn.randn(2, 7, 16)             -- h_t [B, H], encoder outputs [B, S, H]
+-- local att_m = nn.LuongAttention(16, {mode = "local-m", D = 1})
+-- local context, weights = att_m(h, enc, {t = 3})                     -- step t = 3 attends to sources 2..4
+-- local att_p = nn.LuongAttention(16, {mode = "local-p", D = 2})
+-- print(att_p(h, enc, {mask = attn.ones(2, 7)}))                      -- context [2, 16], weights [2, 7], p_t [2]
 function LuongAttention:forward(h, enc, opts)
   opts = check_options(opts, "LuongAttention", {mask = true, keys = true, t = true})
   local B, S = check_query("LuongAttention", h, "h_t", self.hidden, enc, self.hidden)
@@ -362,6 +369,11 @@ end
 -- weights [B, S].  opts: mask [B, S] (1 = real token), keys (from
 -- precompute; computed here when absent).  The tutorial's shapes work too:
 -- query [B, 1, Hd] gives context [B, 1, He] and weights [B, 1, S].
+-- @usage
+-- local att = nn.BahdanauAttention(16, {tutorial = true})             -- the PyTorch tutorial's module
+-- local query, keys = attn.randn(2, 1, 16), attn.randn(2, 7, 16)      -- query [B, 1, H], encoder [B, S, H]
+-- local context, weights = att(query, keys)
+-- print(context.shape, weights.shape)                                 -- [2, 1, 16] [2, 1, 7]
 function BahdanauAttention:forward(s, enc, opts)
   opts = check_options(opts, "BahdanauAttention", {mask = true, keys = true})
   local step_dim = is_tensor(s) and s:dim() == 3
@@ -459,7 +471,7 @@ end
 -- local step = nn.AttnDecoderStep(nn.GRUCell(8 + 16, 16), nn.BahdanauAttention(16, 16, 10))
 -- local keys = step:precompute(enc)                                -- once per source sequence
 -- local out = step(attn.randn(2, 8), nil, enc, {keys = keys})
--- print(out.shape)
+-- print(out.shape)                                                -- [2, 16]
 function AttnDecoderStep:precompute(enc)
   return self.attention:precompute(enc)
 end
@@ -468,6 +480,12 @@ end
 -- new state, weights [B, S], context [B, C].  state is nil (zeros) or
 -- {h = [B, H], c = [B, H] (LSTM), feed = [B, H] (input feeding)}; missing
 -- entries are zeros.  opts go to the attention (mask, keys, t).
+-- @usage
+-- local step = nn.AttnDecoderStep(nn.LSTMCell(8 + 16, 16), nn.LuongAttention(16), {input_feeding = true})
+-- local enc, state = attn.randn(2, 7, 16), nil                        -- nil: zero h, c and feed
+-- local out, weights
+-- for _ = 1, 3 do out, state, weights = step(attn.randn(2, 8), state, enc) end   -- state: {h =, c =, feed =}
+-- print(out.shape, state.c.shape, weights.shape)                      -- [2, 16] [2, 16] [2, 7]
 function AttnDecoderStep:forward(y, state, enc, opts)
   local fn = "AttnDecoderStep"
   local ys = check_tensor(y, fn, "y_prev", {false, false})
