@@ -224,9 +224,12 @@ module("Softplus", {"beta", "threshold"}, function(self, o, name)
 end, function(self, x) return M.softplus(x, self.beta, self.threshold) end,
 function(self) return ("beta=%s, threshold=%s"):format(pyrepr(self.beta), pyrepr(self.threshold)) end)
 
---- SiLU:init(...): stores the constructor's arguments (inplace),
--- given positionally or as one table; checks their types (numbers must not
--- be NaN) and raises on an unknown option.  Called by `nn.SiLU(...)`.
+--- SiLU:init([inplace = false]), called by `nn.SiLU(...)`: the SiLU (swish)
+-- activation as a module, x * sigmoid(x) elementwise on any shape, output
+-- of the input's shape (F.silu); inplace overwrites the input and returns
+-- it.  torch.nn.SiLU.  The argument comes positionally or in one table
+-- (`nn.SiLU{inplace = true}`); its type is checked and an unknown option
+-- raises.
 -- @usage
 -- local act = nn.SiLU()                                -- or nn.SiLU(true) to work in place
 -- print(act(attn.tensor({-1.0, 1.0})))                  -- tensor([-0.2689,  0.7311])
@@ -241,9 +244,11 @@ function(self) return ("beta=%s, threshold=%s"):format(pyrepr(self.beta), pyrepr
 -- @treturn string
 -- @function SiLU:extra_repr
 
---- Mish:init(...): stores the constructor's arguments (inplace),
--- given positionally or as one table; checks their types (numbers must not
--- be NaN) and raises on an unknown option.  Called by `nn.Mish(...)`.
+--- Mish:init([inplace = false]), called by `nn.Mish(...)`: the Mish
+-- activation as a module, x * tanh(softplus(x)) elementwise on any shape,
+-- output of the input's shape (F.mish); inplace overwrites the input and
+-- returns it.  torch.nn.Mish.  The argument comes positionally or in one
+-- table; its type is checked and an unknown option raises.
 -- @usage
 -- local act = nn.Mish()
 -- print(act(attn.tensor({-1.0, 1.0})))                  -- tensor([-0.3034,  0.8651])
@@ -258,9 +263,13 @@ function(self) return ("beta=%s, threshold=%s"):format(pyrepr(self.beta), pyrepr
 -- @treturn string
 -- @function Mish:extra_repr
 
---- LeakyReLU:init(...): stores the constructor's arguments (negative_slope, inplace),
--- given positionally or as one table; checks their types (numbers must not
--- be NaN) and raises on an unknown option.  Called by `nn.LeakyReLU(...)`.
+--- LeakyReLU:init([negative_slope = 0.01 [, inplace = false]]), called by
+-- `nn.LeakyReLU(...)`: the leaky ReLU as a module, x where x > 0 and
+-- negative_slope * x elsewhere, elementwise on any shape (F.leaky_relu);
+-- inplace overwrites the input and returns it.  torch.nn.LeakyReLU.  The
+-- arguments come positionally or in one table
+-- (`nn.LeakyReLU{negative_slope = 0.2}`); their types are checked
+-- (numbers must not be NaN) and an unknown option raises.
 -- @usage
 -- local act = nn.LeakyReLU(0.2)
 -- print(act(attn.tensor({-1.0, 1.0})))                  -- tensor([-0.2000,  1.0000])
@@ -276,9 +285,12 @@ function(self) return ("beta=%s, threshold=%s"):format(pyrepr(self.beta), pyrepr
 -- @treturn string
 -- @function LeakyReLU:extra_repr
 
---- ELU:init(...): stores the constructor's arguments (alpha, inplace),
--- given positionally or as one table; checks their types (numbers must not
--- be NaN) and raises on an unknown option.  Called by `nn.ELU(...)`.
+--- ELU:init([alpha = 1.0 [, inplace = false]]), called by `nn.ELU(...)`:
+-- the exponential linear unit as a module, x where x > 0 and
+-- alpha * (e^x - 1) elsewhere, elementwise on any shape (F.elu); inplace
+-- overwrites the input and returns it.  torch.nn.ELU.  The arguments come
+-- positionally or in one table (`nn.ELU{alpha = 0.5}`); their types are
+-- checked (numbers must not be NaN) and an unknown option raises.
 -- @usage
 -- local act = nn.ELU(0.5)                         -- or nn.ELU({alpha = 0.5})
 -- print(act(attn.tensor({-1.0, 1.0})), act)            -- tensor([-0.3161,  1.0000])  ELU(alpha=0.5)
@@ -294,9 +306,12 @@ function(self) return ("beta=%s, threshold=%s"):format(pyrepr(self.beta), pyrepr
 -- @treturn string
 -- @function ELU:extra_repr
 
---- Softplus:init(...): stores the constructor's arguments (beta, threshold),
--- given positionally or as one table; checks their types (numbers must not
--- be NaN) and raises on an unknown option.  Called by `nn.Softplus(...)`.
+--- Softplus:init([beta = 1 [, threshold = 20]]), called by
+-- `nn.Softplus(...)`: the softplus activation as a module,
+-- log(1 + e^(beta x)) / beta elementwise on any shape, and x itself where
+-- beta x > threshold (F.softplus).  torch.nn.Softplus.  The arguments come
+-- positionally or in one table (`nn.Softplus{beta = 2}`); their types are
+-- checked (numbers must not be NaN) and an unknown option raises.
 -- @usage
 -- local act = nn.Softplus(2, 20)                       -- beta, threshold; or nn.Softplus({beta = 2})
 -- print(act(attn.tensor({-1.0, 1.0})))                  -- tensor([0.0635, 1.0635])

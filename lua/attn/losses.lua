@@ -95,7 +95,10 @@ end
 local CrossEntropyLoss = nn.Module:extend("CrossEntropyLoss")
 M.CrossEntropyLoss = CrossEntropyLoss
 
---- CrossEntropyLoss([weight] [, opts]): stores the options for forward.
+--- CrossEntropyLoss([weight] [, opts]): the cross entropy of logits
+-- against class numbers or class probabilities, log_softmax over the class
+-- dim then the negative log-likelihood (F.cross_entropy); forward takes
+-- input [N, C], [C] or [N, C, d...] and target (see forward).
 -- torch.nn.CrossEntropyLoss.  opts: weight (a [C] tensor of class weights,
 -- also accepted as the first argument; a buffer), ignore_index (default
 -- -100; compared with the targets as given, so a real class is 1-based),
@@ -139,7 +142,10 @@ end
 local NLLLoss = nn.Module:extend("NLLLoss")
 M.NLLLoss = NLLLoss
 
---- NLLLoss([weight] [, opts]): stores the options for forward.
+--- NLLLoss([weight] [, opts]): the negative log-likelihood loss,
+-- -input[n][target[n]] (times the class weight) reduced, for
+-- log-probabilities input [N, C], [C] or [N, C, d...] and 1-based class
+-- numbers target (F.nll_loss).
 -- torch.nn.NLLLoss.  opts: weight ([C], or the first argument; a buffer),
 -- ignore_index (default -100; 1-based for a real class), reduction
 -- ("mean", "sum", "none"), size_average/reduce (deprecated, as torch).
@@ -174,7 +180,9 @@ end
 local KLDivLoss = nn.Module:extend("KLDivLoss")
 M.KLDivLoss = KLDivLoss
 
---- KLDivLoss([opts]): stores the options for forward.  torch.nn.KLDivLoss.
+--- KLDivLoss([opts]): the Kullback-Leibler divergence loss(input, target)
+-- with input log-probabilities, elementwise target * (log target - input),
+-- reduced (F.kl_div).  torch.nn.KLDivLoss.
 -- opts: reduction ("mean" over every element as torch, "batchmean" for
 -- the KL divergence per batch item, "sum", "none"), log_target (false:
 -- target holds probabilities; true: log-probabilities), size_average/reduce.
@@ -249,8 +257,12 @@ simple("SmoothL1Loss", "smooth_l1_loss", {"size_average", "reduce", "reduction",
 -- @table HuberLoss
 simple("HuberLoss", "huber_loss", {"reduction", "delta"}, {"delta", 1.0, true})
 
---- MSELoss:init([opts]): stores reduction ("mean", "sum", "none"; torch's
--- deprecated size_average/reduce mapped to it); unknown options raise.
+--- MSELoss:init([size_average [, reduce [, reduction = "mean"]]]), called by
+-- `nn.MSELoss(...)`: the mean squared error loss(input, target), the
+-- elementwise (input - target)^2 averaged ("mean"), summed ("sum") or
+-- kept ("none") (F.mse_loss).  torch.nn.MSELoss.  The arguments come in
+-- torch's order or in one table (`nn.MSELoss{reduction = "sum"}`); torch's
+-- deprecated size_average/reduce map to reduction; unknown options raise.
 -- @usage
 -- local loss_fn = nn.MSELoss()
 -- print(loss_fn(attn.tensor({1.0, 2.0}), attn.tensor({0.0, 4.0})))   -- tensor(2.5000)
@@ -261,7 +273,12 @@ simple("HuberLoss", "huber_loss", {"reduction", "delta"}, {"delta", 1.0, true})
 -- @treturn Tensor 0-d, or the broadcast shape with reduction "none"
 -- @function MSELoss:forward
 
---- L1Loss:init([opts]): stores reduction (as MSELoss:init).
+--- L1Loss:init([size_average [, reduce [, reduction = "mean"]]]), called by
+-- `nn.L1Loss(...)`: the mean absolute error loss(input, target), the
+-- elementwise |input - target| averaged ("mean"), summed ("sum") or kept
+-- ("none") (F.l1_loss).  torch.nn.L1Loss.  The arguments come in torch's
+-- order or in one table (`nn.L1Loss{reduction = "sum"}`); torch's
+-- deprecated size_average/reduce map to reduction; unknown options raise.
 -- @usage
 -- local loss_fn = nn.L1Loss({reduction = "sum"})
 -- print(loss_fn(attn.tensor({1.0, 2.0}), attn.tensor({0.0, 0.0})))   -- tensor(3.)
@@ -272,8 +289,14 @@ simple("HuberLoss", "huber_loss", {"reduction", "delta"}, {"delta", 1.0, true})
 -- @treturn Tensor 0-d, or the broadcast shape with reduction "none"
 -- @function L1Loss:forward
 
---- SmoothL1Loss:init([opts]): stores reduction and beta (default 1.0; a
--- non-negative number, else an error).
+--- SmoothL1Loss:init([size_average [, reduce [, reduction = "mean"
+-- [, beta = 1.0]]]]), called by `nn.SmoothL1Loss(...)`: with
+-- z = |input - target| elementwise, 0.5 z^2 / beta where z < beta and
+-- z - 0.5 beta elsewhere (beta = 0 is the L1 loss), then reduced as
+-- reduction says (F.smooth_l1_loss).  torch.nn.SmoothL1Loss.  The
+-- arguments come in torch's order or in one table
+-- (`nn.SmoothL1Loss{beta = 0.5}`); beta must be a non-negative number,
+-- else an error; unknown options raise.
 -- @usage
 -- local loss_fn = nn.SmoothL1Loss({beta = 0.5})
 -- print(loss_fn(attn.tensor({0.0, 2.0}), attn.tensor({0.1, 0.0})))   -- tensor(0.8800)
@@ -284,8 +307,13 @@ simple("HuberLoss", "huber_loss", {"reduction", "delta"}, {"delta", 1.0, true})
 -- @treturn Tensor 0-d, or the broadcast shape with reduction "none"
 -- @function SmoothL1Loss:forward
 
---- HuberLoss:init([opts]): stores reduction and delta (default 1.0; a
--- positive number, else an error).
+--- HuberLoss:init([reduction = "mean" [, delta = 1.0]]), called by
+-- `nn.HuberLoss(...)`: with z = |input - target| elementwise, 0.5 z^2
+-- where z < delta and delta * (z - 0.5 delta) elsewhere (SmoothL1Loss with
+-- beta = delta, times delta), then reduced as reduction says
+-- (F.huber_loss).  torch.nn.HuberLoss.  The arguments come in torch's
+-- order or in one table (`nn.HuberLoss{delta = 0.5}`); delta must be a
+-- positive number, else an error; unknown options raise.
 -- @usage
 -- local loss_fn = nn.HuberLoss({delta = 0.5})
 -- print(loss_fn(attn.tensor({0.0, 2.0}), attn.tensor({0.1, 0.0})))   -- tensor(0.4400)
@@ -302,7 +330,10 @@ simple("HuberLoss", "huber_loss", {"reduction", "delta"}, {"delta", 1.0, true})
 local BCELoss = nn.Module:extend("BCELoss")
 M.BCELoss = BCELoss
 
---- BCELoss([weight] [, opts]): stores the options for forward.
+--- BCELoss([weight] [, opts]): the binary cross entropy of probabilities
+-- input against targets in [0, 1] of the same shape,
+-- -(t log p + (1 - t) log(1 - p)) elementwise, reduced
+-- (F.binary_cross_entropy).
 -- torch.nn.BCELoss.  opts: weight (a tensor broadcast with the input,
 -- weighing each element; also the first argument; a buffer), reduction,
 -- size_average/reduce.
@@ -325,7 +356,9 @@ end
 local BCEWithLogitsLoss = nn.Module:extend("BCEWithLogitsLoss")
 M.BCEWithLogitsLoss = BCEWithLogitsLoss
 
---- BCEWithLogitsLoss([weight] [, opts]): stores the options for forward.
+--- BCEWithLogitsLoss([weight] [, opts]): the binary cross entropy of
+-- logits (a sigmoid then BCELoss, computed stably in one step) against
+-- targets of the same shape (F.binary_cross_entropy_with_logits).
 -- torch.nn.BCEWithLogitsLoss.  opts: weight (per element, broadcast; also
 -- the first argument), pos_weight (per class, along the last dim), both
 -- buffers; reduction, size_average/reduce.
