@@ -804,9 +804,17 @@ end
 -- h' = act(x W_ih^T + b_ih + h W_hh^T + b_hh).
 local RNN = RNNBase:extend("RNN")
 M.RNN = RNN
---- RNN:init(input_size, hidden_size [, num_layers] [, opts]): checks the
--- options and registers the parameters of each layer and direction (see
--- nn.RNN above); called by `nn.RNN(...)`.
+--- RNN:init(input_size, hidden_size [, num_layers] [, opts]), called by
+-- `nn.RNN(...)`: an Elman RNN over a whole sequence, per step
+-- h' = act(x W_ih^T + b_ih + h W_hh^T + b_hh) with act tanh (or relu), for
+-- num_layers stacked layers (each the input of the next) and, with
+-- bidirectional, a reverse direction too.  opts (or torch's positional
+-- order num_layers, nonlinearity, bias, batch_first, dropout,
+-- bidirectional): num_layers = 1, nonlinearity = "tanh" | "relu",
+-- bias = true, batch_first = false, dropout = 0 (between layers, in
+-- training), bidirectional = false.  Registers weight_ih_l0, weight_hh_l0,
+-- bias_ih_l0, bias_hh_l0, ... with torch's names and init; calling it runs
+-- RNNBase:forward.  torch.nn.RNN.
 -- @usage
 -- local rnn = nn.RNN(4, 6, {nonlinearity = "relu"})
 -- local out, h = rnn(attn.randn(5, 2, 4))          -- [T, B, input] (batch_first = false)
@@ -820,8 +828,14 @@ end
 -- step over the sequence, layers and directions as torch's nn.GRU.
 local GRU = RNNBase:extend("GRU")
 M.GRU = GRU
---- GRU:init(input_size, hidden_size [, num_layers] [, opts]): as RNN:init,
--- with three gates (r, z, n) per weight; called by `nn.GRU(...)`.
+--- GRU:init(input_size, hidden_size [, num_layers] [, opts]), called by
+-- `nn.GRU(...)`: a gated recurrent unit over a whole sequence, per step
+-- nn.GRUCell's r = sigmoid(x W_ir^T + b_ir + h W_hr^T + b_hr), z likewise,
+-- n = tanh(x W_in^T + b_in + r * (h W_hn^T + b_hn)),
+-- h' = (1 - z) * n + z * h; layers and directions as nn.RNN.  opts (or
+-- torch's positional order num_layers, bias, batch_first, dropout,
+-- bidirectional) as RNN:init without nonlinearity; each weight stacks the
+-- three gates (r, z, n).  torch.nn.GRU.
 -- @usage
 -- local gru = nn.GRU(10, 20, 2, true, true)        -- input 10, hidden 20, 2 layers, bias, batch_first
 -- local out, h = gru(attn.randn(3, 5, 10))         -- [B, T, input]
@@ -835,9 +849,15 @@ end
 -- step; opts also take proj_size (h = (o * tanh(c)) W_hr^T, of that size).
 local LSTM = RNNBase:extend("LSTM")
 M.LSTM = LSTM
---- LSTM:init(input_size, hidden_size [, num_layers] [, opts]): as RNN:init,
--- with four gates (i, f, g, o) and, with proj_size, weight_hr_l*; called by
--- `nn.LSTM(...)`.
+--- LSTM:init(input_size, hidden_size [, num_layers] [, opts]), called by
+-- `nn.LSTM(...)`: a long short-term memory over a whole sequence, per step
+-- nn.LSTMCell's gates i, f, o (sigmoid) and g (tanh) of
+-- x W_ih^T + b_ih + h W_hh^T + b_hh, c' = f * c + i * g and
+-- h' = o * tanh(c'); layers and directions as nn.RNN.  The state is the
+-- pair {h, c}.  opts (or torch's positional order num_layers, bias,
+-- batch_first, dropout, bidirectional, proj_size) as GRU:init plus
+-- proj_size = 0 (when > 0, h' = (o * tanh(c')) W_hr^T of that size, the
+-- weight weight_hr_l*).  torch.nn.LSTM.
 -- @usage
 -- local lstm = nn.LSTM(8, 16, {batch_first = true})
 -- local out, state = lstm(attn.randn(2, 7, 8))
