@@ -117,6 +117,7 @@ local function normal(t, mean, std, gen) t:normal_(mean, std, gen) end
 -- @usage
 -- local w = attn.empty(2, 3)
 -- nn.init.uniform_(w, -0.1, 0.1)
+-- print(w:min():item() >= -0.1, w:max():item() < 0.1)            -- true true
 function M.uniform_(t, a, b, gen)
   check_tensor(t, "uniform_")
   a, b = opt_number(a, 0.0, "uniform_", "a"), opt_number(b, 1.0, "uniform_", "b")
@@ -126,8 +127,9 @@ end
 --- normal_(t [, mean = 0] [, std = 1] [, gen]) -> t: fills t with normal
 -- samples without recording a graph.  torch.nn.init.normal_.
 -- @usage
--- local w = attn.empty(4, 4)
--- nn.init.normal_(w, 0, 0.02)
+-- local w = attn.empty(256, 256)
+-- nn.init.normal_(w, 0, 0.02)                                     -- GPT-2's init of its weights
+-- print(w:std())                                                  -- tensor(0.0200)
 function M.normal_(t, mean, std, gen)
   check_tensor(t, "normal_")
   mean, std = opt_number(mean, 0.0, "normal_", "mean"), opt_number(std, 1.0, "normal_", "std")
@@ -149,6 +151,7 @@ end
 -- @usage
 -- local lin = nn.Linear(4, 4)
 -- nn.init.zeros_(lin.bias)
+-- print(lin.bias)                                                 -- tensor([0., 0., 0., 0.], requires_grad=True)
 function M.zeros_(t)
   check_tensor(t, "zeros_")
   return no_grad(function(x) x:zero_() end, t)
@@ -158,6 +161,7 @@ end
 -- @usage
 -- local g = attn.empty(4)
 -- nn.init.ones_(g)
+-- print(g)                                                        -- tensor([1., 1., 1., 1.])
 function M.ones_(t)
   check_tensor(t, "ones_")
   return no_grad(function(x) x:fill_(1) end, t)
@@ -186,7 +190,8 @@ end
 -- a = gain * sqrt(6 / (fan_in + fan_out)).  torch.nn.init.xavier_uniform_.
 -- @usage
 -- local lin = nn.Linear(16, 16)
--- nn.init.xavier_uniform_(lin.weight, nn.init.calculate_gain("tanh"))
+-- nn.init.xavier_uniform_(lin.weight, nn.init.calculate_gain("tanh"))   -- in [-a, a], a = 5/3 * sqrt(6 / 32)
+-- print(lin.weight:abs():max():item() <= 5 / 3 * math.sqrt(6 / 32))         -- true
 function M.xavier_uniform_(t, gain, gen)
   check_tensor(t, "xavier_uniform_")
   gain = opt_number(gain, 1.0, "xavier_uniform_", "gain")
@@ -197,8 +202,9 @@ end
 --- xavier_normal_(t [, gain = 1] [, gen]) -> t: normal with std
 -- gain * sqrt(2 / (fan_in + fan_out)).  torch.nn.init.xavier_normal_.
 -- @usage
--- local w = attn.empty(8, 8)
--- nn.init.xavier_normal_(w)
+-- local w = attn.empty(256, 256)
+-- nn.init.xavier_normal_(w)                                       -- std sqrt(2 / (256 + 256)) = 0.0625
+-- print(w:std())                                                  -- tensor(0.0624)
 function M.xavier_normal_(t, gain, gen)
   check_tensor(t, "xavier_normal_")
   gain = opt_number(gain, 1.0, "xavier_normal_", "gain")
@@ -239,6 +245,7 @@ end
 -- @usage
 -- local w = attn.empty(16, 8)
 -- nn.init.kaiming_uniform_(w, math.sqrt(5))                       -- how nn.Linear initialises its weight
+-- print(w:abs():max():item() <= 1 / math.sqrt(8))                  -- true: bound 1 / sqrt(fan_in)
 function M.kaiming_uniform_(t, a, mode, nonlinearity, gen)
   check_tensor(t, "kaiming_uniform_")
   a, mode, nonlinearity, gen = kaiming_args("kaiming_uniform_", a, mode, nonlinearity, gen)
@@ -252,8 +259,9 @@ end
 -- options table, as kaiming_uniform_): normal with std
 -- calculate_gain(nonlinearity, a) / sqrt(fan).  torch.nn.init.kaiming_normal_.
 -- @usage
--- local w = attn.empty(16, 8)
--- nn.init.kaiming_normal_(w, {mode = "fan_out", nonlinearity = "relu"})
+-- local w = attn.empty(256, 128)
+-- nn.init.kaiming_normal_(w, {mode = "fan_out", nonlinearity = "relu"})   -- std sqrt(2 / 256) = 0.0884
+-- print(w:std())                                                  -- tensor(0.0885)
 function M.kaiming_normal_(t, a, mode, nonlinearity, gen)
   check_tensor(t, "kaiming_normal_")
   a, mode, nonlinearity, gen = kaiming_args("kaiming_normal_", a, mode, nonlinearity, gen)
@@ -267,6 +275,7 @@ end
 -- @usage
 -- local w = attn.empty(10, 5)
 -- nn.init.sparse_(w, 0.3)                                        -- 30% of each column zero
+-- print(w:eq(0):sum(1))                                           -- tensor([3, 3, 3, 3, 3])
 function M.sparse_(t, sparsity, std, gen)
   check_tensor(t, "sparse_")
   check_number(sparsity, "sparse_", "sparsity")

@@ -716,9 +716,10 @@ end
 --- apply(fn): fn(m) for every descendant (children first), then fn(self).
 -- @usage
 -- local model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 1))
--- model:apply(function(m)
+-- model:apply(function(m)                               -- each submodule, then the model itself
 --   if nn.isinstance(m, nn.Linear) then nn.init.zeros_(m.bias) end
 -- end)
+-- print(model[3].bias)                                  -- tensor([0.], requires_grad=True)
 function Module:apply(fn)
   local mt = getmetatable(fn)
   if type(fn) ~= "function" and not (mt and mt.__call) then
@@ -1034,7 +1035,7 @@ end
 -- @return self
 -- @usage
 -- local m = nn.Linear(2, 2):to(attn.float64)                      -- or :to("cpu"), :to({dtype = ...})
--- print(m.weight.dtype)
+-- print(m.weight.dtype)                                            -- attn.float64
 function Module:to(...)
   local args = table.pack(...)
   if args.n == 0 then error("to: expected a device, a dtype, a tensor or {device =, dtype =}", 2) end
@@ -1082,7 +1083,8 @@ end
 --- cpu() -> self: every module is on the CPU already.  torch's module.cpu.
 -- @return self
 -- @usage
--- local m = nn.Linear(2, 2):cpu()                   -- returns the module itself
+-- local m = nn.Linear(2, 2)
+-- print(m:cpu() == m)                               -- true: returns the module itself
 function Module:cpu()
   return self
 end
@@ -1110,7 +1112,7 @@ end
 -- @return self
 -- @usage
 -- local m = nn.Linear(4, 4):bfloat16()             -- parameters stored as bfloat16
--- print(m.weight.dtype)
+-- print(m.weight.dtype)                             -- attn.bfloat16
 function Module:bfloat16()
   return convert_floats(self, as_dtype("bfloat16") or error("bfloat16: this build of attn has no bfloat16 dtype", 2))
 end
@@ -1120,7 +1122,7 @@ end
 -- @return self
 -- @usage
 -- local m = nn.Linear(2, 2):double()                -- float64 storage of the parameters
--- print(m.weight.dtype)
+-- print(m.weight.dtype)                             -- attn.float64
 function Module:double()
   return convert_floats(self, as_dtype("float64") or error("double: this build of attn has no float64 dtype", 2))
 end
@@ -1130,7 +1132,7 @@ end
 -- @return self
 -- @usage
 -- local m = nn.Linear(2, 2):double():float()         -- back to float32
--- print(m.weight.dtype)
+-- print(m.weight.dtype)                              -- attn.float32
 function Module:float()
   return convert_floats(self, attn.float32)
 end
@@ -1149,6 +1151,12 @@ Handle.__index = Handle
 --- handle:remove(): takes the hook off its module (torch's
 -- RemovableHandle.remove); a second call does nothing.  A handle also
 -- works as a to-be-closed variable: `local h <close> = m:register_forward_hook(fn)`.
+-- @usage
+-- local lin = nn.Linear(2, 2)
+-- local handle = lin:register_forward_hook(function() print("hook ran") end)
+-- lin(attn.ones(1, 2))                                 -- hook ran
+-- handle:remove()
+-- lin(attn.ones(1, 2))                                 -- prints nothing: the hook is off
 function Handle:remove()
   local m = self._module[1]
   local h = m and rawget(m, "_hooks")

@@ -125,6 +125,7 @@ end
 -- local ddp = nn.DistributedDataParallel(model)
 -- model.used(attn.randn(3, 2)):sum():backward()    -- "unused" got no gradient
 -- ddp:sync_gradients()                             -- complete the averaging before the step
+-- print(model.used.weight.grad.shape)              -- attn.Size([2, 2]), averaged over the ranks
 function DDP:sync_gradients()
   self._reducer:finish()
 end
@@ -138,10 +139,12 @@ function DDP:bucket_count() return self._reducer:buckets() end
 --- ddp:no_sync([fn, ...]): see nn.DistributedDataParallel.
 -- @usage
 -- local ddp = nn.DistributedDataParallel(nn.Linear(4, 2))
+-- local x = attn.ones(2, 4)
 -- ddp:no_sync(function()                          -- accumulate without averaging
---   ddp(attn.randn(2, 4)):sum():backward()
+--   ddp(x):sum():backward()
 -- end)
--- ddp(attn.randn(2, 4)):sum():backward()          -- this backward averages the sum
+-- ddp(x):sum():backward()                         -- this backward averages the sum
+-- print(ddp.module.bias.grad)                     -- tensor([4., 4.]): both passes' gradients
 function DDP:no_sync(fn, ...)
   local r = self._reducer
   if fn ~= nil and type(fn) ~= "function" then
@@ -176,7 +179,8 @@ nn.utils = {
 -- @usage
 -- local model = nn.Linear(4, 1)
 -- model(attn.randn(8, 4)):sum():backward()
--- nn.utils.clip_grad_norm_(model:parameters(), 0.5)   -- torch.nn.utils.clip_grad_norm_
+-- local total = nn.utils.clip_grad_norm_(model:parameters(), 0.5)   -- the norm before clipping
+-- print(total)                                     -- tensor(10.3219); the grads' total norm is now 0.5
 -- @function utils.clip_grad_norm_
 
 --- utils.clip_grad_value_(parameters, clip_value): attn.optim.clip_grad_value_,
@@ -186,6 +190,7 @@ nn.utils = {
 -- local w = nn.Parameter(attn.ones(2))
 -- w:mul(3):sum():backward()
 -- nn.utils.clip_grad_value_({w}, 1.0)
+-- print(w.grad)                                     -- tensor([1., 1.]): 3 clamped to 1
 -- @function utils.clip_grad_value_
 
 -- torch's signatures (attn/signature.lua); DDP reads its options itself
