@@ -131,7 +131,7 @@ nn.ModuleList = ModuleList
 -- local layers = nn.ModuleList({nn.Linear(4, 4), nn.Linear(4, 4)})
 -- local x = attn.randn(2, 4)
 -- for _, layer in ipairs(layers) do x = layer(x):relu() end
--- print(#layers, x.shape)
+-- print(#layers, x.shape)                                        -- 2 attn.Size([2, 4])
 function ModuleList:init(modules)
   if modules ~= nil then self:extend(modules) end
 end
@@ -232,7 +232,7 @@ local update_from
 -- -- a list of {name, module} pairs: torch registers in the dict's order
 -- local heads = nn.ModuleDict({{"cls", nn.Linear(8, 2)}, {"reg", nn.Linear(8, 1)}})
 -- local x = attn.randn(4, 8)
--- print(heads.cls(x).shape, heads.reg(x).shape)
+-- print(heads.cls(x).shape, heads.reg(x).shape)                 -- attn.Size([4, 2]) attn.Size([4, 1])
 function ModuleDict:init(modules)
   if modules ~= nil then update_from(self, modules, "ModuleDict") end
 end

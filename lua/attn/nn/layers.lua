@@ -420,7 +420,7 @@ activation("GELU", function(self, x) return attn.gelu(x, self.approximate) end,
 -- anything else raises).
 -- @usage
 -- local act = nn.GELU("tanh")                           -- or nn.GELU() for the exact form
--- print(act(attn.tensor({-1.0, 0.0, 1.0})))
+-- print(act(attn.tensor({-1.0, 0.0, 1.0})))              -- tensor([-0.1588,  0.0000,  0.8412])
 function nn.GELU:init(approximate)
   if approximate == nil then approximate = "none" end
   if approximate ~= "none" and approximate ~= "tanh" then
@@ -473,7 +473,7 @@ nn.LogSoftmax.init = dim_init("LogSoftmax")
 -- @tparam Tensor x any shape
 -- @treturn Tensor of x's shape
 -- @usage
--- print(nn.Tanh()(attn.tensor({0.0, 1.0})))
+-- print(nn.Tanh()(attn.tensor({0.0, 1.0})))              -- tensor([0.0000, 0.7616])
 -- @function Tanh:forward
 
 --- nn.Sigmoid(): x:sigmoid() as a module; Sigmoid:forward(x) computes it.
@@ -489,7 +489,7 @@ nn.LogSoftmax.init = dim_init("LogSoftmax")
 -- end); anything else raises.
 -- @usage
 -- local m = nn.Softmax(-1)
--- print(m(attn.tensor({{1.0, 2.0, 3.0}})))
+-- print(m(attn.tensor({{1.0, 2.0, 3.0}})))               -- tensor([[0.0900, 0.2447, 0.6652]])
 -- @function Softmax:init
 
 --- Softmax:forward(x): x:softmax(self.dim).
@@ -503,7 +503,7 @@ nn.LogSoftmax.init = dim_init("LogSoftmax")
 --- LogSoftmax:init(dim): stores dim, as Softmax:init.
 -- @usage
 -- local m = nn.LogSoftmax(-1)
--- print(m(attn.randn(2, 3)):exp():sum(-1))
+-- print(m(attn.randn(2, 3)):exp():sum(-1))               -- tensor([1., 1.]): log-probabilities
 -- @function LogSoftmax:init
 
 --- LogSoftmax:forward(x): x:log_softmax(self.dim).
@@ -659,7 +659,7 @@ end
 -- local cell = nn.LSTMCell(4, 8)
 -- local h, c = attn.zeros(2, 8), attn.zeros(2, 8)
 -- h, c = cell(attn.randn(2, 4), {h, c})                 -- returns the new h and c
--- print(h.shape, c.shape)
+-- print(h.shape, c.shape)                              -- attn.Size([2, 8]) attn.Size([2, 8])
 -- @function LSTMCell:init
 local LSTMCell = cell_class("LSTMCell", 4)
 
