@@ -393,6 +393,12 @@ end
 -- nesterov = false [, opts]): torch's positional order, and any of them
 -- plus maximize = false in a trailing options table: SGD(params, 0.1, 0.9)
 -- or SGD(params, {lr = 0.1, momentum = 0.9}).
+-- @usage
+-- local model = nn.Linear(4, 1)
+-- local opt = optim.SGD(model:parameters(), 0.1, 0.9)          -- lr 0.1, momentum 0.9
+-- model(attn.randn(8, 4)):pow(2):mean():backward()
+-- opt:step(); opt:zero_grad()
+-- print(opt.param_groups[1].momentum)                         -- 0.9
 optim.SGD = class("SGD", {lr = REQUIRED, momentum = 0, dampening = 0, weight_decay = 0, nesterov = false,
   maximize = false}, function(d)
   if d.lr ~= REQUIRED and d.lr < 0 then error("Invalid learning rate: " .. fmt(d.lr)) end
@@ -485,6 +491,12 @@ end
 -- weight_decay = 0 (added to the gradient), amsgrad = false [, opts]):
 -- positional as torch, or in a trailing options table (maximize = false
 -- too): Adam(params, 1e-3, {0.9, 0.98}) or Adam(params, {lr = 1e-3}).
+-- @usage
+-- local model = nn.Linear(4, 1)
+-- local opt = optim.Adam(model:parameters(), {lr = 1e-3, betas = {0.9, 0.98}, eps = 1e-9})
+-- model(attn.randn(8, 4)):pow(2):mean():backward()
+-- opt:step(); opt:zero_grad()
+-- print(opt.param_groups[1].lr)                               -- 0.001
 optim.Adam = class("Adam", {lr = 1e-3, betas = {0.9, 0.999}, eps = 1e-8, weight_decay = 0, amsgrad = false,
   maximize = false}, check_adam, {"lr", "betas", "eps", "weight_decay", "amsgrad"})
 
@@ -500,6 +512,11 @@ end
 -- weight_decay = 1e-2 (decoupled: p *= 1 - lr * weight_decay),
 -- amsgrad = false [, opts]): positional as torch, or in a trailing
 -- options table (maximize = false too).
+-- @usage
+-- local model = nn.Linear(4, 1)
+-- local opt = optim.AdamW(model:parameters(), {lr = 3e-4, weight_decay = 0.1})   -- decoupled decay
+-- model(attn.randn(8, 4)):pow(2):mean():backward()
+-- opt:step(); opt:zero_grad()
 optim.AdamW = class("AdamW", {lr = 1e-3, betas = {0.9, 0.999}, eps = 1e-8, weight_decay = 1e-2,
   amsgrad = false, maximize = false}, check_adam, {"lr", "betas", "eps", "weight_decay", "amsgrad"})
 
@@ -517,6 +534,11 @@ end
 --- RMSprop(params, lr = 1e-2, alpha = 0.99, eps = 1e-8, weight_decay = 0,
 -- momentum = 0, centered = false [, opts]): positional as torch, or in a
 -- trailing options table (maximize = false too).
+-- @usage
+-- local model = nn.Linear(4, 1)
+-- local opt = optim.RMSprop(model:parameters(), 0.01, 0.99, {momentum = 0.9})
+-- model(attn.randn(8, 4)):pow(2):mean():backward()
+-- opt:step(); opt:zero_grad()
 optim.RMSprop = class("RMSprop", {lr = 1e-2, alpha = 0.99, eps = 1e-8, weight_decay = 0, momentum = 0,
   centered = false, maximize = false}, function(d)
   if d.lr < 0 then error("Invalid learning rate: " .. fmt(d.lr)) end
@@ -727,6 +749,11 @@ end
 -- arguments after the optimizer go in torch's order or in a trailing
 -- options table: StepLR(opt, 2, 0.5) or StepLR(opt, {step_size = 2,
 -- gamma = 0.5}).
+-- @usage
+-- local opt = optim.SGD(nn.Linear(4, 2):parameters(), 0.1)
+-- local sched = optim.StepLR(opt, 2, 0.5)                    -- halve the rate every 2 epochs
+-- for _ = 1, 4 do opt:step(); sched:step() end
+-- print(sched:get_last_lr()[1])                              -- 0.025
 optim.StepLR = scheduler_class("StepLR")
 sched_ctor(optim.StepLR, {"step_size", "gamma", "last_epoch"}, nil, function(cls, a, optimizer)
   local step_size, gamma, last_epoch = a.step_size, a.gamma, a.last_epoch
@@ -765,6 +792,11 @@ end
 
 --- LambdaLR(optimizer, fn, last_epoch = -1): lr = initial_lr * fn(epoch);
 -- fn may be a list with one function per parameter group.
+-- @usage
+-- local opt = optim.SGD(nn.Linear(4, 2):parameters(), 0.1)
+-- local sched = optim.LambdaLR(opt, function(epoch) return 0.5 ^ epoch end)
+-- opt:step(); sched:step()
+-- print(sched:get_last_lr()[1])                              -- 0.05
 optim.LambdaLR = scheduler_class("LambdaLR")
 local function lambda_new(cls, optimizer, fn, last_epoch, name)
   local n = type(optimizer) == "table" and type(optimizer.param_groups) == "table" and #optimizer.param_groups or 0
@@ -827,6 +859,11 @@ end
 --- NoamLR(optimizer, {d_model =, warmup =, factor = 1}, last_epoch = -1):
 -- LambdaLR with noam_rate, so lr = initial_lr * noam_rate(epoch, ...).
 -- Give the optimiser lr = 1 for the Annotated Transformer's schedule.
+-- @usage
+-- local opt = optim.Adam(nn.Linear(8, 8):parameters(), {lr = 1, betas = {0.9, 0.98}, eps = 1e-9})
+-- local sched = optim.NoamLR(opt, {d_model = 512, warmup = 4000})
+-- opt:step(); sched:step()
+-- print(sched:get_last_lr()[1] == optim.noam_rate(1, 512, 1, 4000))   -- true
 optim.NoamLR = scheduler_class("NoamLR")
 setmetatable(optim.NoamLR, {__index = optim.LambdaLR, __call = function(cls, optimizer, opts, last_epoch)
   if type(opts) ~= "table" or type(opts.d_model) ~= "number" or type(opts.warmup) ~= "number" then
@@ -852,6 +889,11 @@ end})
 --- MultiStepLR(optimizer, milestones, gamma = 0.1, last_epoch = -1):
 -- multiplies the rate by gamma at each epoch listed in milestones (an
 -- epoch listed twice: by gamma^2).
+-- @usage
+-- local opt = optim.SGD(nn.Linear(4, 2):parameters(), 0.1)
+-- local sched = optim.MultiStepLR(opt, {2, 4}, 0.1)            -- 0.1 until epoch 2, 0.01 until 4, then 0.001
+-- for _ = 1, 4 do opt:step(); sched:step() end
+-- print(sched:get_last_lr()[1])                              -- about 0.001
 optim.MultiStepLR = scheduler_class("MultiStepLR")
 sched_ctor(optim.MultiStepLR, {"milestones", "gamma", "last_epoch"}, {milestones = true}, function(cls, a, optimizer)
   local fn = "MultiStepLR"
@@ -893,6 +935,12 @@ end
 
 --- ConstantLR(optimizer, factor = 1/3, total_iters = 5, last_epoch = -1):
 -- the rate times factor until epoch total_iters, then the rate.
+-- @usage
+-- local opt = optim.SGD(nn.Linear(4, 2):parameters(), 0.1)
+-- local sched = optim.ConstantLR(opt, 0.5, 2)                -- 0.05 for 2 epochs, then 0.1
+-- print(sched:get_last_lr()[1])                              -- 0.05
+-- for _ = 1, 2 do opt:step(); sched:step() end
+-- print(sched:get_last_lr()[1])                              -- 0.1
 optim.ConstantLR = scheduler_class("ConstantLR")
 sched_ctor(optim.ConstantLR, {"factor", "total_iters", "last_epoch"}, nil, function(cls, a, optimizer)
   local fn = "ConstantLR"
@@ -926,6 +974,11 @@ end
 --- LinearLR(optimizer, start_factor = 1/3, end_factor = 1, total_iters = 5,
 -- last_epoch = -1): the factor goes linearly from start_factor to
 -- end_factor over total_iters epochs (torch's chainable form, step by step).
+-- @usage
+-- local opt = optim.SGD(nn.Linear(4, 2):parameters(), 0.1)
+-- local warmup = optim.LinearLR(opt, {start_factor = 0.25, total_iters = 3})   -- 0.025 up to 0.1 in 3 steps
+-- for _ = 1, 3 do opt:step(); warmup:step() end
+-- print(warmup:get_last_lr()[1])                             -- 0.1
 optim.LinearLR = scheduler_class("LinearLR")
 sched_ctor(optim.LinearLR, {"start_factor", "end_factor", "total_iters", "last_epoch"}, nil,
   function(cls, a, optimizer)
@@ -965,6 +1018,11 @@ end
 
 --- ExponentialLR(optimizer, gamma, last_epoch = -1): the rate times gamma
 -- every epoch.
+-- @usage
+-- local opt = optim.SGD(nn.Linear(4, 2):parameters(), 0.1)
+-- local sched = optim.ExponentialLR(opt, 0.9)
+-- for _ = 1, 2 do opt:step(); sched:step() end
+-- print(sched:get_last_lr()[1])                              -- 0.1 * 0.9^2 = 0.081
 optim.ExponentialLR = scheduler_class("ExponentialLR")
 sched_ctor(optim.ExponentialLR, {"gamma", "last_epoch"}, nil, function(cls, a, optimizer)
   local self = setmetatable({gamma = check_num("ExponentialLR", "gamma", a.gamma)}, cls)
@@ -991,6 +1049,11 @@ end
 
 --- PolynomialLR(optimizer, total_iters = 5, power = 1, last_epoch = -1):
 -- the rate decays as (1 - epoch / total_iters)^power until total_iters.
+-- @usage
+-- local opt = optim.SGD(nn.Linear(4, 2):parameters(), 0.1)
+-- local sched = optim.PolynomialLR(opt, 4, 2)               -- total_iters 4, power 2
+-- for _ = 1, 2 do opt:step(); sched:step() end
+-- print(sched:get_last_lr()[1])                              -- 0.1 * (1 - 2/4)^2 = 0.025
 optim.PolynomialLR = scheduler_class("PolynomialLR")
 sched_ctor(optim.PolynomialLR, {"total_iters", "power", "last_epoch"}, nil, function(cls, a, optimizer)
   local fn = "PolynomialLR"
@@ -1021,6 +1084,11 @@ end
 --- MultiplicativeLR(optimizer, lr_lambda, last_epoch = -1): the rate times
 -- lr_lambda(epoch) every epoch after the first (one function, or a list
 -- with one per parameter group).
+-- @usage
+-- local opt = optim.SGD(nn.Linear(4, 2):parameters(), 0.1)
+-- local sched = optim.MultiplicativeLR(opt, function(epoch) return 0.95 end)
+-- for _ = 1, 2 do opt:step(); sched:step() end
+-- print(sched:get_last_lr()[1])                              -- 0.1 * 0.95^2 = 0.09025
 optim.MultiplicativeLR = scheduler_class("MultiplicativeLR")
 sched_ctor(optim.MultiplicativeLR, {"lr_lambda", "last_epoch"}, {lr_lambda = true}, function(cls, a, optimizer)
   return lambda_new(cls, optimizer, a.lr_lambda, a.last_epoch, "MultiplicativeLR")
@@ -1054,6 +1122,11 @@ end
 -- cosine annealing from the initial rate to eta_min over T_max epochs
 -- (and back up over the next T_max, as torch), computed with torch's
 -- recursive (chainable) formula so the rates equal torch's bit for bit.
+-- @usage
+-- local opt = optim.SGD(nn.Linear(4, 2):parameters(), 0.1)
+-- local sched = optim.CosineAnnealingLR(opt, 10, 0.001)      -- T_max 10, eta_min 0.001
+-- for _ = 1, 10 do opt:step(); sched:step() end
+-- print(sched:get_last_lr()[1])                              -- 0.001 at epoch T_max
 optim.CosineAnnealingLR = scheduler_class("CosineAnnealingLR")
 sched_ctor(optim.CosineAnnealingLR, {"T_max", "eta_min", "last_epoch"}, nil, function(cls, a, optimizer)
   local fn = "CosineAnnealingLR"
@@ -1098,6 +1171,11 @@ end
 -- last_epoch = -1): cosine annealing restarted after T_0 epochs, then
 -- T_0 * T_mult, ...; step(epoch) takes fractional epochs (epoch + i /
 -- iters within an epoch) as torch.
+-- @usage
+-- local opt = optim.SGD(nn.Linear(4, 2):parameters(), 0.1)
+-- local sched = optim.CosineAnnealingWarmRestarts(opt, 5, 2)  -- restarts after 5, then 10 epochs
+-- for _ = 1, 5 do opt:step(); sched:step() end
+-- print(sched:get_last_lr()[1])                              -- 0.1: the first restart
 optim.CosineAnnealingWarmRestarts = scheduler_class("CosineAnnealingWarmRestarts")
 sched_ctor(optim.CosineAnnealingWarmRestarts, {"T_0", "T_mult", "eta_min", "last_epoch"}, nil,
   function(cls, a, optimizer)
@@ -1191,6 +1269,11 @@ end
 -- total_steps (or epochs * steps_per_epoch) steps, while the momentum
 -- (SGD's momentum, Adam's betas[1]) cycles the other way.  Stepping past
 -- total_steps raises, as torch.
+-- @usage
+-- local opt = optim.SGD(nn.Linear(4, 2):parameters(), 0.1, 0.9)
+-- local sched = optim.OneCycleLR(opt, 0.1, {epochs = 2, steps_per_epoch = 50})   -- step once per batch
+-- for _ = 1, 29 do opt:step(); sched:step() end
+-- print(sched:get_last_lr()[1])                              -- 0.1: the peak, 30% into the 100 steps
 optim.OneCycleLR = scheduler_class("OneCycleLR")
 sched_ctor(optim.OneCycleLR, {"max_lr", "total_steps", "epochs", "steps_per_epoch", "pct_start", "anneal_strategy",
   "cycle_momentum", "base_momentum", "max_momentum", "div_factor", "final_div_factor", "three_phase", "last_epoch"},
@@ -1355,6 +1438,13 @@ end
 --- SequentialLR(optimizer, schedulers, milestones, last_epoch = -1): runs
 -- schedulers[1] until epoch milestones[1], then schedulers[2] (started
 -- afresh with step(0)), and so on.  scheduler:step() takes no epoch.
+-- @usage
+-- local opt = optim.SGD(nn.Linear(4, 2):parameters(), 0.1)
+-- local warmup = optim.LinearLR(opt, {start_factor = 0.1, total_iters = 5})
+-- local decay = optim.ExponentialLR(opt, 0.9)
+-- local sched = optim.SequentialLR(opt, {warmup, decay}, {5})   -- warm up for 5 epochs, then decay
+-- for _ = 1, 6 do opt:step(); sched:step() end
+-- print(sched:get_last_lr()[1])                              -- 0.09
 optim.SequentialLR = scheduler_class("SequentialLR")
 sched_ctor(optim.SequentialLR, {"schedulers", "milestones", "last_epoch"}, {schedulers = true, milestones = true},
   function(cls, a, optimizer)
@@ -1420,6 +1510,11 @@ function optim.SequentialLR:load_state_dict(sd) return nested_load_state_dict(se
 
 --- ChainedScheduler(schedulers): steps every scheduler of the list (all of
 -- one optimizer) at each step, so their factors multiply.
+-- @usage
+-- local opt = optim.SGD(nn.Linear(4, 2):parameters(), 1)
+-- local sched = optim.ChainedScheduler({optim.ConstantLR(opt, 0.1, 2), optim.ExponentialLR(opt, 0.9)})
+-- opt:step(); sched:step()
+-- print(sched:get_last_lr()[1])                              -- 1 * 0.1 * 0.9 = 0.09
 optim.ChainedScheduler = scheduler_class("ChainedScheduler")
 setmetatable(optim.ChainedScheduler, {__index = Scheduler, __call = function(cls, ...)
   local a = torch_args("ChainedScheduler", {"schedulers"}, nil, {schedulers = true}, ...)
@@ -1468,6 +1563,11 @@ function optim.ChainedScheduler:load_state_dict(sd) return nested_load_state_dic
 -- eps = 1e-8): scheduler:step(metric) multiplies the rates by factor
 -- (not below min_lr, a number or one per group) once the metric (a
 -- number or a 0-d tensor) has not improved for more than patience steps.
+-- @usage
+-- local opt = optim.SGD(nn.Linear(4, 2):parameters(), 0.1)
+-- local sched = optim.ReduceLROnPlateau(opt, "min", 0.5, 2)  -- halve after 2 epochs without progress
+-- for _, val_loss in ipairs({1.0, 0.9, 0.9, 0.9, 0.9}) do sched:step(val_loss) end
+-- print(opt.param_groups[1].lr)                              -- 0.05
 optim.ReduceLROnPlateau = scheduler_class("ReduceLROnPlateau")
 sched_ctor(optim.ReduceLROnPlateau, {"mode", "factor", "patience", "threshold", "threshold_mode", "cooldown",
   "min_lr", "eps"}, {min_lr = true}, function(cls, a, optimizer)
