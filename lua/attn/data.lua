@@ -306,9 +306,14 @@ function Vocab:decode(ids)
 end
 
 --- #vocab: the number of words, unk included.
+-- @usage
+-- local v = data.Vocab({"the", "cat", "sat"})
+-- print(#v)                                          -- 4: the 3 words and "<unk>"
 function Vocab:__len() return self.size end
 
 --- tostring(vocab): "Vocab(size=N, unk=...)", the unk token quoted or none.
+-- @usage
+-- print(data.Vocab({"the", "cat"}))                  -- Vocab(size=3, unk='<unk>')
 function Vocab:__tostring()
   return string.format("Vocab(size=%d, unk=%s)", self.size, self.unk and ("'" .. self.unk .. "'") or "none")
 end
@@ -440,9 +445,14 @@ function CharTable:decode(ids)
 end
 
 --- #table: the number of characters.
+-- @usage
+-- local ct = data.CharTable({"abc", "cab"})
+-- print(#ct)                                         -- 5: a, b, c and the start and stop marks
 function CharTable:__len() return self.size end
 
 --- tostring(table): "CharTable(size=N, chars='...')".
+-- @usage
+-- print(data.CharTable({"hi"}))                      -- CharTable(size=4, chars='$^hi')
 function CharTable:__tostring()
   return string.format("CharTable(size=%d, chars='%s')", self.size, table.concat(self.chars))
 end
@@ -869,7 +879,7 @@ DistributedSampler.__index = DistributedSampler
 -- opts.rank default to attn.dist.size() and attn.dist.rank().
 --   s:set_epoch(e)    reshuffle for epoch e (call it each epoch, as in torch)
 --   s:indices()       this rank's 1-based indices as a Lua list
---   #s, s:len()       how many
+--   s:len(), #s       how many
 --   for i in s:iter() do ... end
 -- @usage
 -- local sampler = data.DistributedSampler(10, {num_replicas = 2, rank = 0, seed = 1})
@@ -922,14 +932,32 @@ function data.DistributedSampler(n, ...)
   return self
 end
 
+--- sampler:set_epoch(epoch): the epoch (an integer) that, added to the seed,
+-- seeds the shuffle, so each epoch draws a new permutation, the same on
+-- every rank.  Call it before each epoch, as in torch.
+-- @usage
+-- local sampler = data.DistributedSampler(8, {num_replicas = 2, rank = 1})
+-- sampler:set_epoch(1)                               -- call it at the start of each epoch
+-- print(table.concat(sampler:indices(), " "))        -- 5 7 4 1, as torch (1-based)
 function DistributedSampler:set_epoch(epoch)
   if math.type(epoch) ~= "integer" then error("set_epoch: epoch must be an integer", 2) end
   self.epoch = epoch
 end
 
+--- sampler:len() -> the number of indices this rank gets each epoch:
+-- ceil(n / num_replicas), or with drop_last the tail dropped; also `#sampler`.
+-- @usage
+-- local sampler = data.DistributedSampler(10, {num_replicas = 4, rank = 0})
+-- print(sampler:len(), #sampler)                     -- 3 3: ceil(10 / 4), the list padded to 12
 function DistributedSampler:len() return self.num_samples end
 DistributedSampler.__len = DistributedSampler.len
 
+--- sampler:indices() -> this rank's 1-based indices for the current epoch,
+-- a Lua list: every num_replicas-th index of the (shuffled, padded) list,
+-- starting at position rank + 1.
+-- @usage
+-- local sampler = data.DistributedSampler(6, 2, 0, false)   -- 2 replicas, rank 0, no shuffle
+-- print(table.concat(sampler:indices(), " "))        -- 1 3 5
 function DistributedSampler:indices()
   local n = self.n
   local all
@@ -951,6 +979,11 @@ function DistributedSampler:indices()
   return out
 end
 
+--- sampler:iter() -> an iterator over sampler:indices(): `for i in
+-- sampler:iter() do`.  A DataLoader takes the sampler itself ({sampler = s}).
+-- @usage
+-- local sampler = data.DistributedSampler(6, {num_replicas = 2, rank = 1, shuffle = false})
+-- for i in sampler:iter() do print(i) end            -- 2, 4, 6
 function DistributedSampler:iter()
   local idx, i = self:indices(), 0
   return function()

@@ -123,9 +123,16 @@ function M.TensorDataset(...)
 end
 
 --- ds:len() -> the number of items (the size of dim 1); also `#ds`.
+-- @usage
+-- local ds = data.TensorDataset(attn.randn(5, 2), attn.arange(5))
+-- print(ds:len(), #ds)                               -- 5 5
 function TensorDatasetMethods.len(self) return self._n end
 
 --- ds:get(i) -> item i, the list {t1[i], t2[i], ...}; also `ds[i]`.
+-- @usage
+-- local ds = data.TensorDataset(attn.randn(5, 2), attn.arange(5))
+-- local x, y = table.unpack(ds:get(-1))              -- the last item; ds[-1] too
+-- print(x.shape, y)                                  -- attn.Size([2]) tensor(4)
 function TensorDatasetMethods.get(self, i)
   local k = check_index("TensorDataset", i, self._n)
   local out = {}
@@ -168,9 +175,15 @@ function M.Subset(dataset, indices)
 end
 
 --- s:len() -> the number of items; also `#s`.
+-- @usage
+-- local s = data.Subset(data.TensorDataset(attn.arange(10)), {2, 4, 6})
+-- print(s:len(), #s)                                 -- 3 3
 function SubsetMethods.len(self) return self._n end
 
 --- s:get(i) -> dataset's item indices[i]; also `s[i]`.
+-- @usage
+-- local s = data.Subset(data.TensorDataset(attn.arange(10)), {2, 4, 6})
+-- print(s:get(2)[1])                                 -- tensor(3): item 4 of the dataset
 function SubsetMethods.get(self, i)
   local k = check_index("Subset", i, self._n)
   return ds_get(self.dataset, to_int(self.indices[k]))
@@ -486,6 +499,9 @@ end
 
 --- loader:len() -> the number of batches an epoch gives (torch's
 -- len(loader)); also `#loader`.
+-- @usage
+-- local loader = data.DataLoader(data.TensorDataset(attn.randn(10, 3)), 4)
+-- print(loader:len(), #loader)                       -- 3 3: batches of 4, 4 and 2
 function LoaderMethods.len(self) return self._len end
 DataLoader.__len = LoaderMethods.len
 
@@ -588,6 +604,10 @@ end
 -- loader:iter() do`.  Each call starts a new epoch (torch's
 -- iter(loader)): it draws torch's base seed from the loader's generator
 -- (or the global one), and the shuffled order at the first step.
+-- @usage
+-- local ds = data.TensorDataset(attn.randn(10, 3), attn.arange(10))
+-- local loader = data.DataLoader(ds, {batch_size = 4, shuffle = true})
+-- for xb, yb in loader:iter() do print(xb.shape, yb.shape) end   -- [4, 3] [4], ..., [2, 3] [2]
 function LoaderMethods.iter(self)
   draw_int64(self.generator)
   local next_batch = batch_stream(self)
@@ -601,6 +621,9 @@ end
 --- loader:enumerate() -> an iterator over one epoch giving the batch
 -- number first: `for k, xb, yb in loader:enumerate() do` (Python's
 -- enumerate(loader), with k from 1).
+-- @usage
+-- local loader = data.DataLoader(data.TensorDataset(attn.randn(10, 3)), 5)
+-- for k, xb in loader:enumerate() do print(k, xb.shape) end        -- 1 [5, 3], then 2 [5, 3]
 function LoaderMethods.enumerate(self)
   local it, k = LoaderMethods.iter(self), 0
   local function step(...)
