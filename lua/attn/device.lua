@@ -17,12 +17,17 @@ Device.__index = Device
 
 --- `tostring(d)`: torch's repr, "device(type='cpu')" (with ", index=0"
 -- when an index was given).
+-- @usage
+-- print(attn.device("cpu"), attn.device("cpu", 0))   -- device(type='cpu')  device(type='cpu', index=0)
 function Device.__tostring(d)
   if d.index ~= nil then return ("device(type='%s', index=%d)"):format(d.type, d.index) end
   return ("device(type='%s')"):format(d.type)
 end
 
 --- `d1 == d2`: by value (type and index), like torch.device.
+-- @usage
+-- print(attn.device("cpu") == attn.device("cpu"))    -- true
+-- print(attn.device("cpu") == attn.device("cpu", 0)) -- false: the index differs
 function Device.__eq(a, b)
   return a.type == b.type and a.index == b.index
 end

@@ -429,6 +429,7 @@ end
 -- local dist = require "attn.dist"
 -- local w = attn.randn(4)
 -- dist.broadcast(w, 0)                                 -- every rank gets rank 0's values
+-- print(w.shape)                                       -- attn.Size([4]), in place
 function dist.broadcast(t, ...)
   local o, opts = merged("broadcast", {"root", "async_op", "async"}, ...)
   return broadcast("broadcast", t, o.root, opts)
@@ -438,8 +439,8 @@ end
 -- h:wait() returns it.
 -- @usage
 -- local dist = require "attn.dist"
--- local parts = dist.allgather(attn.tensor({dist.rank()}))   -- every rank's tensor, rank order
--- print(#parts)                                        -- dist.size()
+-- local all = dist.allgather(attn.tensor({{dist.rank(), 1}}))   -- every rank's row, in rank order
+-- print(all.shape)                                     -- [size(), 2]: attn.Size([1, 2]) in a 1-rank world
 function dist.allgather(t, ...)
   local _, opts = merged("allgather", {"async_op", "async"}, ...)
   return allgather("allgather", t, opts)
@@ -499,8 +500,8 @@ function dist.ibroadcast(t, root) return broadcast("ibroadcast", t, root, ASYNC_
 -- @usage
 -- local dist = require "attn.dist"
 -- local work = dist.iallgather(attn.ones(2))
--- local parts = work:wait()                            -- the gathered list
--- print(#parts)
+-- local all = work:wait()                              -- the gathered tensor, [2 * size()]
+-- print(all)                                           -- tensor([1., 1.]) in a 1-rank world
 function dist.iallgather(t) return allgather("iallgather", t, ASYNC_TRUE) end
 --- ireduce_scatter(t, op) -> handle: reduce_scatter(t, op, {async = true}).
 -- @usage

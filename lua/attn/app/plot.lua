@@ -140,7 +140,8 @@ end
 --- Histogram of values; returns path, layout (with counts and edges).
 -- @usage
 -- local plot = require "attn.plot"
--- local path = plot.histogram(attn.randn(1000), {path = os.tmpname() .. ".svg", bins = 30, density = true})
+-- local path, layout = plot.histogram(attn.randn(1000), {path = os.tmpname() .. ".png", bins = 30, density = true})
+-- print(#layout.counts, #layout.edges)                -- 30 31
 -- os.remove(path)
 function plot.histogram(values, opts)
   opts = options("histogram", opts)
@@ -158,7 +159,7 @@ end
 -- @usage
 -- local plot = require "attn.plot"
 -- local path = plot.lines({{name = "train", x = {1, 2, 3}, y = {2.0, 1.2, 0.9}},
---   {name = "valid", x = {1, 2, 3}, y = {2.1, 1.5, 1.3}}}, {path = os.tmpname() .. ".pdf", ylabel = "loss"})
+--   {name = "valid", x = {1, 2, 3}, y = {2.1, 1.5, 1.3}}}, {path = os.tmpname() .. ".png", ylabel = "loss"})
 -- os.remove(path)
 function plot.lines(series, opts)
   opts = options("lines", opts)
