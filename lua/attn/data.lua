@@ -204,8 +204,8 @@ local WORDS_PATH = "/usr/share/dict/american-english"
 -- word list of Debian's wamerican package (scripts/setup.sh installs it);
 -- raises if the file is not there.
 -- @usage
--- local path = data.default_words_path()             -- Debian's wamerican word list
--- print(#data.read_words(path) > 1000)
+-- local ok, path = pcall(data.default_words_path)    -- raises when wamerican is not installed
+-- if ok then print(#data.read_words(path) > 1000) end -- true: Debian's word list
 function data.default_words_path()
   if not io then error("default_words_path: reading files is not available in a sandbox (no io library)", 2) end
   local f = io.open(WORDS_PATH, "rb")
@@ -233,7 +233,7 @@ Vocab.__name = "attn.data.Vocab"
 -- unk = false builds a vocabulary without one: unknown words then raise.
 -- @usage
 -- local v = data.Vocab({"the", "cat", "sat", "the"})   -- sorted: cat 1, sat 2, the 3, then <unk> 4
--- print(v.size, v:encode({"the", "dog"}), v:decode({2, 3}))   -- 4 tensor([3, 4]) {"sat", "the"}
+-- print(v.size, v:encode({"the", "dog"}), table.concat(v:decode({2, 3}), " "))   -- 4 tensor([3, 4]) sat the
 function data.Vocab(words, ...)
   check_strings("Vocab", "words", words)
   local opts = merge_options("Vocab", {"unk"}, ...)
@@ -300,7 +300,7 @@ end
 --- vocab:decode(ids) -> list of words; ids is a 1-d tensor or a list.
 -- @usage
 -- local v = data.Vocab({"a", "b"})
--- print(v:decode(attn.tensor({2, 1})))               -- the words of 1-based ids
+-- print(table.concat(v:decode(attn.tensor({2, 1})), " "))   -- b a: the words of 1-based ids
 function Vocab:decode(ids)
   return decode_ids("Vocab:decode", ids, self.words, self.size)
 end
@@ -551,7 +551,7 @@ end
 -- nothing.
 -- @usage
 -- local list = data.shuffle({1, 2, 3, 4, 5}, attn.Generator(0))   -- a shuffled copy, torch's randperm order
--- print(table.concat(list, " "))
+-- print(table.concat(list, " "))                     -- 5 1 2 4 3
 function data.shuffle(list, g)
   local n = check_list("shuffle", "list", list)
   check_generator("shuffle", g)
@@ -566,7 +566,7 @@ end
 -- order), then valid gets the last round(fraction * #list) items and
 -- train the first ones.  So split(names, 0.1) gives 90% train, 10% valid.
 -- @usage
--- local train, valid = data.split({1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 0.8, attn.Generator(1))
+-- local train, valid = data.split({1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 0.2, attn.Generator(1))   -- 20% valid
 -- print(#train, #valid)                                -- 8 2
 function data.split(list, fraction, g)
   local n = check_list("split", "list", list)
@@ -884,7 +884,7 @@ DistributedSampler.__index = DistributedSampler
 -- @usage
 -- local sampler = data.DistributedSampler(10, {num_replicas = 2, rank = 0, seed = 1})
 -- sampler:set_epoch(3)                               -- a new shuffle each epoch
--- print(table.concat(sampler:indices(), " "))        -- this rank's 5 indices, 1-based
+-- print(table.concat(sampler:indices(), " "))        -- 1 10 8 3 2: this rank's 5, as torch (1-based)
 function data.DistributedSampler(n, ...)
   if type(n) ~= "number" or n ~= n or n == math.huge or n ~= math.floor(n) or n < 0 or n >= 2 ^ 53 then
     error("DistributedSampler: n must be a non-negative integer, got " .. tostring(n), 2)

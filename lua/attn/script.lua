@@ -136,8 +136,9 @@ end
 -- @tparam string usage the script's usage line
 -- @usage
 -- local S = require "attn.script"
--- -- S.fail("--steps must be positive", "usage: train.lua [--steps N]")   -- prints both, exits with 2
--- print(type(S.fail))
+-- local usage = "usage: train.lua [--steps N]"
+-- local opts, err = S.parse({"--steps", "100"}, {steps = 10})
+-- if not opts then S.fail(err, usage) end               -- on bad arguments: both lines to stderr, exit 2
 function S.fail(msg, usage)
   io.stderr:write(tostring(msg), "\n", tostring(usage), "\n")
   os.exit(2)
@@ -168,8 +169,8 @@ end
 -- @usage
 -- local S = require "attn.script"
 -- local dir = S.outdir(os.tmpname() .. ".d/pictures")    -- mkdir -p; returns the path
--- print(dir)
--- os.remove(dir)
+-- print(dir)                                            -- /tmp/lua_XXXXXX.d/pictures
+-- os.remove(dir); os.remove(dir:match("^(.*)/"))
 function S.outdir(path)
   if type(path) ~= "string" or path == "" then
     error("attn.script.outdir: path must be a non-empty string (got " .. tostring(path) .. ")", 2)

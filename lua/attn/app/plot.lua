@@ -180,7 +180,7 @@ end
 -- @usage
 -- local plot = require "attn.plot"
 -- local r, g, b = plot.colormap("viridis", 0.5)          -- the colour at 0.5
--- print(r, g, b)
+-- print(r, g, b)                                      -- about 0.128 0.565 0.551, in [0, 1]
 function plot.colormap(name, t) return C.colormap(name, t) end
 
 --- The names of the colour maps.
