@@ -62,6 +62,16 @@ end
 
 local Optimizer = {}
 Optimizer.__index = Optimizer
+
+--- optim.Optimizer: the base class of the optimisers (torch.optim.Optimizer).
+-- SGD, Adam, AdamW and RMSprop take their methods from it (zero_grad, step,
+-- add_param_group, state_dict, load_state_dict); an instance has torch's
+-- fields param_groups (a list of {params = {...}, lr = ..., ...}), defaults
+-- and state.
+-- @usage
+-- local opt = optim.SGD(nn.Linear(4, 2):parameters(), 0.1)
+-- print(opt.zero_grad == optim.Optimizer.zero_grad)   -- true: the base class's method
+-- print(#opt.param_groups, opt.param_groups[1].lr)    -- 1 0.1
 optim.Optimizer = Optimizer
 
 local REQUIRED = setmetatable({}, {__tostring = function() return "<required>" end})
@@ -586,6 +596,15 @@ end
 
 local Scheduler = {}
 Scheduler.__index = Scheduler
+
+--- optim.LRScheduler: the base class of the learning-rate schedulers
+-- (torch.optim.lr_scheduler.LRScheduler): step, get_last_lr, state_dict and
+-- load_state_dict.  An instance has optimizer, base_lrs (each group's
+-- initial rate) and last_epoch (0 after construction, + 1 a step).
+-- @usage
+-- local opt = optim.SGD(nn.Linear(4, 2):parameters(), 0.1)
+-- local sched = optim.StepLR(opt, 10)
+-- print(sched.step == optim.LRScheduler.step, sched.last_epoch)   -- true 0
 optim.LRScheduler = Scheduler
 
 local function scheduler_class(name)
