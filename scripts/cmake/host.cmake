@@ -113,8 +113,8 @@ add_custom_command(OUTPUT ${ATTN_REFERENCE_DIR}/html/index.html
 add_custom_target(reference ALL DEPENDS ${ATTN_REFERENCE_DIR}/html/index.html)
 install(DIRECTORY ${ATTN_REFERENCE_DIR}/html/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/reference)
 # the guides the reference links to (../guide-from-pytorch.md, ...)
-install(DIRECTORY docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR} FILES_MATCHING PATTERN "*.md"
-  PATTERN "reference" EXCLUDE PATTERN "notes" EXCLUDE PATTERN "examples" EXCLUDE)
+install(DIRECTORY docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR} FILES_MATCHING PATTERN "*.md" PATTERN "*.png"
+  PATTERN "reference" EXCLUDE PATTERN "notes" EXCLUDE PATTERN "examples" EXCLUDE PATTERN "api" EXCLUDE)
 install(DIRECTORY ${ATTN_REFERENCE_DIR}/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/reference/md
   FILES_MATCHING PATTERN "*.md" PATTERN "html" EXCLUDE)
 if(ATTN_BUILD_TESTS)
