@@ -248,7 +248,7 @@ static int l_nonzero(lua_State *L) {
   if (nd == 0) {
     attn_tensor **col = attnL_newbox(L);
     int64_t n = (*attnL_checkbox(L, all))->shape[0];
-    if (attn_full(1, &n, 1.0f, col)) return attnL_error(L);
+    if (attn_full_i64(1, &n, 1, col)) return attnL_error(L); /* int64 ids, as every index */
     attnL_account(L, col);
     return 1;
   }
