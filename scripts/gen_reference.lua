@@ -368,6 +368,8 @@ local OPERATORS = {
   __close = "local x <close> = ...", __gc = "(collection)", __pairs = "pairs(t)", __name = "", __mul_ = "",
 }
 
+local CLASS_DOCS = {}
+
 local function build_entries()
   local names, _, groups = lib.public_api({user_first = true})
   local by_name, by_line = lib.read_docs()
@@ -380,6 +382,13 @@ local function build_entries()
     if suffix then
       by_suffix[suffix] = by_suffix[suffix] == nil and doc or false
     end
+  end
+  -- doc blocks of classes made by assignment (optim.StepLR = scheduler_class(...)):
+  -- shown at the head of their class's section when it has no constructor entry
+  for _, b in pairs(by_line) do
+    local lhs = b.code_text and b.code_text:match("^%s*([%w_.]+)%s*=[^=]")
+    local key = lhs and lhs:match("([%w_]+%.%u[%w_]*)$")
+    if key then CLASS_DOCS[key] = b end
   end
   local entries, operators = {}, {}
   for fn, group in pairs(groups) do
@@ -644,6 +653,27 @@ local function page_markdown(page, page_entries, operators, all_entries)
         w("Operators: " .. table.concat(list, ", "))
         w("")
       end
+    end
+    local has_ctor = false
+    for _, e in ipairs(classes[c]) do
+      if e.name:match("%.init$") or e.name:match("%.new$") then has_ctor = true end
+    end
+    local cdoc = not has_ctor and CLASS_DOCS[c:match("([%w_]+%.[%w_]+)$") or ""]
+    if cdoc then
+      local parts = split_block(cdoc.text)
+      w("### `" .. c:gsub("^attn%.", "") .. "`")
+      w("")
+      local tn = torch_name(c, true)
+      w("<sub>" .. (tn and ("torch: `" .. tn .. "`") or "torch: none (attn's own)") .. "</sub>")
+      w("")
+      for _, l in ipairs(body_markdown(parts.body)) do w(l) end
+      if parts.usage then
+        w("")
+        w("```lua")
+        w(parts.usage)
+        w("```")
+      end
+      w("")
     end
     -- the constructor first
     table.sort(classes[c], function(a, b)
@@ -1001,6 +1031,21 @@ local function main()
         if not ok then
           failed = failed + 1
           problems[#problems + 1] = "example fails: " .. e.name .. ": " .. tostring(err)
+        end
+      end
+    end
+    -- the class blocks shown at the head of their sections (optim.StepLR)
+    local keys = {}
+    for key in pairs(CLASS_DOCS) do keys[#keys + 1] = key end
+    table.sort(keys)
+    for _, key in ipairs(keys) do
+      local usage = split_block(CLASS_DOCS[key].text).usage
+      if usage then
+        ran = ran + 1
+        local ok, err = run_example({name = key, usage = usage})
+        if not ok then
+          failed = failed + 1
+          problems[#problems + 1] = "example fails: " .. key .. ": " .. tostring(err)
         end
       end
     end
