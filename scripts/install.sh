@@ -32,5 +32,5 @@ attn $version is installed under $prefix ($(wc -l <build/install_manifest.txt) f
   attn script.lua                                       the interpreter ($(command -v attn || echo "$prefix/bin/attn"))
   busted --lua=lua5.4 spec/                             specs (docs/testing.md)
   cc host.c \$(pkg-config --cflags --libs attn-lua)      C hosts (docs/embedding.md); CMake: find_package(attn)
-  $prefix/share/doc/attn/reference/index.html          the API reference
+  $prefix/share/doc/attn/reference/index.html        the API reference
 MSG
