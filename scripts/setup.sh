@@ -30,7 +30,7 @@ if [[ "${1:-}" == "--test" ]]; then
   # UBSan and TSan runtimes (scripts/sanitize.sh, tsan.sh) come with gcc.
   want+=(valgrind clang libclang-rt-14-dev)
   # scripts/check_deb.sh (the deb suite): dpkg-buildpackage over debian/
-  want+=(dpkg-dev debhelper)
+  want+=(dpkg-dev debhelper build-essential) # dpkg-checkbuilddeps wants build-essential
   [[ "${ATTN_NO_TORCH:-0}" == 1 ]] || want+=(python3-torch python3-numpy)
 fi
 if [[ "${1:-}" == "--docs" || "${1:-}" == "--test" ]]; then
