@@ -293,40 +293,8 @@ require("attn.signature").install(methods, "")
 do
   local signature = require "attn.signature"
   local function declare_spread(name)
-    local f, sig = attn[name], signature.SIGNATURES[name]
-    local names, _, lead, info = signature.parse(sig)
-    local npos = (info.kwonly or #names + 1) - 1
-    local index, valid = {}, {}
-    for i, n in ipairs(names) do
-      index[n] = i
-      if i > lead then valid[#valid + 1] = n end
-    end
-    core._declare(f, lead, function(...)
-      local n = select("#", ...)
-      local args = {...}
-      local opts = args[n]
-      args[n] = nil
-      local last, rest = n - 1, nil
-      for k, v in next, opts do
-        local i = index[k]
-        if i == nil or i <= lead then error(attn._misuse.unknown_option(name, k, valid), 2) end
-        if i > npos then
-          rest = rest or {}
-          rest[k] = v
-        else
-          if i <= n - 1 and args[i] ~= nil then
-            error(("%s: %s given twice (as argument %d and in the options table)"):format(name, k, i), 2)
-          end
-          args[i] = v
-          if i > last then last = i end
-        end
-      end
-      if rest then
-        last = last + 1
-        args[last] = rest
-      end
-      return table.unpack(args, 1, last)
-    end)
+    local names, _, lead, info = signature.parse(signature.SIGNATURES[name])
+    core._declare(attn[name], lead, signature.expander(name, names, lead, (info.kwonly or #names + 1) - 1))
   end
   for _, name in ipairs({"full", "full_like", "eye", "arange", "linspace", "randint"}) do declare_spread(name) end
 end

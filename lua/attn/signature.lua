@@ -257,7 +257,8 @@ M.SIGNATURES = {
 -- "native: ..."), kwonly = the index of the first keyword-only parameter
 -- (after torch's bare "*": these come only in the options table),
 -- varargs = the index of a "*size" parameter (torch's *size: its values
--- are spread among the arguments)}.  A line with keyword-only parameters
+-- are spread among the arguments), defaults = {name = the default as
+-- written}, slash = true when the line has "/"}.  A line with keyword-only parameters
 -- is native: the expansion cannot place them.  Python's "/" ends the
 -- positional-only parameters (the module's input of a forward method,
 -- "self, src, /, src_mask=nil"): these are never in the options table.
@@ -267,13 +268,13 @@ M.SIGNATURES = {
 -- print(table.concat(names, " "), ndefault)
 function M.parse(sig)
   local body = sig:match("^native:%s*(.*)$")
-  local info = {native = body ~= nil}
+  local info = {native = body ~= nil, defaults = {}}
   body = body or sig
   local names, nreq, optional, lead = {}, 0, false, 1
   for item in body:gmatch("[^,]+") do
     item = item:match("^%s*(.-)%s*$")
     if item == "/" then
-      lead = #names
+      lead, info.slash = #names, true
     elseif item == "*" then
       info.kwonly = #names + 1
     else
@@ -281,7 +282,12 @@ function M.parse(sig)
       assert(name, "attn.signature: bad signature " .. sig)
       names[#names + 1] = name
       if star == "*" then info.varargs, info.kwonly = #names, #names + 1 end
-      if default == "=" then optional = true elseif not optional then nreq = nreq + 1 end
+      if default == "=" then
+        optional = true
+        info.defaults[name] = item:match("=%s*(.-)$")
+      elseif not optional then
+        nreq = nreq + 1
+      end
     end
   end
   if info.kwonly then
@@ -301,34 +307,45 @@ end
 
 --- The expander of function fn (its name in messages): (...) with a
 -- trailing options table -> the same arguments, positional; the first
--- lead parameters are never options.
+-- lead parameters are never options.  With npos (a line whose parameters
+-- after the npos-th are keyword-only and read by the function itself),
+-- those go on in one trailing table of their own.
 -- @usage
 -- local signature = require "attn.signature"
 -- local expand = signature.expander("f", {"input", "dim", "keepdim"}, 1)
 -- print(type(expand))                                              -- what the binding calls with a table
-function M.expander(fn, names, lead)
-  local nreq = lead
+function M.expander(fn, names, lead, npos)
+  npos = npos or #names
   local index, valid = {}, {}
   for i, n in ipairs(names) do
     index[n] = i
-    if i > nreq then valid[#valid + 1] = n end
+    if i > lead then valid[#valid + 1] = n end
   end
   return function(...)
     local n = select("#", ...)
     local args = {...}
     local opts = args[n]
     args[n] = nil
-    local last = n - 1
+    local last, rest = n - 1, nil
     for k, v in next, opts do
       local i = index[k]
-      if i == nil or i <= nreq then
+      if i == nil or i <= lead then
         error(M.unknown_option(fn, k, valid), 2)
       end
-      if i <= n - 1 and args[i] ~= nil then
-        error(("%s: %s given twice (as argument %d and in the options table)"):format(fn, k, i), 2)
+      if i > npos then
+        rest = rest or {}
+        rest[k] = v
+      else
+        if i <= n - 1 and args[i] ~= nil then
+          error(("%s: %s given twice (as argument %d and in the options table)"):format(fn, k, i), 2)
+        end
+        args[i] = v
+        if i > last then last = i end
       end
-      args[i] = v
-      if i > last then last = i end
+    end
+    if rest then
+      last = last + 1
+      args[last] = rest
     end
     return table.unpack(args, 1, last)
   end
