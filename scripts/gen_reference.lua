@@ -46,13 +46,22 @@ local opts = {md = ROOT .. "/docs/reference"}
 do
   local a = arg or {}
   local i = 1
+  local usage = "usage: gen_reference.lua [--md DIR] [--html DIR] [--check | --run-examples | --list]"
+  local flags = {["--check"] = true, ["--run-examples"] = true, ["--list"] = true}
   while i <= #a do
     if a[i] == "--md" or a[i] == "--html" then
+      if a[i + 1] == nil or a[i + 1]:match("^%-%-") then
+        io.stderr:write(a[i] .. " needs a folder\n" .. usage .. "\n")
+        os.exit(2)
+      end
       opts[a[i]:sub(3)] = a[i + 1]
       i = i + 2
-    else
+    elseif flags[a[i]] then
       opts[a[i]:sub(3)] = true
       i = i + 1
+    else
+      io.stderr:write("unknown argument " .. tostring(a[i]) .. "\n" .. usage .. "\n")
+      os.exit(2)
     end
   end
 end
@@ -164,31 +173,36 @@ local function lua_params(fn)
 end
 
 -- "input, dim=nil, *, keepdim=false" -> {{name, default}, ...}, with
--- markers "*" and "/" kept as entries.
+-- markers "*" and "/" kept as entries (attn.signature's own reading of it).
 local function parse_sig(sig)
-  sig = sig:gsub("^native:%s*", "")
+  local names, _, lead, info = signature.parse(sig)
   local out = {}
-  local depth, cur = 0, {}
-  for c in (sig .. ","):gmatch(".") do
-    if c == "(" or c == "{" or c == "[" then depth = depth + 1 end
-    if c == ")" or c == "}" or c == "]" then depth = depth - 1 end
-    if c == "," and depth == 0 then
-      local part = table.concat(cur):match("^%s*(.-)%s*$")
-      if part ~= "" then
-        local name, default = part:match("^([^=]-)%s*=%s*(.+)$")
-        out[#out + 1] = {name = name or part, default = default}
-      end
-      cur = {}
-    else
-      cur[#cur + 1] = c
-    end
+  for i, name in ipairs(names) do
+    if info.slash and i == lead + 1 then out[#out + 1] = {name = "/"} end
+    if info.kwonly == i then out[#out + 1] = {name = "*"} end
+    out[#out + 1] = {name = info.varargs == i and "*" .. name or name, default = info.defaults[name]}
   end
+  if info.slash and lead == #names then out[#out + 1] = {name = "/"} end
   return out
 end
 
 ---------------------------------------------------------------------------
 -- Doc blocks
 ---------------------------------------------------------------------------
+
+-- The lines with their common indent taken off (blank lines do not count).
+local function dedent(lines)
+  local indent
+  for _, l in ipairs(lines) do
+    if l:match("%S") then
+      local n = #l:match("^ *")
+      indent = indent and math.min(indent, n) or n
+    end
+  end
+  local out = {}
+  for i, l in ipairs(lines) do out[i] = l:sub((indent or 0) + 1) end
+  return out
+end
 
 -- A block's text: prose and code (lines indented 2+ spaces), its @param
 -- and @return lines, and its @usage example.
@@ -223,16 +237,7 @@ local function split_block(text)
   while #body > 0 and not body[1]:match("%S") do table.remove(body, 1) end
   if usage then
     while #usage > 0 and not usage[#usage]:match("%S") do usage[#usage] = nil end
-    -- the common indent off
-    local indent
-    for _, l in ipairs(usage) do
-      if l:match("%S") then
-        local n = #l:match("^ *")
-        indent = indent and math.min(indent, n) or n
-      end
-    end
-    for i, l in ipairs(usage) do usage[i] = l:sub((indent or 0) + 1) end
-    usage = table.concat(usage, "\n")
+    usage = table.concat(dedent(usage), "\n")
   end
   return {body = body, params = params, returns = returns, usage = usage, extra_usage = extra_usage}
 end
@@ -249,15 +254,8 @@ local function body_markdown(lines)
   end
   local function flush_code()
     if #code > 0 then
-      local indent
-      for _, l in ipairs(code) do
-        if l:match("%S") then
-          local n = #l:match("^ *")
-          indent = indent and math.min(indent, n) or n
-        end
-      end
       out[#out + 1] = "```"
-      for _, l in ipairs(code) do out[#out + 1] = l:sub((indent or 0) + 1) end
+      for _, l in ipairs(dedent(code)) do out[#out + 1] = l end
       out[#out + 1] = "```"
       out[#out + 1] = ""
       code = {}
@@ -1023,30 +1021,25 @@ local function main()
       return set
     end
     local before = listing()
-    local ran, failed = 0, 0
+    -- the entries' examples, then those of the class blocks shown at the
+    -- head of their sections (optim.StepLR)
+    local examples = {}
     for _, e in ipairs(entries) do
-      if e.usage then
-        ran = ran + 1
-        local ok, err = run_example(e)
-        if not ok then
-          failed = failed + 1
-          problems[#problems + 1] = "example fails: " .. e.name .. ": " .. tostring(err)
-        end
-      end
+      if e.usage then examples[#examples + 1] = e end
     end
-    -- the class blocks shown at the head of their sections (optim.StepLR)
     local keys = {}
     for key in pairs(CLASS_DOCS) do keys[#keys + 1] = key end
     table.sort(keys)
     for _, key in ipairs(keys) do
       local usage = split_block(CLASS_DOCS[key].text).usage
-      if usage then
-        ran = ran + 1
-        local ok, err = run_example({name = key, usage = usage})
-        if not ok then
-          failed = failed + 1
-          problems[#problems + 1] = "example fails: " .. key .. ": " .. tostring(err)
-        end
+      if usage then examples[#examples + 1] = {name = key, usage = usage} end
+    end
+    local failed = 0
+    for _, e in ipairs(examples) do
+      local ok, err = run_example(e)
+      if not ok then
+        failed = failed + 1
+        problems[#problems + 1] = "example fails: " .. e.name .. ": " .. tostring(err)
       end
     end
     for f in pairs(listing()) do
@@ -1054,7 +1047,7 @@ local function main()
         problems[#problems + 1] = "an example wrote " .. f .. " into the working folder (use os.tmpname())"
       end
     end
-    print(("gen_reference: %d examples ran, %d failed"):format(ran, failed))
+    print(("gen_reference: %d examples ran, %d failed"):format(#examples, failed))
   end
   if opts.check then
     for name, text in pairs(files) do
