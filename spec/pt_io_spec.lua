@@ -4,6 +4,7 @@
 -- restricted unpickler refuses, and attn.save -> attn.load / torch.load.
 -- The torch.load part runs /usr/bin/python3 (pending without torch).
 local attn = require "attn"
+local sh = require "support.sh"
 local fixture = require "support.fixture"
 
 local SRC = os.getenv("ATTN_SOURCE_DIR") or "."
@@ -60,12 +61,8 @@ local function err_of(f, ...)
 end
 
 local tmpdir
-setup(function()
-  local p = io.popen("mktemp -d -p /dev/shm 2>/dev/null || mktemp -d")
-  tmpdir = p:read("l")
-  p:close()
-end)
-teardown(function() os.execute("rm -rf '" .. tmpdir .. "'") end)
+setup(function() tmpdir = sh.tmpdir(true) end)
+teardown(function() sh.rmtree(tmpdir) end)
 
 describe("attn.load of torch.save files", function()
   it("reads a state_dict of every storage dtype (half/bf16/double -> float32, ints -> int64)", function()

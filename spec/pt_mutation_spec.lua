@@ -8,6 +8,7 @@
 -- answer.  A deterministic generator picks the changes, so a failure names
 -- a case that reproduces.
 local attn = require "attn"
+local sh = require "support.sh"
 
 local SRC = os.getenv("ATTN_SOURCE_DIR") or "."
 local FIX = SRC .. "/spec/fixtures/pt/"
@@ -71,12 +72,8 @@ local function mutate(bytes, rand, first, last)
 end
 
 local tmpdir
-setup(function()
-  local p = io.popen("mktemp -d -p /dev/shm 2>/dev/null || mktemp -d")
-  tmpdir = p:read("l")
-  p:close()
-end)
-teardown(function() os.execute("rm -rf '" .. tmpdir .. "'") end)
+setup(function() tmpdir = sh.tmpdir(true) end)
+teardown(function() sh.rmtree(tmpdir) end)
 
 local function outcome(path)
   local ok, v = pcall(attn.load, path)
