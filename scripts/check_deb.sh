@@ -23,14 +23,7 @@ version=$(<VERSION)
 work=$(mktemp -d "${TMPDIR:-/tmp}/attn-deb.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 mkdir "$work/attn-$version"
-if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-  git ls-files -z --cached --others --exclude-standard |
-    while IFS= read -r -d '' f; do [[ -e $f && $f != obj-*/* ]] && printf '%s\0' "$f"; done |
-    tar --null -T - -cf - | tar -xf - -C "$work/attn-$version"
-else
-  tar --exclude=./build --exclude='./build-*' --exclude=./build.luarocks --exclude=./out --exclude='./obj-*' -cf - . |
-    tar -xf - -C "$work/attn-$version"
-fi
+scripts/copy_tree.sh "$work/attn-$version"
 
 echo "check_deb: dpkg-buildpackage -us -uc -b in $work"
 start=$SECONDS

@@ -21,13 +21,7 @@ rockspec=attn-$version-1.rockspec
 work=$(mktemp -d "${TMPDIR:-/tmp}/attn-rock.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 mkdir "$work/src"
-if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-  git ls-files -z --cached --others --exclude-standard |
-    while IFS= read -r -d '' f; do [[ -e $f ]] && printf '%s\0' "$f"; done |
-    tar --null -T - -cf - | tar -xf - -C "$work/src"
-else
-  tar --exclude=./build --exclude='./build-*' --exclude=./out -cf - . | tar -xf - -C "$work/src"
-fi
+scripts/copy_tree.sh "$work/src"
 
 tree=$work/tree
 echo "check_rock: luarocks make $rockspec --tree $tree"
