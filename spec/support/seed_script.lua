@@ -75,6 +75,27 @@ local function plain(s)
   return (s:gsub("[%^%$%(%)%%%.%[%]%*%+%-%?]", "%%%0"))
 end
 
+--- A progress bar's stderr off a terminal -> its summary lines, unstamped.
+-- Every line must be time-stamped; lines before a summary may be the
+-- interim lines logged every log_interval (10 s) on a slow machine
+-- (sanitizers, valgrind): those are checked and dropped. Returns nil and
+-- the offending line for anything else.
+function M.progress_summaries(err)
+  local stamp = "^%d%d%d%d%-%d%d%-%d%d %d%d:%d%d:%d%d "
+  local out = {}
+  if err ~= "" and err:sub(-1) ~= "\n" then return nil, "no newline at the end" end
+  for l in err:gmatch("([^\n]*)\n") do
+    if not l:find(stamp) then return nil, l end
+    local body = l:sub(21)
+    if body:find("^[%w_ ]+: %d+/%d+ %(%d+%%%) in [%d:]+, [%d.]+ it/s") then
+      out[#out + 1] = body
+    elseif not body:find("^[%w_ ]+: %d+/%d+ %(%d+%%%) [%d:]+<[%d:]+, [%d.]+ it/s") then
+      return nil, l
+    end
+  end
+  return out
+end
+
 --- The text after the first line of out that equals label (error if none).
 function M.after(out, label)
   local text = "\n" .. out
