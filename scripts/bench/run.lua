@@ -1,7 +1,7 @@
 -- SPDX-License-Identifier: MIT
 -- attn vs PyTorch 1.13 benchmark suite (issue 7).
 --
---   attn scripts/bench/run.lua [--quick] [--cases 1,2,...,10] [--threads 1,2] [--isa avx2,portable]
+--   attn scripts/bench/run.lua [--quick] [--cases 1,2,...,12] [--threads 1,2] [--isa avx2,portable]
 --                              [--out FILE.csv]
 --
 -- Cases: 1 SDPA forward and forward+backward (B = 1, H = 8, E = 64, L = S,
@@ -21,7 +21,11 @@
 -- side for the peak RSS; 10 elementwise and row ops forward + backward on
 -- [720, 512] (activations, LayerNorm(512), softmax, log_softmax, a bias
 -- add, cross_entropy over 512 classes), issue 16's relu/gelu/LayerNorm
--- target.
+-- target; 11 a training iteration of nanoGPT at its README's CPU recipe
+-- (scripts/bench/models/nanogpt.lua and .py), with GFLOP/s and % of the
+-- FMA peak from nanoGPT's model-FLOPs estimate; 12 fresh allocations:
+-- relu, gelu and LayerNorm forward + backward with x.grad = nil before
+-- each step, and the mean of a new loop's first 10 steps (issue 31).
 -- The torch side runs in scripts/bench/torch_bench.py under /usr/bin/python3,
 -- one process per thread count, with torch.set_num_threads(n),
 -- OPENBLAS_NUM_THREADS=n and OPENBLAS_CORETYPE = attn.info().blas_core.
@@ -44,7 +48,7 @@ local optim = require "attn.optim"
 
 local quick, out_csv = false, nil
 local cases = {[1] = true, [2] = true, [3] = true, [4] = true, [5] = true, [6] = true, [7] = true, [8] = true,
-  [9] = true, [10] = true}
+  [9] = true, [10] = true, [11] = true, [12] = true}
 local thread_list = {1, 2}
 local isa_list
 do
@@ -192,7 +196,7 @@ end
 
 local function torch_results(threads)
   local list = {}
-  for _, c in ipairs({1, 2, 3, 4, 6, 8, 9, 10}) do if cases[c] then list[#list + 1] = c end end
+  for _, c in ipairs({1, 2, 3, 4, 6, 8, 9, 10, 11, 12}) do if cases[c] then list[#list + 1] = c end end
   if #list == 0 then return {} end
   local cmd = ("OPENBLAS_CORETYPE=%s OPENBLAS_NUM_THREADS=%d OMP_NUM_THREADS=%d %s %storch_bench.py " ..
     "--threads %d%s --cases %s")
@@ -303,7 +307,7 @@ int main(int argc, char **argv) {
 local peak_exe, peak_w, peak_t, peak_c, peaks_cpu = {}, {}, {}, {}, {}
 local peak_iters = 50000000
 local peak_dir
-if cases[1] or cases[6] then
+if cases[1] or cases[6] or cases[11] then
   peak_dir = os.tmpname()
   os.remove(peak_dir)
   os.execute("mkdir -p " .. peak_dir)
@@ -553,6 +557,66 @@ for _, th in ipairs(thread_list) do
     add(10, "cross_entropy fwd+bwd [720,512]", th, t, tt, nil, m, tm, join(note, tn))
   end
 
+  if cases[11] then
+    -- nanoGPT's README CPU recipe (scripts/bench/models/nanogpt.{lua,py}):
+    -- one train.py iteration on a fixed batch; GFLOP/s and % of the FMA
+    -- peak from nanoGPT's own model-FLOPs estimate (its estimate_mfu)
+    package.path = here .. "models/?.lua;" .. package.path
+    local ng = require "nanogpt"
+    local model, opt, xb, yb = ng.setup(0)
+    local loss0 = ng.step(model, opt, xb, yb):item()
+    measure_peak(isa_default, th, 3)
+    local t, m, note, cpu = bench(function() ng.step(model, opt, xb, yb) end, 3.0, 200)
+    measure_peak(isa_default, th, 2)
+    local tt, tm, tn = tget(tr, "nanogpt_step")
+    local tl = tsec(tr, "nanogpt_loss0")
+    local same = tl and ("first loss %.6f, torch %.6f"):format(loss0, tl) or ("first loss %.6f"):format(loss0)
+    add(11, "nanoGPT CPU recipe step (4x4x128, T64 B12)", th, t, tt, ng.flops_per_step(), m, tm,
+      join(join(note, tn), same))
+    rows[#rows].cpu_s = cpu
+  end
+
+  if cases[12] then
+    -- fresh allocations: x.grad = nil before each step (torch 2.x's
+    -- zero_grad(set_to_none=True)), so every step allocates its gradient
+    -- and temporaries anew; then the first 10 steps of a new loop against
+    -- its steady state
+    local x0, g = attn.randn(720, 512), attn.randn(720, 512)
+    local ln = nn.LayerNorm(512)
+    local ops = {{"relu", function(t) return t:relu() end}, {"gelu", function(t) return F.gelu(t) end},
+      {"layer_norm", function(t) return ln(t) end}}
+    for _, o in ipairs(ops) do
+      local xg = x0:clone():requires_grad_()
+      local t, m, note = bench(function()
+        xg.grad = nil
+        o[2](xg):backward(g)
+      end, 1.0, 1000)
+      local tt, tm, tn = tget(tr, "fresh_" .. o[1])
+      add(12, o[1] .. " fwd+bwd, .grad = nil", th, t, tt, nil, m, tm, join(note, tn))
+      -- a new loop on a new leaf: each of its first 10 steps timed alone
+      collectgarbage()
+      local xn = x0:clone():requires_grad_()
+      local times = {}
+      for i = 1, 200 do
+        local t0 = attn.now()
+        xn.grad = nil
+        o[2](xn):backward(g)
+        times[i] = attn.now() - t0
+      end
+      local first = 0
+      for i = 1, 10 do first = first + times[i] / 10 end
+      local steady = {}
+      for i = 101, 200 do steady[#steady + 1] = times[i] end
+      table.sort(steady)
+      local med = steady[50]
+      local ft, fnote = tsec(tr, "first10_" .. o[1]), (tr["first10_" .. o[1]] or {}).note
+      add(12, o[1] .. " first 10 steps (mean)", th, first, ft, nil, nil, nil,
+        join(("%.2fx attn's steady state (median of steps 101-200, %.1f us)"):format(first / med, med * 1e6),
+          fnote or ""))
+      rows[#rows].first_ratio = first / med
+    end
+  end
+
   if cases[6] then
     local n = 2048
     local a, b = attn.rand(n, n), attn.rand(n, n)
@@ -562,9 +626,9 @@ for _, th in ipairs(thread_list) do
   end
 end
 
-if cases[1] or cases[6] then
+if cases[1] or cases[6] or cases[11] then
   for _, fam in ipairs(isa_available) do
-    for _, th in ipairs(thread_list) do
+    for _, th in ipairs((cases[1] or cases[6] or fam == isa_default) and thread_list or {}) do
       if cases[6] then measure_peak(fam, th, 3) end
       local name = ("FMA peak (%s)"):format(fam)
       local t = peak_t[fam] and peak_t[fam][th]
@@ -633,7 +697,7 @@ end
 -- % of the family's FMA peak: at 1 thread from CPU times on both sides
 -- (robust to other jobs time-sharing the cores), else from wall times.
 local function pct_peak(r)
-  if r.case ~= 1 or not (r.flop and r.attn_s) then return nil end
+  if (r.case ~= 1 and r.case ~= 11) or not (r.flop and r.attn_s) then return nil end
   local pc = peaks_cpu[r.isa] and peaks_cpu[r.isa][r.threads]
   if r.threads == 1 and r.cpu_s and pc then return 100 * r.flop / r.cpu_s / pc end
   local pk = peaks[r.isa] and peaks[r.isa][r.threads]
@@ -708,8 +772,50 @@ for _, r in ipairs(rows) do
       or "NOT met")
   end
 end
+-- Issue 31: whole programs scale (2 threads >= 1.5x their 1-thread time);
+-- nanoGPT's recipe at 1 thread >= 2x torch and >= 70% of the FMA peak;
+-- fresh allocations >= 1.5x torch with the first 10 steps within 1.5x of
+-- the steady state; case 10's ops at 2 threads >= torch.
+local function row(case, name, th)
+  for _, r in ipairs(rows) do
+    if r.case == case and r.name == name and r.threads == th then return r end
+  end
+end
+for _, r in ipairs(rows) do
+  if (r.case == 8 or r.case == 9 or r.case == 11) and r.threads == 1 and r.attn_s and not r.name:match("epochs") then
+    local r2 = row(r.case, r.name, 2)
+    if r2 and r2.attn_s then
+      local x = r.attn_s / r2.attn_s
+      checks[#checks + 1] = ("%s: 2 threads %.2fx 1 thread (target >= 1.5x, issue 31): %s"):format(r.name, x,
+        x >= 1.5 and "met" or "NOT met")
+    end
+  end
+  if r.case == 11 and r.threads == 1 and r.attn_s and r.torch_s then
+    local x, pp = r.torch_s / r.attn_s, pct_peak(r)
+    checks[#checks + 1] = ("%s 1T: %.2fx torch (target >= 2x, issue 31): %s"):format(r.name, x, x >= 2 and "met" or
+      "NOT met")
+    if pp then
+      checks[#checks + 1] = ("%s 1T: %.0f%% of the FMA peak (target >= 70%%, issue 31): %s"):format(r.name, pp,
+        pp >= 70 and "met" or "NOT met")
+    end
+  end
+  if r.case == 12 and r.attn_s and r.torch_s and r.name:match("grad = nil") then
+    local x = r.torch_s / r.attn_s
+    checks[#checks + 1] = ("%s %dT: %.2fx torch (target >= 1.5x, issue 31): %s"):format(r.name, r.threads, x,
+      x >= 1.5 and "met" or "NOT met")
+  end
+  if r.case == 12 and r.first_ratio then
+    checks[#checks + 1] = ("%s %dT: %.2fx the steady state (target <= 1.5x, issue 31): %s"):format(r.name, r.threads,
+      r.first_ratio, r.first_ratio <= 1.5 and "met" or "NOT met")
+  end
+  if r.case == 10 and r.threads == 2 and r.attn_s and r.torch_s then
+    local x = r.torch_s / r.attn_s
+    checks[#checks + 1] = ("%s 2T: %.2fx torch (target >= 1x, issue 31): %s"):format(r.name, x, x >= 1 and "met" or
+      "NOT met")
+  end
+end
 if #checks > 0 then
-  print("\nTargets (issues 16 and 19):")
+  print("\nTargets (issues 16, 19 and 31):")
   for _, c in ipairs(checks) do print("- " .. c) end
 end
 

@@ -244,6 +244,37 @@ def main():
         t, m, note = bench(lambda: nnf.cross_entropy(xg, tgt).backward(), 1.0, 1000)
         emit("ew_cross_entropy", t, m, note)
 
+    if 11 in cases:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "models"))
+        import nanogpt as ng
+        model, opt, xb, yb = ng.setup(0)
+        emit("nanogpt_loss0", ng.step(model, opt, xb, yb).item(), 0)
+        t, m, note = bench(lambda: ng.step(model, opt, xb, yb), budget=3.0, max_reps=200)
+        emit("nanogpt_step", t, m, note)
+
+    if 12 in cases:
+        # fresh allocations: x.grad = None before each step (run.lua's case 12)
+        nnf = torch.nn.functional
+        x0, g = torch.randn(720, 512), torch.randn(720, 512)
+        ln = torch.nn.LayerNorm(512)
+        for name, f in [("relu", lambda t: t.relu()), ("gelu", lambda t: nnf.gelu(t)), ("layer_norm", lambda t: ln(t))]:
+            xg = x0.clone().requires_grad_()
+            def fb(f=f, xg=xg):
+                xg.grad = None
+                f(xg).backward(g)
+            t, m, note = bench(fb, 1.0, 1000)
+            emit(f"fresh_{name}", t, m, note)
+            xn = x0.clone().requires_grad_()
+            times = []
+            for _ in range(200):
+                t0 = time.perf_counter()
+                xn.grad = None
+                f(xn).backward(g)
+                times.append(time.perf_counter() - t0)
+            steady = sorted(times[100:])[49]
+            first = sum(times[:10]) / 10
+            emit(f"first10_{name}", first, 0, "torch: %.2fx its steady state (%.1f us)" % (first / steady, steady * 1e6))
+
     if 6 in cases:
         n = 2048
         a, b = torch.rand(n, n), torch.rand(n, n)
