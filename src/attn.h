@@ -707,7 +707,7 @@ typedef struct attn_blas_info {
   const char *core;            /* openblas_get_corename() */
   const char *config;          /* openblas_get_config() */
   const char *coretype_source; /* "user", "attn", or "openblas" */
-  int num_threads;
+  int num_threads;             /* attn's pool, which splits large products */
 } attn_blas_info;
 attn_status attn_blas_get_info(attn_blas_info *info);
 /* Kernel families: the attention, softmax, LayerNorm, elementwise and
@@ -732,13 +732,15 @@ attn_status attn_isa_get_info(attn_isa_info *info);
    (ATTN_ERR_ARG) a family the CPU lacks.  Kernels already running finish
    with the family they started with. */
 attn_status attn_set_isa(const char *family);
-/* OpenBLAS's threads, and attn's own pool (attention kernels) alike: n in
-   [1, ATTN_MAX_THREADS], else ATTN_ERR_ARG naming the range (also when
-   the loaded OpenBLAS was built for fewer threads: nothing is changed). */
+/* attn's one thread pool: n in [1, ATTN_MAX_THREADS], else ATTN_ERR_ARG
+   naming the range (nothing is changed).  OpenBLAS runs on one thread
+   (attn sets openblas_set_num_threads(1), process-wide); attn_sgemm splits
+   a large product into one call per pool thread instead. */
 #define ATTN_MAX_THREADS 64
 attn_status attn_set_num_threads(int n);
 int attn_get_num_threads(void);
-/* Row-major C[m,n] = alpha * op(A)[m,k] op(B)[k,n] + beta * C. */
+/* Row-major C[m,n] = alpha * op(A)[m,k] op(B)[k,n] + beta * C, over the
+   pool's threads (each element computed as by one sgemm call). */
 attn_status attn_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                        int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
 

@@ -9,6 +9,12 @@
  * loading it ourselves we can set the core type from cpuid first.  A
  * process that already has OpenBLAS loaded (a C host linking it) gets that
  * copy back from dlopen, and attn reports whatever core it runs.
+ *
+ * Threads: OpenBLAS runs on one thread, always, and a large product is
+ * split over attn's own pool (parallel.c) instead, each part one sgemm
+ * call.  Two pools on the same cores fight: OpenBLAS's idle threads spin
+ * after every product while attn's elementwise jobs want the same cores,
+ * which made whole training steps no faster on 2 threads than on 1.
  */
 #define _GNU_SOURCE
 #include "kernels/kernels.h"
@@ -16,6 +22,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -34,6 +41,16 @@ enum { ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112 };
    OpenBLAS rounds a row block's last bits differently from the same rows
    inside one big call. */
 #define GEMM_BLOCK_MACS ((int64_t)1 << 32)
+/* Products of at least this many multiply-adds are split over the pool
+   (about 5 us of arithmetic on one core, against about 1 us for a job). */
+#define GEMM_PAR_MACS ((int64_t)1 << 18)
+/* Parts are runs of rows of C that start at multiples of this many rows.
+   Measured with OpenBLAS 0.3.21's Zen kernels: a row block that starts at
+   a multiple of 48 rows gets the bits that one call gives those rows, one
+   at a multiple of 16, 32, 64 or 128 does not, and no split of the columns
+   does.  96 is also a multiple of every other x86 sgemm kernel's row tile
+   (16, 32); spec/math_spec.lua checks 1 against 2 threads bit for bit. */
+#define GEMM_PAR_ALIGN 96
 
 typedef void (*sgemm_fn)(int order, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
                          const float *b, int ldb, float beta, float *c, int ldc);
@@ -102,6 +119,14 @@ static void blas_load(void) {
       blas.coretype_source = "attn";
     }
   }
+  /* OpenBLAS starts its worker threads in the same constructor, and they
+     spin for a while before they sleep: with OPENBLAS_NUM_THREADS=1 it
+     starts none.  attn's pool takes its count first, from the user's
+     OPENBLAS_NUM_THREADS (or OMP_NUM_THREADS, or the CPUs). */
+  attn__parallel_threads();
+  char *user_threads = getenv("OPENBLAS_NUM_THREADS");
+  if (user_threads) user_threads = strdup(user_threads);
+  setenv("OPENBLAS_NUM_THREADS", "1", 1);
   const char *candidates[] = {getenv("ATTN_OPENBLAS"), ATTN_OPENBLAS_PATH, "libopenblas.so.0", "libopenblas.so",
                               "libopenblasp.so.0"};
   for (size_t i = 0; i < sizeof candidates / sizeof *candidates && !blas.handle; i++) {
@@ -112,6 +137,11 @@ static void blas_load(void) {
   /* The variable was only for OpenBLAS's constructor; leave the user's
      environment (and child processes) as it was. */
   if (set_by_us) unsetenv("OPENBLAS_CORETYPE");
+  if (user_threads)
+    setenv("OPENBLAS_NUM_THREADS", user_threads, 1);
+  else
+    unsetenv("OPENBLAS_NUM_THREADS");
+  free(user_threads);
   if (!blas.handle) {
     snprintf(blas.error, sizeof blas.error, "blas: cannot load OpenBLAS (%s): %s", ATTN_OPENBLAS_PATH, dlerror());
     blas.status = ATTN_ERR_IO;
@@ -126,7 +156,10 @@ static void blas_load(void) {
     snprintf(blas.error, sizeof blas.error, "blas: %s has no cblas_sgemm", blas.library);
     blas.status = ATTN_ERR_IO;
   }
-  if (blas.get_num_threads) attn__parallel_resize(blas.get_num_threads()); /* one count for both */
+  /* attn's pool takes the count OpenBLAS chose (OPENBLAS_NUM_THREADS, ...);
+     OpenBLAS itself then runs on the calling thread only */
+  /* an OpenBLAS that was in the process already may run more threads */
+  if (blas.set_num_threads && blas.get_num_threads && blas.get_num_threads() != 1) blas.set_num_threads(1);
 }
 
 attn_status attn_blas_init(void) {
@@ -142,7 +175,7 @@ attn_status attn_blas_get_info(attn_blas_info *info) {
   info->core = blas.get_corename ? blas.get_corename() : "unknown";
   info->config = blas.get_config ? blas.get_config() : "unknown";
   info->coretype_source = blas.coretype_source;
-  info->num_threads = blas.get_num_threads ? blas.get_num_threads() : 1;
+  info->num_threads = attn__parallel_threads(); /* OpenBLAS itself runs on one */
   return ATTN_OK;
 }
 
@@ -151,24 +184,56 @@ attn_status attn_set_num_threads(int n) {
     return attn_set_error(ATTN_ERR_ARG, "set_num_threads: n must be in [1, %d] (got %d)", ATTN_MAX_THREADS, n);
   attn_status st = attn_blas_init();
   if (st) return st;
-  if (blas.set_num_threads) {
-    int before = blas.get_num_threads ? blas.get_num_threads() : 0;
-    blas.set_num_threads(n);
-    /* OpenBLAS silently caps n at the count it was built for */
-    int got = blas.get_num_threads ? blas.get_num_threads() : n;
-    if (got != n) {
-      if (before > 0) blas.set_num_threads(before);
-      return attn_set_error(ATTN_ERR_ARG, "set_num_threads: n must be in [1, %d] for %s (got %d)", got, blas.library,
-                            n);
-    }
-  }
-  attn__parallel_resize(n); /* attn's own pool (parallel.c) follows */
+  /* never more than one: OpenBLAS starts a thread for every count it is
+     given, and those spin on the cores the pool needs */
+  if (blas.set_num_threads && blas.get_num_threads && blas.get_num_threads() != 1) blas.set_num_threads(1);
+  attn__parallel_resize(n);
   return ATTN_OK;
 }
 
 int attn_get_num_threads(void) {
-  if (attn_blas_init() != ATTN_OK || !blas.get_num_threads) return attn__parallel_threads();
-  return blas.get_num_threads();
+  attn_blas_init();
+  return attn__parallel_threads();
+}
+
+/* One sgemm call per part of C's rows (GEMM_PAR_ALIGN-aligned). */
+typedef struct {
+  int ta, tb;
+  int64_t m, n, k, lda, ldb, ldc, step;
+  float alpha, beta;
+  const float *a, *b;
+  float *c;
+} sgemm_job;
+
+static void sgemm_range(int64_t begin, int64_t end, void *arg) {
+  const sgemm_job *J = arg;
+  for (int64_t part = begin; part < end; part++) {
+    int64_t i = part * J->step, mi = J->m - i < J->step ? J->m - i : J->step;
+    const float *ai = J->ta == TRANS ? J->a + i : J->a + i * J->lda;
+    blas.sgemm(ROW_MAJOR, J->ta, J->tb, (int)mi, (int)J->n, (int)J->k, J->alpha, ai, (int)J->lda, J->b, (int)J->ldb,
+               J->beta, J->c + i * J->ldc, (int)J->ldc);
+  }
+}
+
+/* c [m, n] = alpha op(a) op(b) + beta c over the pool's threads. */
+static void sgemm_par(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+                      const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+  int nt = attn__parallel_threads();
+  int64_t macs = m * n * (k > 0 ? k : 1);
+  sgemm_job J = {.ta = ta, .tb = tb, .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb, .ldc = ldc,
+                 .alpha = alpha, .beta = beta, .a = a, .b = b, .c = c};
+  int64_t parts = 1;
+  if (nt > 1 && macs >= GEMM_PAR_MACS && m >= 2 * GEMM_PAR_ALIGN) {
+    /* about one part per thread, each a whole number of aligned blocks */
+    int64_t blocks = (m + GEMM_PAR_ALIGN - 1) / GEMM_PAR_ALIGN;
+    J.step = (blocks + nt - 1) / nt * GEMM_PAR_ALIGN;
+    parts = (m + J.step - 1) / J.step;
+  }
+  if (parts <= 1) {
+    blas.sgemm(ROW_MAJOR, ta, tb, (int)m, (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+    return;
+  }
+  attn__parallel_for(parts, sgemm_range, &J);
 }
 
 attn_status attn_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
@@ -195,8 +260,8 @@ attn_status attn_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
   int64_t kk = k > 0 ? k : 1;
   if (attn_deadline_current() == 0 || (double)m * (double)n * (double)kk <= (double)GEMM_BLOCK_MACS) {
     if (attn__cancelled()) return attn__limit_error("sgemm");
-    blas.sgemm(ROW_MAJOR, ta, tb, (int)m, (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
-    return ATTN_OK;
+    sgemm_par(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return attn__cancelled() ? attn__limit_error("sgemm") : ATTN_OK;
   }
   /* Under a deadline (attn_deadline_set_current) a large product goes in
      blocks of about GEMM_BLOCK_MACS multiply-adds, polled in between:
@@ -216,8 +281,7 @@ attn_status attn_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
       if (attn__cancelled()) return attn__limit_error("sgemm");
       int64_t nj = n - j < cb ? n - j : cb;
       const float *bj = trans_b ? b + j * ldb : b + j;
-      blas.sgemm(ROW_MAJOR, ta, tb, (int)mi, (int)nj, (int)k, alpha, ai, (int)lda, bj, (int)ldb, beta, c + i * ldc + j,
-                 (int)ldc);
+      sgemm_par(ta, tb, mi, nj, k, alpha, ai, lda, bj, ldb, beta, c + i * ldc + j, ldc);
     }
   }
   return ATTN_OK;
