@@ -28,6 +28,10 @@
 /* ... unless the copy is small anyway (per-head attention scores q k^T):
    then sgemm's call and packing overhead is the larger cost */
 #define SMALL_GEMM_PANEL 4096
+/* Medium products of at least this many multiply-adds split their rows
+   over the pool (a job costs about 1 us; this is about 3 us of work), and
+   so do batches of products that add up to it. */
+#define PAR_GEMM_MACS ((int64_t)1 << 16)
 
 /* Whether a rows x cols matrix with strides (rs, cs) can go to sgemm, and
    how: row-major (trans false) or column-major (trans true), with its
@@ -84,6 +88,24 @@ typedef struct {
   int64_t rs, cs; /* strides of the matrix dims */
 } mat;
 
+/* Rows [part * step, ...) of a medium product, on the pool. */
+typedef struct {
+  const attn__kernels *K;
+  mat A, B;
+  int64_t m, n, k, step, scratch_floats;
+  float *c, *scratch;
+} mid_job;
+
+static void mid_range(int64_t begin, int64_t end, void *arg) {
+  const mid_job *J = arg;
+  for (int64_t part = begin; part < end; part++) {
+    const int64_t i = part * J->step, mi = J->m - i < J->step ? J->m - i : J->step;
+    if (mi <= 0) continue;
+    J->K->gemm(mi, J->n, J->k, J->A.data + i * J->A.rs, J->A.rs, J->A.cs, J->B.data, J->B.rs, J->B.cs,
+               J->c + i * J->n, J->scratch + part * J->scratch_floats);
+  }
+}
+
 /* c [m, n] (contiguous) = A [m, k] @ B [k, n], or with acc c += A @ B (a
    gradient added straight into a leaf's .grad or a running sum,
    attn__grad_into).  Products that go to
@@ -134,11 +156,23 @@ static attn_status gemm_one(mat A, mat B, int64_t m, int64_t n, int64_t k, float
   }
   if (mid) {
     const size_t bytes = (size_t)(K->gemm_mr * K->gemm_nr + k * np) * sizeof(float);
-    float *scratch = attn__scratch_alloc(bytes);
-    if (!scratch) return attn__nomem("matmul", (int64_t)bytes);
-    K->gemm(m, n, k, A.data, A.rs, A.cs, B.data, B.rs, B.cs, c, scratch);
-    attn__scratch_free(scratch, bytes);
-    return ATTN_OK;
+    /* rows split over the pool: parts of whole register tiles, each with
+       its own scratch (its own copy of B's panel) */
+    const int nt = attn__parallel_threads();
+    const int64_t tiles = (m + K->gemm_mr - 1) / K->gemm_mr;
+    const int64_t parts = nt > 1 && m * n * k >= PAR_GEMM_MACS && tiles >= 2 ? (tiles < nt ? tiles : nt) : 1;
+    float *scratch = attn__scratch_alloc(bytes * (size_t)parts);
+    if (!scratch) return attn__nomem("matmul", (int64_t)(bytes * (size_t)parts));
+    if (parts == 1) {
+      K->gemm(m, n, k, A.data, A.rs, A.cs, B.data, B.rs, B.cs, c, scratch);
+    } else {
+      mid_job J = {.K = K, .A = A, .B = B, .m = m, .n = n, .k = k, .c = c, .scratch = scratch,
+                   .scratch_floats = (int64_t)(bytes / sizeof(float)),
+                   .step = (tiles + parts - 1) / parts * K->gemm_mr};
+      attn__parallel_for(parts, mid_range, &J);
+    }
+    attn__scratch_free(scratch, bytes * (size_t)parts);
+    return attn__cancelled() ? attn__limit_error("matmul") : ATTN_OK;
   }
   /* An operand BLAS cannot read in place (broadcast stride 0, gradients
      of sums, odd strides) is packed row-major first: a copy is O(rows *
@@ -166,6 +200,32 @@ static attn_status gemm_one(mat A, mat B, int64_t m, int64_t n, int64_t k, float
   if (pa) attn__scratch_free(pa, (size_t)(m * k) * sizeof(float));
   if (pb) attn__scratch_free(pb, (size_t)(k * n) * sizeof(float));
   return st;
+}
+
+/* Batches [begin, end) of a batched product, on the pool. */
+typedef struct {
+  mat A, B;
+  int64_t m, n, k;
+  float *c;
+  int nbatch;
+  const int64_t *batch, *astr, *bstr;
+  int failed; /* atomic */
+} batch_job;
+
+static void batch_range(int64_t begin, int64_t end, void *arg) {
+  batch_job *J = arg;
+  for (int64_t bi = begin; bi < end; bi++) {
+    int64_t aoff = 0, boff = 0, rest = bi;
+    for (int d = J->nbatch - 1; d >= 0; d--) {
+      const int64_t i = rest % J->batch[d];
+      rest /= J->batch[d];
+      aoff += i * J->astr[d];
+      boff += i * J->bstr[d];
+    }
+    mat Ai = {J->A.data + aoff, J->A.rs, J->A.cs}, Bi = {J->B.data + boff, J->B.rs, J->B.cs};
+    if (gemm_one(Ai, Bi, J->m, J->n, J->k, J->c + bi * J->m * J->n, false, false))
+      __atomic_store_n(&J->failed, 1, __ATOMIC_RELAXED);
+  }
 }
 
 static attn_status matmul_impl(const char *fn, const attn_tensor *a_in, const attn_tensor *b_in, bool reference,
@@ -247,6 +307,22 @@ static attn_status matmul_impl(const char *fn, const attn_tensor *a_in, const at
   int64_t astr[ATTN_MAX_DIMS], bstr[ATTN_MAX_DIMS];
   attn__broadcast_strides(&ab, nbatch, batch, astr);
   attn__broadcast_strides(&bb, nbatch, batch, bstr);
+  /* many small products (per-head attention): batches over the pool */
+  if (!reference && nb > 1 && attn__parallel_threads() > 1 && nb * m * n * (k > 0 ? k : 1) >= PAR_GEMM_MACS) {
+    batch_job J = {.A = A, .B = B, .m = m, .n = n, .k = k, .c = c, .nbatch = nbatch, .batch = batch, .astr = astr,
+                   .bstr = bstr};
+    attn__parallel_for(nb, batch_range, &J);
+    if (attn__cancelled()) {
+      attn_tensor_release(o);
+      return attn__limit_error(fn);
+    }
+    if (!__atomic_load_n(&J.failed, __ATOMIC_RELAXED)) {
+      *out = o;
+      return ATTN_OK;
+    }
+    /* a batch failed on a worker (out of memory): the loop below fails
+       again here, where the message is this thread's */
+  }
   int64_t idx[ATTN_MAX_DIMS] = {0};
   int64_t aoff = 0, boff = 0, work = 0;
   for (int64_t bi = 0; bi < nb; bi++) {
