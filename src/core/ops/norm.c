@@ -37,9 +37,11 @@ static attn_status check_param(const attn_tensor *x, int k, const attn_tensor *p
                         sn);
 }
 
-/* Forward jobs of at least this many elements split their row blocks over
-   the thread pool */
-#define LN_PAR_MIN ((int64_t)1 << 18)
+/* Forward jobs of at least this many elements split their rows over the
+   thread pool, in at least LN_PAR_BLOCKS blocks (so that 2 threads get
+   even shares) */
+#define LN_PAR_MIN ((int64_t)1 << 15)
+#define LN_PAR_BLOCKS 8
 
 /* Backward jobs of at least LN_PAR_MIN elements split the rows into at
    most LN_BWD_TASKS tasks (a count fixed by the shape, never by the
@@ -187,9 +189,14 @@ attn_status attn_layer_norm(const attn_tensor *x, int k, const attn_tensor *w, c
     const float *xp = attn_tensor_data(xc), *wp = wc ? attn_tensor_data(wc) : NULL;
     const float *bp = bc ? attn_tensor_data(bc) : NULL;
     float *yp = attn_tensor_data(y), *mp = attn_tensor_data(mean), *rp = attn_tensor_data(rstd);
-    const int64_t step = rows_per_poll(n);
+    int64_t step = rows_per_poll(n);
+    const bool par = rows * n >= LN_PAR_MIN && rows > 1;
+    if (par && (rows + step - 1) / step < LN_PAR_BLOCKS) {
+      const int64_t blocks = rows < LN_PAR_BLOCKS ? rows : LN_PAR_BLOCKS;
+      step = (rows + blocks - 1) / blocks;
+    }
     ln_job J = {K, xp, wp, bp, yp, mp, rp, rows, n, step, eps};
-    if (rows * n >= LN_PAR_MIN && rows > step) /* each row alone: the split changes no result */
+    if (par) /* each row alone: the split changes no result */
       attn__parallel_for((rows + step - 1) / step, ln_rows_range, &J);
     else
       ln_rows_range(0, (rows + step - 1) / step, &J);

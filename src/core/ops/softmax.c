@@ -31,7 +31,7 @@
 
 /* t [..., n, ...] -> out of the same shape */
 /* Blocks of at least this many elements split their rows over the pool */
-#define SOFTMAX_PAR_MIN ((int64_t)1 << 18)
+#define SOFTMAX_PAR_MIN ((int64_t)1 << 15)
 
 typedef struct {
   const attn__kernels *K;

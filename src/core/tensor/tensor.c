@@ -1231,12 +1231,12 @@ bool attn__has_internal_overlap(const attn_tensor *t) {
 }
 
 /* Big elementwise jobs go to the thread pool: at least this many elements
-   (about 1 MB of floats, where a pass takes tens of microseconds, against a
-   few for waking the pool), in units of at most FOREACH_PIECE elements of
-   one row.  Every element is still computed once by the same row function,
+   (128 KB of floats, a pass of several microseconds, against about one for
+   a job on the pool's spinning workers), in units of at most FOREACH_PIECE
+   elements of one row.  Every element is still computed once by the same row function,
    so the results do not depend on the thread count. */
-#define FOREACH_PAR_MIN ((int64_t)1 << 18)
-#define FOREACH_PIECE ((int64_t)1 << 14)
+#define FOREACH_PAR_MIN ((int64_t)1 << 15)
+#define FOREACH_PIECE ((int64_t)1 << 12)
 
 typedef struct {
   int nd, nt;
