@@ -11,10 +11,10 @@
  * copy back from dlopen, and attn reports whatever core it runs.
  *
  * Threads: OpenBLAS runs on one thread, always, and a large product is
- * split over attn's own pool (parallel.c) instead, each part one sgemm
- * call.  Two pools on the same cores fight: OpenBLAS's idle threads spin
- * after every product while attn's elementwise jobs want the same cores,
- * which made whole training steps no faster on 2 threads than on 1.
+ * cut into parts that attn's own pool (parallel.c) runs, each part one
+ * sgemm call.  Two pools on the same cores fight: OpenBLAS's idle threads
+ * spin after every product while attn's elementwise jobs want the same
+ * cores, which made whole training steps no faster on 2 threads than on 1.
  */
 #define _GNU_SOURCE
 #include "kernels/kernels.h"
@@ -41,16 +41,21 @@ enum { ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112 };
    OpenBLAS rounds a row block's last bits differently from the same rows
    inside one big call. */
 #define GEMM_BLOCK_MACS ((int64_t)1 << 32)
-/* Products of at least this many multiply-adds are split over the pool
-   (about 5 us of arithmetic on one core, against about 1 us for a job). */
+/* Products of at least this many multiply-adds are cut into one part per
+   pool thread (about 5 us of arithmetic on one core, against about 1 us
+   for a job); on one thread they stay one call, as fast as before.  Row
+   parts start at multiples of GEMM_ROW_ALIGN rows, a multiple of every
+   x86 sgemm kernel's row tile: on 0.3.21's Zen kernels parts at multiples
+   of 48 rows give the bits one call gives (16, 32, 64 or 128 do not), so
+   the thread count changes no result there.  Short, deep products (weight
+   gradients: few rows of C, a long sum over the batch) are cut along k
+   instead, into partial products in scratch added in order: like
+   OpenBLAS's own threads, that rounds differently from one call. */
 #define GEMM_PAR_MACS ((int64_t)1 << 18)
-/* Parts are runs of rows of C that start at multiples of this many rows.
-   Measured with OpenBLAS 0.3.21's Zen kernels: a row block that starts at
-   a multiple of 48 rows gets the bits that one call gives those rows, one
-   at a multiple of 16, 32, 64 or 128 does not, and no split of the columns
-   does.  96 is also a multiple of every other x86 sgemm kernel's row tile
-   (16, 32); spec/math_spec.lua checks 1 against 2 threads bit for bit. */
-#define GEMM_PAR_ALIGN 96
+#define GEMM_ROW_ALIGN 96
+/* k parts: at least GEMM_K_MIN terms each */
+#define GEMM_K_MIN 256
+#define GEMM_K_MAX_MN ((int64_t)1 << 20) /* floats of C: the scratch stays under 16 MB */
 
 typedef void (*sgemm_fn)(int order, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
                          const float *b, int ldb, float beta, float *c, int ldc);
@@ -196,44 +201,91 @@ int attn_get_num_threads(void) {
   return attn__parallel_threads();
 }
 
-/* One sgemm call per part of C's rows (GEMM_PAR_ALIGN-aligned). */
+/* One sgemm call per part: a run of C's rows, or a slice of k whose
+   partial product goes to its own scratch block. */
 typedef struct {
   int ta, tb;
   int64_t m, n, k, lda, ldb, ldc, step;
   float alpha, beta;
   const float *a, *b;
   float *c;
+  float *partials; /* k parts: [parts, m, n] */
 } sgemm_job;
 
-static void sgemm_range(int64_t begin, int64_t end, void *arg) {
+static void sgemm_rows(int64_t begin, int64_t end, void *arg) {
   const sgemm_job *J = arg;
   for (int64_t part = begin; part < end; part++) {
-    int64_t i = part * J->step, mi = J->m - i < J->step ? J->m - i : J->step;
+    const int64_t i = part * J->step, mi = J->m - i < J->step ? J->m - i : J->step;
     const float *ai = J->ta == TRANS ? J->a + i : J->a + i * J->lda;
     blas.sgemm(ROW_MAJOR, J->ta, J->tb, (int)mi, (int)J->n, (int)J->k, J->alpha, ai, (int)J->lda, J->b, (int)J->ldb,
                J->beta, J->c + i * J->ldc, (int)J->ldc);
   }
 }
 
-/* c [m, n] = alpha op(a) op(b) + beta c over the pool's threads. */
-static void sgemm_par(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+static void sgemm_kparts(int64_t begin, int64_t end, void *arg) {
+  const sgemm_job *J = arg;
+  for (int64_t part = begin; part < end; part++) {
+    const int64_t p = part * J->step, kp = J->k - p < J->step ? J->k - p : J->step;
+    const float *ap = J->ta == TRANS ? J->a + p * J->lda : J->a + p;
+    const float *bp = J->tb == TRANS ? J->b + p : J->b + p * J->ldb;
+    blas.sgemm(ROW_MAJOR, J->ta, J->tb, (int)J->m, (int)J->n, (int)kp, 1.0f, ap, (int)J->lda, bp, (int)J->ldb, 0.0f,
+               J->partials + part * J->m * J->n, (int)J->n);
+  }
+}
+
+/* c = alpha * (sum of the partials, in order) + beta * c, rows [begin, end) */
+static void sgemm_ksum(int64_t begin, int64_t end, void *arg) {
+  const sgemm_job *J = arg;
+  const int64_t parts = (J->k + J->step - 1) / J->step, mn = J->m * J->n;
+  for (int64_t i = begin; i < end; i++) {
+    float *ci = J->c + i * J->ldc;
+    const float *p0 = J->partials + i * J->n;
+    for (int64_t j = 0; j < J->n; j++) {
+      float sum = p0[j];
+      for (int64_t q = 1; q < parts; q++) sum += p0[q * mn + j];
+      ci[j] = J->beta == 0.0f ? J->alpha * sum : J->alpha * sum + J->beta * ci[j];
+    }
+  }
+}
+
+/* c [m, n] = alpha op(a) op(b) + beta c in parts on the pool (see
+   GEMM_PAR_MACS); false when it is better made as one call (or the k
+   parts' scratch could not be had). */
+static bool sgemm_par(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
                       const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
-  int nt = attn__parallel_threads();
-  int64_t macs = m * n * (k > 0 ? k : 1);
+  const int nt = attn__parallel_threads();
+  const int64_t macs = m * n * (k > 0 ? k : 1);
   sgemm_job J = {.ta = ta, .tb = tb, .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb, .ldc = ldc,
                  .alpha = alpha, .beta = beta, .a = a, .b = b, .c = c};
-  int64_t parts = 1;
-  if (nt > 1 && macs >= GEMM_PAR_MACS && m >= 2 * GEMM_PAR_ALIGN) {
-    /* about one part per thread, each a whole number of aligned blocks */
-    int64_t blocks = (m + GEMM_PAR_ALIGN - 1) / GEMM_PAR_ALIGN;
-    J.step = (blocks + nt - 1) / nt * GEMM_PAR_ALIGN;
-    parts = (m + J.step - 1) / J.step;
+  if (nt <= 1 || macs < GEMM_PAR_MACS) return false;
+  if (m >= 2 * GEMM_ROW_ALIGN) {
+    const int64_t blocks = (m + GEMM_ROW_ALIGN - 1) / GEMM_ROW_ALIGN;
+    J.step = (blocks + nt - 1) / nt * GEMM_ROW_ALIGN;
+    attn__parallel_for((m + J.step - 1) / J.step, sgemm_rows, &J);
+    return true;
   }
-  if (parts <= 1) {
+  if (k < 2 * GEMM_K_MIN || m * n > GEMM_K_MAX_MN) return false;
+  int64_t parts = k / GEMM_K_MIN < nt ? k / GEMM_K_MIN : nt;
+  J.step = (k + parts - 1) / parts;
+  parts = (k + J.step - 1) / J.step;
+  const int64_t bytes = parts * m * n * (int64_t)sizeof(float);
+  attn_budget *bud = attn_budget_current();
+  if (bud && !attn_budget_charge(bud, bytes)) return false;
+  if (!(J.partials = malloc((size_t)bytes))) {
+    if (bud) attn_budget_credit(bud, bytes);
+    return false;
+  }
+  attn__parallel_for(parts, sgemm_kparts, &J);
+  attn__parallel_for(m, sgemm_ksum, &J);
+  free(J.partials);
+  if (bud) attn_budget_credit(bud, bytes);
+  return true;
+}
+
+static void sgemm_any(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+                      const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+  if (!sgemm_par(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
     blas.sgemm(ROW_MAJOR, ta, tb, (int)m, (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
-    return;
-  }
-  attn__parallel_for(parts, sgemm_range, &J);
 }
 
 attn_status attn_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
@@ -260,7 +312,7 @@ attn_status attn_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
   int64_t kk = k > 0 ? k : 1;
   if (attn_deadline_current() == 0 || (double)m * (double)n * (double)kk <= (double)GEMM_BLOCK_MACS) {
     if (attn__cancelled()) return attn__limit_error("sgemm");
-    sgemm_par(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    sgemm_any(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return attn__cancelled() ? attn__limit_error("sgemm") : ATTN_OK;
   }
   /* Under a deadline (attn_deadline_set_current) a large product goes in
@@ -281,7 +333,7 @@ attn_status attn_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
       if (attn__cancelled()) return attn__limit_error("sgemm");
       int64_t nj = n - j < cb ? n - j : cb;
       const float *bj = trans_b ? b + j * ldb : b + j;
-      sgemm_par(ta, tb, mi, nj, k, alpha, ai, lda, bj, ldb, beta, c + i * ldc + j, ldc);
+      sgemm_any(ta, tb, mi, nj, k, alpha, ai, lda, bj, ldb, beta, c + i * ldc + j, ldc);
     }
   }
   return ATTN_OK;
