@@ -53,9 +53,9 @@
  * without the sandbox (attn.manual_seed seeds it for every such state, as
  * torch's does for a process; pass an attn.Generator for independent
  * streams; a sandbox has its own, see below), the kernel family
- * (attn.set_isa), the thread count of OpenBLAS and attn's pool, the live
- * object counters of attn.debug_counts(), and attn.dist (MPI and its
- * timeout).  Grad mode belongs to each state.
+ * (attn.set_isa), the thread count of attn's pool (OpenBLAS runs on one
+ * thread), the live object counters of attn.debug_counts(), and attn.dist
+ * (MPI and its timeout).  Grad mode belongs to each state.
  */
 #ifndef ATTN_LUA_H
 #define ATTN_LUA_H
