@@ -64,9 +64,9 @@ static struct {
   range_fn fn;
   void *ctx;
   int64_t n, chunk;
-  int64_t next;    /* atomic: first index not handed out */
-  double deadline;      /* the submitting thread's (deadline.c) */
-  attn_budget *budget;  /* and its budget (budget.c): scratch in a job counts there */
+  int64_t next;        /* atomic: first index not handed out */
+  double deadline;     /* the submitting thread's (deadline.c) */
+  attn_budget *budget; /* and its budget (budget.c): scratch in a job counts there */
 } pool = {.busy = PTHREAD_MUTEX_INITIALIZER,
           .lock = PTHREAD_MUTEX_INITIALIZER,
           .wake = PTHREAD_COND_INITIALIZER,
@@ -145,7 +145,8 @@ static void *worker_main(void *arg) {
     run_chunks(fn, ctx, n, chunk);
     attn_budget_set_current(NULL);
     attn_deadline_set_current(0);
-    if (__atomic_sub_fetch(&pool.active, 1, __ATOMIC_SEQ_CST) == 0 && __atomic_load_n(&pool.waiting, __ATOMIC_SEQ_CST)) {
+    if (__atomic_sub_fetch(&pool.active, 1, __ATOMIC_SEQ_CST) == 0 &&
+        __atomic_load_n(&pool.waiting, __ATOMIC_SEQ_CST)) {
       pthread_mutex_lock(&pool.lock);
       pthread_cond_signal(&pool.done);
       pthread_mutex_unlock(&pool.lock);
@@ -197,7 +198,8 @@ static void ensure_workers(int want) {
   pool.threads = attn__calloc((size_t)want, sizeof *pool.threads);
   if (!pool.threads) return;
   for (int i = 0; i < want; i++) {
-    if (pthread_create(&pool.threads[i], NULL, worker_main, (void *)(uintptr_t)__atomic_load_n(&pool.generation, __ATOMIC_ACQUIRE)) != 0)
+    if (pthread_create(&pool.threads[i], NULL, worker_main,
+                       (void *)(uintptr_t)__atomic_load_n(&pool.generation, __ATOMIC_ACQUIRE)) != 0)
       break;
     pool.nworkers++;
   }

@@ -255,8 +255,19 @@ static bool sgemm_par(int ta, int tb, int64_t m, int64_t n, int64_t k, float alp
                       const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
   const int nt = attn__parallel_threads();
   const int64_t macs = m * n * (k > 0 ? k : 1);
-  sgemm_job J = {.ta = ta, .tb = tb, .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb, .ldc = ldc,
-                 .alpha = alpha, .beta = beta, .a = a, .b = b, .c = c};
+  sgemm_job J = {.ta = ta,
+                 .tb = tb,
+                 .m = m,
+                 .n = n,
+                 .k = k,
+                 .lda = lda,
+                 .ldb = ldb,
+                 .ldc = ldc,
+                 .alpha = alpha,
+                 .beta = beta,
+                 .a = a,
+                 .b = b,
+                 .c = c};
   if (nt <= 1 || macs < GEMM_PAR_MACS) return false;
   if (m >= 2 * GEMM_ROW_ALIGN) {
     const int64_t blocks = (m + GEMM_ROW_ALIGN - 1) / GEMM_ROW_ALIGN;

@@ -101,8 +101,8 @@ static void mid_range(int64_t begin, int64_t end, void *arg) {
   for (int64_t part = begin; part < end; part++) {
     const int64_t i = part * J->step, mi = J->m - i < J->step ? J->m - i : J->step;
     if (mi <= 0) continue;
-    J->K->gemm(mi, J->n, J->k, J->A.data + i * J->A.rs, J->A.rs, J->A.cs, J->B.data, J->B.rs, J->B.cs,
-               J->c + i * J->n, J->scratch + part * J->scratch_floats);
+    J->K->gemm(mi, J->n, J->k, J->A.data + i * J->A.rs, J->A.rs, J->A.cs, J->B.data, J->B.rs, J->B.cs, J->c + i * J->n,
+               J->scratch + part * J->scratch_floats);
   }
 }
 
@@ -166,7 +166,14 @@ static attn_status gemm_one(mat A, mat B, int64_t m, int64_t n, int64_t k, float
     if (parts == 1) {
       K->gemm(m, n, k, A.data, A.rs, A.cs, B.data, B.rs, B.cs, c, scratch);
     } else {
-      mid_job J = {.K = K, .A = A, .B = B, .m = m, .n = n, .k = k, .c = c, .scratch = scratch,
+      mid_job J = {.K = K,
+                   .A = A,
+                   .B = B,
+                   .m = m,
+                   .n = n,
+                   .k = k,
+                   .c = c,
+                   .scratch = scratch,
                    .scratch_floats = (int64_t)(bytes / sizeof(float)),
                    .step = (tiles + parts - 1) / parts * K->gemm_mr};
       attn__parallel_for(parts, mid_range, &J);
@@ -309,8 +316,8 @@ static attn_status matmul_impl(const char *fn, const attn_tensor *a_in, const at
   attn__broadcast_strides(&bb, nbatch, batch, bstr);
   /* many small products (per-head attention): batches over the pool */
   if (!reference && nb > 1 && attn__parallel_threads() > 1 && nb * m * n * (k > 0 ? k : 1) >= PAR_GEMM_MACS) {
-    batch_job J = {.A = A, .B = B, .m = m, .n = n, .k = k, .c = c, .nbatch = nbatch, .batch = batch, .astr = astr,
-                   .bstr = bstr};
+    batch_job J = {
+        .A = A, .B = B, .m = m, .n = n, .k = k, .c = c, .nbatch = nbatch, .batch = batch, .astr = astr, .bstr = bstr};
     attn__parallel_for(nb, batch_range, &J);
     if (attn__cancelled()) {
       attn_tensor_release(o);
