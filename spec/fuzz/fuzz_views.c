@@ -683,8 +683,9 @@ static bool step(state *s) {
     if (st == ATTN_OK) {
       int64_t n = attn_tensor_numel(target);
       /* the value in the target's dtype, as torch stores it: int64
-         truncates toward zero, bool takes any nonzero as true */
-      float want = target->dtype == ATTN_INT64 ? truncf(v) : target->dtype == ATTN_BOOL ? (float)(v != 0) : v;
+         truncates toward zero (an integer has no -0: + 0.0f makes
+         truncf(-0.3) read back as 0), bool takes any nonzero as true */
+      float want = target->dtype == ATTN_INT64 ? truncf(v) + 0.0f : target->dtype == ATTN_BOOL ? (float)(v != 0) : v;
       for (int64_t i = 0; i < n && i < FULL_CHECK; i++)
         FZ_CHECK(same_bits(attn_tensor_get_flat(target, i), want), "fill_: element %lld is %g, want %g (dtype %d)",
                  (long long)i, (double)attn_tensor_get_flat(target, i), (double)want, (int)target->dtype);
