@@ -188,6 +188,16 @@ describe("matmul", function()
   end)
 end)
 
+-- fn(...) run on `threads` pool threads; the count is restored even if fn fails
+local function on(threads, fn, ...)
+  local before = attn.get_num_threads()
+  attn.set_num_threads(threads)
+  local ok, r = pcall(fn, ...)
+  attn.set_num_threads(before)
+  assert(ok, r)
+  return r
+end
+
 describe("products on the thread pool", function()
   -- {m, k, n}: sgemm cut into row parts, into k parts (few rows, long
   -- sums), odd sizes; then attn's own medium kernel (row parts of whole
@@ -207,14 +217,6 @@ describe("products on the thread pool", function()
       out[#out + 1], out[#out + 2] = ag.grad, bg.grad
     end
     return out
-  end
-  local function on(threads, fn, ...)
-    local before = attn.get_num_threads()
-    attn.set_num_threads(threads)
-    local ok, r = pcall(fn, ...)
-    attn.set_num_threads(before)
-    assert(ok, r)
-    return r
   end
 
   it("agree on 1 and 2 threads when OpenBLAS computes them (row parts, k parts)", function()
@@ -261,13 +263,7 @@ describe("elementwise jobs on the thread pool", function()
       out[#out + 1], out[#out + 2], out[#out + 3] = xl.grad, wl.grad, bl.grad
       return out
     end
-    local before = attn.get_num_threads()
-    attn.set_num_threads(1)
-    local a = run()
-    attn.set_num_threads(2)
-    local ok, b = pcall(run)
-    attn.set_num_threads(before)
-    assert(ok, b)
+    local a, b = on(1, run), on(2, run)
     for i = 1, #a do assert(attn.eq(a[i], b[i]):all():item(), "result " .. i .. " differs") end
   end)
 end)

@@ -85,8 +85,8 @@ function M.progress_summaries(err)
   local out = {}
   if err ~= "" and err:sub(-1) ~= "\n" then return nil, "no newline at the end" end
   for l in err:gmatch("([^\n]*)\n") do
-    if not l:find(stamp) then return nil, l end
-    local body = l:sub(21)
+    local body = l:match(stamp .. "(.*)$")
+    if not body then return nil, l end
     if body:find("^[%w_ ]+: %d+/%d+ %(%d+%%%) in [%d:]+, [%d.]+ it/s") then
       out[#out + 1] = body
     elseif not body:find("^[%w_ ]+: %d+/%d+ %(%d+%%%) [%d:]+<[%d:]+, [%d.]+ it/s") then

@@ -103,6 +103,12 @@ static const char *pick_coretype(void) {
   return NULL;
 }
 
+/* OpenBLAS on one thread: it starts a thread for every count it is given,
+   and those spin on the cores attn's pool needs. */
+static void blas_one_thread(void) {
+  if (blas.set_num_threads && blas.get_num_threads && blas.get_num_threads() != 1) blas.set_num_threads(1);
+}
+
 static void blas_load(void) {
   const char *user = getenv("OPENBLAS_CORETYPE");
   const char *mode = getenv("ATTN_BLAS_CORETYPE");
@@ -129,9 +135,10 @@ static void blas_load(void) {
      starts none.  attn's pool takes its count first, from the user's
      OPENBLAS_NUM_THREADS (or OMP_NUM_THREADS, or the CPUs). */
   attn__parallel_threads();
-  char *user_threads = getenv("OPENBLAS_NUM_THREADS");
-  if (user_threads) user_threads = strdup(user_threads);
-  setenv("OPENBLAS_NUM_THREADS", "1", 1);
+  const char *user_n = getenv("OPENBLAS_NUM_THREADS");
+  char *user_threads = user_n ? strdup(user_n) : NULL;
+  bool threads_set = !user_n || user_threads; /* else the user's value could not be kept: leave it */
+  if (threads_set) setenv("OPENBLAS_NUM_THREADS", "1", 1);
   const char *candidates[] = {getenv("ATTN_OPENBLAS"), ATTN_OPENBLAS_PATH, "libopenblas.so.0", "libopenblas.so",
                               "libopenblasp.so.0"};
   for (size_t i = 0; i < sizeof candidates / sizeof *candidates && !blas.handle; i++) {
@@ -144,7 +151,7 @@ static void blas_load(void) {
   if (set_by_us) unsetenv("OPENBLAS_CORETYPE");
   if (user_threads)
     setenv("OPENBLAS_NUM_THREADS", user_threads, 1);
-  else
+  else if (threads_set)
     unsetenv("OPENBLAS_NUM_THREADS");
   free(user_threads);
   if (!blas.handle) {
@@ -163,8 +170,7 @@ static void blas_load(void) {
   }
   /* attn's pool takes the count OpenBLAS chose (OPENBLAS_NUM_THREADS, ...);
      OpenBLAS itself then runs on the calling thread only */
-  /* an OpenBLAS that was in the process already may run more threads */
-  if (blas.set_num_threads && blas.get_num_threads && blas.get_num_threads() != 1) blas.set_num_threads(1);
+  blas_one_thread(); /* an OpenBLAS that was in the process already may run more */
 }
 
 attn_status attn_blas_init(void) {
@@ -189,17 +195,12 @@ attn_status attn_set_num_threads(int n) {
     return attn_set_error(ATTN_ERR_ARG, "set_num_threads: n must be in [1, %d] (got %d)", ATTN_MAX_THREADS, n);
   attn_status st = attn_blas_init();
   if (st) return st;
-  /* never more than one: OpenBLAS starts a thread for every count it is
-     given, and those spin on the cores the pool needs */
-  if (blas.set_num_threads && blas.get_num_threads && blas.get_num_threads() != 1) blas.set_num_threads(1);
+  blas_one_thread(); /* a host may have raised it */
   attn__parallel_resize(n);
   return ATTN_OK;
 }
 
-int attn_get_num_threads(void) {
-  attn_blas_init();
-  return attn__parallel_threads();
-}
+int attn_get_num_threads(void) { return attn__parallel_threads(); }
 
 /* One sgemm call per part: a run of C's rows, or a slice of k whose
    partial product goes to its own scratch block. */
@@ -287,7 +288,7 @@ static bool sgemm_par(int ta, int tb, int64_t m, int64_t n, int64_t k, float alp
     return false;
   }
   attn__parallel_for(parts, sgemm_kparts, &J);
-  attn__parallel_for(m, sgemm_ksum, &J);
+  if (!attn__cancelled()) attn__parallel_for(m, sgemm_ksum, &J); /* else parts were skipped: attn_sgemm fails */
   free(J.partials);
   if (bud) attn_budget_credit(bud, bytes);
   return true;

@@ -100,7 +100,6 @@ static void mid_range(int64_t begin, int64_t end, void *arg) {
   const mid_job *J = arg;
   for (int64_t part = begin; part < end; part++) {
     const int64_t i = part * J->step, mi = J->m - i < J->step ? J->m - i : J->step;
-    if (mi <= 0) continue;
     J->K->gemm(mi, J->n, J->k, J->A.data + i * J->A.rs, J->A.rs, J->A.cs, J->B.data, J->B.rs, J->B.cs, J->c + i * J->n,
                J->scratch + part * J->scratch_floats);
   }
@@ -160,7 +159,8 @@ static attn_status gemm_one(mat A, mat B, int64_t m, int64_t n, int64_t k, float
        its own scratch (its own copy of B's panel) */
     const int nt = attn__parallel_threads();
     const int64_t tiles = (m + K->gemm_mr - 1) / K->gemm_mr;
-    const int64_t parts = nt > 1 && m * n * k >= PAR_GEMM_MACS && tiles >= 2 ? (tiles < nt ? tiles : nt) : 1;
+    const int64_t per = nt > 1 && m * n * k >= PAR_GEMM_MACS ? (tiles + nt - 1) / nt : tiles; /* tiles a part */
+    const int64_t parts = (tiles + per - 1) / per;
     float *scratch = attn__scratch_alloc(bytes * (size_t)parts);
     if (!scratch) return attn__nomem("matmul", (int64_t)(bytes * (size_t)parts));
     if (parts == 1) {
@@ -175,7 +175,7 @@ static attn_status gemm_one(mat A, mat B, int64_t m, int64_t n, int64_t k, float
                    .c = c,
                    .scratch = scratch,
                    .scratch_floats = (int64_t)(bytes / sizeof(float)),
-                   .step = (tiles + parts - 1) / parts * K->gemm_mr};
+                   .step = per * K->gemm_mr};
       attn__parallel_for(parts, mid_range, &J);
     }
     attn__scratch_free(scratch, bytes * (size_t)parts);
