@@ -55,7 +55,7 @@ local floors = {
 -- lua/attn's doors: the aggregators (attn, attn.nn) and the names of the
 -- applications kept for `require "attn.bert"` (each returns attn.app.<name>).
 local lua_doors = {}
-for _, name in ipairs({"init", "nn", "bert", "text", "seq2seq", "plot"}) do
+for _, name in ipairs({"init", "nn", "bert", "text", "seq2seq", "plot", "viz"}) do
   lua_doors["lua/attn/" .. name .. ".lua"] = true
 end
 

@@ -299,6 +299,26 @@ do
   for _, name in ipairs({"full", "full_like", "eye", "arange", "linspace", "randint"}) do declare_spread(name) end
 end
 
+-- attn.scaled_dot_product_attention runs through one Lua frame so that
+-- attn.viz.capture can watch its calls (the modules keep the function in
+-- a local when they load, so the table field cannot be swapped later).
+-- Without an observer the frame only passes the arguments on.
+do
+  local c_sdpa = attn.scaled_dot_product_attention
+  local observer
+  attn.scaled_dot_product_attention = function(...)
+    if observer == nil then return c_sdpa(...) end
+    return observer(c_sdpa, ...)
+  end
+  -- attn._sdpa_observer(f) -> the previous one: f(c_sdpa, q, k, v, ...)
+  -- then runs in place of every call (nil: none)
+  function attn._sdpa_observer(f)
+    local old = observer
+    observer = f
+    return old
+  end
+end
+
 -- x.device: every tensor is on the CPU (torch's x.device; a field, not a
 -- method, so it is set after the methods are guarded)
 methods.device = require("attn.device").device("cpu")

@@ -24,6 +24,7 @@ local submodules = {
   copy = "attn.copy",
   seq2seq = "attn.app.seq2seq",
   plot = "attn.app.plot",
+  viz = "attn.app.viz",
   data = "attn.data",
   text = "attn.app.text",
   bert = "attn.app.bert",
