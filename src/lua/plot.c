@@ -13,6 +13,8 @@
  *   _plot.pixel_stats(path [, x, y [, w, h]]) -> {width, height, colors,
  *       nonwhite, pixels, lightest, darkest, pixel}   (reads a PNG back,
  *       for tests)
+ *   _plot.png_diff(a, b) -> {width, height, mean_abs, differing}
+ *       (two PNGs compared, for screenshot tests)
  *
  * The drawing is src/plot (attn_plot.h: checks, layout, cairo, the atomic
  * file write).  This file only reads Lua values into its structs, counts
@@ -472,11 +474,28 @@ static int l_pixel_stats(lua_State *L) {
   return 1;
 }
 
+/* attn.core._plot.png_diff(a, b): two PNGs of the same size compared.
+   -> {width, height, mean_abs (0..255 per channel), differing (the
+   fraction of pixels with a channel more than 32 apart)} */
+static int l_png_diff(lua_State *L) {
+  const char *a = luaL_checkstring(L, 1), *b = luaL_checkstring(L, 2);
+  attn_plot_png_diff_result r;
+  if (attn_plot_png_diff(a, b, &r) != ATTN_OK) return attnL_error(L);
+  lua_createtable(L, 0, 4);
+  lua_pushinteger(L, r.width);
+  lua_setfield(L, -2, "width");
+  lua_pushinteger(L, r.height);
+  lua_setfield(L, -2, "height");
+  set_number(L, "mean_abs", r.mean_abs);
+  set_number(L, "differing", r.differing);
+  return 1;
+}
+
 void attnL_open_plot(lua_State *L, int module, int methods) {
   (void)methods;
   static const luaL_Reg fns[] = {
-      {"heatmap", l_heatmap},     {"histogram", l_histogram},     {"lines", l_lines}, {"colormap", l_colormap},
-      {"colormaps", l_colormaps}, {"pixel_stats", l_pixel_stats}, {NULL, NULL}};
+      {"heatmap", l_heatmap},     {"histogram", l_histogram},     {"lines", l_lines},       {"colormap", l_colormap},
+      {"colormaps", l_colormaps}, {"pixel_stats", l_pixel_stats}, {"png_diff", l_png_diff}, {NULL, NULL}};
   lua_newtable(L);
   attnL_setfuncs(L, fns);
   lua_setfield(L, module, "_plot"); /* wrapped by lua/attn/app/plot.lua */

@@ -183,6 +183,21 @@ typedef struct attn_plot_pixel_stats {
 attn_status attn_plot_pixel_stats_read(const char *path, const double *xy, const double *wh,
                                        attn_plot_pixel_stats *out);
 
+/* How far two PNGs of the same size are apart (for screenshot tests):
+   mean_abs is the mean absolute difference over all pixels and the r, g,
+   b, a channels (0..255, alpha undone); differing is the fraction of
+   pixels whose largest channel difference exceeds 32. */
+typedef struct attn_plot_png_diff_result {
+  int width, height;
+  double mean_abs;
+  double differing;
+} attn_plot_png_diff_result;
+
+/* Reads both files with cairo; images of different sizes are an error
+   (ATTN_ERR_ARG), as is a file that is not a PNG (ATTN_ERR_IO). */
+attn_status attn_plot_png_diff(const char *path_a, const char *path_b, attn_plot_png_diff_result *out);
+
+
 #ifdef __cplusplus
 }
 #endif

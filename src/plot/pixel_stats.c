@@ -21,11 +21,11 @@ static void unpack(uint32_t p, int out[4]) {
 
 static double luminance(uint32_t p) { return 0.299 * ((p >> 16) & 255) + 0.587 * ((p >> 8) & 255) + 0.114 * (p & 255); }
 
-attn_status attn_plot_pixel_stats_read(const char *path, const double *xy, const double *wh,
-                                       attn_plot_pixel_stats *out) {
-  const char *fn = "pixel_stats";
+/* The PNG at path decoded by cairo into *out (ARGB32 or RGB24); fn names
+   the caller in messages. */
+static attn_status load_png(const char *fn, const char *path, cairo_surface_t **out) {
+  *out = NULL;
   if (!path) return attn_set_error(ATTN_ERR_ARG, "%s: path is NULL", fn);
-  double qx = xy ? xy[0] : 0, qy = xy ? xy[1] : 0;
   /* cairo reports a non-PNG file as "out of memory": check the signature. */
   unsigned char sig[8];
   FILE *fp = fopen(path, "rb");
@@ -46,6 +46,18 @@ attn_status attn_plot_pixel_stats_read(const char *path, const double *xy, const
     return attn_set_error(ATTN_ERR_IO, "%s: '%s' decodes to an unsupported pixel format", fn, path);
   }
   cairo_surface_flush(s);
+  *out = s;
+  return ATTN_OK;
+}
+
+attn_status attn_plot_pixel_stats_read(const char *path, const double *xy, const double *wh,
+                                       attn_plot_pixel_stats *out) {
+  const char *fn = "pixel_stats";
+  double qx = xy ? xy[0] : 0, qy = xy ? xy[1] : 0;
+  cairo_surface_t *s;
+  attn_status st = load_png(fn, path, &s);
+  if (st != ATTN_OK) return st;
+  cairo_format_t fmt = cairo_image_surface_get_format(s);
   int w = cairo_image_surface_get_width(s), h = cairo_image_surface_get_height(s);
   int stride = cairo_image_surface_get_stride(s);
   const unsigned char *data = cairo_image_surface_get_data(s);
@@ -99,5 +111,57 @@ attn_status attn_plot_pixel_stats_read(const char *path, const double *xy, const
   }
   out->has_pixel = has_px;
   if (has_px) unpack(q, out->pixel);
+  return ATTN_OK;
+}
+
+/* The pixel at (x, y) of an ARGB32/RGB24 surface, as r, g, b, a. */
+static void pixel_at(cairo_surface_t *s, int x, int y, int rgba[4]) {
+  const unsigned char *data = cairo_image_surface_get_data(s);
+  size_t stride = (size_t)cairo_image_surface_get_stride(s);
+  uint32_t p = ((const uint32_t *)(const void *)(data + (size_t)y * stride))[x];
+  if (cairo_image_surface_get_format(s) == CAIRO_FORMAT_RGB24) p |= 0xff000000u;
+  unpack(p, rgba);
+}
+
+attn_status attn_plot_png_diff(const char *path_a, const char *path_b, attn_plot_png_diff_result *out) {
+  const char *fn = "png_diff";
+  cairo_surface_t *a, *b;
+  attn_status st = load_png(fn, path_a, &a);
+  if (st != ATTN_OK) return st;
+  st = load_png(fn, path_b, &b);
+  if (st != ATTN_OK) {
+    cairo_surface_destroy(a);
+    return st;
+  }
+  int w = cairo_image_surface_get_width(a), h = cairo_image_surface_get_height(a);
+  int wb = cairo_image_surface_get_width(b), hb = cairo_image_surface_get_height(b);
+  if (w != wb || h != hb) {
+    cairo_surface_destroy(a);
+    cairo_surface_destroy(b);
+    return attn_set_error(ATTN_ERR_ARG, "%s: '%s' is %dx%d but '%s' is %dx%d (compare images of the same size)", fn,
+                          path_a, w, h, path_b, wb, hb);
+  }
+  double sum = 0;
+  int64_t differing = 0;
+  for (int y = 0; y < h; y++)
+    for (int x = 0; x < w; x++) {
+      int pa[4], pb[4], worst = 0;
+      pixel_at(a, x, y, pa);
+      pixel_at(b, x, y, pb);
+      for (int k = 0; k < 4; k++) {
+        int d = abs(pa[k] - pb[k]);
+        sum += d;
+        if (d > worst) worst = d;
+      }
+      differing += worst > 32;
+    }
+  cairo_surface_destroy(a);
+  cairo_surface_destroy(b);
+  double n = (double)w * (double)h;
+  memset(out, 0, sizeof *out);
+  out->width = w;
+  out->height = h;
+  out->mean_abs = n > 0 ? sum / (4 * n) : 0;
+  out->differing = n > 0 ? (double)differing / n : 0;
   return ATTN_OK;
 }

@@ -196,6 +196,13 @@ function plot.colormaps() return C.colormaps() end
 -- cover that region only.
 plot._pixel_stats = C.pixel_stats
 
+--- For tests: compares two PNGs of the same size with cairo.
+-- _png_diff(a, b) -> {width, height, mean_abs (the mean absolute channel
+-- difference, 0..255, over r, g, b, a), differing (the fraction of pixels
+-- whose largest channel difference exceeds 32)}; screenshots compared
+-- within a tolerance (spec/viz_html_spec.lua).
+plot._png_diff = C.png_diff
+
 -- functions without optional arguments (attn/signature.lua)
 require("attn.signature").declare(plot, "plot.", {colormap = false, colormaps = false})
 -- the plots' options are keywords of their own (path is required; a string
