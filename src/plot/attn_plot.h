@@ -197,7 +197,6 @@ typedef struct attn_plot_png_diff_result {
    (ATTN_ERR_ARG), as is a file that is not a PNG (ATTN_ERR_IO). */
 attn_status attn_plot_png_diff(const char *path_a, const char *path_b, attn_plot_png_diff_result *out);
 
-
 #ifdef __cplusplus
 }
 #endif
