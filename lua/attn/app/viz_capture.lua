@@ -335,7 +335,7 @@ function M.capture(model, opts)
   opts = opts or {}
   for k, v in pairs(opts) do
     if k ~= "grads" and k ~= "qk" then
-      error(("%s: unknown option '%s' (expected grads, qk)"):format(fn, tostring(k)), 2)
+      error(("%s: unknown option '%s' (valid options: grads, qk)"):format(fn, tostring(k)), 2)
     end
     if type(v) ~= "boolean" then
       error(("%s: option '%s' must be a boolean (got %s)"):format(fn, k, type(v)), 2)
@@ -371,5 +371,12 @@ function M.capture(model, opts)
 end
 
 M.Capture = Capture
+
+-- calling convention (attn/signature.lua): the options are keywords of
+-- their own, read from the trailing table
+local signature = require "attn.signature"
+signature.declare(M, "viz.", {capture = "native: model, /, *, grads=false, qk=false"})
+signature.declare(Capture, "viz.Capture.", {maps = "self, pattern=nil", grads = "self, pattern=nil",
+  map = false, paths = false, clear = false, remove = false})
 
 return M

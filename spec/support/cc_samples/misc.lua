@@ -185,4 +185,19 @@ M["plot.lines"] = function()
     160, true}
 end
 
+-- viz (a capture of one MultiheadAttention call; the capture is taken off)
+local function viz_cap(grads)
+  local viz = require "attn.viz"
+  local mha = attn.nn.MultiheadAttention(4, 1)
+  local c = viz.capture(mha, {grads = grads})
+  local x = attn.ones(2, 1, 4)
+  local y = mha(x, x, x, {need_weights = false})
+  if grads then y:sum():backward() end
+  c:remove()
+  return c
+end
+M["viz.capture"] = function() return {attn.nn.MultiheadAttention(4, 1), true, true} end
+M["viz.Capture.maps"] = function() return {viz_cap(false), "^$"} end
+M["viz.Capture.grads"] = function() return {viz_cap(true), "^$"} end
+
 return M
