@@ -3155,6 +3155,51 @@ E("attn.plot.lines", {K.custom(function() return {{y = {1, 3, 2}, label = "a"}, 
 E("attn.plot.colormap", {K.choice("viridis"), K.num(0.5)}, {names = {"colormap"}})
 E("attn.plot.colormaps", {})
 
+-- attn.viz (capture; the capture is taken off after each call)
+local viz = require "attn.viz"
+local function viz_model() return nn.MultiheadAttention(4, 1) end
+E("attn.viz.capture", {K.custom(viz_model, {
+  {"a plain table", function() return {} end, "error"},
+  {"a tensor", function() return attn.ones(2) end, "error"},
+}, {skip = {["a table"] = true}}), K.opts({grads = K.bool(false), qk = K.bool(false)})}, {
+  call = function(m, o)
+    local c = viz.capture(m, o)
+    c:remove()
+    return c
+  end, nocompare = true})
+local function viz_cap(grads)
+  return function()
+    local mha = nn.MultiheadAttention(4, 1)
+    local c = viz.capture(mha, {grads = grads})
+    local x = attn.ones(2, 1, 4):requires_grad_()
+    local y = mha(x, x, x, {need_weights = false})
+    if grads then y:sum():backward() end
+    c:remove()
+    return c
+  end
+end
+local CAPMT = viz.Capture
+local function cmeth(name, sig, opts)
+  opts = opts or {}
+  table.insert(sig, 1, K.fixed(viz_cap(name == "grads")))
+  opts.method = name
+  opts.fn = CAPMT[name]
+  opts.names = {"Capture"}
+  return E("attn.viz.Capture." .. name, sig, opts)
+end
+cmeth("maps", {K.str("", {opt = true, number = "error"})})
+cmeth("grads", {K.str("", {opt = true, number = "error"})})
+cmeth("map", {K.str("", {number = "error", nul = "error"})})
+cmeth("paths", {})
+cmeth("clear", {}, {writes_all = true})
+cmeth("remove", {}, {writes_all = true})
+E("attn.viz.Capture.__len", {K.fixed(viz_cap(false))}, {fn = CAPMT.__len, call = function(c) return #c end})
+E("attn.viz.Capture.__tostring", {K.fixed(viz_cap(false))}, {fn = CAPMT.__tostring,
+  call = function(c) return tostring(c) end})
+E("attn.viz.Capture.__close", {K.fixed(viz_cap(false))}, {fn = CAPMT.__close, call = function(c)
+  do local guard <close> = c end
+end, writes_all = true})
+
 -- attn.gradcheck
 E("attn.gradcheck.gradcheck", {K.custom(function() return function(x) return (x * x):sum() end end, {
   {"a function that raises", function() return function() error("inner failure") end end, "error"},
