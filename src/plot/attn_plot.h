@@ -89,6 +89,10 @@ typedef struct attn_plot_layout {
   /* lines */
   bool has_legend;
   attn_plot_rect legend;
+  /* attention grid (also rows, cols, vmin, vmax, colorbar, area: the
+     cells' bounding box, rotated_col_labels: the key labels) */
+  double cell;                   /* the side of one map entry */
+  bool query_labels, key_labels; /* whether the tokens were drawn */
 } attn_plot_layout;
 
 /* ------------------------------------------------------------------------ */
@@ -110,6 +114,44 @@ typedef struct attn_plot_heatmap {
 void attn_plot_heatmap_init(attn_plot_heatmap *h);
 /* Writes h->fig.path; layout may be NULL. */
 attn_status attn_plot_heatmap_draw(const attn_plot_heatmap *h, attn_plot_layout *layout);
+
+/* ------------------------------------------------------------------------ */
+/* Attention grid: rows x cols small heatmaps (layers x heads), each a
+   queries x keys map (row 0 of a map, the first query, at its top), on
+   one colour scale with one colour bar.  Row labels go left of each row,
+   column labels above the first row; the query labels left of the first
+   column's maps and the key labels below the last row's maps, when a
+   map entry is large enough to hold them (a 6-unit font at least; key
+   labels turn vertical when they do not fit across an entry).         */
+
+#define ATTN_PLOT_GRID_CELL_MAX 64.0 /* opts cell: at most this per entry */
+
+typedef struct attn_plot_grid {
+  attn_plot_figure fig;            /* width and height are not used: the size follows from cell */
+  const double *values;            /* [rows, cols, queries, keys], row-major; NaN entries stay blank */
+  int64_t rows, cols;              /* maps per column and per row, >= 1 */
+  int64_t queries, keys;           /* 1 .. ATTN_PLOT_MAX_SIDE each */
+  const char *const *row_labels;   /* NULL ("layer <n>") or rows strings */
+  const char *const *col_labels;   /* NULL ("head <n>") or cols strings */
+  const char *const *query_labels; /* NULL (none) or queries strings */
+  const char *const *key_labels;   /* NULL (none) or keys strings */
+  const char *cmap;                /* NULL: "viridis" */
+  bool colorbar;                   /* default true */
+  double vmin, vmax;               /* NaN: min(0, data minimum) and the data maximum */
+  double cell;                     /* side of one entry, (0, ATTN_PLOT_GRID_CELL_MAX]; NaN: automatic,
+                                      see attn_plot_grid_auto_cell */
+} attn_plot_grid;
+
+void attn_plot_grid_init(attn_plot_grid *g);
+/* The automatic entry size: the longer side of a map about 160 units,
+   less when there are many maps (a row of maps, and a column, share
+   1920 units), in whole units from 1 to 32.  A 12 x 12 grid of 64 x 64
+   maps gets 2 (maps of 128 units, 1,624 across with the gaps); 2 x 3
+   maps of 5 tokens get 32. */
+double attn_plot_grid_auto_cell(int64_t rows, int64_t cols, int64_t queries, int64_t keys);
+/* Writes g->fig.path.  cells: NULL or room for rows * cols rectangles,
+   the maps' places in row-major order; layout may be NULL. */
+attn_status attn_plot_grid_draw(const attn_plot_grid *g, attn_plot_rect *cells, attn_plot_layout *layout);
 
 /* ------------------------------------------------------------------------ */
 /* Histogram: numpy.histogram's binning (as plt.hist).  Every bin is [a, b)

@@ -63,6 +63,64 @@ static const char *label_at(const char *const *list, int64_t i, int base, char *
   return buf;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Colour bars (heatmaps and attention grids)                                */
+
+double attn__plot_colorbar_room(cairo_t *m, double lo, double hi) {
+  /* The ticks depend on the bar's height, not known yet: room for the
+     widest labels any tick count would give. */
+  ticklist ct;
+  double ctw = 0;
+  for (int target = 3; target <= 8; target++) {
+    attn__plot_nice_ticks(lo, hi, target, &ct);
+    ctw = fmax(ctw, attn__plot_max_tick_width(m, &ct, FS_TICK));
+  }
+  return CBAR_GAP + CBAR_W + TICK_LEN + 4 + ctw;
+}
+
+/* A linear gradient through the map's control points (exact, and vector
+   in SVG/PDF), low values at the bottom, framed, with ticks. */
+void attn__plot_colorbar_draw(figure *f, const plot_cmap *cmap, double lo, double hi, double bx, double ay, double ah) {
+  cairo_t *cr = f->cr;
+  const double cbar_w = CBAR_W;
+  ticklist ct;
+  attn__plot_nice_ticks(lo, hi, (int)fmax(3, fmin(8, ah / 50)), &ct);
+  if (f->fmt != FMT_PDF) {
+    cairo_pattern_t *g = cairo_pattern_create_linear(0, ay + ah, 0, ay);
+    for (int k = 0; k < cmap->n; k++)
+      cairo_pattern_add_color_stop_rgb(g, attn__plot_cmap_x(cmap, k), cmap->rgb[k][0], cmap->rgb[k][1],
+                                       cmap->rgb[k][2]);
+    cairo_set_source(cr, g);
+    cairo_rectangle(cr, bx, ay, cbar_w, ah);
+    cairo_fill(cr);
+    cairo_pattern_destroy(g);
+  } else {
+    /* cairo 1.16's PDF backend leaks every gradient it writes: strips of
+       about one point each, overlapping to hide seams. */
+    int strips = (int)ceil(ah);
+    for (int k = 0; k < strips; k++) {
+      double rgb[3], y1 = ay + ah - ah * k / strips, y0 = ay + ah - ah * (k + 1) / strips;
+      attn__plot_cmap_eval(cmap, (k + 0.5) / strips, rgb);
+      cairo_set_source_rgb(cr, rgb[0], rgb[1], rgb[2]);
+      cairo_rectangle(cr, bx, k + 1 < strips ? y0 - 0.3 : y0, cbar_w, y1 - y0 + (k + 1 < strips ? 0.3 : 0));
+      cairo_fill(cr);
+    }
+  }
+  cairo_set_source_rgb(cr, 0, 0, 0);
+  cairo_set_line_width(cr, 1);
+  double bx0 = attn__plot_crisp(f, bx), bx1 = attn__plot_crisp(f, bx + cbar_w);
+  double fy0 = attn__plot_crisp(f, ay), fy1 = attn__plot_crisp(f, ay + ah);
+  cairo_rectangle(cr, bx0, fy0, bx1 - bx0, fy1 - fy0);
+  cairo_stroke(cr);
+  for (int k = 0; k < ct.n; k++) {
+    double y = ay + ah - (ct.t[k].v - lo) / (hi - lo) * ah;
+    cairo_move_to(cr, bx1, attn__plot_crisp(f, y));
+    cairo_line_to(cr, bx1 + TICK_LEN, attn__plot_crisp(f, y));
+    cairo_stroke(cr);
+    attn__plot_draw_tick_label(cr, &ct.t[k], bx1 + TICK_LEN + 3, y, FS_TICK, 0, 0.5);
+  }
+}
+
 void attn_plot_heatmap_init(attn_plot_heatmap *h) {
   memset(h, 0, sizeof *h);
   h->fig.width = h->fig.height = NAN;
@@ -153,16 +211,8 @@ attn_status attn_plot_heatmap_draw(const attn_plot_heatmap *h, attn_plot_layout 
   for (int64_t i = 0; i < rows; i++)
     rw = fmax(rw, attn__plot_text_width(m, label_at(rl, i, base, buf, sizeof buf), FS_TICK, 0));
   double left = PAD + (lb->ylabel ? lh_label + 6 : 0) + rw + TICK_LEN + 4;
-  /* The colour bar's ticks depend on its height, not known yet: room for
-     the widest labels any tick count would give. */
-  ticklist ct;
-  double ctw = 0;
-  for (int target = 3; target <= 8; target++) {
-    attn__plot_nice_ticks(cbar_lo, cbar_hi, target, &ct);
-    ctw = fmax(ctw, attn__plot_max_tick_width(m, &ct, FS_TICK));
-  }
-  const double cbar_gap = 14, cbar_w = 16;
-  double right = PAD + (colorbar ? cbar_gap + cbar_w + TICK_LEN + 4 + ctw : 4);
+  const double cbar_gap = CBAR_GAP, cbar_w = CBAR_W;
+  double right = PAD + (colorbar ? attn__plot_colorbar_room(m, cbar_lo, cbar_hi) : 4);
   double top = PAD + (lb->title ? attn__plot_line_height(m, FS_TITLE) + 8 : lh_tick / 2);
   /* Cells are square unless both sides are given. */
   double auto_cell = fmin(48, fmax(2, 480.0 / (double)(rows > cols ? rows : cols)));
@@ -298,44 +348,10 @@ attn_status attn_plot_heatmap_draw(const attn_plot_heatmap *h, attn_plot_layout 
     attn__plot_draw_text(cr, lb->ylabel, fx0 - TICK_LEN - 3 - rw - 6, ay + ah / 2, FS_LABEL, 0, 0.5, 1, PLOT_PI / 2);
   if (lb->title) attn__plot_draw_text(cr, lb->title, ax + aw / 2, ay - 8, FS_TITLE, 1, 0.5, 1, 0);
 
-  /* Colour bar: a linear gradient through the map's control points (exact,
-     and vector in SVG/PDF), low values at the bottom. */
   double bx = 0;
   if (colorbar) {
-    attn__plot_nice_ticks(cbar_lo, cbar_hi, (int)fmax(3, fmin(8, ah / 50)), &ct);
     bx = round(ax + aw + cbar_gap);
-    if (f->fmt != FMT_PDF) {
-      cairo_pattern_t *g = cairo_pattern_create_linear(0, ay + ah, 0, ay);
-      for (int k = 0; k < cmap->n; k++)
-        cairo_pattern_add_color_stop_rgb(g, attn__plot_cmap_x(cmap, k), cmap->rgb[k][0], cmap->rgb[k][1],
-                                         cmap->rgb[k][2]);
-      cairo_set_source(cr, g);
-      cairo_rectangle(cr, bx, ay, cbar_w, ah);
-      cairo_fill(cr);
-      cairo_pattern_destroy(g);
-    } else {
-      /* cairo 1.16's PDF backend leaks every gradient it writes: strips of
-         about one point each, overlapping to hide seams. */
-      int strips = (int)ceil(ah);
-      for (int k = 0; k < strips; k++) {
-        double rgb[3], y1 = ay + ah - ah * k / strips, y0 = ay + ah - ah * (k + 1) / strips;
-        attn__plot_cmap_eval(cmap, (k + 0.5) / strips, rgb);
-        cairo_set_source_rgb(cr, rgb[0], rgb[1], rgb[2]);
-        cairo_rectangle(cr, bx, k + 1 < strips ? y0 - 0.3 : y0, cbar_w, y1 - y0 + (k + 1 < strips ? 0.3 : 0));
-        cairo_fill(cr);
-      }
-    }
-    cairo_set_source_rgb(cr, 0, 0, 0);
-    double bx0 = attn__plot_crisp(f, bx), bx1 = attn__plot_crisp(f, bx + cbar_w);
-    cairo_rectangle(cr, bx0, fy0, bx1 - bx0, fy1 - fy0);
-    cairo_stroke(cr);
-    for (int k = 0; k < ct.n; k++) {
-      double y = ay + ah - (ct.t[k].v - cbar_lo) / (cbar_hi - cbar_lo) * ah;
-      cairo_move_to(cr, bx1, attn__plot_crisp(f, y));
-      cairo_line_to(cr, bx1 + TICK_LEN, attn__plot_crisp(f, y));
-      cairo_stroke(cr);
-      attn__plot_draw_tick_label(cr, &ct.t[k], bx1 + TICK_LEN + 3, y, FS_TICK, 0, 0.5);
-    }
+    attn__plot_colorbar_draw(f, cmap, cbar_lo, cbar_hi, bx, ay, ah);
   }
 
   double figw = f->w, figh = f->h;

@@ -115,6 +115,16 @@ void attn__plot_draw_tick_label(cairo_t *cr, const tick *t, double x, double y, 
 double attn__plot_max_tick_width(cairo_t *cr, const ticklist *tl, double size);
 
 /* ------------------------------------------------------------------------ */
+/* Colour bars: heatmaps and attention grids (heatmap.c)                     */
+
+#define CBAR_GAP 14.0 /* from the cells */
+#define CBAR_W 16.0
+/* Room right of the cells for a bar over [lo, hi] with its labels. */
+double attn__plot_colorbar_room(cairo_t *m, double lo, double hi);
+/* Draws the bar at x, y (its top), h tall, low values at the bottom. */
+void attn__plot_colorbar_draw(figure *f, const plot_cmap *cmap, double lo, double hi, double x, double y, double h);
+
+/* ------------------------------------------------------------------------ */
 /* Cartesian axes: lines and histogram (figure.c)                            */
 
 typedef struct axes {
