@@ -90,6 +90,9 @@ local PAGES = {
     "Data-parallel training and ring attention over MPI (torch.distributed). Ranks are 0-based."},
   {"plot", "attn.plot", {"attn.plot"}, "local plot = attn.plot",
     "Heatmaps, line and bar charts, histograms (PNG, SVG, PDF) with cairo."},
+  {"viz", "attn.viz", {"attn.viz"}, "local viz = attn.viz",
+    "Look inside attention: capture every attention map of a forward pass, draw head, model and neuron views "
+      .. "(HTML) and layers x heads grids, attention rollout and flow, relevance and head importance."},
   {"text", "attn.text", {"attn.text"}, "local text = attn.text",
     "Tokenizers: whitespace and character splitting, WordPiece (Hugging Face's BertTokenizer)."},
   {"bert", "BERT", {"attn.bert"}, "local bert = attn.bert",
@@ -106,7 +109,7 @@ local PAGES = {
 -- The prefix order in which a function reached under several names is
 -- shown: the name users import wins (attn.nn.TransformerEncoderLayer, not
 -- attn.transformer.TransformerEncoderLayer).
-local PREFERENCE = {"attn.nn", "attn.F", "attn.optim", "attn.data", "attn.dist", "attn.plot", "attn.text",
+local PREFERENCE = {"attn.nn", "attn.F", "attn.optim", "attn.data", "attn.dist", "attn.plot", "attn.viz", "attn.text",
   "attn.bert", "attn.attention", "attn.seq2seq", "attn.Tensor", "attn.init"}
 
 local function page_of(name)

@@ -301,6 +301,7 @@ Capture.__close = Capture.remove
 --- #cap: the number of records.
 function Capture.__len(self) return #self.records end
 
+--- tostring(cap): how many records of how many modules.
 function Capture.__tostring(self)
   return ("attn.viz.Capture(%d records of %d modules)"):format(#self.records, #self:paths())
 end
