@@ -422,6 +422,72 @@ function MultiheadAttention:_reset_parameters()
 end
 
 
+-- Pruning heads (Hugging Face's find_pruneable_heads_and_indices): heads
+-- is a list of 1-based indices of the ORIGINAL heads (as numbered before
+-- any pruning), pruned the set of those pruned already, n_heads the
+-- current count.  Returns the heads to prune now (sorted, original
+-- numbers; already pruned ones are skipped) and the current positions of
+-- the heads that stay (1-based).  Out-of-range indices, anything but a
+-- list of integers and pruning every head raise, naming fn.
+function M._prune_plan(fn, heads, n_heads, pruned)
+  if type(heads) ~= "table" or attn.is_tensor(heads) or getmetatable(heads) ~= nil then
+    error(("%s: heads must be a list of 1-based head indices, e.g. {1, 3} (got %s)"):format(fn,
+      attn.is_tensor(heads) and "a tensor: pass t:tolist()" or type(heads)), 3)
+  end
+  local original = n_heads
+  for _ in pairs(pruned) do original = original + 1 end
+  local count, new, n_new = 0, {}, 0
+  for _ in pairs(heads) do count = count + 1 end
+  if count ~= #heads then
+    error(("%s: heads must be a list of 1-based head indices, e.g. {1, 3} (got a table with other keys)")
+      :format(fn), 3)
+  end
+  for i = 1, #heads do
+    local h = heads[i]
+    local hi = type(h) == "number" and math.tointeger(h) or nil
+    if hi == nil then
+      error(("%s: heads[%d] must be an integer head index (got %s)"):format(fn, i, tostring(h)), 3)
+    end
+    if hi < 1 or hi > original then
+      error(("%s: head %d is out of range 1..%d (heads are numbered from 1, as before any pruning)")
+        :format(fn, hi, original), 3)
+    end
+    if not pruned[hi] and not new[hi] then new[hi], n_new = true, n_new + 1 end
+  end
+  if n_new == n_heads then
+    error(("%s: pruning these heads would leave none of the %d remaining; keep at least one (a head_mask of "
+      .. "zeros switches every head off without changing the module)"):format(fn, n_heads), 3)
+  end
+  local list, keep, pos = {}, {}, 0
+  for h = 1, original do
+    if new[h] then list[#list + 1] = h end
+    if not pruned[h] then
+      pos = pos + 1
+      if not new[h] then keep[#keep + 1] = pos end
+    end
+  end
+  return list, keep
+end
+
+-- The rows of the heads at positions keep (1-based, head_dim rows each),
+-- plus offset, as an index tensor for index_select.
+function M._head_rows(keep, head_dim, offset)
+  local rows = {}
+  for _, p in ipairs(keep) do
+    for r = 1, head_dim do rows[#rows + 1] = (offset or 0) + (p - 1) * head_dim + r end
+  end
+  return attn.tensor(rows):long()
+end
+
+-- p (a parameter or nil) with the entries idx of dimension dim kept, as a
+-- fresh parameter with p's requires_grad (torch's prune_linear_layer:
+-- index_select, clone, detach)
+function M._prune_param(p, dim, idx)
+  if p == nil then return nil end
+  local t = attn.no_grad(function() return p:detach():index_select(dim, idx):contiguous() end)
+  return nn.Parameter(t, p.requires_grad)
+end
+
 -- t [..., n] -> [..., n + 1] with a zero column: torch's pad(mask, (0, 1)),
 -- which lets every query see the key that bias_kv / zero_attn append
 -- (0 is "allowed" in MHA's bool convention and "add nothing" in additive).
@@ -435,6 +501,22 @@ end
 local function to_additive(m, kind)
   if kind == "additive" then return m end
   return attn.zeros(m:shape()):masked_fill(m, -math.huge)
+end
+
+-- head_mask [H] or [N, H] (unbatched: [H]; a table is converted, a bool
+-- or integer tensor read as float) -> the factor of the heads' outputs
+-- [1 or N, H, 1, 1]
+local function head_mask_arg(m, fn, H, N, batched)
+  if m == nil then return nil end
+  if type(m) == "table" and not attn.is_tensor(m) then m = attn.tensor(m) end
+  check_tensor(m, fn, "head_mask")
+  local s = m:shape()
+  if not ((#s == 1 and s[1] == H) or (batched and #s == 2 and s[1] == N and s[2] == H)) then
+    error(("%s: head_mask must be [num_heads] = [%d]%s (one gate per head), got %s"):format(fn, H,
+      batched and (" or [N, num_heads] = [%d, %d]"):format(N, H) or " (the query is unbatched)", fmt_shape(s)), 3)
+  end
+  if not m:is_floating_point() then m = m:float() end
+  return m:reshape(#s == 1 and 1 or N, H, 1, 1)
 end
 
 --- forward(query, key, value [, opts]) -> attn_output, attn_weights (nil
@@ -465,8 +547,20 @@ end
 -- zero weights (torch 2.5's safe softmax).  A float key_padding_mask next
 -- to a bool attn_mask is added (torch 2.x's _canonical_mask), where torch
 -- 1.13 would read its non-zero values as "masked".
+--
+-- head_mask (attn's, after torch's arguments): a float tensor [num_heads]
+-- or [N, num_heads] (unbatched: [num_heads]) that multiplies each head's
+-- attention output (the SDPA result, before the heads are concatenated
+-- and out_proj applies): Michel, Levy and Neubig's (2019) gates xi_h, 1
+-- keeps a head and 0 removes it.  It takes part in autograd, so a mask
+-- with requires_grad gets d loss / d xi (attn.viz.head_importance).  It
+-- multiplies the heads' outputs, which equals multiplying their
+-- attention probabilities (Hugging Face's head_mask); the returned weights
+-- are the probabilities without it.  After prune_heads it has one entry
+-- per remaining head.
 function MultiheadAttention:forward(query, key, value, key_padding_mask, need_weights, attn_mask,
-                                    average_attn_weights, is_causal, key_padding_mask_kind, attn_mask_kind)
+                                    average_attn_weights, is_causal, key_padding_mask_kind, attn_mask_kind,
+                                    head_mask)
   local fn = "MultiheadAttention"
   local opts = {key_padding_mask = key_padding_mask, need_weights = need_weights, attn_mask = attn_mask,
     average_attn_weights = average_attn_weights, is_causal = is_causal,
@@ -484,6 +578,7 @@ function MultiheadAttention:forward(query, key, value, key_padding_mask, need_we
   local kpm, kpm_kind = mask_arg(opts.key_padding_mask, opts.key_padding_mask_kind, fn, "key_padding_mask")
   local am, am_kind = mask_arg(opts.attn_mask, opts.attn_mask_kind, fn, "attn_mask")
   local E, H = self.embed_dim, self.num_heads
+  local D = H * self.head_dim -- the projections' width: E, less after prune_heads
 
   -- torch's _mha_shape_check
   local is_batched = query:dim() == 3
@@ -532,20 +627,21 @@ function MultiheadAttention:forward(query, key, value, key_padding_mask, need_we
     error(("%s: key %s and value %s do not match query %s in batch and source length")
       :format(fn, fmt_shape(key:shape()), fmt_shape(value:shape()), fmt_shape(query:shape())), 2)
   end
+  local hm = head_mask_arg(head_mask, fn, H, N, is_batched)
 
   -- in-projection (torch's _in_projection_packed / _in_projection)
   local q, k, v
   local b = self.in_proj_bias
   local bq, bk, bv
-  if b ~= nil then bq, bk, bv = b:narrow(1, 1, E), b:narrow(1, E + 1, E), b:narrow(1, 2 * E + 1, E) end
+  if b ~= nil then bq, bk, bv = b:narrow(1, 1, D), b:narrow(1, D + 1, D), b:narrow(1, 2 * D + 1, D) end
   if self._qkv_same_embed_dim then
     local w = self.in_proj_weight
     if self_attn then
       q, k, v = linear(query, w, b):chunk(3, -1)
     else
-      q = linear(query, w:narrow(1, 1, E), bq)
-      k = linear(key, w:narrow(1, E + 1, E), bk)
-      v = linear(value, w:narrow(1, 2 * E + 1, E), bv)
+      q = linear(query, w:narrow(1, 1, D), bq)
+      k = linear(key, w:narrow(1, D + 1, D), bk)
+      v = linear(value, w:narrow(1, 2 * D + 1, D), bv)
     end
   else
     q = linear(query, self.q_proj_weight, bq)
@@ -575,8 +671,8 @@ function MultiheadAttention:forward(query, key, value, key_padding_mask, need_we
 
   -- bias_k / bias_v: one more key and value for every sequence
   if self.bias_k ~= nil then
-    k = attn.cat({k, self.bias_k:expand(N, 1, E)}, 2)
-    v = attn.cat({v, self.bias_v:expand(N, 1, E)}, 2)
+    k = attn.cat({k, self.bias_k:expand(N, 1, D)}, 2)
+    v = attn.cat({v, self.bias_v:expand(N, 1, D)}, 2)
     if am then am = pad_col(am) end
     if kpm then kpm = pad_col(kpm) end
   end
@@ -619,6 +715,7 @@ function MultiheadAttention:forward(query, key, value, key_padding_mask, need_we
   local dropout_p = self.training and self.dropout or 0.0
   local out, w = sdpa(q, k, v, {attn_mask = mask, attn_mask_kind = mask_kind, is_causal = fused_causal,
                                 dropout_p = dropout_p, need_weights = need_weights})
+  if hm then out = out * hm end -- each head's output times its gate
   out = self.out_proj(M.combine_heads(out)) -- [N, L, E]
   if is_batched then
     if not self.batch_first then out = out:transpose(1, 2) end
@@ -629,6 +726,61 @@ function MultiheadAttention:forward(query, key, value, key_padding_mask, need_we
   if average then w = w:sum(2) / H end -- [N, L, S'] (torch: sum over heads / num_heads)
   if not is_batched then w = w:squeeze(1) end
   return out, w
+end
+
+--- prune_heads(heads): removes the heads listed (1-based indices of the
+-- original heads, as before any pruning) from the module: their rows of
+-- the in-projection (in_proj_weight and in_proj_bias, or q_proj_weight,
+-- k_proj_weight, v_proj_weight), of bias_k and bias_v, and their columns
+-- of out_proj.weight.  num_heads drops; head_dim and embed_dim (the
+-- input and output width) stay, so the output keeps its shape and equals
+-- the unpruned module's with a head_mask of 0 for those heads.  Heads
+-- pruned before are skipped (self.pruned_heads, a set of original
+-- indices, records them, as Hugging Face's pruned_heads); an index out of
+-- range, or pruning every remaining head, raises.  The parameters are new
+-- tensors: make the optimizer after pruning.  Hugging Face's
+-- PreTrainedModel.prune_heads for one layer (torch's MultiheadAttention
+-- has none).
+-- @tparam {int,...} heads original head indices, 1-based
+-- @treturn MultiheadAttention self
+-- @usage
+-- local mha = nn.MultiheadAttention(8, 4, {batch_first = true})
+-- local x = attn.randn(1, 5, 8)
+-- local masked = mha(x, x, x, {head_mask = attn.tensor({1, 0, 1, 0})})
+-- mha:prune_heads({2, 4})                                          -- heads 2 and 4 of the original four
+-- print(mha.num_heads, (mha(x, x, x) - masked):abs():max():item() < 1e-5)   -- 2 true
+function MultiheadAttention:prune_heads(heads)
+  local fn = "MultiheadAttention:prune_heads"
+  local pruned = self.pruned_heads or {}
+  local new, keep = M._prune_plan(fn, heads, self.num_heads, pruned)
+  if #new == 0 then return self end
+  local hd, D = self.head_dim, self.num_heads * self.head_dim
+  local rows = M._head_rows(keep, hd)
+  if self._qkv_same_embed_dim then
+    local packed = attn.cat({rows, M._head_rows(keep, hd, D), M._head_rows(keep, hd, 2 * D)})
+    self.in_proj_weight = M._prune_param(self.in_proj_weight, 1, packed)
+    if self.in_proj_bias ~= nil then self.in_proj_bias = M._prune_param(self.in_proj_bias, 1, packed) end
+  else
+    self.q_proj_weight = M._prune_param(self.q_proj_weight, 1, rows)
+    self.k_proj_weight = M._prune_param(self.k_proj_weight, 1, rows)
+    self.v_proj_weight = M._prune_param(self.v_proj_weight, 1, rows)
+    if self.in_proj_bias ~= nil then
+      local packed = attn.cat({rows, M._head_rows(keep, hd, D), M._head_rows(keep, hd, 2 * D)})
+      self.in_proj_bias = M._prune_param(self.in_proj_bias, 1, packed)
+    end
+  end
+  if self.bias_k ~= nil then
+    self.bias_k = M._prune_param(self.bias_k, 3, rows)
+    self.bias_v = M._prune_param(self.bias_v, 3, rows)
+  end
+  self.out_proj.weight = M._prune_param(self.out_proj.weight, 2, rows)
+  self.out_proj.in_features = #keep * hd
+  self.num_heads = #keep
+  local set = {}
+  for h in pairs(pruned) do set[h] = true end
+  for _, h in ipairs(new) do set[h] = true end
+  self.pruned_heads = set
+  return self
 end
 
 --------------------------------------------------------------------------
@@ -799,7 +951,8 @@ signature.declare(MultiheadAttention, "attention.MultiheadAttention.", {
   init = "self, embed_dim, num_heads, dropout=0.0, bias=true, add_bias_kv=false, add_zero_attn=false, "
     .. "kdim=nil, vdim=nil, batch_first=false",
   forward = "self, query, key, value, key_padding_mask=nil, need_weights=true, attn_mask=nil, "
-    .. "average_attn_weights=true, is_causal=false, key_padding_mask_kind=nil, attn_mask_kind=nil"})
+    .. "average_attn_weights=true, is_causal=false, key_padding_mask_kind=nil, attn_mask_kind=nil, head_mask=nil",
+  prune_heads = false})
 signature.declare(GroupedQueryAttention, "attention.GroupedQueryAttention.", {
   init = "self, d_model, n_heads, n_kv_heads, bias=true, causal=false, dropout=0.0, rope=false, rope_base=10000.0",
   forward = "self, x, attn_mask=nil, need_weights=false, cache=nil, attn_mask_kind=nil", extra_repr = false})

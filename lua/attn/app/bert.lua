@@ -394,6 +394,7 @@ function BertSelfAttention:init(c, src, prefix)
   self.num_attention_heads = c.num_attention_heads
   self.attention_head_size = c.hidden_size // c.num_attention_heads
   local all = self.num_attention_heads * self.attention_head_size
+  self.all_head_size = all -- less after prune_heads
   self.query = linear(src, c, prefix .. "query", c.hidden_size, all)
   self.key = linear(src, c, prefix .. "key", c.hidden_size, all)
   self.value = linear(src, c, prefix .. "value", c.hidden_size, all)
@@ -401,17 +402,41 @@ function BertSelfAttention:init(c, src, prefix)
   self.dropout = nn.Dropout(c.attention_probs_dropout_prob)
 end
 
---- forward(h, mask, need_weights): h [B, T, hidden], mask [B, 1, 1, T]
--- additive or nil -> context [B, T, hidden], probabilities [B, H, T, T]
--- when need_weights.
-function BertSelfAttention:forward(h, mask, need_weights)
+-- A block's head_mask: nil, or [H] or [B, H] (a table is converted) ->
+-- the factor [1 or B, H, 1, 1] of the probabilities and contexts
+local function block_head_mask(m, fn, H, B)
+  if m == nil then return nil end
+  if type(m) == "table" and not is_tensor(m) then m = attn.tensor(m) end
+  if not is_tensor(m) then error(("%s: head_mask must be a tensor (got %s)"):format(fn, type(m)), 3) end
+  local s = m:shape()
+  if not ((#s == 1 and s[1] == H) or (#s == 2 and (s[1] == B or s[1] == 1) and s[2] == H)) then
+    error(("%s: head_mask must be [num_heads] = [%d] or [batch, num_heads] = [%d, %d] for this layer, got %s")
+      :format(fn, H, B, H, fmt_shape(s)), 3)
+  end
+  if not m:is_floating_point() then m = m:float() end
+  return m:reshape(#s == 1 and 1 or s[1], H, 1, 1)
+end
+
+--- forward(h, mask, need_weights, head_mask): h [B, T, hidden], mask
+-- [B, 1, 1, T] additive or nil -> context [B, T, all_head_size],
+-- probabilities [B, H, T, T] when need_weights.  head_mask [H] or [B, H]
+-- (1 keeps a head, 0 drops it) multiplies each head's probabilities, as
+-- in Hugging Face (the returned probabilities include it); the fused
+-- SDPA keeps no probabilities, so it multiplies each head's context,
+-- which is the same product.
+function BertSelfAttention:forward(h, mask, need_weights, head_mask)
   local H = self.num_attention_heads
+  local hm = block_head_mask(head_mask, "BertSelfAttention", H, is_tensor(h) and h:dim() == 3 and h:shape()[1] or 1)
   local q = split_heads(self.query(h), H) -- [B, H, T, D]
   local k = split_heads(self.key(h), H)
   local v = split_heads(self.value(h), H)
   local o = {need_weights = need_weights, dropout_p = self.training and self.dropout.p or 0.0}
   if mask ~= nil then o.attn_mask, o.attn_mask_kind = mask, "additive" end
   local ctx, w = sdpa(q, k, v, o) -- scale 1/sqrt(D), as HF
+  if hm then
+    ctx = ctx * hm
+    if w then w = w * hm end
+  end
   return combine_heads(ctx), w
 end
 
@@ -480,10 +505,53 @@ function BertAttention:init(c, src, prefix)
   self.output = BertSelfOutput(c, src, prefix .. "output.")
 end
 
---- forward(h, mask, need_weights) -> [B, T, hidden], probabilities or nil.
-function BertAttention:forward(h, mask, need_weights)
-  local ctx, w = self.self(h, mask, need_weights)
+--- forward(h, mask, need_weights, head_mask) -> [B, T, hidden],
+-- probabilities or nil (head_mask: as for BertSelfAttention).
+function BertAttention:forward(h, mask, need_weights, head_mask)
+  local ctx, w = self.self(h, mask, need_weights, head_mask)
   return self.output(ctx, h), w
+end
+
+--- prune_heads(heads): removes the heads listed (1-based indices of the
+-- layer's original heads) from this layer, as Hugging Face's
+-- BertAttention.prune_heads: their rows of self.query, self.key and
+-- self.value (weights and biases) and their columns of output.dense's
+-- weight; self.num_attention_heads and self.all_head_size drop, the
+-- output keeps hidden_size features and equals the unpruned layer's with
+-- a head_mask of 0 for those heads.  Heads pruned before are skipped
+-- (self.pruned_heads, a set of original indices, records them); an index
+-- out of range or pruning every remaining head raises.
+-- @tparam {int,...} heads original head indices, 1-based
+-- @treturn BertAttention self
+-- @usage
+-- local bert = require "attn.bert"
+-- local block = bert.BertAttention(bert.config({hidden_size = 8, num_attention_heads = 4}))
+-- block:prune_heads({1, 3})
+-- print(block.self.num_attention_heads, block.self.query.weight.shape)   -- 2 [4, 8]
+function BertAttention:prune_heads(heads)
+  local fn = "BertAttention:prune_heads"
+  local sa = self.self
+  local pruned = self.pruned_heads or {}
+  local new, keep = attention._prune_plan(fn, heads, sa.num_attention_heads, pruned)
+  if #new == 0 then return self end
+  local rows = attention._head_rows(keep, sa.attention_head_size)
+  local prune = attention._prune_param
+  for _, name in ipairs({"query", "key", "value"}) do
+    local lin = sa[name]
+    lin.weight = prune(lin.weight, 1, rows)
+    if lin.bias ~= nil then lin.bias = prune(lin.bias, 1, rows) end
+    lin.out_features = rows:numel()
+  end
+  local dense = self.output.dense
+  dense.weight = prune(dense.weight, 2, rows)
+  dense.in_features = rows:numel()
+  sa.num_attention_heads = #keep
+  sa.all_head_size = rows:numel()
+  local set = {}
+  for h in pairs(pruned) do set[h] = true end
+  for _, h in ipairs(new) do set[h] = true end
+  self.pruned_heads = set
+  return self
 end
 
 local BertIntermediate = nn.Module:extend("BertIntermediate")
@@ -525,10 +593,11 @@ function BertLayer:init(c, src, prefix)
   self.output = BertOutput(c, src, prefix .. "output.")
 end
 
---- forward(h, mask, need_weights): h [B, T, hidden] -> [B, T, hidden],
--- probabilities [B, H, T, T] or nil.
-function BertLayer:forward(h, mask, need_weights)
-  local a, w = self.attention(h, mask, need_weights)
+--- forward(h, mask, need_weights, head_mask): h [B, T, hidden] -> [B, T,
+-- hidden], probabilities [B, H, T, T] or nil (head_mask: as for
+-- BertSelfAttention).
+function BertLayer:forward(h, mask, need_weights, head_mask)
+  local a, w = self.attention(h, mask, need_weights, head_mask)
   return self.output(self.intermediate(a), a), w
 end
 
@@ -552,15 +621,40 @@ function BertEncoder:init(c, src, prefix)
   self.layer = nn.ModuleList(layers)
 end
 
---- forward(h, mask, output_attentions, output_hidden_states): runs every
--- layer; returns the last hidden state, the list of hidden states (when
--- asked) and of attention probabilities (when asked).
-function BertEncoder:forward(h, mask, output_attentions, output_hidden_states)
+-- The encoder's head_mask -> layer i's ([H] or nil): a tensor [H] (every
+-- layer), [num_layers, H], or a list of one tensor (or nil) per layer
+-- (layers pruned to different head counts)
+local function layer_head_mask(m, i, n)
+  if m == nil then return nil end
+  if is_tensor(m) then
+    if m:dim() == 2 then
+      if m:shape()[1] ~= n then
+        error(("BertEncoder: head_mask %s must have one row per layer (%d)"):format(fmt_shape(m:shape()), n), 4)
+      end
+      return m:select(1, i)
+    end
+    return m
+  end
+  if type(m) ~= "table" then
+    error(("BertEncoder: head_mask must be a tensor [num_heads] or [num_layers, num_heads] or a list of one "
+      .. "tensor per layer (got %s)"):format(type(m)), 4)
+  end
+  if type(m[1]) == "number" then return m end -- {1, 0, 1}: a table for [num_heads]
+  return m[i] or nil
+end
+
+--- forward(h, mask, output_attentions, output_hidden_states, head_mask):
+-- runs every layer; returns the last hidden state, the list of hidden
+-- states (when asked) and of attention probabilities (when asked).
+-- head_mask (1 keeps a head, 0 drops it): [num_heads] for every layer,
+-- [num_layers, num_heads], or a list of one [num_heads_l] tensor (or
+-- nil) per layer, for layers pruned to different head counts.
+function BertEncoder:forward(h, mask, output_attentions, output_hidden_states, head_mask)
   local hidden = output_hidden_states and {h} or nil
   local attns = output_attentions and {} or nil
   for i = 1, #self.layer do
     local w
-    h, w = self.layer[i](h, mask, output_attentions)
+    h, w = self.layer[i](h, mask, output_attentions, layer_head_mask(head_mask, i, #self.layer))
     if hidden then hidden[#hidden + 1] = h end
     if attns then attns[i] = w end
   end
@@ -642,14 +736,19 @@ local function check_range(x, what, lo, hi, hint)
 end
 
 local forward_options = {token_type_ids = true, attention_mask = true, position_ids = true,
-                         output_attentions = true, output_hidden_states = true}
+                         output_attentions = true, output_hidden_states = true, head_mask = true}
 
 --- model(input_ids [, opts]) -> {last_hidden_state [B, T, hidden],
 -- pooler_output [B, hidden] or nil, hidden_states, attentions}.
 -- input_ids [B, T] (or [T], a table is converted) are 1-based: the line
 -- number in vocab.txt, HF's id + 1.  opts: token_type_ids (1-based: the
 -- first segment is 1), attention_mask (1 = real token, 0 = padding),
--- position_ids (1-based), output_attentions, output_hidden_states.
+-- position_ids (1-based), output_attentions, output_hidden_states,
+-- head_mask: [num_heads] (every layer) or [num_layers, num_heads], 1.0
+-- keeps a head and 0.0 drops it, multiplied into each layer's attention
+-- probabilities (the attentions returned include it) as Hugging Face's
+-- head_mask; gradients flow into it (attn.viz.head_importance).  After
+-- prune_heads, a list of one [remaining heads] tensor per layer.
 -- transformers.BertModel.forward with return_dict=True.
 function BertModel:forward(input_ids, opts)
   opts = check_options(opts, "BertModel", forward_options)
@@ -685,13 +784,118 @@ function BertModel:forward(input_ids, opts)
   end
   local h = self.embeddings(ids, types, pos)
   local oa, oh = opts.output_attentions == true, opts.output_hidden_states == true
-  local last, hidden, attns = self.encoder(h, mask, oa, oh)
+  local last, hidden, attns = self.encoder(h, mask, oa, oh, self:_head_mask(opts.head_mask))
   return {
     last_hidden_state = last,
     pooler_output = self.pooler and self.pooler(last) or nil,
     hidden_states = hidden,
     attentions = attns,
   }
+end
+
+-- BertModel's head_mask checked against the layers' head counts: a
+-- tensor [H] or [num_layers, H] (a table is converted), or a list of one
+-- tensor [H_l] (or false) per layer
+function BertModel:_head_mask(m)
+  if m == nil then return nil end
+  local layers = self.encoder.layer
+  local n = #layers
+  local counts, same = {}, true
+  for i = 1, n do
+    counts[i] = layers[i].attention.self.num_attention_heads
+    same = same and counts[i] == counts[1]
+  end
+  local want = same and ("[num_heads] = [%d] or [num_layers, num_heads] = [%d, %d]"):format(counts[1] or 0, n,
+    counts[1] or 0) or "a list of one [num_heads] tensor per layer (the layers have different head counts after "
+    .. "prune_heads)"
+  local function bad(got) error(("BertModel: head_mask must be %s, got %s"):format(want, got), 4) end
+  if type(m) == "table" and not is_tensor(m) and (type(m[1]) == "number" or type(m[1]) == "table"
+      and not is_tensor(m[1])) then
+    m = attn.tensor(m) -- {1, 0, 1, 1} or {{...}, {...}}
+  end
+  if is_tensor(m) then
+    if not m:is_floating_point() then m = m:float() end
+    local s = m:shape()
+    if not same or not ((#s == 1 and s[1] == counts[1]) or (#s == 2 and s[1] == n and s[2] == counts[1])) then
+      bad(fmt_shape(s))
+    end
+    return m
+  end
+  if type(m) ~= "table" then bad(type(m)) end
+  local list = {}
+  for k in pairs(m) do
+    if math.type(k) ~= "integer" or k < 1 or k > n then bad("a table with key " .. tostring(k)) end
+  end
+  for i = 1, n do
+    local t = m[i]
+    if t ~= nil and t ~= false then
+      if not is_tensor(t) then bad(("a list whose entry %d is a %s"):format(i, type(t))) end
+      if t:dim() ~= 1 or t:shape()[1] ~= counts[i] then
+        bad(("a list whose entry %d is %s (layer %d has %d heads)"):format(i, fmt_shape(t:shape()), i, counts[i]))
+      end
+      list[i] = t:is_floating_point() and t or t:float()
+    end
+  end
+  return list
+end
+
+--- prune_heads(heads_to_prune): heads_to_prune maps a layer (1-based) to
+-- a list of its heads to remove (1-based, as numbered before any
+-- pruning): {[1] = {1, 2}, [3] = {4}}.  Each layer's
+-- BertAttention:prune_heads does the work (Hugging Face's semantics); the
+-- pruned heads are also recorded in model.config.pruned_heads ({[layer] =
+-- sorted heads}), as HF's config.  The output then equals the unpruned
+-- model's with head_mask 0 for those heads.  PreTrainedModel.prune_heads.
+-- @tparam table heads_to_prune {[layer] = {head, ...}}
+-- @treturn BertModel self
+-- @usage
+-- local bert = require "attn.bert"
+-- local model = bert.BertModel({vocab_size = 30, hidden_size = 8, num_hidden_layers = 2, num_attention_heads = 4,
+--   intermediate_size = 16, max_position_embeddings = 16})
+-- model:eval()
+-- local ids = attn.tensor({{3, 7, 9, 4}})
+-- local mask = attn.tensor({{1, 1, 1, 1}, {0, 1, 1, 0}})          -- layer 2 without heads 1 and 4
+-- local masked = model(ids, {head_mask = mask}).last_hidden_state
+-- model:prune_heads({[2] = {1, 4}})
+-- print((model(ids).last_hidden_state - masked):abs():max():item() < 1e-5)   -- true
+function BertModel:prune_heads(heads_to_prune)
+  local fn = "BertModel:prune_heads"
+  if type(heads_to_prune) ~= "table" or is_tensor(heads_to_prune) or getmetatable(heads_to_prune) ~= nil then
+    error(("%s: expected a table {[layer] = {heads...}} (1-based layers and heads) (got %s)"):format(fn,
+      is_tensor(heads_to_prune) and "a tensor" or type(heads_to_prune)), 2)
+  end
+  local n = #self.encoder.layer
+  local layers = {}
+  for l, heads in pairs(heads_to_prune) do
+    local li = type(l) == "number" and math.tointeger(l) or nil
+    if li == nil or li < 1 or li > n then
+      error(("%s: layer %s is not a layer number in 1..%d"):format(fn, tostring(l), n), 2)
+    end
+    layers[#layers + 1] = li
+    if type(heads) ~= "table" or is_tensor(heads) then
+      error(("%s: the heads of layer %d must be a list of 1-based head indices (got %s)"):format(fn, li,
+        is_tensor(heads) and "a tensor" or type(heads)), 2)
+    end
+  end
+  table.sort(layers)
+  -- check every layer's list before changing any
+  for _, l in ipairs(layers) do
+    local a = self.encoder.layer[l].attention
+    local ok, err = pcall(attention._prune_plan, ("%s: layer %d"):format(fn, l), heads_to_prune[l],
+      a.self.num_attention_heads, a.pruned_heads or {})
+    if not ok then error(err, 2) end
+  end
+  local record = self.config.pruned_heads or {}
+  for _, l in ipairs(layers) do
+    local a = self.encoder.layer[l].attention
+    a:prune_heads(heads_to_prune[l])
+    local list = {}
+    for h in pairs(a.pruned_heads or {}) do list[#list + 1] = h end
+    table.sort(list)
+    record[l] = list
+  end
+  self.config.pruned_heads = record
+  return self
 end
 
 --- Nothing beyond the submodules for tostring(model).
@@ -874,9 +1078,9 @@ signature.declare(bert, "bert.", {
 signature.declare(BertModel, "bert.BertModel.", {
   init = "native: self, config, /, *, add_pooling_layer=true",
   forward = "native: self, input_ids, /, *, attention_mask=nil, token_type_ids=nil, position_ids=nil, "
-    .. "output_attentions=false, output_hidden_states=false",
+    .. "output_attentions=false, output_hidden_states=false, head_mask=nil",
   from_pretrained = "native: dir, /, *, add_pooling_layer=true, requires_grad=false",
-  extra_repr = false,
+  extra_repr = false, prune_heads = false,
 })
 for _, name in ipairs({"BertEmbeddings", "BertSelfAttention", "BertSelfOutput", "BertAttention", "BertIntermediate",
                        "BertOutput", "BertLayer", "BertEncoder", "BertPooler"}) do
@@ -886,10 +1090,12 @@ signature.declare(bert.BertEmbeddings, "bert.BertEmbeddings.", {
   forward = "self, input_ids, token_type_ids, position_ids"})
 for _, name in ipairs({"BertSelfAttention", "BertAttention", "BertLayer"}) do
   signature.declare(bert[name], "bert." .. name .. ".", {
-    forward = "self, hidden_states, attention_mask=nil, need_weights=false"})
+    forward = "self, hidden_states, attention_mask=nil, need_weights=false, head_mask=nil"})
 end
+signature.declare(bert.BertAttention, "bert.BertAttention.", {prune_heads = false})
 signature.declare(bert.BertEncoder, "bert.BertEncoder.", {
-  forward = "self, hidden_states, attention_mask=nil, output_attentions=false, output_hidden_states=false"})
+  forward = "self, hidden_states, attention_mask=nil, output_attentions=false, output_hidden_states=false, "
+    .. "head_mask=nil"})
 for _, name in ipairs({"BertSelfOutput", "BertIntermediate", "BertOutput", "BertPooler"}) do
   signature.declare(bert[name], "bert." .. name .. ".", {forward = false})
 end

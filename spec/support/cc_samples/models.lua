@@ -21,7 +21,8 @@ M[A .. "MultiheadAttention.forward"] = function()
   local m = attn.attention.MultiheadAttention(4, 2, 0.0, true, false, false, nil, nil, true)
   local kpm = attn.tensor({{false, false, false, true}, {false, false, false, false}})
   local am = attn.zeros(3, 4)
-  return {m, x(2, 3, 4), x(2, 4, 4), x(2, 4, 4), kpm, true, am, false, false, "bool", "additive"}
+  return {m, x(2, 3, 4), x(2, 4, 4), x(2, 4, 4), kpm, true, am, false, false, "bool", "additive",
+    attn.tensor({1, 0.5})}
 end
 M[A .. "GroupedQueryAttention.init"] = function() return {false, 8, 4, 2, false, true, 0.25, true, 500.0} end
 M[A .. "GroupedQueryAttention.forward"] = function()
@@ -101,13 +102,15 @@ M["bert.BertModel.init"] = function() return {false, tiny(), false} end
 M["bert.BertModel.forward"] = function()
   attn.manual_seed(8)
   return {bert.BertModel(tiny()), ids(), attn.tensor({{1, 1, 1, 1}, {1, 1, 1, 0}}), attn.ones(2, 4):long(),
-    attn.tensor({{1, 2, 3, 4}}):long(), true, true}
+    attn.tensor({{1, 2, 3, 4}}):long(), true, true, attn.tensor({1, 0.5})}
 end
 local function block(name) attn.manual_seed(9); return bert[name](bert.config(tiny()), nil, "x.") end
 for _, name in ipairs({"BertSelfAttention", "BertAttention", "BertLayer"}) do
-  M["bert." .. name .. ".forward"] = function() return {block(name), x(2, 4, 8), nil, true, n = 4} end
+  M["bert." .. name .. ".forward"] = function() return {block(name), x(2, 4, 8), nil, true, attn.tensor({1, 0.5}), n = 5} end
 end
-M["bert.BertEncoder.forward"] = function() return {block("BertEncoder"), x(2, 4, 8), nil, true, true, n = 5} end
+M["bert.BertEncoder.forward"] = function()
+  return {block("BertEncoder"), x(2, 4, 8), nil, true, true, attn.tensor({1, 0.5}), n = 6}
+end
 
 -- seq2seq (attn's Luong and Bahdanau attention)
 local s2s = require "attn.seq2seq"
