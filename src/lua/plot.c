@@ -7,6 +7,7 @@
  *                               (a 1-d one is a single row)
  *   _plot.histogram(v, opts)    v: tensor or list, flattened
  *   _plot.lines(series, opts)   series: list of {y =, x =, label =}
+ *   _plot.attention_grid(t, opts)  t: [layers, heads, queries, keys]
  *       -> path, layout   (layout: plot area, ranges, what was drawn)
  *   _plot.colormap(name, t) -> r, g, b in [0, 1]
  *   _plot.colormaps() -> list of names
@@ -236,6 +237,72 @@ static int l_heatmap(lua_State *L) {
     push_rect(L, &lay.colorbar);
     lua_setfield(L, -2, "colorbar");
   }
+  return 2;
+}
+
+/* ------------------------------------------------------------------------ */
+/* attention_grid                                                            */
+
+/* attn.core._plot.attention_grid(t, opts): t is [rows, cols, queries, keys]
+   (app/plot.lua selects and stacks the layers and heads); opts row_labels,
+   col_labels, tokens (queries), source_tokens (keys) are lists of strings
+   or nil. */
+static int l_attention_grid(lua_State *L) {
+  const char *fn = "attention_grid";
+  attn_tensor *t = attnL_totensor(L, 1, fn, "maps");
+  attn_plot_grid g;
+  attn_plot_grid_init(&g);
+  g.fig.path = check_opts(L, 2, fn);
+  if (t->ndim != 4)
+    return plot_error(L, "%s: the maps must be [layers, heads, queries, keys] (got %d dims)", fn, t->ndim);
+  g.rows = t->shape[0];
+  g.cols = t->shape[1];
+  g.queries = t->shape[2];
+  g.keys = t->shape[3];
+  attn_plot_layout lay;
+  /* A shape the C side refuses: let it say so before converting anything. */
+  if (g.rows == 0 || g.cols == 0 || g.queries == 0 || g.keys == 0 || g.queries > ATTN_PLOT_MAX_SIDE ||
+      g.keys > ATTN_PLOT_MAX_SIDE || g.rows > (int64_t)ATTN_PLOT_MAX_SIZE || g.cols > (int64_t)ATTN_PLOT_MAX_SIZE) {
+    attn_plot_grid_draw(&g, NULL, &lay);
+    return attnL_error(L);
+  }
+  int64_t n;
+  g.values = tensor_values(L, t, &n, fn);
+  g.row_labels = read_label_list(L, 2, "row_labels", g.rows, fn, "layers");
+  g.col_labels = read_label_list(L, 2, "col_labels", g.cols, fn, "heads");
+  g.query_labels = read_label_list(L, 2, "tokens", g.queries, fn, "queries");
+  g.key_labels = read_label_list(L, 2, "source_tokens", g.keys, fn, "keys");
+  g.cmap = attnL_option_string(L, attnL_option_field(L, 2, "cmap"), fn, "cmap", "viridis");
+  read_labels(L, 2, &g.fig, fn);
+  g.colorbar = attnL_option_bool(L, attnL_option_field(L, 2, "colorbar"), fn, "colorbar", true);
+  g.vmin = opt_number(L, 2, "vmin", fn);
+  g.vmax = opt_number(L, 2, "vmax", fn);
+  g.cell = opt_number(L, 2, "cell", fn);
+  attn_plot_rect *cells = lua_newuserdatauv(L, (size_t)(g.rows * g.cols) * sizeof *cells, 0);
+  if (attn_plot_grid_draw(&g, cells, &lay) != ATTN_OK) return attnL_error(L);
+
+  push_layout(L, g.fig.path, &lay);
+  set_number(L, "rows", (double)lay.rows);
+  set_number(L, "cols", (double)lay.cols);
+  set_number(L, "vmin", lay.vmin);
+  set_number(L, "vmax", lay.vmax);
+  set_number(L, "cell", lay.cell);
+  lua_pushboolean(L, lay.query_labels);
+  lua_setfield(L, -2, "query_labels");
+  lua_pushboolean(L, lay.key_labels);
+  lua_setfield(L, -2, "key_labels");
+  lua_pushboolean(L, lay.rotated_col_labels);
+  lua_setfield(L, -2, "rotated_key_labels");
+  if (lay.has_colorbar) {
+    push_rect(L, &lay.colorbar);
+    lua_setfield(L, -2, "colorbar");
+  }
+  lua_createtable(L, (int)(g.rows * g.cols), 0);
+  for (int64_t k = 0; k < g.rows * g.cols; k++) {
+    push_rect(L, &cells[k]);
+    lua_rawseti(L, -2, (lua_Integer)k + 1);
+  }
+  lua_setfield(L, -2, "cells");
   return 2;
 }
 
@@ -493,9 +560,15 @@ static int l_png_diff(lua_State *L) {
 
 void attnL_open_plot(lua_State *L, int module, int methods) {
   (void)methods;
-  static const luaL_Reg fns[] = {
-      {"heatmap", l_heatmap},     {"histogram", l_histogram},     {"lines", l_lines},       {"colormap", l_colormap},
-      {"colormaps", l_colormaps}, {"pixel_stats", l_pixel_stats}, {"png_diff", l_png_diff}, {NULL, NULL}};
+  static const luaL_Reg fns[] = {{"heatmap", l_heatmap},
+                                 {"histogram", l_histogram},
+                                 {"lines", l_lines},
+                                 {"colormap", l_colormap},
+                                 {"colormaps", l_colormaps},
+                                 {"pixel_stats", l_pixel_stats},
+                                 {"png_diff", l_png_diff},
+                                 {"attention_grid", l_attention_grid},
+                                 {NULL, NULL}};
   lua_newtable(L);
   attnL_setfuncs(L, fns);
   lua_setfield(L, module, "_plot"); /* wrapped by lua/attn/app/plot.lua */

@@ -124,7 +124,8 @@ attn_status attn_plot_heatmap_draw(const attn_plot_heatmap *h, attn_plot_layout 
    map entry is large enough to hold them (a 6-unit font at least; key
    labels turn vertical when they do not fit across an entry).         */
 
-#define ATTN_PLOT_GRID_CELL_MAX 64.0 /* opts cell: at most this per entry */
+#define ATTN_PLOT_GRID_CELL_MIN 0.1 /* cell: the side of a map entry, in this range */
+#define ATTN_PLOT_GRID_CELL_MAX 64.0
 
 typedef struct attn_plot_grid {
   attn_plot_figure fig;            /* width and height are not used: the size follows from cell */
@@ -138,7 +139,7 @@ typedef struct attn_plot_grid {
   const char *cmap;                /* NULL: "viridis" */
   bool colorbar;                   /* default true */
   double vmin, vmax;               /* NaN: min(0, data minimum) and the data maximum */
-  double cell;                     /* side of one entry, (0, ATTN_PLOT_GRID_CELL_MAX]; NaN: automatic,
+  double cell;                     /* side of one entry, ATTN_PLOT_GRID_CELL_MIN .. _MAX; NaN: automatic,
                                       see attn_plot_grid_auto_cell */
 } attn_plot_grid;
 

@@ -166,8 +166,8 @@ attn_status attn_plot_grid_draw(const attn_plot_grid *g, attn_plot_rect *cells, 
     return attn_set_error(ATTN_ERR_ARG, "%s: option '%s' must be a finite number (got %f)", fn,
                           isinf(g->vmin) ? "vmin" : "vmax", isinf(g->vmin) ? g->vmin : g->vmax);
   double cell = g->cell;
-  if (!isnan(cell) && !(cell > 0 && cell <= ATTN_PLOT_GRID_CELL_MAX))
-    return attn_set_error(ATTN_ERR_ARG, "%s: option 'cell' must be above 0 and at most %.0f (got %g)", fn,
+  if (!isnan(cell) && !(cell >= ATTN_PLOT_GRID_CELL_MIN && cell <= ATTN_PLOT_GRID_CELL_MAX))
+    return attn_set_error(ATTN_ERR_ARG, "%s: option 'cell' must be %g to %g (got %g)", fn, ATTN_PLOT_GRID_CELL_MIN,
                           ATTN_PLOT_GRID_CELL_MAX, cell);
   if (isnan(cell)) cell = attn_plot_grid_auto_cell(rows, cols, nq, nk);
   st = attn__plot_figure_check(fn, lb);

@@ -176,6 +176,183 @@ function plot.lines(series, opts)
   return path, layout
 end
 
+-- attention_grid: the options it takes (no width or height: the size
+-- follows from cell).
+local grid_keys = {path = true, title = true, xlabel = true, ylabel = true, tokens = true, source_tokens = true,
+                   layers = true, heads = true, layer_names = true, batch = true, cmap = true, colorbar = true,
+                   vmin = true, vmax = true, cell = true}
+
+local function shape_of(t) return "[" .. table.concat(t:shape(), ", ") .. "]" end
+
+-- The layers of maps as [H, L, S] tensors (batch picked), all one shape.
+local function grid_layers(fn, maps, batch)
+  local layers = {}
+  if is_tensor(maps) then
+    local d = maps:dim()
+    if d == 3 then
+      layers[1] = maps
+    elseif d == 4 then
+      for i = 1, maps:shape()[1] do layers[i] = maps:select(1, i) end
+    else
+      error(("%s: maps must be a [layers, H, L, S] tensor, one layer's [H, L, S], or a list of [H, L, S] or "
+        .. "[B, H, L, S] tensors (got a %d-d tensor %s)"):format(fn, d, shape_of(maps)), 3)
+    end
+    if batch ~= 1 then
+      error(("%s: option 'batch' picks a sample of a list of [B, H, L, S] maps; a single tensor %s is one "
+        .. "sample ([layers, H, L, S] or [H, L, S]): leave batch out"):format(fn, shape_of(maps)), 3)
+    end
+    if #layers == 0 then error(("%s: maps %s has no layer"):format(fn, shape_of(maps)), 3) end
+    return layers
+  end
+  if type(maps) ~= "table" then
+    error(("%s: maps must be a list of [H, L, S] or [B, H, L, S] tensors, one per layer, or a [layers, H, L, S] "
+      .. "tensor (got %s)"):format(fn, type(maps)), 3)
+  end
+  if #maps == 0 then
+    error(("%s: maps is an empty list (expected one [H, L, S] or [B, H, L, S] tensor per layer)"):format(fn), 3)
+  end
+  for i = 1, #maps do
+    local m = maps[i]
+    if not is_tensor(m) then
+      error(("%s: maps[%d] must be a [H, L, S] or [B, H, L, S] tensor (got %s)"):format(fn, i, type(m)), 3)
+    end
+    local d = m:dim()
+    if d == 4 then
+      local b = m:shape()[1]
+      if batch > b then
+        error(("%s: option 'batch' is %d but maps[%d] is %s: batch must be 1 to %d"):format(fn, batch, i,
+          shape_of(m), b), 3)
+      end
+      layers[i] = m:select(1, batch)
+    elseif d == 3 then
+      layers[i] = m
+    else
+      error(("%s: maps[%d] must be [H, L, S] or [B, H, L, S] (got %s)"):format(fn, i, shape_of(m)), 3)
+    end
+    if i > 1 and shape_of(layers[i]) ~= shape_of(layers[1]) then
+      error(("%s: maps[%d] is %s but maps[1] is %s: every layer needs the same heads, queries and keys")
+        :format(fn, i, shape_of(m), shape_of(maps[1])), 3)
+    end
+  end
+  return layers
+end
+
+-- opts[key]: nil (1 .. n) or a non-empty list of 1-based indices up to n.
+local function grid_selection(fn, key, v, n, what)
+  local out = {}
+  if v == nil then
+    for i = 1, n do out[i] = i end
+    return out
+  end
+  if is_tensor(v) then v = v:reshape(-1):totable() end
+  if type(v) ~= "table" or #v == 0 then
+    error(("%s: option '%s' must be a non-empty list of %s numbers, 1 to %d (got %s)"):format(fn, key, what, n,
+      type(v) == "table" and "an empty list" or type(v)), 3)
+  end
+  for i = 1, #v do
+    local k = type(v[i]) == "number" and math.tointeger(v[i]) or nil
+    if k == nil or k < 1 or k > n then
+      error(("%s: option '%s': entry %d is %s, not a %s number 1 to %d (the maps have %d %ss)"):format(fn, key, i,
+        tostring(v[i]), what, n, n, what), 3)
+    end
+    out[i] = k
+  end
+  return out
+end
+
+--- A static grid of attention maps: rows are layers, columns heads, each
+-- cell a small heatmap of one head's [L, S] map (queries down, keys
+-- across); returns path, layout.
+--
+-- maps: a list with one [H, L, S] or [B, H, L, S] tensor per layer (first
+-- layer first; all of one shape), or a single tensor [layers, H, L, S]
+-- (or one layer's [H, L, S]).  Options (path required, as for the other
+-- plots; a string is the path): batch (1-based sample of [B, H, L, S]
+-- maps, default 1); layers, heads (lists of 1-based indices to show,
+-- default all, in the order given); layer_names (one name per layer of
+-- maps, default "layer 1", ...); tokens (query labels, drawn left of the
+-- first column's maps) and source_tokens (key labels, below the last
+-- row's maps; default tokens when L == S, else none), left out when a
+-- map entry is too small for a 6-unit font; title, xlabel, ylabel; cmap
+-- (as heatmap's); colorbar (default true); vmin / vmax (one scale for
+-- all maps; default 0, or the data minimum when below 0, to the data
+-- maximum); cell (the side of one map entry in pixels for PNG, points
+-- for SVG/PDF, 0.1 to 64; default: the longer side of a map about 160,
+-- less when there are more than 12 rows or columns of maps (a row of maps
+-- and a column share 1920), in whole units from 1 to 32, so a 12 x 12
+-- grid of 64-token maps is 2 per entry, about 1,800 pixels wide).
+--
+-- The layout has, besides the common fields (area: the maps' bounding
+-- box): cells (one {x, y, w, h} per map, row-major: layer by layer, its
+-- heads left to right), colorbar = {x, y, w, h}, rows, cols, vmin, vmax,
+-- cell, layers and heads (the indices shown), query_labels, key_labels
+-- (whether the tokens were drawn) and rotated_key_labels.
+-- @usage
+-- local plot = require "attn.plot"
+-- local maps = {}
+-- for l = 1, 2 do maps[l] = attn.randn(3, 5, 5):softmax(-1) end   -- 2 layers of [H = 3, L = 5, S = 5]
+-- local path, layout = plot.attention_grid(maps, {path = os.tmpname() .. ".png",
+--   tokens = {"the", "cat", "sat", "on", "it"}, title = "attention"})
+-- print(#layout.cells, layout.cell)                     -- 6 32
+-- os.remove(path)
+function plot.attention_grid(maps, opts)
+  local fn = "attention_grid"
+  if type(opts) == "string" then opts = {path = opts} end
+  if type(opts) ~= "table" then
+    error(("%s: expected an options table with path = \"file.png\" (got %s)"):format(fn, type(opts)), 2)
+  end
+  for k in pairs(opts) do
+    if k == "width" or k == "height" then
+      error(("%s: option '%s' is not taken: the figure's size follows from cell (the side of one map entry)")
+        :format(fn, k), 2)
+    end
+    if not grid_keys[k] then error(require("attn.base")._misuse.unknown_option(fn, k, grid_keys), 2) end
+  end
+  local batch = opts.batch
+  if batch == nil then
+    batch = 1
+  elseif type(batch) ~= "number" or math.tointeger(batch) == nil then
+    error(("%s: option 'batch' must be a whole number, 1-based (got %s)"):format(fn, tostring(batch)), 2)
+  else
+    batch = math.tointeger(batch)
+    if batch < 1 then error(("%s: option 'batch' must be 1 or more (got %d)"):format(fn, batch), 2) end
+  end
+  local layers = grid_layers(fn, maps, batch)
+  local h, l, s = layers[1]:shape()[1], layers[1]:shape()[2], layers[1]:shape()[3]
+  local shown_layers = grid_selection(fn, "layers", opts.layers, #layers, "layer")
+  local shown_heads = grid_selection(fn, "heads", opts.heads, h, "head")
+
+  local names = label_list(fn, "layer_names", opts.layer_names)
+  if names and #names ~= #layers then
+    error(("%s: option 'layer_names' has %d names for %d layers (it names every layer of maps; 'layers' picks "
+      .. "those shown)"):format(fn, #names, #layers), 2)
+  end
+  local tokens = label_list(fn, "tokens", opts.tokens)
+  if tokens and #tokens ~= l then
+    error(("%s: option 'tokens' has %d labels for %d queries (each layer's maps are [%d, %d, %d], [H, L, S])")
+      :format(fn, #tokens, l, h, l, s), 2)
+  end
+  local source_tokens = label_list(fn, "source_tokens", opts.source_tokens)
+  if source_tokens == nil and l == s then source_tokens = tokens end
+  if source_tokens and #source_tokens ~= s then
+    error(("%s: option 'source_tokens' has %d labels for %d keys (each layer's maps are [%d, %d, %d], [H, L, S])")
+      :format(fn, #source_tokens, s, h, l, s), 2)
+  end
+
+  local rows, row_labels, col_labels = {}, {}, {}
+  for i, k in ipairs(shown_layers) do
+    rows[i] = layers[k]:detach():index_select(1, shown_heads)
+    row_labels[i] = names and names[k] or ("layer " .. k)
+  end
+  for j, k in ipairs(shown_heads) do col_labels[j] = "head " .. k end
+  local copts = {path = opts.path, title = opts.title, xlabel = opts.xlabel, ylabel = opts.ylabel, cmap = opts.cmap,
+                 colorbar = opts.colorbar, vmin = opts.vmin, vmax = opts.vmax, cell = opts.cell,
+                 row_labels = row_labels, col_labels = col_labels, tokens = tokens, source_tokens = source_tokens}
+  local path, layout = call(fn, C.attention_grid, core.stack(rows, 1), copts)
+  layout.layers, layout.heads = shown_layers, shown_heads
+  return path, layout
+end
+
 --- The colour of map `name` at t in [0, 1] (clamped): r, g, b in [0, 1].
 -- @usage
 -- local plot = require "attn.plot"
@@ -213,6 +390,8 @@ require("attn.signature").declare(plot, "plot.", {
     .. "vmin=nil, vmax=nil",
   histogram = "native: values, /, " .. COMMON .. ", bins=nil, range=nil, density=nil",
   lines = "native: series, /, " .. COMMON .. ", logy=nil",
+  attention_grid = "native: maps, /, *, path=nil, title=nil, xlabel=nil, ylabel=nil, tokens=nil, source_tokens=nil, "
+    .. "layers=nil, heads=nil, layer_names=nil, batch=nil, cmap=nil, colorbar=nil, vmin=nil, vmax=nil, cell=nil",
 })
 
 return plot
