@@ -3152,6 +3152,62 @@ E("attn.plot.lines", {K.custom(function() return {{y = {1, 3, 2}, label = "a"}, 
   {"an empty list", function() return {} end, "error"},
 }, {skip = {["a table"] = true}}), plot_opts({logy = BOOL(false)})}, {override = {[2] = PLOT_OVERRIDE},
   names = {"lines"}, writes_all = true})
+-- attention_grid: a [layers, H, L, S] tensor (or a list of layers); no width
+-- or height (the size follows from cell)
+local GRID_OPTS = {}
+for k, v in pairs(PLOT_COMMON) do
+  if k ~= "width" and k ~= "height" then GRID_OPTS[k] = v end
+end
+local function grid_labels(n)
+  local out = {}
+  for i = 1, n do out[i] = "t" .. i end
+  return out
+end
+local function grid_index(good, n)
+  return K.custom(function() return {good} end, {
+    {"index 0", function() return {0} end, "error"},
+    {"an index past the end", function() return {n + 1} end, "error"},
+    {"index 1.5", function() return {1.5} end, "error"},
+    {"an index as a string", function() return {"1"} end, "error"},
+    {"an empty list", function() return {} end, "error"},
+    {"a tensor of indices", function() return attn.tensor({good}) end, "ok"},
+  }, {opt = true})
+end
+GRID_OPTS.tokens = K.custom(function() return grid_labels(4) end, {
+  {"too few tokens", function() return grid_labels(3) end, "error"},
+}, {opt = true})
+GRID_OPTS.source_tokens = K.custom(function() return grid_labels(4) end, {
+  {"too many tokens", function() return grid_labels(5) end, "error"},
+}, {opt = true})
+GRID_OPTS.layer_names = K.custom(function() return {"enc", "dec"} end, {
+  {"one name for two layers", function() return {"enc"} end, "error"},
+}, {opt = true})
+GRID_OPTS.layers = grid_index(2, 2)
+GRID_OPTS.heads = grid_index(3, 3)
+GRID_OPTS.batch = K.int(1, {opt = true, min = 1, max = 1}) -- a single tensor is one sample
+GRID_OPTS.cmap = K.choice("magma", {opt = true})
+GRID_OPTS.colorbar = BOOL(true)
+GRID_OPTS.vmin = K.num(0, {opt = true})
+GRID_OPTS.vmax = K.num(1, {opt = true})
+GRID_OPTS.cell = K.num(4, {opt = true, finite = true, min = 0.1, max = 64})
+E("attn.plot.attention_grid", {K.tensor({2, 3, 4, 4}), K.opts(GRID_OPTS, {opt = false})}, {
+  override = {[2] = {["an empty table"] = "error", ["option path = nil"] = "error"}},
+  names = {"attention_grid"}, writes_all = true, cases = {
+    {"a list of [H, L, S] layers", function() return {{T({3, 4, 4}), T({3, 4, 4})}, {path = PNG()}} end, "ok"},
+    {"layers of different shapes", function() return {{T({3, 4, 4}), T({2, 4, 4})}, {path = PNG()}} end, "error"},
+    {"a list of [B, H, L, S] layers, batch 2", function()
+      return {{T({2, 3, 4, 4}), T({2, 3, 4, 4})}, {path = PNG(), batch = 2}}
+    end, "ok"},
+    {"batch past B", function() return {{T({2, 3, 4, 4})}, {path = PNG(), batch = 3}} end, "error"},
+    {"a list holding a number", function() return {{T({3, 4, 4}), 1}, {path = PNG()}} end, "error"},
+    {"cross-attention maps with both tokens", function()
+      return {T({1, 2, 3, 5}), {path = PNG(), tokens = grid_labels(3), source_tokens = grid_labels(5)}}
+    end, "ok"},
+    {"a grid too large for a figure", function() return {T({1, 12, 64, 64}), {path = PNG(), cell = 64}} end,
+      "error"},
+    {"option width", function() return {T({1, 2, 4, 4}), {path = PNG(), width = 300}} end, "error"},
+    {"a path string for options", function() return {T({1, 2, 4, 4}), PNG()} end, "ok"},
+  }})
 E("attn.plot.colormap", {K.choice("viridis"), K.num(0.5)}, {names = {"colormap"}})
 E("attn.plot.colormaps", {})
 

@@ -208,11 +208,12 @@ local function grid_layers(fn, maps, batch)
     error(("%s: maps must be a list of [H, L, S] or [B, H, L, S] tensors, one per layer, or a [layers, H, L, S] "
       .. "tensor (got %s)"):format(fn, type(maps)), 3)
   end
-  if #maps == 0 then
+  local n = rawlen(maps) -- a list, read raw (a module or other object is no list)
+  if n == 0 then
     error(("%s: maps is an empty list (expected one [H, L, S] or [B, H, L, S] tensor per layer)"):format(fn), 3)
   end
-  for i = 1, #maps do
-    local m = maps[i]
+  for i = 1, n do
+    local m = rawget(maps, i)
     if not is_tensor(m) then
       error(("%s: maps[%d] must be a [H, L, S] or [B, H, L, S] tensor (got %s)"):format(fn, i, type(m)), 3)
     end
@@ -231,7 +232,7 @@ local function grid_layers(fn, maps, batch)
     end
     if i > 1 and shape_of(layers[i]) ~= shape_of(layers[1]) then
       error(("%s: maps[%d] is %s but maps[1] is %s: every layer needs the same heads, queries and keys")
-        :format(fn, i, shape_of(m), shape_of(maps[1])), 3)
+        :format(fn, i, shape_of(m), shape_of(rawget(maps, 1))), 3)
     end
   end
   return layers
