@@ -184,6 +184,11 @@ M["plot.lines"] = function()
   return {{{y = {1, 2, 4}, label = "a"}, {y = {3, 1, 2}, label = "b"}}, png("lines"), "loss", "step", "value", 200,
     160, true}
 end
+M["plot.attention_grid"] = function()
+  local maps = {attn.tensor({{{0.2, 0.8}, {0.5, 0.5}}, {{1, 0}, {0.3, 0.7}}}), attn.rand(1, 2, 2, 2)}
+  return {maps, png("attention_grid"), "maps", "key", "query", {"a", "b"}, {"x", "y"}, {2, 1}, {2}, {"l1", "l2"}, 1,
+    "magma", true, 0.0, 1.0, 12}
+end
 
 -- viz (a capture of one MultiheadAttention call; the capture is taken off)
 local function viz_cap(grads)
