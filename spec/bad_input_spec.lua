@@ -2676,8 +2676,27 @@ forward(A("MultiheadAttention.forward"), mha, {K.tensor({3, 2, 4}), K.tensor({5,
   K.tensor({5, 2, 4}, {salt = 3, opt = true}), K.opts({
     key_padding_mask = K.tensor({2, 5}, {range = "bin", opt = true}), key_padding_mask_kind = K.choice("bool", {opt = true}),
     attn_mask = K.tensor({3, 5}, {range = "bin", opt = true, salt = 7}), attn_mask_kind = K.choice("additive", {opt = true}),
-    need_weights = BOOL(true), average_attn_weights = BOOL(false), is_causal = BOOL(false)})}, {nocompare = false})
+    need_weights = BOOL(true), average_attn_weights = BOOL(false), is_causal = BOOL(false),
+    head_mask = K.tensor({2}, {opt = true, range = "prob", salt = 5})})}, {nocompare = false})
 E(A("MultiheadAttention._reset_parameters"), {mod(mha)}, {method = "_reset_parameters", writes_all = true})
+-- a list of 1-based original head numbers
+local function head_list(good, n)
+  return K.custom(function() return good end, {
+    {"an empty list", function() return {} end, "ok"},
+    {"every head", function() local t = {}; for i = 1, n do t[i] = i end; return t end, "error"},
+    {"head 0", function() return {0} end, "error"},
+    {"a head past the last", function() return {n + 1} end, "error"},
+    {"head 1.5", function() return {1.5} end, "error"},
+    {"head NaN", function() return {0 / 0} end, "error"},
+    {"head 2^62", function() return {1 << 62} end, "error"},
+    {"a head twice", function() return {2, 2} end, "ok"},
+    {"a map", function() return {a = 1} end, "error"},
+    {"a list holding a string", function() return {"1"} end, "error"},
+    {"a tensor of heads", function() return attn.tensor({2}) end, "error"},
+  }, {skip = {["a table"] = true}})
+end
+E(A("MultiheadAttention.prune_heads"), {mod(function() return attention.MultiheadAttention(8, 4, {add_bias_kv = true}) end),
+  head_list({2, 4}, 4)}, {method = "prune_heads", writes_all = true})
 local GQA_OPTS = K.opts({bias = BOOL(true), causal = BOOL(true), dropout = K.num(0, {opt = true, min = 0, max = 1, finite = true}),
   rope = BOOL(true), rope_base = K.num(10000, {opt = true})})
 E(A("GroupedQueryAttention"), {K.size(8, {min = 1, huge = "error"}), K.size(4, {min = 1, huge = "error"}),
@@ -3473,8 +3492,36 @@ forward("attn.bert.BertModel.forward", bmodel, {K.custom(function() return attn.
     {"position 0", function() return attn.zeros(1, 4) end, "error"},
     {"a position past the table", function() return attn.full({1, 4}, 13) end, "error"},
   }, {opt = true}),
-  output_attentions = BOOL(true), output_hidden_states = BOOL(true)})})
+  output_attentions = BOOL(true), output_hidden_states = BOOL(true),
+  head_mask = K.custom(function() return attn.tensor({1, 0.5}) end, {
+    {"a wrong shape", function() return attn.ones(3) end, "error"},
+    {"one row per layer", function() return attn.tensor({{1, 0.5}}) end, "ok"},
+    {"too many rows", function() return attn.ones(2, 2) end, "error"},
+    {"a list with one tensor per layer", function() return {attn.ones(2)} end, "ok"},
+    {"a list with a tensor of the wrong size", function() return {attn.ones(3)} end, "error"},
+    {"a list with a string", function() return {"a"} end, "error"},
+    {"a table of numbers", function() return {1, 0} end, "ok"},
+    {"a 3-d tensor", function() return attn.ones(1, 1, 2) end, "error"},
+    {"a NaN gate", function() return attn.tensor({0 / 0, 1}) end, "any"},
+    {"an int64 mask", function() return attn.tensor({1, 0}):long() end, "ok"},
+  }, {opt = true, skip = {["a table"] = true}})})})
 E("attn.bert.BertModel.extra_repr", {mod(bmodel)}, {method = "extra_repr"})
+E("attn.bert.BertModel.prune_heads", {mod(function() return bert.BertModel(tiny({num_attention_heads = 4})) end),
+  K.custom(function() return {[1] = {2, 4}} end, {
+    {"an empty table", function() return {} end, "ok"},
+    {"layer 0", function() return {[0] = {1}} end, "error"},
+    {"a layer past the last", function() return {[2] = {1}} end, "error"},
+    {"layer 1.5", function() return {[1.5] = {1}} end, "error"},
+    {"a string key", function() return {layer = {1}} end, "error"},
+    {"a list of heads", function() return {1, 2} end, "error"},
+    {"every head", function() return {[1] = {1, 2, 3, 4}} end, "error"},
+    {"head 5", function() return {[1] = {5}} end, "error"},
+    {"head 1.5", function() return {[1] = {1.5}} end, "error"},
+    {"a tensor of heads", function() return {[1] = attn.tensor({2})} end, "error"},
+  }, {skip = {["a table"] = true}})}, {method = "prune_heads", writes_all = true})
+E("attn.bert.BertAttention.prune_heads", {mod(function()
+  return bert.BertAttention(bert.config(tiny({num_attention_heads = 4})), nil, "x.")
+end), head_list({1, 3}, 4)}, {method = "prune_heads", writes_all = true})
 -- the building blocks take a checked config (bert.config) and a name prefix
 local BLOCKS = {
   {"BertEmbeddings", function(m) return {m, IDX({2, 4}, 30), attn.ones(2, 4), IDX({1, 4}, 12)} end},
@@ -3526,6 +3573,32 @@ for _, b in ipairs(BLOCKS) do
   E("attn.bert." .. b[1] .. ".forward", sig, {method = "forward", fn = cls.forward, override = over})
 end
 
+-- attn.viz.head_importance (lua/attn/app/viz_heads.lua, re-exported by attn.viz)
+do
+  local viz_heads = require "attn.app.viz_heads"
+  local gates = attn.tensor({{1, -2}, {0.5, 3}})
+  local function loss_fn() return function(mask) return (mask * gates):sum() * mask:sum() end end
+  E("attn.viz.head_importance", {K.custom(loss_fn, {
+      {"a function returning a number", function() return function() return 1 end end, "error"},
+      {"a function returning a vector", function() return function(m) return m * 2 end end, "error"},
+      {"a function ignoring the mask", function()
+        return function() return attn.ones(1):requires_grad_():sum() end
+      end, "error"},
+      {"a function returning nothing", function() return function() end end, "error"},
+    }, {skip = {["a function"] = true}}),
+    K.size(2, {min = 1, huge = "error"}), K.size(2, {min = 1, huge = "error"}),
+    K.opts({batches = K.custom(function() return 2 end, {
+        {"a list", function() return {"a", "b"} end, "ok"},
+        {"an empty list", function() return {} end, "error"},
+        {"0", function() return 0 end, "error"},
+        {"1.5", function() return 1.5 end, "error"},
+        {"NaN", function() return 0 / 0 end, "error"},
+        {"a tensor", function() return attn.ones(2) end, "error"},
+      }, {opt = true, skip = {["a table"] = true}}),
+      normalize = BOOL(true), minmax = BOOL(true)})},
+    {fn = viz_heads.head_importance, call = viz_heads.head_importance, names = {"head_importance"},
+     override = {[4] = {["a number"] = "ok"}}}) -- batches positionally: a count
+end
 
 -- attn.dist (spec/dist_spec.lua and spec/mpi/ cover the behaviour; here the
 -- 1-rank world a spec process is, with bad arguments)

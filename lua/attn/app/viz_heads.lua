@@ -89,7 +89,7 @@ function M.head_importance(fn, n_layers, n_heads, batches, normalize, minmax)
   end
   local L = check_count(n_layers, name, "n_layers")
   local H = check_count(n_heads, name, "n_heads")
-  if L * H > (1 << 24) then
+  if L > (1 << 24) or H > (1 << 24) or L * H > (1 << 24) then
     error(("%s: n_layers x n_heads = %d x %d is too many heads (at most 2^24)"):format(name, L, H), 2)
   end
   normalize = check_flag(normalize, name, "normalize", true)

@@ -112,6 +112,13 @@ M["bert.BertEncoder.forward"] = function()
   return {block("BertEncoder"), x(2, 4, 8), nil, true, true, attn.tensor({1, 0.5}), n = 6}
 end
 
+-- attn.viz.head_importance (lua/attn/app/viz_heads.lua)
+local viz_heads = require "attn.app.viz_heads"
+M["viz.head_importance"] = {call = viz_heads.head_importance, args = function()
+  local gates = attn.tensor({{1, -2, 0.5}, {0.25, 3, -1}})
+  return {function(mask, item) return (mask * gates * item):sum() * mask:sum() end, 2, 3, {1, 2}, false, true}
+end}
+
 -- seq2seq (attn's Luong and Bahdanau attention)
 local s2s = require "attn.seq2seq"
 local S = "seq2seq."
