@@ -129,6 +129,14 @@ describe("MultiheadAttention head_mask and prune_heads", function()
         -- the gradient reaches the pruned parameters
         m2(q, k, v, {key_padding_mask = kpm, need_weights = false}):sum():backward()
         assert.same(m2.out_proj.weight:shape(), m2.out_proj.weight.grad:shape())
+        -- a pruned state_dict loads into a module pruned the same way, not into a whole one
+        local m3 = nn.MultiheadAttention(case.embed_dim, case.num_heads, {add_bias_kv = case.add_bias_kv,
+          kdim = case.kdim, vdim = case.vdim})
+        m3:eval()
+        assert.has_error(function() m3:load_state_dict(m:state_dict()) end)
+        m3:prune_heads({2, 4})
+        m3:load_state_dict(m:state_dict())
+        close(m3(q, k, v, {key_padding_mask = kpm, need_weights = false}), case.pruned, "mha pruned: reloaded")
       end)
 
       it("refuses bad head masks and prune lists", function()
@@ -287,6 +295,13 @@ describe("BERT head_mask and prune_heads", function()
     -- and it still trains: gradients reach the pruned parameters
     run(m2).last_hidden_state:sum():backward()
     assert.same({8, 16}, m2.encoder.layer[2].attention.self.key.weight.grad:shape())
+    -- a pruned state_dict loads into a model pruned the same way
+    local m3 = bert.BertModel(B.config)
+    m3:eval()
+    assert.has_error(function() m3:load_state_dict(model:state_dict()) end)
+    m3:prune_heads(spec)
+    m3:load_state_dict(model:state_dict())
+    close(run(m3).last_hidden_state, B.pruned, "bert pruned: reloaded")
   end)
 
   it("prune_heads refuses bad layers and heads, changing nothing", function()

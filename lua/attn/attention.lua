@@ -738,7 +738,8 @@ end
 -- pruned before are skipped (self.pruned_heads, a set of original
 -- indices, records them, as Hugging Face's pruned_heads); an index out of
 -- range, or pruning every remaining head, raises.  The parameters are new
--- tensors: make the optimizer after pruning.  Hugging Face's
+-- tensors: make the optimizer after pruning; a pruned module's state_dict
+-- loads into a module pruned the same way.  Hugging Face's
 -- PreTrainedModel.prune_heads for one layer (torch's MultiheadAttention
 -- has none).
 -- @tparam {int,...} heads original head indices, 1-based

@@ -845,7 +845,10 @@ end
 -- BertAttention:prune_heads does the work (Hugging Face's semantics); the
 -- pruned heads are also recorded in model.config.pruned_heads ({[layer] =
 -- sorted heads}), as HF's config.  The output then equals the unpruned
--- model's with head_mask 0 for those heads.  PreTrainedModel.prune_heads.
+-- model's with head_mask 0 for those heads.  The parameters are new
+-- tensors (make the optimizer after pruning); a pruned model's
+-- state_dict loads into a model pruned the same way (BertModel(config),
+-- prune_heads, load_state_dict).  PreTrainedModel.prune_heads.
 -- @tparam table heads_to_prune {[layer] = {head, ...}}
 -- @treturn BertModel self
 -- @usage

@@ -64,7 +64,10 @@ end
 -- @tparam function fn (mask [n_layers, n_heads], item, i) -> scalar loss tensor
 -- @tparam int n_layers the mask's rows
 -- @tparam int n_heads the mask's columns
--- @tparam[opt] table opts batches, normalize, minmax
+-- @tparam[opt] int|table batches a count or a list of batches (1); also
+-- in an options table, with normalize and minmax
+-- @tparam[opt] boolean normalize divide each layer by its L2 norm (true)
+-- @tparam[opt] boolean minmax scale to 0..1 over all heads (false)
 -- @treturn Tensor importance [n_layers, n_heads]
 -- @treturn Tensor raw: the mean |d loss / d mask|, before normalisation
 -- @usage
