@@ -139,6 +139,129 @@ static void test_heatmap(void) {
   CHECK(!lay.has_colorbar && file_starts_with(h.fig.path, "%PDF-"));
 }
 
+/* An attention grid of 2 x 2 maps of 3 queries x 4 keys: cells, colours
+   (a NaN entry blank), the automatic entry size, SVG/PDF (as images past
+   4096 entries) and the error paths. */
+static void test_grid(void) {
+  double v[2 * 2 * 3 * 4];
+  for (int k = 0; k < 48; k++) v[k] = k;
+  v[5] = NAN; /* map (0, 0), query 1, key 1 */
+  attn_plot_grid g;
+  attn_plot_grid_init(&g);
+  g.fig.path = tpath("g.png");
+  g.fig.title = "grid";
+  g.values = v;
+  g.rows = g.cols = 2;
+  g.queries = 3;
+  g.keys = 4;
+  attn_plot_rect cells[4];
+  attn_plot_layout lay;
+  CHECK_OK(attn_plot_grid_draw(&g, cells, &lay));
+  CHECK(lay.cell == 32 && lay.rows == 2 && lay.cols == 2); /* 160 / 4 keys */
+  CHECK(lay.vmin == 0 && lay.vmax == 47 && lay.has_colorbar && !lay.query_labels && !lay.key_labels);
+  CHECK(cells[0].w == 128 && cells[0].h == 96 && cells[1].y == cells[0].y && cells[2].x == cells[0].x);
+  CHECK(cells[1].x >= cells[0].x + 128 && cells[2].y >= cells[0].y + 96);
+  CHECK(lay.area.x == cells[0].x && lay.area.w == cells[3].x + 128 - cells[0].x);
+  CHECK(lay.colorbar.y == lay.area.y && lay.colorbar.h == lay.area.h);
+  attn_plot_pixel_stats ps;
+  CHECK_OK(attn_plot_pixel_stats_read(g.fig.path, NULL, NULL, &ps));
+  CHECK(ps.width == lay.width && ps.height == lay.height);
+  for (int m = 0; m < 4; m++)
+    for (int i = 0; i < 3; i++)
+      for (int j = 0; j < 4; j++) {
+        int k = (m * 3 + i) * 4 + j, rgb[3] = {255, 255, 255};
+        if (!isnan(v[k])) cmap255("viridis", v[k] / 47, rgb);
+        check_pixel(g.fig.path, cells[m].x + (j + 0.5) * 32, cells[m].y + (i + 0.5) * 32, rgb, 1);
+      }
+  /* the automatic entry size */
+  CHECK(attn_plot_grid_auto_cell(12, 12, 64, 64) == 2);
+  CHECK(attn_plot_grid_auto_cell(2, 3, 5, 5) == 32);
+  CHECK(attn_plot_grid_auto_cell(1, 1, 2, 2) == 32);
+  CHECK(attn_plot_grid_auto_cell(1, 48, 512, 512) == 1);
+  /* labels, given entry size, vector formats, no outputs asked */
+  const char *q[3] = {"a", "b", "c"}, *kl[4] = {"w", "x", "y", "z"};
+  g.query_labels = q;
+  g.key_labels = kl;
+  g.cell = 12;
+  g.fig.path = tpath("g.svg");
+  CHECK_OK(attn_plot_grid_draw(&g, NULL, &lay));
+  CHECK(lay.cell == 12 && lay.query_labels && lay.key_labels && !lay.rotated_col_labels);
+  CHECK(file_starts_with(g.fig.path, "<?xml"));
+  g.fig.path = tpath("g.pdf");
+  g.colorbar = false;
+  CHECK_OK(attn_plot_grid_draw(&g, NULL, NULL));
+  CHECK(file_starts_with(g.fig.path, "%PDF-"));
+  /* 2 x 2 maps of 40 x 40: maps as images in SVG */
+  static double big[2 * 2 * 40 * 40];
+  for (int k = 0; k < 6400; k++) big[k] = (k * 37 % 101) / 100.0;
+  attn_plot_grid_init(&g);
+  g.fig.path = tpath("big.svg");
+  g.values = big;
+  g.rows = g.cols = 2;
+  g.queries = g.keys = 40;
+  CHECK_OK(attn_plot_grid_draw(&g, cells, &lay));
+  CHECK(lay.cell == 4 && cells[3].w == 160);
+  FILE *f = fopen(g.fig.path, "rb");
+  static char text[1 << 20];
+  size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+  if (f) fclose(f);
+  text[n] = 0;
+  int images = 0;
+  for (const char *p = text; (p = strstr(p, "<image")); p++) images++;
+  CHECK(images == 4);
+
+  /* errors: a message, the outputs untouched, no file left */
+  int files = count_files();
+  attn_plot_layout sentinel;
+  memset(&sentinel, 0x5a, sizeof sentinel);
+#define GRID_FAILS(st, piece)                                                                                          \
+  do {                                                                                                                 \
+    lay = sentinel;                                                                                                    \
+    CHECK(attn_plot_grid_draw(&g, NULL, &lay) == (st));                                                                \
+    CHECK(error_has(piece));                                                                                           \
+    CHECK(memcmp(&lay, &sentinel, sizeof lay) == 0);                                                                   \
+    CHECK(count_files() == files);                                                                                     \
+  } while (0)
+  g.fig.path = tpath("e.png");
+  g.cell = 0.05;
+  GRID_FAILS(ATTN_ERR_ARG, "attention_grid: option 'cell' must be 0.1 to 64 (got 0.05)");
+  g.cell = 64;
+  g.rows = g.cols = 1;
+  g.queries = 20;
+  g.keys = 300; /* 300 x 64 across: past 16384 */
+  GRID_FAILS(ATTN_ERR_ARG, "attention_grid: 1 x 1 maps of [20, 300] at cell = 64 make a");
+  g.rows = g.cols = 2;
+  g.queries = g.keys = 40;
+  g.cell = NAN;
+  g.cmap = "jet";
+  GRID_FAILS(ATTN_ERR_ARG, "attention_grid: unknown cmap 'jet'");
+  g.cmap = NULL;
+  g.vmin = 2;
+  g.vmax = 1;
+  GRID_FAILS(ATTN_ERR_ARG, "vmin (2) is above vmax (1)");
+  g.vmin = -INFINITY;
+  GRID_FAILS(ATTN_ERR_ARG, "option 'vmin' must be a finite number");
+  g.vmin = g.vmax = NAN;
+  const char *two[2] = {"x", NULL};
+  g.row_labels = two;
+  GRID_FAILS(ATTN_ERR_ARG, "option 'row_labels': row_labels[1] is NULL");
+  g.row_labels = NULL;
+  g.keys = 0;
+  GRID_FAILS(ATTN_ERR_SHAPE, "attention_grid: nothing to draw: 2 x 2 maps of [40, 0]");
+  g.keys = 5000;
+  GRID_FAILS(ATTN_ERR_SHAPE, "too large to draw");
+  g.keys = 40;
+  g.fig.path = tpath("e.bmp");
+  GRID_FAILS(ATTN_ERR_ARG, "must end in .png, .svg or .pdf");
+  double nans[4] = {NAN, NAN, NAN, NAN};
+  g.fig.path = tpath("e.png");
+  g.values = nans;
+  g.rows = g.cols = g.queries = 1;
+  g.keys = 4;
+  GRID_FAILS(ATTN_ERR_ARG, "no finite values");
+#undef GRID_FAILS
+}
+
 static void test_histogram(void) {
   const double v[7] = {1, 2, 2, 3, 3, 3, NAN};
   attn_plot_histogram h;
@@ -337,6 +460,7 @@ int main(void) {
   if (!scratch_open("plot")) return 1;
   test_colormaps();
   test_heatmap();
+  test_grid();
   test_histogram();
   test_lines();
   test_errors();
