@@ -403,17 +403,21 @@ function BertSelfAttention:init(c, src, prefix)
 end
 
 -- A block's head_mask: nil, or [H] or [B, H] (a table is converted) ->
--- the factor [1 or B, H, 1, 1] of the probabilities and contexts
-local function block_head_mask(m, fn, H, B)
+-- the factor [1 or B, H, 1, 1] of the probabilities and contexts ([H, 1,
+-- 1] for an unbatched h [T, hidden], which takes [H] only)
+local function block_head_mask(m, fn, H, h)
   if m == nil then return nil end
   if type(m) == "table" and not is_tensor(m) then m = attn.tensor(m) end
   if not is_tensor(m) then error(("%s: head_mask must be a tensor (got %s)"):format(fn, type(m)), 3) end
+  local batched = not is_tensor(h) or h:dim() ~= 2
+  local B = is_tensor(h) and h:dim() >= 3 and h:shape()[1] or 1
   local s = m:shape()
-  if not ((#s == 1 and s[1] == H) or (#s == 2 and (s[1] == B or s[1] == 1) and s[2] == H)) then
-    error(("%s: head_mask must be [num_heads] = [%d] or [batch, num_heads] = [%d, %d] for this layer, got %s")
-      :format(fn, H, B, H, fmt_shape(s)), 3)
+  if not ((#s == 1 and s[1] == H) or (batched and #s == 2 and (s[1] == B or s[1] == 1) and s[2] == H)) then
+    error(("%s: head_mask must be [num_heads] = [%d]%s for this layer, got %s"):format(fn, H,
+      batched and (" or [batch, num_heads] = [%d, %d]"):format(B, H) or "", fmt_shape(s)), 3)
   end
   if not m:is_floating_point() then m = m:float() end
+  if not batched then return m:reshape(H, 1, 1) end
   return m:reshape(#s == 1 and 1 or s[1], H, 1, 1)
 end
 
@@ -426,7 +430,7 @@ end
 -- which is the same product.
 function BertSelfAttention:forward(h, mask, need_weights, head_mask)
   local H = self.num_attention_heads
-  local hm = block_head_mask(head_mask, "BertSelfAttention", H, is_tensor(h) and h:dim() == 3 and h:shape()[1] or 1)
+  local hm = block_head_mask(head_mask, "BertSelfAttention", H, h)
   local q = split_heads(self.query(h), H) -- [B, H, T, D]
   local k = split_heads(self.key(h), H)
   local v = split_heads(self.value(h), H)
