@@ -8,6 +8,7 @@
 --   plot.histogram(lengths, {path = "lengths.png", bins = edges})
 --   plot.lines({{y = train, label = "train"}, {y = valid, label = "valid"}},
 --              {path = "loss.png", xlabel = "epoch", logy = true})
+--   plot.attention_grid(maps, {path = "heads.png", tokens = words})  -- layers x heads
 --
 -- Every function writes one file whose format follows the extension of
 -- opts.path (.png, .svg or .pdf; a string in place of opts is the path),
