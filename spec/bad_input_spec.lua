@@ -3600,6 +3600,62 @@ do
      override = {[4] = {["a number"] = "ok"}}}) -- batches positionally: a count
 end
 
+-- attn.viz.rollout, flow, relevance (lua/attn/app/viz_explain.lua, re-exported by attn.viz)
+do
+  local viz_explain = require "attn.app.viz_explain"
+  local function maps_kind(salt)
+    local function map(shape, s) return T(shape, "prob", salt + (s or 0)) end
+    return K.custom(function() return {map({2, 2, 4, 4}), map({2, 2, 4, 4}, 1)} end, {
+      {"a tensor", function() return map({2, 2, 4, 4}) end, "error"},
+      {"an empty list", function() return {} end, "error"},
+      {"a list holding a number", function() return {map({2, 2, 4, 4}), 3} end, "error"},
+      {"a list with a string key", function() return {map({2, 2, 4, 4}), x = 1} end, "error"},
+      {"maps of two shapes", function() return {map({2, 2, 4, 4}), map({2, 2, 3, 3})} end, "error"},
+      {"3-d and 4-d maps", function() return {map({2, 4, 4}), map({1, 2, 4, 4})} end, "error"},
+      {"cross-attention maps (L ~= S)", function() return {map({2, 2, 4, 5})} end, "error"},
+      {"a 2-d map", function() return {map({4, 4})} end, "error"},
+      {"a 5-d map", function() return {map({1, 2, 2, 4, 4})} end, "error"},
+      {"3-d maps", function() return {map({2, 4, 4}), map({2, 4, 4}, 1)} end, "ok"},
+      {"int64 maps", function() return {attn.ones(1, 1, 2, 2):long()} end, "error"},
+      {"a map without heads", function() return {attn.zeros(2, 0, 4, 4)} end, "error"},
+      {"a map of 0 tokens", function() return {attn.zeros(2, 2, 0, 0)} end, "error"},
+      {"a map holding NaN", function()
+        local t = map({2, 2, 4, 4})
+        t[{1, 1, 1, 1}] = 0 / 0
+        return {t}
+      end, "any"},
+      {"a closed tensor in the list", function() return {closed_tensor()} end, "error"},
+      {"a transposed map", function()
+        local t = map({2, 4, 2, 4})
+        return {t:transpose(2, 3)}, {t:transpose(2, 3):contiguous()}
+      end, "same"},
+    }, {skip = {}})
+  end
+  local LAYER = K.int(2, {opt = true, min = 1, max = 2})
+  local FUSION = K.choice("max", {opt = true})
+  E("attn.viz.rollout", {maps_kind(0), K.opts({head_fusion = FUSION, residual = BOOL(true), start_layer = LAYER})},
+    {fn = viz_explain.rollout, call = viz_explain.rollout, names = {"rollout"}})
+  E("attn.viz.flow", {maps_kind(0), K.opts({head_fusion = FUSION, residual = BOOL(false), start_layer = LAYER,
+    normalize = BOOL(true)})}, {fn = viz_explain.flow, call = viz_explain.flow, names = {"flow"}, cases = {
+      {"a negative weight", function()
+        local t = T({1, 2, 3, 3}, "prob")
+        t[{1, 2, 3, 1}] = -1
+        return {{t}}
+      end, "error"},
+    }})
+  E("attn.viz.relevance", {maps_kind(0), maps_kind(5), K.opts({start_layer = LAYER})},
+    {fn = viz_explain.relevance, call = viz_explain.relevance, names = {"relevance"},
+     override = {[1] = {["3-d maps"] = "error"}, [2] = {["3-d maps"] = "error"}}, -- against 4-d grads / maps
+     cases = {
+      {"one grad for two maps", function()
+        return {{T({2, 2, 4, 4}, "prob"), T({2, 2, 4, 4}, "prob", 1)}, {T({2, 2, 4, 4}, "sym")}}
+      end, "error"},
+      {"3-d grads for 4-d maps", function()
+        return {{T({1, 2, 4, 4}, "prob")}, {T({2, 4, 4}, "sym")}}
+      end, "error"},
+    }})
+end
+
 -- attn.dist (spec/dist_spec.lua and spec/mpi/ cover the behaviour; here the
 -- 1-rank world a spec process is, with bad arguments)
 local _ = attn.dist -- loads the submodule

@@ -534,7 +534,7 @@ end
 -- local map = scores:softmax(-1)
 -- map:retain_grad()
 -- local v = attn.randn(1, 2, 3, 1)
--- attn.matmul(map, v)[{1, 1, 1, 1}]:backward()                   -- the chosen output: token 1's value
+-- attn.matmul(map, v):select(3, 1):sum():backward()           -- the chosen output: token 1's values
 -- local rel = viz.relevance({map}, {map.grad})
 -- print(rel.shape)                                                -- attn.Size([1, 3, 3])
 function M.relevance(maps, grads, opts)

@@ -119,6 +119,16 @@ M["viz.head_importance"] = {call = viz_heads.head_importance, args = function()
   return {function(mask, item) return (mask * gates * item):sum() * mask:sum() end, 2, 3, {1, 2}, false, true}
 end}
 
+-- attn.viz.rollout, flow, relevance (lua/attn/app/viz_explain.lua)
+local viz_explain = require "attn.app.viz_explain"
+local function viz_maps(salt)
+  local g = attn.Generator(salt)
+  return {attn.randn({2, 2, 3, 3}, {generator = g}):softmax(-1), attn.randn({2, 2, 3, 3}, {generator = g}):softmax(-1)}
+end
+M["viz.rollout"] = {call = viz_explain.rollout, args = function() return {viz_maps(1), "max", false, 2} end}
+M["viz.flow"] = {call = viz_explain.flow, args = function() return {viz_maps(2), "min", true, 2, true} end}
+M["viz.relevance"] = {call = viz_explain.relevance, args = function() return {viz_maps(3), viz_maps(4), 2} end}
+
 -- seq2seq (attn's Luong and Bahdanau attention)
 local s2s = require "attn.seq2seq"
 local S = "seq2seq."
