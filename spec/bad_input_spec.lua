@@ -3275,6 +3275,82 @@ E("attn.viz.Capture.__close", {K.fixed(viz_cap(false))}, {fn = CAPMT.__close, ca
   do local guard <close> = c end
 end, writes_all = true})
 
+-- attn.viz's HTML views (lua/attn/app/viz_html.lua; attn.viz re-exports
+-- them): called through the module itself so that the entries run before
+-- and after the re-export
+do -- (a block: the main chunk is at Lua's limit of 200 locals)
+  local viz_html = require "attn.app.viz_html"
+  local HTML = function() return tmp(".html") end
+  local HTML_PATH = K.custom(HTML, {
+    {"a missing directory", function() return "/nonexistent-dir/v.html" end, "error"},
+    {"a path with a NUL", function() return tmp("\0.html") end, "error"},
+    {"an empty string", function() return "" end, "error"},
+  }, {skip = {["a string"] = true}})
+  local function viz_list(good, bads)
+    return K.custom(good, bads, {opt = true, skip = {["a table"] = true}})
+  end
+  local VIZ_MAPS = K.custom(function() return {T({2, 2, 3, 3}, "prob"), T({2, 2, 3, 3}, "prob", 5)} end, {
+    {"a bare tensor", function() return T({1, 2, 3, 3}, "prob") end, "error"},
+    {"an empty list", function() return {} end, "error"},
+    {"layers of different shapes", function() return {T({1, 2, 3, 3}), T({1, 2, 3, 2})} end, "error"},
+    {"a 2-d layer", function() return {T({3, 3})} end, "error"},
+    {"a layer with a zero-size dim", function() return {attn.zeros(1, 2, 0, 3)} end, "error"},
+    {"a list holding a number", function() return {1} end, "error"},
+    {"an int64 layer", function() return {IDX({1, 2, 3, 3}, 2)} end, "error"},
+    {"NaN and out-of-range weights", function() return {attn.full({2, 2, 3, 3}, 0 / 0), T({2, 2, 3, 3}, "sym")} end,
+     "ok"},
+    {"3-d layers", function() return {T({2, 3, 3}, "prob"), T({2, 3, 3}, "prob", 2)} end, "ok"},
+    {"transposed layers", function()
+      return {T({2, 2, 3, 3}, "prob"):transpose(3, 4), T({2, 2, 3, 3}, "prob", 3):transpose(3, 4)}
+    end, "ok"},
+  }, {skip = {["a table"] = true}})
+  local VIZ_TOKENS = {
+    {"too few tokens", function() return {"a"} end, "error"},
+    {"a token that is a table", function() return {"a", {}, "c"} end, "error"},
+    {"numbers", function() return {1, 2, 3} end, "ok"},
+    {"markup and quotes", function() return {"</script>", '"q"', "\255"} end, "ok"},
+  }
+  local function viz_opts(extra)
+    local f = {path = HTML_PATH, title = K.str("t", {opt = true}),
+               tokens = viz_list(function() return {"a", "b", "c"} end, VIZ_TOKENS),
+               source_tokens = viz_list(function() return {"x", "y", "z"} end, VIZ_TOKENS),
+               batch = K.int(1, {opt = true, min = 1, max = 2}), layer = K.int(1, {opt = true, min = 1, max = 2})}
+    for k, v in pairs(extra) do f[k] = v end
+    return K.opts(f, {opt = false})
+  end
+  local VIZ_OVERRIDE = {["an empty table"] = "error", ["option path = nil"] = "error",
+                        ["option path = an empty string"] = "error"}
+  for _, view in ipairs({"head_view", "model_view"}) do
+    E("attn.viz." .. view, {VIZ_MAPS, viz_opts({
+      heads = viz_list(function() return {2, 1} end, {
+        {"head 0", function() return {0} end, "error"},
+        {"head 3 of 2", function() return {1, 3} end, "error"},
+        {"head 1.5", function() return {1.5} end, "error"},
+        {"an empty list", function() return {} end, "ok"},
+      }),
+      layer_names = viz_list(function() return {"one", "two"} end, {
+        {"one name for two layers", function() return {"one"} end, "error"},
+      })})}, {fn = viz_html[view], call = viz_html[view], override = {[2] = VIZ_OVERRIDE}, writes_all = true,
+      names = {view}})
+  end
+  local function viz_qk()
+    return {q = {T({1, 2, 3, 4}), T({1, 2, 3, 4}, "sym", 3)}, k = {T({1, 2, 3, 4}, "sym", 7), T({1, 2, 3, 4}, "sym", 9)}}
+  end
+  E("attn.viz.neuron_view", {K.custom(viz_qk, {
+    {"no k", function() return {q = {T({1, 2, 3, 4})}} end, "error"},
+    {"q as a bare tensor", function() return {q = T({1, 2, 3, 4}), k = {T({1, 2, 3, 4})}} end, "error"},
+    {"different layer counts", function() local d = viz_qk(); d.k[2] = nil; return d end, "error"},
+    {"different D", function() return {q = {T({1, 2, 3, 4})}, k = {T({1, 2, 3, 5})}} end, "error"},
+    {"q holding a number", function() return {q = {1}, k = {T({1, 2, 3, 4})}} end, "error"},
+    {"maps of the wrong shape", function() local d = viz_qk(); d.maps = {T({1, 2, 3, 3})}; return d end, "error"},
+    {"maps that fit", function() local d = viz_qk(); d.maps = {T({1, 2, 3, 3}), T({1, 2, 3, 3})}; return d end, "ok"},
+    {"3-d q and k", function() return {q = {T({2, 3, 4})}, k = {T({2, 3, 4}, "sym", 4)}} end, "ok"},
+  }, {skip = {["a table"] = true}}), viz_opts({batch = K.int(1, {opt = true, min = 1, max = 1}),
+    head = K.int(2, {opt = true, min = 1, max = 2}), token = K.int(3, {opt = true, min = 1, max = 3})})},
+    {fn = viz_html.neuron_view, call = viz_html.neuron_view, override = {[2] = VIZ_OVERRIDE}, writes_all = true,
+     names = {"neuron_view"}})
+end
+
 -- attn.gradcheck
 E("attn.gradcheck.gradcheck", {K.custom(function() return function(x) return (x * x):sum() end end, {
   {"a function that raises", function() return function() error("inner failure") end end, "error"},
