@@ -31,6 +31,9 @@ if [[ "${1:-}" == "--test" ]]; then
   want+=(valgrind clang libclang-rt-14-dev)
   # scripts/check_deb.sh (the deb suite): dpkg-buildpackage over debian/
   want+=(dpkg-dev debhelper build-essential) # dpkg-checkbuilddeps wants build-essential
+  # spec/viz_html_spec.lua opens the HTML attention views in headless
+  # Chromium (DOM self-test, screenshots against spec/fixtures/viz).
+  want+=(chromium)
   [[ "${ATTN_NO_TORCH:-0}" == 1 ]] || want+=(python3-torch python3-numpy)
 fi
 if [[ "${1:-}" == "--docs" || "${1:-}" == "--test" ]]; then

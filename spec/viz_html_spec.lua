@@ -198,7 +198,7 @@ describe("viz_html files", function()
     assert.are.same({"1", "2", "3"}, d.tokens)
     raises("neuron_view: data.q has 2 layers but data.k has 1", html.neuron_view, {q = qs, k = {ks[1]}},
       {path = tmp("n.html")})
-    raises("neuron_view: option 'head' is 3 but there are 2 heads", html.neuron_view, {q = qs, k = ks},
+    raises("neuron_view: option 'head' is 3: it must be from 1 to 2 %(the number of heads%)", html.neuron_view, {q = qs, k = ks},
       {path = tmp("n.html"), head = 3, source_tokens = {"a", "b", "c", "d", "e"}})
     raises("q and k must have the same D", html.neuron_view, {q = {qs[1]}, k = {attn.randn(1, 2, 5, 3)}},
       {path = tmp("n.html")})
@@ -211,9 +211,9 @@ describe("viz_html files", function()
     raises("model_view: expected an options table", html.model_view, maps, 3)
     raises("head_view: option 'tokens' has 2 entries but there are 7 querys?", html.head_view, maps,
       {path = p, tokens = {"a", "b"}})
-    raises("head_view: option 'batch' is 3 but there are 2 batches", html.head_view, maps, {path = p, batch = 3})
+    raises("head_view: option 'batch' is 3: it must be from 1 to 2 %(the number of batches%)", html.head_view, maps, {path = p, batch = 3})
     raises("head_view: option 'layer' is 0", html.head_view, maps, {path = p, layer = 0})
-    raises("head_view: option 'heads' is 4 but there are 3 heads", html.head_view, maps, {path = p, heads = {1, 4}})
+    raises("head_view: option 'heads' is 4: it must be from 1 to 3", html.head_view, maps, {path = p, heads = {1, 4}})
     raises("head_view: option 'layer' must be an integer", html.head_view, maps, {path = p, layer = 1.5})
     raises("model_view: maps%[2%] is %[2, 3, 7, 6%] but maps%[1%] is %[2, 3, 7, 7%]", html.model_view,
       {maps[1], maps[2][{{}, {}, {}, {1, 6}}]}, {path = p})

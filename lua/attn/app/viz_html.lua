@@ -51,7 +51,6 @@ local VALID = {head_view = COMMON, model_view = COMMON,
 
 -- A copy of opts with every key checked; path is required.
 local function options(fn, opts)
-  if type(opts) == "string" then opts = {path = opts} end
   if type(opts) ~= "table" or is_tensor(opts) then
     error(("%s: expected an options table with path = \"view.html\" (got %s)"):format(fn,
       is_tensor(opts) and "a tensor" or type(opts)), 3)
@@ -84,8 +83,7 @@ local function index_option(fn, opts, key, hi, what, def)
       type(v) == "number" and tostring(v) or type(v)), 3)
   end
   if v < 1 or v > hi then
-    error(("%s: option '%s' is %d but there %s %d %s (1 to %d)"):format(fn, key, v, hi == 1 and "is" or "are", hi,
-      what, hi), 3)
+    error(("%s: option '%s' is %d: it must be from 1 to %d (the number of %s)"):format(fn, key, v, hi, what), 3)
   end
   return v
 end
@@ -465,7 +463,7 @@ local JS = [==[
 
   function layerName(l) { return DATA.layer_names ? DATA.layer_names[l] : "Layer " + (l + 1); }
 
-  // ---------------------------------------------------------------- head view
+  // ==== head view ====
   function headView(root, hash) {
     var state = {layer: hashIndex(hash.layer, DATA.layers, DATA.layer - 1), on: []};
     var initial = hash.heads ? String(hash.heads).split(",").map(function (v) { return hashIndex(v, DATA.heads, -1); })
@@ -542,7 +540,7 @@ local JS = [==[
     };
   }
 
-  // --------------------------------------------------------------- model view
+  // ==== model view ====
   // A thumbnail: the [L, S] map as a heatmap in the head's colour, each
   // map scaled to its own largest weight.
   function drawThumb(canvas, layer, head) {
@@ -629,7 +627,7 @@ local JS = [==[
     };
   }
 
-  // -------------------------------------------------------------- neuron view
+  // ==== neuron view ====
   // A strip of D cells: blue for negative, red for positive, scaled by max.
   function strip(parent, values, max) {
     var cell = Math.max(2, Math.min(8, Math.floor(320 / values.length)));
@@ -798,9 +796,10 @@ end
 -- local html = require "attn.app.viz_html"
 -- attn.manual_seed(0)
 -- local maps = {attn.randn(1, 2, 3, 3):softmax(-1), attn.randn(1, 2, 3, 3):softmax(-1)}
--- local path = html.head_view(maps, {path = os.tmpname() .. ".html", tokens = {"the", "cat", "sat"}})
+-- local base = os.tmpname()                             -- a fresh name (os.tmpname creates it)
+-- local path = html.head_view(maps, {path = base .. ".html", tokens = {"the", "cat", "sat"}})
 -- print(path)                                            -- open it in a browser
--- os.remove(path)
+-- os.remove(path); os.remove(base)
 function M.head_view(maps, opts) return map_page("head_view", maps, opts, "head") end
 
 --- One self-contained HTML file of the model view: the grid of layers x
@@ -816,8 +815,9 @@ function M.head_view(maps, opts) return map_page("head_view", maps, opts, "head"
 -- local html = require "attn.app.viz_html"
 -- attn.manual_seed(0)
 -- local maps = {attn.randn(2, 4, 4):softmax(-1), attn.randn(2, 4, 4):softmax(-1)}
--- local path = html.model_view(maps, {path = os.tmpname() .. ".html", layer_names = {"enc 1", "enc 2"}})
--- os.remove(path)
+-- local base = os.tmpname()
+-- local path = html.model_view(maps, {path = base .. ".html", layer_names = {"enc 1", "enc 2"}})
+-- os.remove(path); os.remove(base)
 function M.model_view(maps, opts) return map_page("model_view", maps, opts, "model") end
 
 -- The [L or S, D] rows of head h, batch b of a [B, H, N, D] tensor.
@@ -855,9 +855,10 @@ end
 -- local html = require "attn.app.viz_html"
 -- attn.manual_seed(0)
 -- local q, k = attn.randn(1, 2, 3, 8), attn.randn(1, 2, 4, 8)
--- local path = html.neuron_view({q = {q}, k = {k}}, {path = os.tmpname() .. ".html", head = 2,
+-- local base = os.tmpname()
+-- local path = html.neuron_view({q = {q}, k = {k}}, {path = base .. ".html", head = 2,
 --   tokens = {"a", "b", "c"}, source_tokens = {"w", "x", "y", "z"}})
--- os.remove(path)
+-- os.remove(path); os.remove(base)
 function M.neuron_view(data, opts)
   local fn = "neuron_view"
   opts = options(fn, opts)
