@@ -251,6 +251,10 @@ static void test_grid(void) {
   g.keys = 5000;
   GRID_FAILS(ATTN_ERR_SHAPE, "too large to draw");
   g.keys = 40;
+  g.cols = 2049;
+  GRID_FAILS(ATTN_ERR_SHAPE, "attention_grid: 2 x 2049 maps do not fit in a figure (at most 2048 a side)");
+  g.cols = 2;
+  g.keys = 40;
   g.fig.path = tpath("e.bmp");
   GRID_FAILS(ATTN_ERR_ARG, "must end in .png, .svg or .pdf");
   double nans[4] = {NAN, NAN, NAN, NAN};

@@ -262,7 +262,7 @@ static int l_attention_grid(lua_State *L) {
   attn_plot_layout lay;
   /* A shape the C side refuses: let it say so before converting anything. */
   if (g.rows == 0 || g.cols == 0 || g.queries == 0 || g.keys == 0 || g.queries > ATTN_PLOT_MAX_SIDE ||
-      g.keys > ATTN_PLOT_MAX_SIDE || g.rows > (int64_t)ATTN_PLOT_MAX_SIZE || g.cols > (int64_t)ATTN_PLOT_MAX_SIZE) {
+      g.keys > ATTN_PLOT_MAX_SIDE || g.rows > ATTN_PLOT_GRID_MAX_MAPS || g.cols > ATTN_PLOT_GRID_MAX_MAPS) {
     attn_plot_grid_draw(&g, NULL, &lay);
     return attnL_error(L);
   }
@@ -560,15 +560,10 @@ static int l_png_diff(lua_State *L) {
 
 void attnL_open_plot(lua_State *L, int module, int methods) {
   (void)methods;
-  static const luaL_Reg fns[] = {{"heatmap", l_heatmap},
-                                 {"histogram", l_histogram},
-                                 {"lines", l_lines},
-                                 {"colormap", l_colormap},
-                                 {"colormaps", l_colormaps},
-                                 {"pixel_stats", l_pixel_stats},
-                                 {"png_diff", l_png_diff},
-                                 {"attention_grid", l_attention_grid},
-                                 {NULL, NULL}};
+  static const luaL_Reg fns[] = {
+      {"heatmap", l_heatmap},   {"histogram", l_histogram},           {"lines", l_lines},
+      {"colormap", l_colormap}, {"colormaps", l_colormaps},           {"pixel_stats", l_pixel_stats},
+      {"png_diff", l_png_diff}, {"attention_grid", l_attention_grid}, {NULL, NULL}};
   lua_newtable(L);
   attnL_setfuncs(L, fns);
   lua_setfield(L, module, "_plot"); /* wrapped by lua/attn/app/plot.lua */

@@ -126,6 +126,7 @@ attn_status attn_plot_heatmap_draw(const attn_plot_heatmap *h, attn_plot_layout 
 
 #define ATTN_PLOT_GRID_CELL_MIN 0.1 /* cell: the side of a map entry, in this range */
 #define ATTN_PLOT_GRID_CELL_MAX 64.0
+#define ATTN_PLOT_GRID_MAX_MAPS 2048 /* per row or column (with their 8-unit gaps, no more fit) */
 
 typedef struct attn_plot_grid {
   attn_plot_figure fig;            /* width and height are not used: the size follows from cell */

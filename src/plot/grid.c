@@ -148,11 +148,11 @@ attn_status attn_plot_grid_draw(const attn_plot_grid *g, attn_plot_rect *cells, 
   if (nq > ATTN_PLOT_MAX_SIDE || nk > ATTN_PLOT_MAX_SIDE)
     return attn_set_error(ATTN_ERR_SHAPE, "%s: [%lld, %lld] maps are too large to draw (at most %d per side)", fn,
                           (long long)nq, (long long)nk, ATTN_PLOT_MAX_SIDE);
-  /* Every map is at least one unit a side: more maps than a figure holds
-     are refused before their count is multiplied. */
-  if (rows > (int64_t)ATTN_PLOT_MAX_SIZE || cols > (int64_t)ATTN_PLOT_MAX_SIZE)
-    return attn_set_error(ATTN_ERR_SHAPE, "%s: %lld x %lld maps do not fit in a figure (at most %.0f a side)", fn,
-                          (long long)rows, (long long)cols, ATTN_PLOT_MAX_SIZE);
+  /* Maps are 8 units apart: more than a figure holds are refused before
+     their count is multiplied. */
+  if (rows > ATTN_PLOT_GRID_MAX_MAPS || cols > ATTN_PLOT_GRID_MAX_MAPS)
+    return attn_set_error(ATTN_ERR_SHAPE, "%s: %lld x %lld maps do not fit in a figure (at most %d a side)", fn,
+                          (long long)rows, (long long)cols, ATTN_PLOT_GRID_MAX_MAPS);
   if (!g->values) return attn_set_error(ATTN_ERR_ARG, "%s: values is NULL", fn);
   attn_status st = check_list(fn, "row_labels", g->row_labels, rows);
   if (st == ATTN_OK) st = check_list(fn, "col_labels", g->col_labels, cols);
