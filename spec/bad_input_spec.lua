@@ -3534,6 +3534,11 @@ E("attn.bert.config", {K.custom(function() return tiny() end, {
   {"a pad_token_id past the vocabulary", function() return tiny({pad_token_id = 30}) end, "error"},
   {"a relative position type", function() return tiny({position_embedding_type = "relative_key"}) end, "error"},
   {"no layers", function() return tiny({num_hidden_layers = 0}) end, "ok"},
+  {"Hugging Face's pruned_heads", function() return tiny({pruned_heads = {["0"] = {1}}}) end, "ok"},
+  {"pruned_heads of a missing layer", function() return tiny({pruned_heads = {[2] = {1}}}) end, "error"},
+  {"pruned_heads of every head", function() return tiny({pruned_heads = {[1] = {1, 2}}}) end, "error"},
+  {"pruned_heads with head 0", function() return tiny({pruned_heads = {[1] = {0}}}) end, "error"},
+  {"pruned_heads as a number", function() return tiny({pruned_heads = 1}) end, "error"},
 }, {skip = {["a table"] = true}}), K.str("cfg", {opt = true})}, {names = {"bert.config", "config"}})
 E("attn.bert.read_config", {K.custom(function() return FX .. "/config.json" end, LOAD_PATHS,
   {skip = {["a string"] = true}})}, {names = {"read_config"}})

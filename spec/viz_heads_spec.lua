@@ -304,6 +304,55 @@ describe("BERT head_mask and prune_heads", function()
     close(run(m3).last_hidden_state, B.pruned, "bert pruned: reloaded")
   end)
 
+  it("config.pruned_heads: BertModel(config) and from_pretrained prune as HF does", function()
+    -- Hugging Face's config.json form (0-based strings and heads) becomes attn's 1-based one
+    local c = bert.config({num_attention_heads = 4, hidden_size = 16, num_hidden_layers = 2,
+      pruned_heads = {["0"] = {1}, ["1"] = {3, 0, 0}}})
+    assert.same({[1] = {2}, [2] = {1, 4}}, c.pruned_heads)
+    assert.same(c.pruned_heads, bert.config(c).pruned_heads) -- 1-based integer keys stay
+    assert.error_matches(function() bert.config({num_hidden_layers = 2, pruned_heads = {[3] = {1}}}) end,
+      "pruned_heads: layer 3 is not in 1..2")
+    assert.error_matches(function() bert.config({num_attention_heads = 4, hidden_size = 16,
+      pruned_heads = {["0"] = {4}}}) end, "the heads are 0..3 in Hugging Face's form")
+    assert.error_matches(function() bert.config({num_attention_heads = 2, hidden_size = 16,
+      pruned_heads = {[1] = {1, 2}}}) end, "layer 1 would have no head left")
+    assert.error_matches(function() bert.config({pruned_heads = {x = {1}}}) end, "pruned_heads has the key x")
+    assert.error_matches(function() bert.config({pruned_heads = 3}) end, "pruned_heads must be a table")
+
+    local pruned = build()
+    pruned:prune_heads({[1] = {2}, [2] = {1, 4}})
+    local cfg = {}
+    for k, v in pairs(B.config) do cfg[k] = v end
+    cfg.pruned_heads = {[1] = {2}, [2] = {1, 4}}
+    local m = bert.BertModel(cfg)
+    assert.equal(3, m.encoder.layer[1].attention.self.num_attention_heads)
+    assert.same({[2] = true}, m.encoder.layer[1].attention.pruned_heads)
+    m:load_state_dict(pruned:state_dict())
+    m:eval()
+    close(run(m).last_hidden_state, B.pruned, "bert pruned: from a config")
+
+    -- a Hugging Face folder whose config.json lists the pruned heads
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir -p " .. dir))
+    local fields = {}
+    for k, v in pairs(B.config) do
+      fields[#fields + 1] = ("%q: %s"):format(k, type(v) == "string" and ("%q"):format(v) or ("%.17g"):format(v))
+    end
+    fields[#fields + 1] = '"pruned_heads": {"0": [1], "1": [0, 3]}'
+    local f = assert(io.open(dir .. "/config.json", "w"))
+    f:write("{" .. table.concat(fields, ", ") .. "}")
+    f:close()
+    pruned:save(dir .. "/model.safetensors")
+    local loaded, info = bert.from_pretrained(dir)
+    os.execute("rm -rf " .. dir)
+    assert.same({}, info.missing_keys)
+    assert.same({}, info.unused_keys)
+    assert.same({[1] = {2}, [2] = {1, 4}}, info.config.pruned_heads)
+    assert.equal(2, loaded.encoder.layer[2].attention.self.num_attention_heads)
+    close(run(loaded).last_hidden_state, B.pruned, "bert pruned: from_pretrained")
+  end)
+
   it("prune_heads refuses bad layers and heads, changing nothing", function()
     local model = build()
     assert.has_error(function() model:prune_heads({[3] = {1}}) end,

@@ -66,6 +66,8 @@
 --       qa_outputs.*, ...) are not used;
 --     - LayerNorm.gamma / LayerNorm.beta of old TF-ported checkpoints;
 --     - the buffers embeddings.position_ids / token_type_ids (ignored).
+--   A config.json with pruned_heads (a checkpoint saved after
+--   prune_heads) gives the model pruned the same way.
 --   F16/BF16/F64 files load converted to float32.  A checkpoint without
 --   pooler weights gives a model without a pooler (HF would draw a random
 --   one).  Any other missing or mis-shaped weight raises, naming the file.
@@ -78,7 +80,11 @@
 -- in; bert.config(t) does the same for a table.  hidden_act: "gelu" (erf),
 -- "gelu_new", "gelu_pytorch_tanh", "gelu_fast" (the tanh approximation),
 -- "relu", "silu"/"swish", "tanh".  position_embedding_type must be
--- "absolute".
+-- "absolute".  pruned_heads (the heads BertModel:prune_heads removed):
+-- {[layer] = {heads}} with 1-based numbers, or Hugging Face's config.json
+-- form {"0": [1, 2]} (string keys, 0-based layers and heads), which it
+-- converts; a BertModel built from such a config prunes those heads, and
+-- from_pretrained loads a pruned checkpoint.
 --
 -- bert.json_decode(text [, name]) -> value: a small strict JSON reader
 -- (objects -> tables, arrays -> lists, null -> nil); errors name `name`
@@ -218,6 +224,43 @@ function bert.config(t, source)
   local pad = c.pad_token_id
   if pad ~= nil and (math.type(pad) ~= "integer" or pad < 0 or pad >= c.vocab_size) then
     bad("pad_token_id must be an id in 0..%d (HF's 0-based numbering; got %s)", c.vocab_size - 1, tostring(pad))
+  end
+  if c.pruned_heads ~= nil then
+    -- {[layer] = {heads}} 1-based, or HF's JSON {"0": [1, 2]} (0-based): 1-based, sorted
+    local p, out = c.pruned_heads, {}
+    if type(p) ~= "table" or is_tensor(p) then
+      bad("pruned_heads must be a table {[layer] = {heads...}} (got %s)", type(p))
+    end
+    for k, heads in pairs(p) do
+      local layer, base
+      if type(k) == "string" and k:match("^%d+$") then
+        layer, base = math.tointeger(tonumber(k)) + 1, 1
+      elseif math.type(k) == "integer" then
+        layer, base = k, 0
+      else
+        bad("pruned_heads has the key %s (1-based layer numbers, or Hugging Face's \"0\", \"1\", ...)", tostring(k))
+      end
+      if layer < 1 or layer > c.num_hidden_layers then
+        bad("pruned_heads: layer %d is not in 1..%d", layer, c.num_hidden_layers)
+      end
+      if type(heads) ~= "table" or is_tensor(heads) then
+        bad("pruned_heads: the heads of layer %d must be a list (got %s)", layer, type(heads))
+      end
+      local list, seen = {}, {}
+      for i = 1, #heads do
+        local h = type(heads[i]) == "number" and math.tointeger(heads[i]) or nil
+        if h == nil or h + base < 1 or h + base > c.num_attention_heads then
+          bad("pruned_heads: layer %d has the head %s (the heads are %s)", layer, tostring(heads[i]),
+            base == 1 and ("0.." .. (c.num_attention_heads - 1) .. " in Hugging Face's form")
+            or ("1.." .. c.num_attention_heads))
+        end
+        if not seen[h + base] then seen[h + base], list[#list + 1] = true, h + base end
+      end
+      if #list == c.num_attention_heads then bad("pruned_heads: layer %d would have no head left", layer) end
+      table.sort(list)
+      if #list > 0 then out[layer] = list end
+    end
+    c.pruned_heads = out
   end
   return c
 end
@@ -694,7 +737,9 @@ local BertModel = nn.Module:extend("BertModel")
 bert.BertModel = BertModel
 
 --- BertModel(config [, {add_pooling_layer = true}]): config is a table of
--- BertConfig fields (defaults filled in by bert.config).
+-- BertConfig fields (defaults filled in by bert.config).  A config with
+-- pruned_heads gives a model with those heads pruned (prune_heads after
+-- building), as in Hugging Face.
 -- @usage
 -- local bert = require "attn.bert"
 -- local model = bert.BertModel({vocab_size = 30, hidden_size = 8, num_hidden_layers = 2, num_attention_heads = 2,
@@ -709,6 +754,7 @@ function BertModel:init(config, opts, src)
   self.embeddings = BertEmbeddings(c, src, "embeddings.")
   self.encoder = BertEncoder(c, src, "encoder.")
   if opts.add_pooling_layer ~= false then self.pooler = BertPooler(c, src, "pooler.") end
+  if c.pruned_heads and next(c.pruned_heads) then self:prune_heads(c.pruned_heads) end
 end
 
 -- x as a tensor of ids [B, T] (a table is converted; [T] is a batch of one)
@@ -997,6 +1043,43 @@ local function normalise(tensors, path, fn)
   return out, unused, origin
 end
 
+-- A pruned checkpoint (config.json's pruned_heads): each pruned layer's
+-- query/key/value rows and output.dense columns back at their full
+-- shapes, zeros for the pruned heads, so that the model builds as usual;
+-- BertModel's init then prunes those heads again (the zeros go).  A
+-- tensor of another shape is left for the shape check to report.
+local function unprune(named, c)
+  local H = c.num_attention_heads
+  local hd = c.hidden_size // H
+  for l, heads in pairs(c.pruned_heads) do
+    local gone = {}
+    for _, h in ipairs(heads) do gone[h] = true end
+    local width = (H - #heads) * hd
+    local pre = ("encoder.layer.%d.attention."):format(l - 1)
+    local function expand(name, dim)
+      local t = named[name]
+      if t == nil or t:dim() < dim or t:shape()[dim] ~= width then return end
+      local parts, pos = {}, 0
+      for h = 1, H do
+        if gone[h] then
+          local s = t:shape()
+          s[dim] = hd
+          parts[h] = attn.zeros(s)
+        else
+          parts[h] = t:narrow(dim, pos * hd + 1, hd)
+          pos = pos + 1
+        end
+      end
+      named[name] = attn.cat(parts, dim)
+    end
+    for _, m in ipairs({"query", "key", "value"}) do
+      expand(pre .. "self." .. m .. ".weight", 1)
+      expand(pre .. "self." .. m .. ".bias", 1)
+    end
+    expand(pre .. "output.dense.weight", 2)
+  end
+end
+
 --- from_pretrained(dir [, opts]) -> model (eval mode), info
 -- @usage
 -- local bert = require "attn.bert"
@@ -1026,6 +1109,7 @@ function bert.from_pretrained(dir, opts)
   local tensors, path = load_weights(dir, fn)
   local named, unused, origin = normalise(tensors, path, fn)
   tensors = nil -- luacheck: ignore (the task heads can go with the next collection)
+  if c.pruned_heads and next(c.pruned_heads) then unprune(named, c) end
   local pooling = opts.add_pooling_layer ~= false
   local missing = {}
   if pooling and named["pooler.dense.weight"] == nil and named["pooler.dense.bias"] == nil then
