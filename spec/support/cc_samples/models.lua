@@ -129,6 +129,21 @@ M["viz.rollout"] = {call = viz_explain.rollout, args = function() return {viz_ma
 M["viz.flow"] = {call = viz_explain.flow, args = function() return {viz_maps(2), "min", true, 2, true} end}
 M["viz.relevance"] = {call = viz_explain.relevance, args = function() return {viz_maps(3), viz_maps(4), 2} end}
 
+-- attn.viz.head_view, model_view, neuron_view (lua/attn/app/viz_html.lua;
+-- the page lands in the build directory, the same path each form)
+local viz_html = require "attn.app.viz_html"
+local function html_path(name) return (os.getenv("ATTN_BUILD_DIR") or "/tmp") .. "/cc_" .. name .. ".html" end
+for _, view in ipairs({"head_view", "model_view"}) do
+  M["viz." .. view] = {call = viz_html[view], args = function()
+    return {viz_maps(5), html_path(view), {"a", "b", "c"}, {"x", "y", "z"}, 2, 2, {2}, "view", {"one", "two"}}
+  end}
+end
+M["viz.neuron_view"] = {call = viz_html.neuron_view, args = function()
+  local g = attn.Generator(6)
+  local qk = {q = {attn.randn({1, 2, 3, 4}, {generator = g})}, k = {attn.randn({1, 2, 2, 4}, {generator = g})}}
+  return {qk, html_path("neuron_view"), {"a", "b", "c"}, {"x", "y"}, 1, 1, 2, 3, "neuron"}
+end}
+
 -- seq2seq (attn's Luong and Bahdanau attention)
 local s2s = require "attn.seq2seq"
 local S = "seq2seq."
