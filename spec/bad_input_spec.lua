@@ -3244,17 +3244,17 @@ E("attn.viz.capture", {K.custom(viz_model, {
   end, nocompare = true})
 local function viz_cap(grads)
   return function()
-    local mha = nn.MultiheadAttention(4, 1)
-    local c = viz.capture(mha, {grads = grads})
+    local m = nn.MultiheadAttention(4, 1)
+    local c = viz.capture(m, {grads = grads})
     local x = attn.ones(2, 1, 4):requires_grad_()
-    local y = mha(x, x, x, {need_weights = false})
+    local y = m(x, x, x, {need_weights = false})
     if grads then y:sum():backward() end
     c:remove()
     return c
   end
 end
 local CAPMT = viz.Capture
-local function cmeth(name, sig, opts)
+local function capmeth(name, sig, opts)
   opts = opts or {}
   table.insert(sig, 1, K.fixed(viz_cap(name == "grads")))
   opts.method = name
@@ -3262,12 +3262,12 @@ local function cmeth(name, sig, opts)
   opts.names = {"Capture"}
   return E("attn.viz.Capture." .. name, sig, opts)
 end
-cmeth("maps", {K.str("", {opt = true, number = "error"})})
-cmeth("grads", {K.str("", {opt = true, number = "error"})})
-cmeth("map", {K.str("", {number = "error", nul = "error"})})
-cmeth("paths", {})
-cmeth("clear", {}, {writes_all = true})
-cmeth("remove", {}, {writes_all = true})
+capmeth("maps", {K.str("", {opt = true, number = "error"})})
+capmeth("grads", {K.str("", {opt = true, number = "error"})})
+capmeth("map", {K.str("", {number = "error", nul = "error"})})
+capmeth("paths", {})
+capmeth("clear", {}, {writes_all = true})
+capmeth("remove", {}, {writes_all = true})
 E("attn.viz.Capture.__len", {K.fixed(viz_cap(false))}, {fn = CAPMT.__len, call = function(c) return #c end})
 E("attn.viz.Capture.__tostring", {K.fixed(viz_cap(false))}, {fn = CAPMT.__tostring,
   call = function(c) return tostring(c) end})
@@ -3735,6 +3735,59 @@ do
         return {{T({1, 2, 4, 4}, "prob")}, {T({2, 4, 4}, "sym")}}
       end, "error"},
     }})
+  -- relevance_cross(source, target, cross [, opts]): {maps =, grads =} pairs
+  local function pair_kind(L, S, salt, empty_ok)
+    local function pair(shape, n)
+      local p = {maps = {}, grads = {}}
+      for l = 1, n or 1 do
+        p.maps[l] = T(shape, "prob", salt + l)
+        p.grads[l] = T(shape, "sym", salt + 10 + l)
+      end
+      return p
+    end
+    return K.custom(function() return pair({2, 2, L, S}) end, {
+      {"a tensor", function() return T({2, 2, L, S}, "prob") end, "error"},
+      {"a list of maps", function() return {T({2, 2, L, S}, "prob")} end, "error"},
+      {"empty lists", function() return {maps = {}, grads = {}} end, empty_ok and "ok" or "error"},
+      {"maps without grads", function() return {maps = pair({2, 2, L, S}).maps} end, "error"},
+      {"an unknown key", function()
+        local p = pair({2, 2, L, S})
+        p.weights = 1
+        return p
+      end, "error"},
+      {"two layers", function() return pair({2, 2, L, S}, 2) end, "error"}, -- the others have one
+      {"3-d maps", function() return pair({2, L, S}) end, "error"},
+      {"another length", function() return pair({2, 2, L + 1, S + 1}) end, "error"},
+      {"another batch", function() return pair({3, 2, L, S}) end, "error"},
+      {"another head count", function() return pair({2, 3, L, S}) end, "ok"},
+      {"grads of another shape", function()
+        local p = pair({2, 2, L, S})
+        p.grads[1] = T({2, 2, L, S + 1})
+        return p
+      end, "error"},
+      {"int64 grads", function()
+        local p = pair({2, 2, L, S})
+        p.grads[1] = attn.ones(2, 2, L, S):long()
+        return p
+      end, "error"},
+      {"a map of zero heads", function() return pair({2, 0, L, S}) end, "error"},
+      {"a map holding NaN", function()
+        local p = pair({2, 2, L, S})
+        p.maps[1][{1, 1, 1, 1}] = 0 / 0
+        return p
+      end, "any"},
+      {"a closed tensor", function()
+        local p = pair({2, 2, L, S})
+        p.grads[1] = closed_tensor()
+        return p
+      end, "error"},
+    }, {skip = {}})
+  end
+  E("attn.viz.relevance_cross", {pair_kind(5, 5, 0, true), pair_kind(3, 3, 20), pair_kind(3, 5, 40),
+    K.opts({normalize = BOOL(true), self_in_rule_10 = BOOL(true)})},
+    {fn = viz_explain.relevance_cross, call = viz_explain.relevance_cross, names = {"relevance_cross"},
+     override = {[1] = {["two layers"] = "ok"}, -- the encoder's layers are its own
+                 [3] = {["another length"] = "error"}}})
 end
 
 -- attn.dist (spec/dist_spec.lua and spec/mpi/ cover the behaviour; here the
