@@ -104,6 +104,67 @@ describe("viz rollout, flow and relevance against torch", function()
   end
 end)
 
+describe("viz.relevance_cross (encoder-decoder rules) against torch", function()
+  local c = FX.cross
+  local function pairs_of()
+    return {maps = tensors(c.source), grads = tensors(c.source_grads)},
+      {maps = tensors(c.target), grads = tensors(c.target_grads)},
+      {maps = tensors(c.cross), grads = tensors(c.cross_grads)}
+  end
+  for _, v in ipairs({{"default", {}}, {"no_normalize", {normalize = false}},
+                      {"no_self_in_rule_10", {self_in_rule_10 = false}}}) do
+    it(v[1], function()
+      local src, tgt, crs = pairs_of()
+      local ts, tt, ss = explain.relevance_cross(src, tgt, crs, v[2])
+      close(ts, c.results[v[1]].ts, "cross " .. v[1] .. " R_ts")
+      close(tt, c.results[v[1]].tt, "cross " .. v[1] .. " R_tt")
+      close(ss, c.results[v[1]].ss, "cross " .. v[1] .. " R_ss")
+    end)
+  end
+
+  it("closed forms: identity self-attention, no encoder", function()
+    -- target self map I with grads 1: R_tt = 2 I, norm(R_tt) = 2 I; no
+    -- encoder: R_ss = I, norm(I) = I (its zero rows stay 0); the cross map
+    -- m with grads 1 gives Abar = m, so R_ts = (2 I)^T m I = 2 m
+    local m = attn.rand(2, 1, 3, 5):softmax(-1)
+    local eye = attn.eye(3):expand(2, 1, 3, 3):contiguous()
+    local ts, tt, ss = explain.relevance_cross({maps = {}, grads = {}}, {maps = {eye}, grads = {attn.ones(2, 1, 3, 3)}},
+      {maps = {m}, grads = {attn.ones(2, 1, 3, 5)}})
+    assert.is_true((ts - m:squeeze(2) * 2):abs():max():item() <= 1e-6)
+    assert.is_true((tt - attn.eye(3) * 2):abs():max():item() == 0)
+    assert.is_true((ss - attn.eye(5)):abs():max():item() == 0)
+    -- grads of -1 on the cross map: nothing flows, R_ts = 0
+    ts = explain.relevance_cross({maps = {}, grads = {}}, {maps = {eye}, grads = {attn.ones(2, 1, 3, 3)}},
+      {maps = {m}, grads = {-attn.ones(2, 1, 3, 5)}})
+    assert.are.equal(0, ts:abs():max():item())
+  end)
+
+  it("argument errors name the function, the argument and the shapes", function()
+    local src, tgt, crs = pairs_of()
+    local function raises(pattern, ...)
+      local ok, err = pcall(explain.relevance_cross, ...)
+      assert.is_false(ok)
+      assert.matches(pattern, tostring(err), 1, true)
+    end
+    raises("relevance_cross: source must be a table {maps = {...}, grads = {...}} (got a tensor)", attn.ones(2), tgt,
+      crs)
+    raises("relevance_cross: target.maps must be a non-empty list of tensors [B, H, L, S], one a layer (got an "
+      .. "empty list)", src, {maps = {}, grads = {}}, crs)
+    raises("relevance_cross: cross has 2 maps but 1 grads", src, tgt, {maps = crs.maps, grads = {crs.grads[1]}})
+    raises("relevance_cross: target has 2 layers but cross has 1", src, tgt,
+      {maps = {crs.maps[1]}, grads = {crs.grads[1]}})
+    raises("relevance_cross: target.maps[1] has shape [2,2,4,5]: self-attention maps are [B, H, L, L]", src,
+      crs, crs)
+    raises("relevance_cross: source.maps[1] has shape [2,2,5,5] but cross.maps[1] has [2,2,4,3]", src, tgt,
+      {maps = {attn.rand(2, 2, 4, 3), attn.rand(2, 2, 4, 3)}, grads = {attn.rand(2, 2, 4, 3), attn.rand(2, 2, 4, 3)}})
+    raises("relevance_cross: cross.grads[2] has shape [2,2,4,4], expected [2,2,4,5] like cross.maps[1]", src, tgt,
+      {maps = crs.maps, grads = {crs.grads[1], attn.rand(2, 2, 4, 4)}})
+    raises("relevance_cross: target has the key map; it holds maps and grads", src, {map = 1}, crs)
+    raises("relevance_cross: unknown option 'normalise'", src, tgt, crs, {normalise = false})
+    raises("relevance_cross: self_in_rule_10 must be a boolean (got string)", src, tgt, crs, {self_in_rule_10 = "no"})
+  end)
+end)
+
 -- A plain Edmonds-Karp on the layered graph, independent of the module's
 -- push-relabel: capacities A[k] (k = 1 the bottom layer of edges) as Lua
 -- matrices; returns the [L][L] flow values from top node i to bottom node j.

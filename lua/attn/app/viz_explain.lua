@@ -561,12 +561,172 @@ function M.relevance(maps, grads, opts)
   return r
 end
 
+-- A {maps = list, grads = list} argument of relevance_cross: the lists
+-- checked (same length, maps and grads of one shape, 4-d); nil when empty
+-- and allowed.  Returns the maps' shape.
+local function check_pair(fn, p, name, square, allow_empty)
+  if type(p) ~= "table" or is_tensor(p) or getmetatable(p) ~= nil then
+    error(("%s: %s must be a table {maps = {...}, grads = {...}} (got %s)"):format(fn, name,
+      is_tensor(p) and "a tensor" or type(p)), 3)
+  end
+  for k in pairs(p) do
+    if k ~= "maps" and k ~= "grads" then
+      error(("%s: %s has the key %s; it holds maps and grads"):format(fn, name, tostring(k)), 3)
+    end
+  end
+  local maps, grads = p.maps, p.grads
+  if allow_empty and type(maps) == "table" and not is_tensor(maps) and next(maps) == nil
+      and type(grads) == "table" and not is_tensor(grads) and next(grads) == nil then
+    return nil
+  end
+  local where = name .. ".maps"
+  for _, x in ipairs({{maps, where}, {grads, name .. ".grads"}}) do
+    local list, what = x[1], x[2]
+    if is_tensor(list) or type(list) ~= "table" or #list == 0 then
+      error(("%s: %s must be a non-empty list of tensors [B, H, L, S], one a layer (got %s)"):format(fn, what,
+        is_tensor(list) and "a tensor" or (type(list) == "table" and "an empty list" or type(list))), 3)
+    end
+  end
+  if #grads ~= #maps then
+    error(("%s: %s has %d maps but %d grads"):format(fn, name, #maps, #grads), 3)
+  end
+  local first
+  for l = 1, #maps do
+    for _, x in ipairs({{maps[l], where}, {grads[l], name .. ".grads"}}) do
+      local m, what = x[1], x[2]
+      if not is_tensor(m) then
+        error(("%s: %s[%d] must be a tensor [B, H, L, S] (got %s)"):format(fn, what, l, type(m)), 3)
+      end
+      local s = m:shape()
+      if #s ~= 4 then
+        error(("%s: %s[%d] has shape %s; relevance_cross takes [B, H, L, S] maps"):format(fn, what, l,
+          fmt_shape(s)), 3)
+      end
+      if not m:is_floating_point() then
+        error(("%s: %s[%d] has dtype %s; maps are floating (float32)"):format(fn, what, l, tostring(m.dtype)), 3)
+      end
+      for i = 1, 4 do
+        if s[i] < 1 then
+          error(("%s: %s[%d] has shape %s: every size must be at least 1"):format(fn, what, l, fmt_shape(s)), 3)
+        end
+      end
+      if square and s[3] ~= s[4] then
+        error(("%s: %s[%d] has shape %s: self-attention maps are [B, H, L, L]"):format(fn, what, l,
+          fmt_shape(s)), 3)
+      end
+      if first == nil then
+        first = s
+      elseif s[1] ~= first[1] or s[2] ~= first[2] or s[3] ~= first[3] or s[4] ~= first[4] then
+        error(("%s: %s[%d] has shape %s, expected %s like %s[1]"):format(fn, what, l, fmt_shape(s),
+          fmt_shape(first), where), 3)
+      end
+    end
+  end
+  return first
+end
+
+-- Chefer et al.'s handle_residual (eq. 8-9): (R - I) with each row
+-- divided by its sum, then + I; a row of R - I that sums to 0 stays 0.
+local function normalized(r, L)
+  local eye = attn.eye(L)
+  local h = r - eye
+  local s = h:sum(3, true)
+  s = s:masked_fill(s:eq(0), 1)
+  return h / s + eye
+end
+
+-- mean over heads of (grad * map)^+ : [B, L, S]
+local function cam(m, g)
+  return (g:detach():float() * m:detach():float()):clamp(0):mean(2)
+end
+
+--- relevance_cross(source, target, cross [, opts]) -> R_ts [B, T, S],
+-- R_tt [B, T, T], R_ss [B, S, S]: gradient-weighted relevance of an
+-- encoder-decoder transformer (Chefer, Gur and Wolf 2021, the rules of
+-- their eq. 6-10 as their DETR code applies them).  source = {maps =,
+-- grads =} holds the encoder's self-attention maps [B, H, S, S] and their
+-- grads (empty lists: no encoder, R_ss = I); target = {maps =, grads =} the
+-- decoder's self-attention [B, H, T, T]; cross = {maps =, grads =} the
+-- decoder's cross attention [B, H, T, S] (queries the target tokens, keys
+-- the source tokens), one of each per decoder layer, first layer first.
+-- grads are d(chosen output)/d(map).
+--
+-- R_ss follows the self-attention rule over the encoder (relevance).  Then
+-- R_tt = I, R_ts = 0 and, for each decoder layer, its self-attention
+-- (Abar = mean_h (grad * map)^+): R_tt = R_tt + Abar R_tt, R_ts = R_ts +
+-- Abar R_ts; then its cross attention (Abar of the cross map, [T, S]):
+-- R_ts = R_ts + norm(R_tt)^T Abar norm(R_ss) (eq. 10), where norm(R) =
+-- (R - I) with rows divided by their sums, + I (eq. 8-9; a row summing to
+-- 0 stays 0 where torch gives NaN).  opts.normalize = false uses R_tt and
+-- R_ss as they are; opts.self_in_rule_10 = false adds Abar alone.  Row t of
+-- R_ts is the relevance of each source token for target token t.
+-- Eq. 11 (co-attention, where the source also attends to the target, as in
+-- LXMERT) is not covered: in an encoder-decoder it adds nothing.
+-- @tparam table source {maps = {...}, grads = {...}}: encoder self-attention [B, H, S, S] (may be empty)
+-- @tparam table target {maps = {...}, grads = {...}}: decoder self-attention [B, H, T, T]
+-- @tparam table cross {maps = {...}, grads = {...}}: decoder cross attention [B, H, T, S]
+-- @tparam[opt] table opts normalize (default true), self_in_rule_10 (default true)
+-- @treturn Tensor R_ts float32 [B, T, S]
+-- @treturn Tensor R_tt float32 [B, T, T]
+-- @treturn Tensor R_ss float32 [B, S, S]
+-- @usage
+-- local viz = require "attn.viz"
+-- local function pair(L, S) return {maps = {attn.rand(1, 2, L, S):softmax(-1)}, grads = {attn.randn(1, 2, L, S)}} end
+-- local r_ts, r_tt = viz.relevance_cross(pair(5, 5), pair(3, 3), pair(3, 5))
+-- print(r_ts.shape, r_tt.shape)                                   -- attn.Size([1, 3, 5]) attn.Size([1, 3, 3])
+function M.relevance_cross(source, target, cross, opts)
+  local fn = "relevance_cross"
+  local ss = check_pair(fn, source, "source", true, true)
+  local ts = check_pair(fn, target, "target", true, false)
+  local cs = check_pair(fn, cross, "cross", false, false)
+  opts = check_options(fn, opts, {"normalize", "self_in_rule_10"})
+  local normalize = check_flag(fn, opts.normalize, "normalize", true)
+  local rule10 = check_flag(fn, opts.self_in_rule_10, "self_in_rule_10", true)
+  local B, T, S = cs[1], cs[3], cs[4]
+  if #target.maps ~= #cross.maps then
+    error(("%s: target has %d layers but cross has %d (one self-attention and one cross attention a decoder "
+      .. "layer)"):format(fn, #target.maps, #cross.maps), 2)
+  end
+  if ts[1] ~= B or ts[3] ~= T then
+    error(("%s: target.maps[1] has shape %s but cross.maps[1] has %s: the batch and the target length T must "
+      .. "agree"):format(fn, fmt_shape(ts), fmt_shape(cs)), 2)
+  end
+  if ss and (ss[1] ~= B or ss[3] ~= S) then
+    error(("%s: source.maps[1] has shape %s but cross.maps[1] has %s: the batch and the source length S must "
+      .. "agree"):format(fn, fmt_shape(ss), fmt_shape(cs)), 2)
+  end
+  return attn.no_grad(function()
+    local r_ss = attn.eye(S):expand(B, S, S):contiguous()
+    if ss then
+      for l = 1, #source.maps do
+        r_ss = r_ss + attn.matmul(cam(source.maps[l], source.grads[l]), r_ss)
+      end
+    end
+    local r_tt = attn.eye(T):expand(B, T, T):contiguous()
+    local r_ts = attn.zeros(B, T, S)
+    for l = 1, #target.maps do
+      local a = cam(target.maps[l], target.grads[l])
+      r_tt, r_ts = r_tt + attn.matmul(a, r_tt), r_ts + attn.matmul(a, r_ts)
+      a = cam(cross.maps[l], cross.grads[l])
+      if rule10 then
+        local tt, sn = r_tt, r_ss
+        if normalize then tt, sn = normalized(r_tt, T), normalized(r_ss, S) end
+        r_ts = r_ts + attn.matmul(tt:transpose(2, 3), attn.matmul(a, sn))
+      else
+        r_ts = r_ts + a
+      end
+    end
+    return r_ts, r_tt, r_ss
+  end)
+end
+
 -- the signatures (attn/signature.lua): the options are keywords the
 -- functions read themselves
 require("attn.signature").declare(M, "viz.", {
   rollout = "native: maps, /, *, head_fusion='mean', residual=true, start_layer=1",
   flow = "native: maps, /, *, head_fusion='mean', residual=true, start_layer=1, normalize=false",
   relevance = "native: maps, grads, /, *, start_layer=1",
+  relevance_cross = "native: source, target, cross, /, *, normalize=true, self_in_rule_10=true",
 })
 
 return M

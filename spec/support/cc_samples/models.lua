@@ -128,6 +128,10 @@ end
 M["viz.rollout"] = {call = viz_explain.rollout, args = function() return {viz_maps(1), "max", false, 2} end}
 M["viz.flow"] = {call = viz_explain.flow, args = function() return {viz_maps(2), "min", true, 2, true} end}
 M["viz.relevance"] = {call = viz_explain.relevance, args = function() return {viz_maps(3), viz_maps(4), 2} end}
+M["viz.relevance_cross"] = {call = viz_explain.relevance_cross, view = function(...) return {...} end, args = function()
+  local function pair(salt) return {maps = viz_maps(salt), grads = viz_maps(salt + 1)} end
+  return {pair(5), pair(7), pair(9), false, true}
+end}
 
 -- attn.viz.head_view, model_view, neuron_view (lua/attn/app/viz_html.lua;
 -- the page lands in the build directory, the same path each form)
