@@ -336,7 +336,8 @@ local function flows_from(caps, n, L, src, out)
           local arc = cur[u]
           local target = du - 1
           if arc <= L then
-            if has_up then
+            -- the nodes above are labelled at least l + 1: none is admissible below du = l + 2
+            if has_up and du >= l + 2 then
               while arc <= L do
                 if d[above + arc] == target then
                   local e = up_off + (arc - 1) * L
@@ -362,7 +363,10 @@ local function flows_from(caps, n, L, src, out)
             end
           end
           if e_u > EPS then
-            while arc <= L2 do
+            -- layer 1: of the bottom nodes only the sink can take flow
+            if l == 1 and arc < L + sink then arc = L + sink end
+            local last = l == 1 and L + sink or L2
+            while arc <= last do
               local k = arc - L
               local v = below + k
               if d[v] == target then
@@ -409,7 +413,7 @@ local function flows_from(caps, n, L, src, out)
             end
           end
           if best > low then
-            for k = 1, L do
+            for k = l == 1 and sink or 1, l == 1 and sink or L do
               local dv = d[below + k]
               if dv < best and C[down_off + k] - F[down_off + k] > EPS then
                 best, at = dv, L + k
