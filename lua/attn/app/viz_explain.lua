@@ -236,8 +236,8 @@ end
 local EPS = 1e-13 -- residual capacities and excesses below this count as 0
 
 -- Maximum-flow values from top node src to every bottom node of the
--- layered graph whose n layers of edges have the capacities caps[1..n]
--- (flat L x L arrays, caps[1] the bottom layer), into out[src][j].
+-- layered graph whose n layers of edges have the capacities C (the bottom
+-- layer first), into out[src][j].
 --
 -- Push-relabel (highest label first, with the gap heuristic), phase one
 -- only: the value is the excess that reaches the sink.  The sinks are taken
@@ -248,19 +248,17 @@ local EPS = 1e-13 -- residual capacities and excesses below this count as 0
 -- valid labelling for any bottom sink (every residual edge runs one layer
 -- down, or up).  The other bottom nodes hold no flow and get a label that
 -- no push can reach.
-local function flows_from(caps, n, L, src, out)
+-- C holds the capacities, flat over the layers: edge (l, u) -> (l - 1, v)
+-- at (l - 1) * L * L + (u - 1) * L + v; work holds the arrays it reuses.
+local function flows_from(C, n, L, src, out, work)
   local V = n * L + 1 -- the nodes that can hold flow: layers 0 .. n-1 and the source
   local UNREACH = V + 1
   -- node ids: layer l (0 = bottom) position u (1..L) -> l * L + u
-  local F, C = {}, {} -- flat over layers: edge (l, u) -> (l - 1, v) at (l - 1) * L * L + (u - 1) * L + v
+  local F = work.F -- the flow, laid out as C
   local LL = L * L
-  for l = 1, n do
-    local c = caps[l]
-    local off = (l - 1) * LL
-    for e = 1, LL do C[off + e] = c[e]; F[off + e] = 0.0 end
-  end
+  for e = 1, n * LL do F[e] = 0.0 end
   local nodes = n * L -- ids 1 .. n * L: layers 0 .. n-1
-  local ex, d, cur, nxt = {}, {}, {}, {}
+  local ex, d, cur, nxt = work.ex, work.d, work.cur, work.nxt
   for id = 1, nodes do ex[id] = 0.0; d[id] = 0; cur[id] = 1; nxt[id] = 0 end
   -- saturate the source's edges (top layer n, row src)
   local top = (n - 1) * LL + (src - 1) * L
@@ -270,7 +268,7 @@ local function flows_from(caps, n, L, src, out)
     F[top + v] = c
     ex[base_below + v] = ex[base_below + v] + c
   end
-  local bucket, count = {}, {}
+  local bucket, count = work.bucket, work.count
   local row_out = out[src]
   local out_cap = 0.0
   for v = 1, L do out_cap = out_cap + C[top + v] end
@@ -465,8 +463,10 @@ end
 -- max-flow per pair, in double precision).  Values lie in [0, 1] when the
 -- rows of A sum to 1.  opts.normalize = true divides each row by its sum,
 -- as the authors' compute_flows does (default false: the flow values).
--- The work grows with L^2 max-flows on n L^2 edges: 12 layers of 64 tokens
--- take seconds (spec/viz_explain_spec.lua prints the time).
+-- The work grows with L^2 max-flows on n L^2 edges, for each batch item:
+-- 12 layers of 12 heads and 64 tokens took 2.3 s of CPU when it was
+-- written (spec/viz_explain_spec.lua prints the time); Lua code, so a
+-- sandbox's instruction budget stops it like any loop.
 -- @tparam {Tensor,...} maps [B, H, L, L] or [H, L, L] maps, first layer first
 -- @tparam[opt] table opts head_fusion, residual, start_layer (as rollout), normalize (boolean)
 -- @treturn Tensor float32 [B, L, L] ([L, L] for 3-d maps)
@@ -498,7 +498,13 @@ function M.flow(maps, opts)
         for j = 1, L do out[i][j] = a[(i - 1) * L + j] end
       end
     else
-      for i = 1, L do flows_from(caps, n, L, i, out) end
+      local C, LL = {}, L * L
+      for k = 1, n do
+        local c, off = caps[k], (k - 1) * LL
+        for e = 1, LL do C[off + e] = c[e] end
+      end
+      local work = {F = {}, ex = {}, d = {}, cur = {}, nxt = {}, bucket = {}, count = {}}
+      for i = 1, L do flows_from(C, n, L, i, out, work) end
     end
     for i = 1, L do
       local row = out[i]
