@@ -1,6 +1,7 @@
 -- SPDX-License-Identifier: MIT
 -- The main job: a tour of attn.  Runs every seed script in order, each with
--- a line on what it shows, writing their pictures under one folder.
+-- a line on what it shows, writing their pictures (and HTML views) under one
+-- folder.
 --   attn scripts/tour.lua [--out DIR] [--quick]
 -- --quick runs the two training scripts in their short modes (seconds
 -- instead of about a minute each).
@@ -23,6 +24,9 @@ local steps = {
   {"bert_attention.lua",
    "notebook 004's BERT cells: WordPiece, a BERT encoder from HF-format files (the small test model), " ..
    "per-head heatmaps"},
+  {"attention_views.lua",
+   "issue 32: BERT's attention maps captured without touching the model, as HTML head, model and neuron views, "
+     .. "a layers x heads grid, rollout, relevance and head importance"},
   {"luong_bahdanau.lua",
    "notebook 002: Luong and Bahdanau attention, then seq2seq models that learn to reverse digit words",
    quick = true},
@@ -53,7 +57,8 @@ for n, step in ipairs(steps) do
 end
 
 local pictures = {}
-local p = io.popen("find " .. sh_quote(out) .. " -name '*.png' -o -name '*.svg' -o -name '*.pdf' 2>/dev/null | sort")
+local p = io.popen("find " .. sh_quote(out) .. " -name '*.png' -o -name '*.svg' -o -name '*.pdf' -o -name '*.html' "
+  .. "2>/dev/null | sort")
 if p then
   for line in p:lines() do pictures[#pictures + 1] = line end
   p:close()
