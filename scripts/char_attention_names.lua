@@ -420,6 +420,21 @@ print("heatmap: " .. plot.heatmap(trained, {path = out_path("attention_" .. name
   row_labels = letters, col_labels = letters, cmap = "hot",
   title = "Attention of " .. name .. " (trained, block 1)", xlabel = "key", ylabel = "query"}))
 
+-- Attention rollout (Abnar and Zuidema 2020, attn.viz): both blocks' maps,
+-- their heads averaged and the residual path added, multiplied through the
+-- stack: how much each position's last representation draws on each
+-- character.  viz.capture records the maps without touching the model.
+local rollout
+do
+  local cap <close> = attn.viz.capture(model)
+  local guard <close> = attn.no_grad()
+  model(encoding:unsqueeze(1))
+  rollout = attn.viz.rollout(cap:maps()):select(1, 1) -- [10, 10]
+end
+print("rollout: " .. plot.heatmap(rollout, {path = out_path("rollout_" .. name:sub(2, -2) .. ".png"),
+  row_labels = letters, col_labels = letters, cmap = "hot",
+  title = "Attention rollout of " .. name .. " (2 blocks)", xlabel = "character", ylabel = "position"}))
+
 ---------------------------------------------------------------------------
 -- Sampling new names
 --
