@@ -3736,7 +3736,7 @@ do
       end, "error"},
     }})
   -- relevance_cross(source, target, cross [, opts]): {maps =, grads =} pairs
-  local function pair_kind(L, S, salt, empty_ok)
+  local function pair_kind(L, Sk, salt, empty_ok)
     local function pair(shape, n)
       local p = {maps = {}, grads = {}}
       for l = 1, n or 1 do
@@ -3745,39 +3745,39 @@ do
       end
       return p
     end
-    return K.custom(function() return pair({2, 2, L, S}) end, {
-      {"a tensor", function() return T({2, 2, L, S}, "prob") end, "error"},
-      {"a list of maps", function() return {T({2, 2, L, S}, "prob")} end, "error"},
+    return K.custom(function() return pair({2, 2, L, Sk}) end, {
+      {"a tensor", function() return T({2, 2, L, Sk}, "prob") end, "error"},
+      {"a list of maps", function() return {T({2, 2, L, Sk}, "prob")} end, "error"},
       {"empty lists", function() return {maps = {}, grads = {}} end, empty_ok and "ok" or "error"},
-      {"maps without grads", function() return {maps = pair({2, 2, L, S}).maps} end, "error"},
+      {"maps without grads", function() return {maps = pair({2, 2, L, Sk}).maps} end, "error"},
       {"an unknown key", function()
-        local p = pair({2, 2, L, S})
+        local p = pair({2, 2, L, Sk})
         p.weights = 1
         return p
       end, "error"},
-      {"two layers", function() return pair({2, 2, L, S}, 2) end, "error"}, -- the others have one
-      {"3-d maps", function() return pair({2, L, S}) end, "error"},
-      {"another length", function() return pair({2, 2, L + 1, S + 1}) end, "error"},
-      {"another batch", function() return pair({3, 2, L, S}) end, "error"},
-      {"another head count", function() return pair({2, 3, L, S}) end, "ok"},
+      {"two layers", function() return pair({2, 2, L, Sk}, 2) end, "error"}, -- the others have one
+      {"3-d maps", function() return pair({2, L, Sk}) end, "error"},
+      {"another length", function() return pair({2, 2, L + 1, Sk + 1}) end, "error"},
+      {"another batch", function() return pair({3, 2, L, Sk}) end, "error"},
+      {"another head count", function() return pair({2, 3, L, Sk}) end, "ok"},
       {"grads of another shape", function()
-        local p = pair({2, 2, L, S})
-        p.grads[1] = T({2, 2, L, S + 1})
+        local p = pair({2, 2, L, Sk})
+        p.grads[1] = T({2, 2, L, Sk + 1})
         return p
       end, "error"},
       {"int64 grads", function()
-        local p = pair({2, 2, L, S})
-        p.grads[1] = attn.ones(2, 2, L, S):long()
+        local p = pair({2, 2, L, Sk})
+        p.grads[1] = attn.ones(2, 2, L, Sk):long()
         return p
       end, "error"},
-      {"a map of zero heads", function() return pair({2, 0, L, S}) end, "error"},
+      {"a map of zero heads", function() return pair({2, 0, L, Sk}) end, "error"},
       {"a map holding NaN", function()
-        local p = pair({2, 2, L, S})
+        local p = pair({2, 2, L, Sk})
         p.maps[1][{1, 1, 1, 1}] = 0 / 0
         return p
       end, "any"},
       {"a closed tensor", function()
-        local p = pair({2, 2, L, S})
+        local p = pair({2, 2, L, Sk})
         p.grads[1] = closed_tensor()
         return p
       end, "error"},
