@@ -23,8 +23,10 @@
 -- first, default 1), heads (shown first, default all), title,
 -- layer_names.
 --
--- The weights travel as bytes (0..255, one per weight, base64): a
--- 12-layer, 12-head, 64-token BERT map set gives a file of about 0.8 MB.
+-- The weights travel as bytes (0..255, one per weight, base64; a weight
+-- is shown to within 1/510): a 12-layer, 12-head, 64-token BERT map set
+-- gives a file of about 0.8 MB.  The neuron view's q and k keep 4
+-- significant digits.
 -- The page reads its initial state from the URL's fragment, e.g.
 -- view.html#layer=2&heads=1,3&token=4 (model view: open=2,3; neuron view:
 -- token=2), and #selftest makes it click through its own controls with
@@ -273,6 +275,9 @@ end
 
 -- The file written atomically (a temporary name, then renamed).
 local function write_file(fn, path, text)
+  if not (io and os and os.rename) then
+    error(("%s: writing files is not available in a sandbox (no io library)"):format(fn), 3)
+  end
   local tmp = path .. ".tmp"
   local f, err = io.open(tmp, "wb")
   if not f then error(("%s: cannot write '%s': %s"):format(fn, path, err), 3) end
@@ -764,7 +769,7 @@ local JS = [==[
           diff = Math.max(diff, Math.abs(DATA.map[i][j] - probs[j]));
         }
       });
-      result = {token: i + 1, rows: K.length, softmax_sum: total > 0 ? 1 : 0,
+      result = {token: i + 1, rows: K.length,
                 sum: Math.round(probs.reduce(function (a, b) { return a + b; }, 0) * 1e6) / 1e6,
                 argmax: probs.indexOf(Math.max.apply(null, probs)) + 1,
                 max_diff_captured: DATA.map ? Math.round(diff * 1e6) / 1e6 : null};
