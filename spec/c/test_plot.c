@@ -460,6 +460,63 @@ static void test_errors(void) {
 #undef FAILS
 }
 
+/* attn_plot_png_diff, the screenshot comparison of the HTML views' spec:
+   PNGs with pixels set exactly are compared, so the mean absolute channel
+   difference and the share of pixels more than 32 apart are known in
+   advance; then its errors. */
+/* A w x h opaque PNG at path, every pixel fill (0xRRGGBB), then the pixels
+   of the list (x, y, colour) set; n the list's length. */
+static void write_exact_png(const char *path, int w, int h, uint32_t fill, const uint32_t (*set)[3], int n) {
+  cairo_surface_t *s = cairo_image_surface_create(CAIRO_FORMAT_RGB24, w, h);
+  cairo_surface_flush(s);
+  unsigned char *data = cairo_image_surface_get_data(s);
+  int stride = cairo_image_surface_get_stride(s);
+  for (int y = 0; y < h; y++)
+    for (int x = 0; x < w; x++) ((uint32_t *)(void *)(data + (size_t)y * (size_t)stride))[x] = fill;
+  for (int i = 0; i < n; i++) ((uint32_t *)(void *)(data + (size_t)set[i][1] * (size_t)stride))[set[i][0]] = set[i][2];
+  cairo_surface_mark_dirty(s);
+  CHECK(cairo_surface_write_to_png(s, path) == CAIRO_STATUS_SUCCESS);
+  cairo_surface_destroy(s);
+}
+
+static void test_png_diff_values(void) {
+  const char *a = tpath("d_a.png"), *b = tpath("d_b.png");
+  write_exact_png(a, 10, 4, 0xffffff, NULL, 0);
+  /* 40 pixels: one 40 lower in red (over 32), one 32 lower in all three
+     channels (not over), one black (255 in three channels) */
+  static const uint32_t set[][3] = {{0, 0, 0xd7ffff}, {5, 2, 0xdfdfdf}, {9, 3, 0x000000}};
+  write_exact_png(b, 10, 4, 0xffffff, set, 3);
+  attn_plot_png_diff_result r;
+  CHECK_OK(attn_plot_png_diff(a, a, &r));
+  CHECK(r.width == 10 && r.height == 4 && r.mean_abs == 0 && r.differing == 0);
+  CHECK_OK(attn_plot_png_diff(a, b, &r));
+  CHECK(r.width == 10 && r.height == 4);
+  /* channel differences: 40 + 3 * 32 + 3 * 255 over 40 pixels x 4 channels */
+  CHECK(fabs(r.mean_abs - (40.0 + 96.0 + 765.0) / 160.0) < 1e-12);
+  CHECK(fabs(r.differing - 2.0 / 40.0) < 1e-12);
+  attn_plot_png_diff_result back;
+  CHECK_OK(attn_plot_png_diff(b, a, &back));
+  CHECK(back.mean_abs == r.mean_abs && back.differing == r.differing);
+}
+
+static void test_png_diff_errors(void) {
+  const char *a = tpath("d_a.png"), *c = tpath("d_c.png"), *t = tpath("d_t.txt");
+  write_exact_png(c, 11, 4, 0xffffff, NULL, 0);
+  attn_plot_png_diff_result r = {0};
+  CHECK(attn_plot_png_diff(a, c, &r) == ATTN_ERR_ARG && error_has("png_diff") && error_has("is 10x4 but") &&
+        error_has("is 11x4"));
+  FILE *f = fopen(t, "wb");
+  CHECK(f != NULL);
+  if (f) {
+    fputs("not a png", f);
+    fclose(f);
+  }
+  CHECK(attn_plot_png_diff(a, t, &r) == ATTN_ERR_IO && error_has("is not a PNG file"));
+  CHECK(attn_plot_png_diff(tpath("d_missing.png"), a, &r) == ATTN_ERR_IO && error_has("cannot open"));
+  CHECK(attn_plot_png_diff(NULL, a, &r) == ATTN_ERR_ARG && error_has("path is NULL"));
+  CHECK(r.width == 0 && r.mean_abs == 0); /* untouched by the failures */
+}
+
 int main(void) {
   if (!scratch_open("plot")) return 1;
   test_colormaps();
@@ -468,6 +525,8 @@ int main(void) {
   test_histogram();
   test_lines();
   test_errors();
+  test_png_diff_values();
+  test_png_diff_errors();
   scratch_close();
   /* cairo's font face cache (with the fontconfig patterns it holds) is
      released, so that a leak checker sees only what the calls left */
