@@ -338,6 +338,9 @@ describe("viz_html in headless Chromium", function()
     assert.are.equal(1, r.hover_active)
     assert(r.hover_key.lines > 0 and r.hover_key.lines <= 3 * #TOKENS)
     assert.are.same(r.after_layer_change, r.after_leave)
+    -- clicking a token pins its lines; clicking again frees them
+    assert.are.same(r.hover_query, r.pinned_query)
+    assert.are.same(r.after_layer_change, r.unpinned)
   end)
 
   it("head view: the URL fragment sets layer, heads and token", function()

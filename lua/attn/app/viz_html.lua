@@ -494,6 +494,11 @@ local JS = [==[
     t.dataset.index = index;
     t.addEventListener("mouseenter", function () { self.hover = {side: side, index: index}; self.draw(); });
     t.addEventListener("mouseleave", function () { self.hover = null; self.draw(); });
+    t.addEventListener("click", function () { // pins the token's lines (a second click frees them)
+      var pinned = self.pinned && self.pinned.side === side && self.pinned.index === index;
+      self.pinned = pinned ? null : {side: side, index: index};
+      self.draw();
+    });
     return t;
   };
   LinePane.prototype.draw = function () {
@@ -598,6 +603,10 @@ local JS = [==[
         out.hover_key = snap();
         pane.keys[DATA.S - 1].dispatchEvent(new MouseEvent("mouseleave"));
         out.after_leave = snap();
+        pane.queries[0].dispatchEvent(new MouseEvent("click", {bubbles: true}));
+        out.pinned_query = snap();
+        pane.queries[0].dispatchEvent(new MouseEvent("click", {bubbles: true}));
+        out.unpinned = snap();
         return out;
       }
     };
@@ -847,7 +856,8 @@ end
 -- the left, the key tokens on the right and a line from each query to
 -- each key per shown head, its opacity the weight; a layer selector;
 -- one coloured square per head (click: toggle it; double-click: it
--- alone); hovering a token isolates its lines.  The URL fragment sets
+-- alone); hovering a token isolates its lines, clicking it keeps them
+-- isolated (a second click frees them).  The URL fragment sets
 -- the first state: view.html#layer=2&heads=1,3&token=4.
 -- @param maps a list of layers, each a [B, H, L, S] or [H, L, S] float
 --   tensor of attention weights (L queries, S keys)
