@@ -37,7 +37,7 @@
 --   6   lua/attn and its folders   the framework: tensor helpers (ops/), nn (nn/),
 --       but app/                   F, optim, data, dist, init, gradcheck,
 --                                  attention (attention/)
---   6.5 lua/attn/app               applications: text, bert, seq2seq, plot
+--   6.5 lua/attn/app               applications: text, bert, seq2seq, plot, viz
 --   7   lua:door                   the names users require: init.lua, nn.lua
 --                                  and the aliases listed in lua_doors
 -- so the framework never requires an application, and no file requires a
