@@ -341,6 +341,9 @@ describe("viz_html in headless Chromium", function()
     -- clicking a token pins its lines; clicking again frees them
     assert.are.same(r.hover_query, r.pinned_query)
     assert.are.same(r.after_layer_change, r.unpinned)
+    -- a double click on a head's square shows that head alone
+    assert.are.equal(1, r.after_dblclick.heads_on)
+    assert.are.equal(expected_lines(maps, 2, {3}), r.after_dblclick.lines)
   end)
 
   it("head view: the URL fragment sets layer, heads and token", function()
