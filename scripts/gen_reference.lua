@@ -509,6 +509,13 @@ end
 ---------------------------------------------------------------------------
 
 local function anchor(name) return name:gsub("[^%w_]", "-"):lower() end
+-- the entries' anchors; a class whose name differs from a function's only
+-- in case (attn.viz.Capture, attn.viz.capture) gets "-class" after its own
+local entry_anchors = {}
+local function class_anchor(c)
+  local a = anchor(c)
+  return entry_anchors[a] and a .. "-class" or a
+end
 
 local function write_file(path, text)
   local f = assert(io.open(path, "w"))
@@ -626,7 +633,7 @@ local function page_markdown(page, page_entries, operators, all_entries)
     w("")
   end
   for _, c in ipairs(order) do
-    w("- [" .. (CLASS_TITLES[c] or c) .. "](#" .. anchor(c) .. ")")
+    w("- [" .. (CLASS_TITLES[c] or c) .. "](#" .. class_anchor(c) .. ")")
   end
   w("")
   if #free > 0 then
@@ -639,7 +646,7 @@ local function page_markdown(page, page_entries, operators, all_entries)
     end
   end
   for _, c in ipairs(order) do
-    w('<a id="' .. anchor(c) .. '"></a>')
+    w('<a id="' .. class_anchor(c) .. '"></a>')
     w("")
     w("## " .. (CLASS_TITLES[c] or c))
     w("")
@@ -954,6 +961,7 @@ local function main()
     local a = anchor(e.name)
     while anchors[a] do a = a .. "-" end
     anchors[a] = true
+    entry_anchors[a] = true
     e.anchor = a
     table.insert(pages[p[1]], e)
     if e.parts.extra_usage then
