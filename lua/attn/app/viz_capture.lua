@@ -184,7 +184,7 @@ end
 -- local mha = nn.MultiheadAttention(8, 2, {batch_first = true})
 -- local cap = attn.viz.capture(mha, {grads = true})
 -- local x = attn.randn(1, 4, 8)
--- mha(x, x, x)[1][1][1]:backward()                     -- one output element
+-- mha(x, x, x)[1][1]:narrow(1, 1, 1):sum():backward()      -- one output element
 -- cap:remove()
 -- print(cap:grads()[1].shape)                          -- attn.Size([1, 2, 4, 4])
 function Capture:grads(pattern)
