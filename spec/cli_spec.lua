@@ -249,7 +249,8 @@ describe("attn binary", function()
         assert(require("attn.core") == core)
         local shared = 0
         local wrapped = require("attn.ops")._wrapped -- Lua wrappers of these (dim lists, options)
-        wrapped = setmetatable({load = true, save = true}, {__index = wrapped}) -- torch .pt dispatch (base.lua)
+        -- torch .pt dispatch, and SDPA's frame that attn.viz.capture observes (base.lua)
+        wrapped = setmetatable({load = true, save = true, scaled_dot_product_attention = true}, {__index = wrapped})
         for k, v in pairs(attn) do
           if type(v) == "function" and core[k] ~= nil and not wrapped[k] then
             assert(rawequal(core[k], v), "attn." .. tostring(k) .. " differs from attn.core's")

@@ -156,6 +156,7 @@ static const char *const kept_internal[] = {"_methods",
                                             "_ops" /* the op table: data, the state's own */,
                                             "_declare" /* marks the state's own binding functions */,
                                             "_custom_record" /* graph nodes with a Lua backward: the state's */,
+                                            "_sdpa_observer" /* viz.capture's hook: a base.lua upvalue */,
                                             NULL};
 /* Internal entries the sandbox removes, and why (for the walk). */
 static const char *const removed_internal[] = {"_plot" /* writes files */,
