@@ -35,14 +35,6 @@ double attn_plot_grid_auto_cell(int64_t rows, int64_t cols, int64_t queries, int
   return fmax(1, fmin(GRID_AUTO_MAX, floor(map / (double)side)));
 }
 
-static attn_status check_list(const char *fn, const char *key, const char *const *list, int64_t n) {
-  if (list)
-    for (int64_t i = 0; i < n; i++)
-      if (!list[i])
-        return attn_set_error(ATTN_ERR_ARG, "%s: option '%s': %s[%lld] is NULL", fn, key, key, (long long)i);
-  return ATTN_OK;
-}
-
 /* Label i of a list, or prefix and its number in buf. */
 static const char *label_at(const char *const *list, const char *prefix, int64_t i, int base, char *buf, size_t n) {
   if (list) return list[i];
@@ -56,41 +48,6 @@ static double max_width(cairo_t *m, const char *const *list, const char *prefix,
   for (int64_t i = 0; i < n; i++)
     w = fmax(w, attn__plot_text_width(m, label_at(list, prefix, i, base, buf, sizeof buf), fs, 0));
   return w;
-}
-
-/* A map as one rectangle per entry, clipped to the map: PNG entries on
-   whole pixels (no seams), vector ones overlapping their right/bottom
-   neighbours slightly for the same reason. */
-static void draw_map_cells(figure *f, const plot_cmap *cmap, const double *mv, int64_t nq, int64_t nk, double vmin,
-                           double vmax, double mx, double my, double cell) {
-  cairo_t *cr = f->cr;
-  int png = f->fmt == FMT_PNG;
-  double ov = png ? 0 : 0.3;
-  cairo_save(cr);
-  cairo_rectangle(cr, mx, my, cell * (double)nk, cell * (double)nq);
-  cairo_clip(cr);
-  for (int64_t i = 0; i < nq; i++) {
-    double y0 = my + (double)i * cell, y1 = my + (double)(i + 1) * cell;
-    if (png) {
-      y0 = round(y0);
-      y1 = round(y1);
-    }
-    for (int64_t j = 0; j < nk; j++) {
-      double val = mv[i * nk + j];
-      if (isnan(val)) continue;
-      double x0 = mx + (double)j * cell, x1 = mx + (double)(j + 1) * cell;
-      if (png) {
-        x0 = round(x0);
-        x1 = round(x1);
-      }
-      double rgb[3];
-      attn__plot_cmap_eval(cmap, (val - vmin) / (vmax - vmin), rgb);
-      cairo_set_source_rgb(cr, rgb[0], rgb[1], rgb[2]);
-      cairo_rectangle(cr, x0, y0, x1 - x0 + ov, y1 - y0 + ov);
-      cairo_fill(cr);
-    }
-  }
-  cairo_restore(cr);
 }
 
 /* A map as an image of k x k pixels per entry (NaN transparent), drawn
@@ -154,17 +111,16 @@ attn_status attn_plot_grid_draw(const attn_plot_grid *g, attn_plot_rect *cells, 
     return attn_set_error(ATTN_ERR_SHAPE, "%s: %lld x %lld maps do not fit in a figure (at most %d a side)", fn,
                           (long long)rows, (long long)cols, ATTN_PLOT_GRID_MAX_MAPS);
   if (!g->values) return attn_set_error(ATTN_ERR_ARG, "%s: values is NULL", fn);
-  attn_status st = check_list(fn, "row_labels", g->row_labels, rows);
-  if (st == ATTN_OK) st = check_list(fn, "col_labels", g->col_labels, cols);
-  if (st == ATTN_OK) st = check_list(fn, "query_labels", g->query_labels, nq);
-  if (st == ATTN_OK) st = check_list(fn, "key_labels", g->key_labels, nk);
+  attn_status st = attn__plot_check_labels(fn, "row_labels", g->row_labels, rows);
+  if (st == ATTN_OK) st = attn__plot_check_labels(fn, "col_labels", g->col_labels, cols);
+  if (st == ATTN_OK) st = attn__plot_check_labels(fn, "query_labels", g->query_labels, nq);
+  if (st == ATTN_OK) st = attn__plot_check_labels(fn, "key_labels", g->key_labels, nk);
+  if (st == ATTN_OK) st = attn__plot_check_limit(fn, "vmin", g->vmin);
+  if (st == ATTN_OK) st = attn__plot_check_limit(fn, "vmax", g->vmax);
   if (st != ATTN_OK) return st;
   const char *cmap_name = g->cmap ? g->cmap : "viridis";
   const plot_cmap *cmap = attn__plot_cmap_find(cmap_name);
   if (!cmap) return attn_set_error(ATTN_ERR_ARG, "%s: unknown cmap '%s' (known: " PLOT_CMAP_NAMES ")", fn, cmap_name);
-  if (isinf(g->vmin) || isinf(g->vmax))
-    return attn_set_error(ATTN_ERR_ARG, "%s: option '%s' must be a finite number (got %f)", fn,
-                          isinf(g->vmin) ? "vmin" : "vmax", isinf(g->vmin) ? g->vmin : g->vmax);
   double cell = g->cell;
   if (!isnan(cell) && !(cell >= ATTN_PLOT_GRID_CELL_MIN && cell <= ATTN_PLOT_GRID_CELL_MAX))
     return attn_set_error(ATTN_ERR_ARG, "%s: option 'cell' must be %g to %g (got %g)", fn, ATTN_PLOT_GRID_CELL_MIN,
@@ -220,21 +176,7 @@ attn_status attn_plot_grid_draw(const attn_plot_grid *g, attn_plot_rect *cells, 
   double bottom = PAD + (show_k ? (rotate ? kw : lh_t) + 4 : 0) + (lb->xlabel ? lh_label + 6 : 0);
   double right = PAD + (g->colorbar ? attn__plot_colorbar_room(m, vmin, vmax) : 0);
   double fw = ceil(left + gw + right), fh = ceil(top + gh + bottom);
-  if (lb->title) { /* a title wider than the figure widens it */
-    double tw = attn__plot_text_width(m, lb->title, FS_TITLE, 1) + 2 * PAD;
-    if (tw > fw) {
-      left += (tw - fw) / 2;
-      fw = ceil(tw);
-    }
-  }
-  if (fw < ATTN_PLOT_MIN_SIZE) {
-    left += (ATTN_PLOT_MIN_SIZE - fw) / 2;
-    fw = ATTN_PLOT_MIN_SIZE;
-  }
-  if (fh < ATTN_PLOT_MIN_SIZE) {
-    top += (ATTN_PLOT_MIN_SIZE - fh) / 2;
-    fh = ATTN_PLOT_MIN_SIZE;
-  }
+  attn__plot_fit_figure(m, lb->title, 1, &left, &top, &fw, &fh);
   if (fw > ATTN_PLOT_MAX_SIZE || fh > ATTN_PLOT_MAX_SIZE) {
     /* The largest entry that would fit with these margins. */
     double fit = fmin((ATTN_PLOT_MAX_SIZE - (fw - gw) - GRID_GAP * (double)(cols - 1)) / (double)(cols * nk),
@@ -268,7 +210,7 @@ attn_status attn_plot_grid_draw(const attn_plot_grid *g, attn_plot_rect *cells, 
         st = draw_map_image(f, cmap, mv, nq, nk, vmin, vmax, mx, my, cell);
         if (st != ATTN_OK) return st;
       } else {
-        draw_map_cells(f, cmap, mv, nq, nk, vmin, vmax, mx, my, cell);
+        attn__plot_draw_cells(f, cmap, mv, nq, nk, vmin, vmax, mx, my, cell, cell);
       }
       cairo_set_source_rgb(cr, 0, 0, 0);
       double fx0 = attn__plot_crisp(f, mx), fy0 = attn__plot_crisp(f, my), fx1 = attn__plot_crisp(f, mx + mw),
@@ -310,30 +252,12 @@ attn_status attn_plot_grid_draw(const attn_plot_grid *g, attn_plot_rect *cells, 
   if (lb->ylabel) attn__plot_draw_text(cr, lb->ylabel, rx - rw - 6, ay + gh / 2, FS_LABEL, 0, 0.5, 1, PLOT_PI / 2);
   if (lb->title) attn__plot_draw_text(cr, lb->title, ax + gw / 2, ay - lh_head - 4 - 8, FS_TITLE, 1, 0.5, 1, 0);
 
-  double bx = 0;
-  if (g->colorbar) {
-    bx = round(ax + gw + CBAR_GAP);
-    attn__plot_colorbar_draw(f, cmap, vmin, vmax, bx, ay, gh);
-  }
-
-  double figw = f->w, figh = f->h;
-  st = attn__plot_figure_end(f);
-  if (st != ATTN_OK) return st;
-  if (layout) {
-    memset(layout, 0, sizeof *layout);
-    layout->width = figw;
-    layout->height = figh;
-    layout->area = (attn_plot_rect){ax, ay, gw, gh};
-    layout->rows = rows;
-    layout->cols = cols;
-    layout->vmin = vmin;
-    layout->vmax = vmax;
-    layout->rotated_col_labels = rotate;
-    layout->has_colorbar = g->colorbar;
-    if (g->colorbar) layout->colorbar = (attn_plot_rect){bx, ay, CBAR_W, gh};
+  st = attn__plot_heat_finish(f, cmap, vmin, vmax, g->colorbar, (attn_plot_rect){ax, ay, gw, gh}, rows, cols, rotate,
+                              layout);
+  if (st == ATTN_OK && layout) {
     layout->cell = cell;
     layout->query_labels = show_q;
     layout->key_labels = show_k;
   }
-  return ATTN_OK;
+  return st;
 }

@@ -128,7 +128,7 @@ void attn_plot_heatmap_init(attn_plot_heatmap *h) {
   h->vmin = h->vmax = NAN;
 }
 
-static attn_status check_labels(const char *fn, const char *key, const char *const *list, int64_t n) {
+attn_status attn__plot_check_labels(const char *fn, const char *key, const char *const *list, int64_t n) {
   if (list)
     for (int64_t i = 0; i < n; i++)
       if (!list[i])
@@ -136,8 +136,86 @@ static attn_status check_labels(const char *fn, const char *key, const char *con
   return ATTN_OK;
 }
 
-static attn_status check_limit(const char *fn, const char *key, double v) {
+attn_status attn__plot_check_limit(const char *fn, const char *key, double v) {
   if (isinf(v)) return attn_set_error(ATTN_ERR_ARG, "%s: option '%s' must be a finite number (got %f)", fn, key, v);
+  return ATTN_OK;
+}
+
+void attn__plot_draw_cells(figure *f, const plot_cmap *cmap, const double *values, int64_t rows, int64_t cols,
+                           double lo, double hi, double x, double y, double cw, double ch) {
+  cairo_t *cr = f->cr;
+  const int png = f->fmt == FMT_PNG;
+  const double ov = png ? 0 : 0.3;
+  cairo_save(cr);
+  cairo_rectangle(cr, x, y, cw * (double)cols, ch * (double)rows);
+  cairo_clip(cr);
+  for (int64_t i = 0; i < rows; i++) {
+    double y0 = y + (double)i * ch, y1 = y + (double)(i + 1) * ch;
+    if (png) {
+      y0 = round(y0);
+      y1 = round(y1);
+    }
+    for (int64_t j = 0; j < cols; j++) {
+      double val = values[i * cols + j];
+      if (isnan(val)) continue;
+      double x0 = x + (double)j * cw, x1 = x + (double)(j + 1) * cw;
+      if (png) {
+        x0 = round(x0);
+        x1 = round(x1);
+      }
+      double rgb[3];
+      attn__plot_cmap_eval(cmap, (val - lo) / (hi - lo), rgb);
+      cairo_set_source_rgb(cr, rgb[0], rgb[1], rgb[2]);
+      cairo_rectangle(cr, x0, y0, x1 - x0 + ov, y1 - y0 + ov);
+      cairo_fill(cr);
+    }
+  }
+  cairo_restore(cr);
+}
+
+void attn__plot_fit_figure(cairo_t *m, const char *title, int widen_for_title, double *left, double *top, double *fw,
+                           double *fh) {
+  if (title && widen_for_title) { /* a title wider than the figure widens it */
+    double tw = attn__plot_text_width(m, title, FS_TITLE, 1) + 2 * PAD;
+    if (tw > *fw) {
+      *left += (tw - *fw) / 2;
+      *fw = ceil(tw);
+    }
+  }
+  if (*fw < ATTN_PLOT_MIN_SIZE) {
+    *left += (ATTN_PLOT_MIN_SIZE - *fw) / 2;
+    *fw = ATTN_PLOT_MIN_SIZE;
+  }
+  if (*fh < ATTN_PLOT_MIN_SIZE) {
+    *top += (ATTN_PLOT_MIN_SIZE - *fh) / 2;
+    *fh = ATTN_PLOT_MIN_SIZE;
+  }
+}
+
+attn_status attn__plot_heat_finish(figure *f, const plot_cmap *cmap, double lo, double hi, int colorbar,
+                                   attn_plot_rect area, int64_t rows, int64_t cols, int rotated,
+                                   attn_plot_layout *layout) {
+  double bx = 0;
+  if (colorbar) {
+    bx = round(area.x + area.w + CBAR_GAP);
+    attn__plot_colorbar_draw(f, cmap, lo, hi, bx, area.y, area.h);
+  }
+  double figw = f->w, figh = f->h;
+  attn_status st = attn__plot_figure_end(f);
+  if (st != ATTN_OK) return st;
+  if (layout) {
+    memset(layout, 0, sizeof *layout);
+    layout->width = figw;
+    layout->height = figh;
+    layout->area = area;
+    layout->rows = rows;
+    layout->cols = cols;
+    layout->vmin = lo;
+    layout->vmax = hi;
+    layout->rotated_col_labels = rotated;
+    layout->has_colorbar = colorbar;
+    if (colorbar) layout->colorbar = (attn_plot_rect){bx, area.y, CBAR_W, area.h};
+  }
   return ATTN_OK;
 }
 
@@ -154,8 +232,8 @@ attn_status attn_plot_heatmap_draw(const attn_plot_heatmap *h, attn_plot_layout 
   if (!h->values) return attn_set_error(ATTN_ERR_ARG, "%s: values is NULL", fn);
   n = rows * cols;
   const double *v = h->values;
-  attn_status st = check_labels(fn, "row_labels", h->row_labels, rows);
-  if (st == ATTN_OK) st = check_labels(fn, "col_labels", h->col_labels, cols);
+  attn_status st = attn__plot_check_labels(fn, "row_labels", h->row_labels, rows);
+  if (st == ATTN_OK) st = attn__plot_check_labels(fn, "col_labels", h->col_labels, cols);
   if (st != ATTN_OK) return st;
   const char *cmap_name = h->cmap ? h->cmap : "viridis";
   const plot_cmap *cmap = attn__plot_cmap_find(cmap_name);
@@ -166,8 +244,8 @@ attn_status attn_plot_heatmap_draw(const attn_plot_heatmap *h, attn_plot_layout 
                           "%s: option 'annotate' must be true or a format like \"%%.2f\" (one %%f, %%e or %%g "
                           "with at most 9 decimals), got \"%s\"",
                           fn, annot_fmt);
-  st = check_limit(fn, "vmin", h->vmin);
-  if (st == ATTN_OK) st = check_limit(fn, "vmax", h->vmax);
+  st = attn__plot_check_limit(fn, "vmin", h->vmin);
+  if (st == ATTN_OK) st = attn__plot_check_limit(fn, "vmax", h->vmax);
   if (st == ATTN_OK) st = attn__plot_figure_check(fn, lb);
   if (st != ATTN_OK) return st;
   double width = lb->width, height = lb->height;
@@ -211,7 +289,6 @@ attn_status attn_plot_heatmap_draw(const attn_plot_heatmap *h, attn_plot_layout 
   for (int64_t i = 0; i < rows; i++)
     rw = fmax(rw, attn__plot_text_width(m, label_at(rl, i, base, buf, sizeof buf), FS_TICK, 0));
   double left = PAD + (lb->ylabel ? lh_label + 6 : 0) + rw + TICK_LEN + 4;
-  const double cbar_gap = CBAR_GAP, cbar_w = CBAR_W;
   double right = PAD + (colorbar ? attn__plot_colorbar_room(m, cbar_lo, cbar_hi) : 4);
   double top = PAD + (lb->title ? attn__plot_line_height(m, FS_TITLE) + 8 : lh_tick / 2);
   /* Cells are square unless both sides are given. */
@@ -233,21 +310,7 @@ attn_status attn_plot_heatmap_draw(const attn_plot_heatmap *h, attn_plot_layout 
   double fw = !isnan(width) ? width : ceil(left + aw + right);
   double fh = !isnan(height) ? height : ceil(top + ah + bottom);
   /* A title wider than the figure widens an automatic figure. */
-  if (lb->title && isnan(width)) {
-    double tw = attn__plot_text_width(m, lb->title, FS_TITLE, 1) + 2 * PAD;
-    if (tw > fw) {
-      left += (tw - fw) / 2;
-      fw = ceil(tw);
-    }
-  }
-  if (fw < ATTN_PLOT_MIN_SIZE) {
-    left += (ATTN_PLOT_MIN_SIZE - fw) / 2;
-    fw = ATTN_PLOT_MIN_SIZE;
-  }
-  if (fh < ATTN_PLOT_MIN_SIZE) {
-    top += (ATTN_PLOT_MIN_SIZE - fh) / 2;
-    fh = ATTN_PLOT_MIN_SIZE;
-  }
+  attn__plot_fit_figure(m, lb->title, isnan(width), &left, &top, &fw, &fh);
   if (aw < 4 || ah < 4)
     return attn__plot_figure_fail(
         f, ATTN_ERR_ARG, "%s: a %.0f x %.0f figure leaves no room for the cells beside the labels", fn, fw, fh);
@@ -260,34 +323,7 @@ attn_status attn_plot_heatmap_draw(const attn_plot_heatmap *h, attn_plot_layout 
   cw = aw / (double)cols;
   double ch = ah / (double)rows;
 
-  /* Cells.  PNG edges are rounded to whole pixels (no seams); vector cells
-     overlap their right/bottom neighbours slightly for the same reason. */
-  double ov = f->fmt == FMT_PNG ? 0 : 0.3;
-  cairo_save(cr);
-  cairo_rectangle(cr, ax, ay, aw, ah);
-  cairo_clip(cr);
-  for (int64_t i = 0; i < rows; i++) {
-    double y0 = ay + (double)i * ch, y1 = ay + (double)(i + 1) * ch;
-    if (f->fmt == FMT_PNG) {
-      y0 = round(y0);
-      y1 = round(y1);
-    }
-    for (int64_t j = 0; j < cols; j++) {
-      double val = v[i * cols + j];
-      if (isnan(val)) continue;
-      double x0 = ax + (double)j * cw, x1 = ax + (double)(j + 1) * cw;
-      if (f->fmt == FMT_PNG) {
-        x0 = round(x0);
-        x1 = round(x1);
-      }
-      double rgb[3];
-      attn__plot_cmap_eval(cmap, (val - cbar_lo) / (cbar_hi - cbar_lo), rgb);
-      cairo_set_source_rgb(cr, rgb[0], rgb[1], rgb[2]);
-      cairo_rectangle(cr, x0, y0, x1 - x0 + ov, y1 - y0 + ov);
-      cairo_fill(cr);
-    }
-  }
-  cairo_restore(cr);
+  attn__plot_draw_cells(f, cmap, v, rows, cols, cbar_lo, cbar_hi, ax, ay, cw, ch);
 
   /* Annotations: black on light cells, white on dark ones; the font
      shrinks to fit the cells and annotations are dropped below 5 units. */
@@ -348,27 +384,6 @@ attn_status attn_plot_heatmap_draw(const attn_plot_heatmap *h, attn_plot_layout 
     attn__plot_draw_text(cr, lb->ylabel, fx0 - TICK_LEN - 3 - rw - 6, ay + ah / 2, FS_LABEL, 0, 0.5, 1, PLOT_PI / 2);
   if (lb->title) attn__plot_draw_text(cr, lb->title, ax + aw / 2, ay - 8, FS_TITLE, 1, 0.5, 1, 0);
 
-  double bx = 0;
-  if (colorbar) {
-    bx = round(ax + aw + cbar_gap);
-    attn__plot_colorbar_draw(f, cmap, cbar_lo, cbar_hi, bx, ay, ah);
-  }
-
-  double figw = f->w, figh = f->h;
-  st = attn__plot_figure_end(f);
-  if (st != ATTN_OK) return st;
-  if (layout) {
-    memset(layout, 0, sizeof *layout);
-    layout->width = figw;
-    layout->height = figh;
-    layout->area = (attn_plot_rect){ax, ay, aw, ah};
-    layout->rows = rows;
-    layout->cols = cols;
-    layout->vmin = cbar_lo;
-    layout->vmax = cbar_hi;
-    layout->rotated_col_labels = rotate;
-    layout->has_colorbar = colorbar;
-    if (colorbar) layout->colorbar = (attn_plot_rect){bx, ay, cbar_w, ah};
-  }
-  return ATTN_OK;
+  return attn__plot_heat_finish(f, cmap, cbar_lo, cbar_hi, colorbar, (attn_plot_rect){ax, ay, aw, ah}, rows, cols,
+                                rotate, layout);
 }

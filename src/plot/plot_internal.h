@@ -124,6 +124,27 @@ double attn__plot_colorbar_room(cairo_t *m, double lo, double hi);
 /* Draws the bar at x, y (its top), h tall, low values at the bottom. */
 void attn__plot_colorbar_draw(figure *f, const plot_cmap *cmap, double lo, double hi, double x, double y, double h);
 
+/* What heatmaps and attention grids share (heatmap.c). */
+/* NULL entries of a label list are refused, naming option key. */
+attn_status attn__plot_check_labels(const char *fn, const char *key, const char *const *list, int64_t n);
+/* vmin / vmax: NaN (not given) or finite. */
+attn_status attn__plot_check_limit(const char *fn, const char *key, double v);
+/* values [rows, cols] as cells cw x ch from x, y, coloured over [lo, hi]
+   and clipped to them; NaN cells stay blank.  PNG edges are rounded to
+   whole pixels (no seams); vector cells overlap their right/bottom
+   neighbours slightly for the same reason. */
+void attn__plot_draw_cells(figure *f, const plot_cmap *cmap, const double *values, int64_t rows, int64_t cols,
+                           double lo, double hi, double x, double y, double cw, double ch);
+/* The figure's size fw x fh grown to hold a title (when widen_for_title)
+   and to the minimum size, the plot moved (left, top) to stay centred. */
+void attn__plot_fit_figure(cairo_t *m, const char *title, int widen_for_title, double *left, double *top, double *fw,
+                           double *fh);
+/* The end of a heatmap-like figure: the colour bar right of area (when
+   colorbar), the file written, and layout's common fields (when layout). */
+attn_status attn__plot_heat_finish(figure *f, const plot_cmap *cmap, double lo, double hi, int colorbar,
+                                   attn_plot_rect area, int64_t rows, int64_t cols, int rotated,
+                                   attn_plot_layout *layout);
+
 /* ------------------------------------------------------------------------ */
 /* Cartesian axes: lines and histogram (figure.c)                            */
 
