@@ -78,15 +78,6 @@ local function as4(t)
   return t:reshape(s[1], -1, s[d - 1], s[d])
 end
 
-local function with_grad_off(f, ...)
-  local was = attn.is_grad_enabled()
-  attn.set_grad_enabled(false)
-  local ok, a, b = pcall(f, ...)
-  attn.set_grad_enabled(was)
-  if not ok then error(a, 0) end
-  return a, b
-end
-
 local function observer(c_sdpa, q, k, v, ...)
   local watching
   for _, cap in ipairs(active) do
@@ -110,8 +101,7 @@ local function observer(c_sdpa, q, k, v, ...)
   else
     out = c_sdpa(q, k, v, ...)
     o.need_weights, o.dropout_p, o.generator = true, nil, nil
-    local _
-    _, w = with_grad_off(c_sdpa, q, k, v, o)
+    w = select(2, attn.no_grad(c_sdpa, q, k, v, o))
     source = "recomputed"
   end
   if grads and w.requires_grad then w:retain_grad() end
