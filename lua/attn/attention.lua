@@ -426,8 +426,9 @@ end
 -- is a list of 1-based indices of the ORIGINAL heads (as numbered before
 -- any pruning), pruned the set of those pruned already, n_heads the
 -- current count.  Returns the heads to prune now (sorted, original
--- numbers; already pruned ones are skipped) and the current positions of
--- the heads that stay (1-based).  Out-of-range indices, anything but a
+-- numbers; already pruned ones are skipped), the current positions of
+-- the heads that stay (1-based) and the set of every pruned head after
+-- this call (the module's new pruned_heads).  Out-of-range indices, anything but a
 -- list of integers and pruning every head raise, naming fn.
 function M._prune_plan(fn, heads, n_heads, pruned)
   if type(heads) ~= "table" or attn.is_tensor(heads) or getmetatable(heads) ~= nil then
@@ -458,15 +459,16 @@ function M._prune_plan(fn, heads, n_heads, pruned)
     error(("%s: pruning these heads would leave none of the %d remaining; keep at least one (a head_mask of "
       .. "zeros switches every head off without changing the module)"):format(fn, n_heads), 3)
   end
-  local list, keep, pos = {}, {}, 0
+  local list, keep, all, pos = {}, {}, {}, 0
   for h = 1, original do
     if new[h] then list[#list + 1] = h end
+    if new[h] or pruned[h] then all[h] = true end
     if not pruned[h] then
       pos = pos + 1
       if not new[h] then keep[#keep + 1] = pos end
     end
   end
-  return list, keep
+  return list, keep, all
 end
 
 -- The rows of the heads at positions keep (1-based, head_dim rows each),
@@ -753,23 +755,20 @@ end
 function MultiheadAttention:prune_heads(heads)
   local fn = "MultiheadAttention:prune_heads"
   local pruned = self.pruned_heads or {}
-  local new, keep = M._prune_plan(fn, heads, self.num_heads, pruned)
+  local new, keep, all = M._prune_plan(fn, heads, self.num_heads, pruned)
   if #new == 0 then return self end
   local hd, D = self.head_dim, self.num_heads * self.head_dim
   local rows = M._head_rows(keep, hd)
+  -- the same heads' rows of q, k and v packed one after the other
+  local packed = attn.cat({rows, M._head_rows(keep, hd, D), M._head_rows(keep, hd, 2 * D)})
   if self._qkv_same_embed_dim then
-    local packed = attn.cat({rows, M._head_rows(keep, hd, D), M._head_rows(keep, hd, 2 * D)})
     self.in_proj_weight = M._prune_param(self.in_proj_weight, 1, packed)
-    if self.in_proj_bias ~= nil then self.in_proj_bias = M._prune_param(self.in_proj_bias, 1, packed) end
   else
     self.q_proj_weight = M._prune_param(self.q_proj_weight, 1, rows)
     self.k_proj_weight = M._prune_param(self.k_proj_weight, 1, rows)
     self.v_proj_weight = M._prune_param(self.v_proj_weight, 1, rows)
-    if self.in_proj_bias ~= nil then
-      local packed = attn.cat({rows, M._head_rows(keep, hd, D), M._head_rows(keep, hd, 2 * D)})
-      self.in_proj_bias = M._prune_param(self.in_proj_bias, 1, packed)
-    end
   end
+  self.in_proj_bias = M._prune_param(self.in_proj_bias, 1, packed) -- nil stays nil
   if self.bias_k ~= nil then
     self.bias_k = M._prune_param(self.bias_k, 3, rows)
     self.bias_v = M._prune_param(self.bias_v, 3, rows)
@@ -777,10 +776,7 @@ function MultiheadAttention:prune_heads(heads)
   self.out_proj.weight = M._prune_param(self.out_proj.weight, 2, rows)
   self.out_proj.in_features = #keep * hd
   self.num_heads = #keep
-  local set = {}
-  for h in pairs(pruned) do set[h] = true end
-  for _, h in ipairs(new) do set[h] = true end
-  self.pruned_heads = set
+  self.pruned_heads = all
   return self
 end
 

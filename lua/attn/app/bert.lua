@@ -579,7 +579,7 @@ function BertAttention:prune_heads(heads)
   local fn = "BertAttention:prune_heads"
   local sa = self.self
   local pruned = self.pruned_heads or {}
-  local new, keep = attention._prune_plan(fn, heads, sa.num_attention_heads, pruned)
+  local new, keep, all = attention._prune_plan(fn, heads, sa.num_attention_heads, pruned)
   if #new == 0 then return self end
   local rows = attention._head_rows(keep, sa.attention_head_size)
   local prune = attention._prune_param
@@ -594,10 +594,7 @@ function BertAttention:prune_heads(heads)
   dense.in_features = rows:numel()
   sa.num_attention_heads = #keep
   sa.all_head_size = rows:numel()
-  local set = {}
-  for h in pairs(pruned) do set[h] = true end
-  for _, h in ipairs(new) do set[h] = true end
-  self.pruned_heads = set
+  self.pruned_heads = all
   return self
 end
 
