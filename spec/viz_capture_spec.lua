@@ -221,7 +221,7 @@ describe("viz.capture", function()
     local lin = nn.Linear(2, 2)
     assert.has_error(function() viz.capture(attn.randn(2)) end, "viz.capture: model must be an nn.Module (got a tensor)")
     assert.has_error(function() viz.capture(lin, {grad = true}) end,
-      "viz.capture: unknown option 'grad' (valid options: grads, qk)")
+      "viz.capture: unknown option 'grad' (did you mean 'grads'?); valid options: grads, qk")
     assert.has_error(function() viz.capture(lin, {grads = 1}) end, "viz.capture: option 'grads' must be a boolean (got number)")
     local cap <close> = viz.capture(lin)
     assert.has_error(function() cap:grads() end,

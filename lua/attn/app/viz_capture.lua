@@ -320,14 +320,8 @@ function M.capture(model, opts)
   if type(model) ~= "table" or type(model.named_modules) ~= "function" then
     error(("%s: model must be an nn.Module (got %s)"):format(fn, is_tensor(model) and "a tensor" or type(model)), 2)
   end
-  if opts ~= nil and type(opts) ~= "table" then
-    error(("%s: opts must be a table {grads =, qk =} (got %s)"):format(fn, type(opts)), 2)
-  end
-  opts = opts or {}
+  opts = attn._misuse.check_options(fn, opts, {"grads", "qk"})
   for k, v in pairs(opts) do
-    if k ~= "grads" and k ~= "qk" then
-      error(("%s: unknown option '%s' (valid options: grads, qk)"):format(fn, tostring(k)), 2)
-    end
     if type(v) ~= "boolean" then
       error(("%s: option '%s' must be a boolean (got %s)"):format(fn, k, type(v)), 2)
     end

@@ -32,9 +32,7 @@ local FUSIONS = {mean = true, max = true, min = true}
 local function fmt_shape(s) return "[" .. table.concat(s, ",") .. "]" end
 
 -- opts checked against the names fn knows; nil is no options.
-local function check_options(fn, opts, known)
-  return attn._misuse.check_options(fn, opts, known)
-end
+local check_options = attn._misuse.check_options
 
 local function check_flag(fn, v, name, default)
   if v == nil then return default end
