@@ -9,6 +9,8 @@ local plot = require "attn.plot"
 
 local S = require "support.sh"
 local raises = require("support.errors").raises
+local PC = require "support.plot_checks"
+local png_size, cmap255, assert_rgb, pixel = PC.png_size, PC.cmap255, PC.assert_rgb, PC.pixel
 
 local tmpdir
 local function tmp(name) return tmpdir .. "/" .. name end
@@ -19,36 +21,7 @@ after_each(function()
   if tmpdir then S.rmtree(tmpdir) end
 end)
 
-local function listing()
-  local p = io.popen("ls -A " .. S.q(tmpdir))
-  local out = {}
-  for line in p:lines() do out[#out + 1] = line end
-  p:close()
-  table.sort(out)
-  return out
-end
-
-local function png_size(path)
-  local s = S.readfile(path)
-  assert.are.equal("\137PNG\r\n\26\n", s:sub(1, 8))
-  local w, h = string.unpack(">I4I4", s, 17)
-  return w, h
-end
-
-local function cmap255(name, t)
-  local r, g, b = plot.colormap(name, t)
-  return {math.floor(r * 255 + 0.5), math.floor(g * 255 + 0.5), math.floor(b * 255 + 0.5)}
-end
-
-local function assert_rgb(expected, px, tol, what)
-  for k = 1, 3 do
-    assert(math.abs(px[k] - expected[k]) <= tol,
-      ("%s: expected (%d, %d, %d), got (%d, %d, %d)"):format(what, expected[1], expected[2], expected[3], px[1],
-        px[2], px[3]))
-  end
-end
-
-local function pixel(path, x, y) return plot._pixel_stats(path, x, y).pixel end
+local function listing() return S.listing(tmpdir) end
 
 local function luminance(px) return 0.299 * px[1] + 0.587 * px[2] + 0.114 * px[3] end
 
@@ -277,7 +250,8 @@ describe("attn.plot.attention_grid", function()
     assert.are.equal(144, #b.cells)
     assert(b.width <= 2400 and b.height <= 2400, ("a 12 x 12 grid is %d x %d"):format(b.width, b.height))
     assert.is_false(b.query_labels)
-    assert.are.same({b.width, b.height}, {png_size(path)})
+    local w, h = png_size(path)
+    assert.are.same({b.width, b.height}, {w, h})
   end)
 
   it("raises errors that name the function, the argument and the shapes", function()

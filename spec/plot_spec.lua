@@ -19,43 +19,11 @@ teardown(function()
 end)
 
 local read, exists = S.readfile, S.exists
+local PC = require "support.plot_checks"
+local png_size, cmap255, assert_rgb, pixel = PC.png_size, PC.cmap255, PC.assert_rgb, PC.pixel
+local function listing() return S.listing(tmpdir) end
 
 -- Names in tmpdir (sorted).
-local function listing()
-  local p = io.popen("ls -A " .. q(tmpdir))
-  local out = {}
-  for line in p:lines() do out[#out + 1] = line end
-  p:close()
-  table.sort(out)
-  return out
-end
-
--- Width and height from a PNG's signature and IHDR chunk.
-local function png_size(path)
-  local s = read(path)
-  assert.are.equal("\137PNG\r\n\26\n", s:sub(1, 8))
-  assert.are.equal("IHDR", s:sub(13, 16))
-  local w, h = string.unpack(">I4I4", s, 17)
-  return w, h, #s
-end
-
--- A colour in 0..255 from attn.plot.colormap.
-local function cmap255(name, t)
-  local r, g, b = plot.colormap(name, t)
-  return {math.floor(r * 255 + 0.5), math.floor(g * 255 + 0.5), math.floor(b * 255 + 0.5)}
-end
-
-local function assert_rgb(expected, px, tol, what)
-  tol = tol or 1
-  for k = 1, 3 do
-    assert(math.abs(px[k] - expected[k]) <= tol,
-      ("%s: expected (%d, %d, %d), got (%d, %d, %d)"):format(what or "pixel", expected[1], expected[2],
-        expected[3], px[1], px[2], px[3]))
-  end
-end
-
-local function pixel(path, x, y) return plot._pixel_stats(path, x, y).pixel end
-
 local function luminance(px) return 0.299 * px[1] + 0.587 * px[2] + 0.114 * px[3] end
 
 -- Expects fn(...) to raise a message containing each plain-text piece.

@@ -8,6 +8,7 @@
 -- vocabulary and ids; the model part with the bigram baseline and the
 -- uniform guess.
 local S = require "support.seed_script"
+local file_size = require("support.sh").file_size
 local fx = require "support.fixture"
 
 local DATA = os.getenv("ATTN_NAMES_DATA") or (S.source_dir .. "/../shared/data/names-indian.txt")
@@ -38,14 +39,6 @@ local NB = F.notebook
 local function loss_of(out, who)
   local v = S.line(out, "validation loss, " .. who .. ":"):match("^%s*([%d.]+) nats/char")
   return assert(tonumber(v), "no loss printed for " .. who)
-end
-
-local function file_size(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local n = f:seek("end")
-  f:close()
-  return n
 end
 
 -- The printed 10 x 10 attention matrix p: every row sums to 1 (up to the

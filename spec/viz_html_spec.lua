@@ -31,13 +31,6 @@ local SOURCE = os.getenv("ATTN_SOURCE_DIR") or "."
 local FIXTURES = SOURCE .. "/spec/fixtures/viz"
 local CHROMIUM = "/usr/bin/chromium"
 
-local function file_size(path)
-  local f = assert(io.open(path, "rb"))
-  local n = f:seek("end")
-  f:close()
-  return n
-end
-
 -- Tokens that need escaping in HTML, in JSON and in a <script> element.
 local TOKENS = {"[CLS]", "</script>", 'say "hi"', "l'été", "<b>&amp;</b>", "日本\u{2028}", "[SEP]"}
 local SOURCE_TOKENS = {"le", "chat", "<!--", "noir", "\\n", "[SEP]"}
@@ -233,7 +226,7 @@ describe("viz_html files", function()
     for _, view in ipairs({"head_view", "model_view"}) do
       local t0 = os.clock()
       local path = html[view](big, {path = tmp("bert_" .. view .. ".html"), tokens = tokens})
-      local size = file_size(path)
+      local size = S.file_size(path)
       print(("%s: 12x12x64 BERT maps -> %d bytes in %.2f s"):format(view, size, os.clock() - t0))
       assert(size < 2 * 1024 * 1024, view .. ": " .. size .. " bytes")
       assert(size > 12 * 12 * 64 * 64, "one byte per weight at least") -- the weights are all there

@@ -46,6 +46,25 @@ end
 --- Removes the directory tree at d.
 function M.rmtree(d) os.execute("rm -rf " .. M.q(d)) end
 
+--- The names in directory d (ls -A), sorted.
+function M.listing(d)
+  local p = assert(io.popen("ls -A " .. M.q(d)))
+  local out = {}
+  for line in p:lines() do out[#out + 1] = line end
+  p:close()
+  table.sort(out)
+  return out
+end
+
+--- The size in bytes of the file at path (nil when it cannot be opened).
+function M.file_size(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local n = f:seek("end")
+  f:close()
+  return n
+end
+
 --- Runs a shell command with stderr joined to stdout; returns its exit
 -- status (128 + the signal when killed) and its output.
 function M.sh(cmd)
