@@ -18,6 +18,19 @@ end
 
 local function maxdiff(a, b) return (a - b):abs():max():item() end
 
+-- A user's module calling F.scaled_dot_product_attention with opts on the
+-- thirds of one projection [d -> 3d]; it keeps its last q, k, v in .seen.
+local function user_attention(name, opts)
+  local Attn = nn.Module:extend(name)
+  function Attn:init(d) self.proj = nn.Linear(d, 3 * d) end
+  function Attn:forward(x)
+    local q, k, v = self.proj(x):chunk(3, -1)
+    self.seen = {q, k, v}
+    return F.scaled_dot_product_attention(q, k, v, opts)
+  end
+  return Attn
+end
+
 local function rows_sum_to_one(m)
   local s = m:sum(-1)
   return maxdiff(s, attn.ones_like(s)) < 1e-5
@@ -123,15 +136,9 @@ describe("viz.capture", function()
   end)
 
   it("finds F.scaled_dot_product_attention inside a user's module, with q and k", function()
-    local Attn = nn.Module:extend("SpecAttn")
-    function Attn:init() self.proj = nn.Linear(8, 24) end
-    function Attn:forward(x)
-      local q, k, v = self.proj(x):chunk(3, -1)
-      self.seen = {q, k, v}
-      return F.scaled_dot_product_attention(q, k, v, {is_causal = true})
-    end
+    local Attn = user_attention("SpecAttn", {is_causal = true})
     attn.manual_seed(5)
-    local model = nn.Sequential(Attn(), nn.Linear(8, 8))
+    local model = nn.Sequential(Attn(8), nn.Linear(8, 8))
     local x = attn.randn(2, 5, 8)
     local cap <close> = viz.capture(model, {qk = true})
     model(x)
@@ -146,14 +153,9 @@ describe("viz.capture", function()
   end)
 
   it("keeps d output / d map with grads = true", function()
-    local Attn = nn.Module:extend("SpecAttnG")
-    function Attn:init() self.proj = nn.Linear(6, 18) end
-    function Attn:forward(x)
-      local q, k, v = self.proj(x):chunk(3, -1)
-      return F.scaled_dot_product_attention(q, k, v)
-    end
+    local Attn = user_attention("SpecAttnG")
     attn.manual_seed(6)
-    local model = Attn()
+    local model = Attn(6)
     local x = attn.randn(1, 4, 6)
     local fused = model(x)
     local cap <close> = viz.capture(model, {grads = true})
