@@ -38,32 +38,26 @@ local is_tensor = attn.is_tensor
 
 local M = {}
 
--- SDPA's positional order after q, k, v (src/lua/attention.c's sdpa_order)
-local SDPA_ORDER = {"attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa", "attn_mask_kind",
-  "causal_alignment", "generator", "need_weights"}
+local signature = require "attn.signature"
+
+-- SDPA's optional parameters in torch's positional order (its declared
+-- signature, after query, key and value)
+local SDPA_OPTIONS = {}
+do
+  local names = signature.parse(signature.SIGNATURES.scaled_dot_product_attention)
+  table.move(names, 4, #names, 1, SDPA_OPTIONS)
+end
 
 local active = {} -- captures recording now, oldest first
 -- whether observer is installed, and what observed SDPA before it
 local installed, previous_observer = false, nil
 
--- sdpa's options after q, k, v as a fresh table; nil when the call is one
--- the capture leaves to SDPA alone (too many arguments: SDPA raises)
+-- sdpa's options after q, k, v (positional, a trailing table or both) as
+-- a fresh table name -> value; nil for a call the capture leaves to SDPA
+-- alone (one that SDPA refuses, with its own message)
 local function sdpa_options(...)
-  local n = select("#", ...)
-  local first = ...
-  if n == 0 or (n == 1 and first == nil) then return {} end
-  if n == 1 and type(first) == "table" and not is_tensor(first) then
-    local key = next(first)
-    if key == nil or type(key) == "string" then -- an options table (a nested list is a mask)
-      local o = {}
-      for k, v in pairs(first) do o[k] = v end
-      return o
-    end
-  end
-  if n > #SDPA_ORDER then return nil end
-  local o = {}
-  for i = 1, n do o[SDPA_ORDER[i]] = (select(i, ...)) end
-  return o
+  local ok, o = pcall(attn._misuse.merge_options, "scaled_dot_product_attention", SDPA_OPTIONS, ...)
+  return ok and o or nil
 end
 
 -- an SDPA operand or map [..., L, X] as [B, H, L, X]: [L, X] -> [1, 1, L, X];
@@ -359,7 +353,6 @@ M.Capture = Capture
 
 -- calling convention (attn/signature.lua): the options are keywords of
 -- their own, read from the trailing table
-local signature = require "attn.signature"
 signature.declare(M, "viz.", {capture = "native: model, /, *, grads=false, qk=false"})
 signature.declare(Capture, "viz.Capture.", {maps = "self, pattern=nil", grads = "self, pattern=nil",
   map = false, paths = false, clear = false, remove = false})
